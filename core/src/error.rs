@@ -1,0 +1,206 @@
+//! The one classified error every store returns.
+//!
+//! Stores keep their driver errors private and map them here, so a caller decides
+//! what to do from the variant alone: retry ([`Error::is_retryable`]), give up, or
+//! treat the lease as gone.
+
+use std::fmt;
+
+use crate::model::LeaseToken;
+
+/// A boxed error source, as carried by [`Error::Unavailable`] and [`Error::Internal`].
+pub type BoxError = Box<dyn std::error::Error + Send + Sync + 'static>;
+
+/// Result alias used throughout Tenure.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// Everything that can go wrong talking to a store.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// Bad input; nothing was written (G15). Never retryable.
+    #[error("invalid {field}: {reason}")]
+    InvalidInput {
+        /// The offending field, as named in the params struct (`"queue"`, `"limit"`).
+        field: &'static str,
+        /// What is wrong with it.
+        reason: String,
+    },
+
+    /// The token is not the item's current running attempt; nothing changed (G3).
+    /// Never retryable: another attempt owns the item, or it is finished.
+    #[error("lease lost for item {} attempt {}", .token.id, .token.attempt)]
+    LeaseLost {
+        /// The token that was refused.
+        token: LeaseToken,
+    },
+
+    /// Renewal refused because the attempt used all `max_renewals` renewals (G4).
+    #[error("renewal limit {limit} reached for item {} attempt {}", .token.id, .token.attempt)]
+    RenewalLimit {
+        /// The token whose renewal was refused.
+        token: LeaseToken,
+        /// The item's renewal cap.
+        limit: u32,
+    },
+
+    /// A state conflict that is not about a lease (for example requeueing an item that
+    /// is not dead, or a store schema newer than this code).
+    #[error("conflict on {what}: {reason}")]
+    Conflict {
+        /// What conflicted.
+        what: &'static str,
+        /// Why.
+        reason: String,
+    },
+
+    /// The named thing does not exist.
+    #[error("{what} {id} not found")]
+    NotFound {
+        /// The kind of thing (`"item"`, `"instance"`).
+        what: &'static str,
+        /// Its identifier.
+        id: String,
+    },
+
+    /// The backend is unreachable, timed out, or refused for contention (serialization
+    /// failure, deadlock, busy database). The only retryable kind: try again later.
+    #[error("{store} unavailable: {source}")]
+    Unavailable {
+        /// The store's name.
+        store: &'static str,
+        /// The underlying cause.
+        #[source]
+        source: BoxError,
+    },
+
+    /// The operation needs a capability this store does not offer.
+    #[error("{operation} is not supported by {store}")]
+    Unsupported {
+        /// The operation asked for.
+        operation: &'static str,
+        /// The store's name.
+        store: &'static str,
+    },
+
+    /// A bug or corrupted state in the backend. Not retryable.
+    #[error("{store} internal error: {source}")]
+    Internal {
+        /// The store's name.
+        store: &'static str,
+        /// The underlying cause.
+        #[source]
+        source: BoxError,
+    },
+}
+
+/// A fieldless mirror of [`Error`] for matching, logging and metrics.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum ErrorKind {
+    /// See [`Error::InvalidInput`].
+    InvalidInput,
+    /// See [`Error::LeaseLost`].
+    LeaseLost,
+    /// See [`Error::RenewalLimit`].
+    RenewalLimit,
+    /// See [`Error::Conflict`].
+    Conflict,
+    /// See [`Error::NotFound`].
+    NotFound,
+    /// See [`Error::Unavailable`].
+    Unavailable,
+    /// See [`Error::Unsupported`].
+    Unsupported,
+    /// See [`Error::Internal`].
+    Internal,
+}
+
+impl fmt::Display for ErrorKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt(self, f)
+    }
+}
+
+impl Error {
+    /// Shorthand for [`Error::InvalidInput`].
+    pub fn invalid(field: &'static str, reason: impl Into<String>) -> Self {
+        Error::InvalidInput {
+            field,
+            reason: reason.into(),
+        }
+    }
+
+    /// Shorthand for [`Error::Unavailable`].
+    pub fn unavailable(store: &'static str, source: impl Into<BoxError>) -> Self {
+        Error::Unavailable {
+            store,
+            source: source.into(),
+        }
+    }
+
+    /// Shorthand for [`Error::Internal`].
+    pub fn internal(store: &'static str, source: impl Into<BoxError>) -> Self {
+        Error::Internal {
+            store,
+            source: source.into(),
+        }
+    }
+
+    /// Shorthand for [`Error::Conflict`].
+    pub fn conflict(what: &'static str, reason: impl Into<String>) -> Self {
+        Error::Conflict {
+            what,
+            reason: reason.into(),
+        }
+    }
+
+    /// The variant without its fields.
+    pub fn kind(&self) -> ErrorKind {
+        match self {
+            Error::InvalidInput { .. } => ErrorKind::InvalidInput,
+            Error::LeaseLost { .. } => ErrorKind::LeaseLost,
+            Error::RenewalLimit { .. } => ErrorKind::RenewalLimit,
+            Error::Conflict { .. } => ErrorKind::Conflict,
+            Error::NotFound { .. } => ErrorKind::NotFound,
+            Error::Unavailable { .. } => ErrorKind::Unavailable,
+            Error::Unsupported { .. } => ErrorKind::Unsupported,
+            Error::Internal { .. } => ErrorKind::Internal,
+        }
+    }
+
+    /// True only for [`Error::Unavailable`]: the same call may succeed later.
+    pub fn is_retryable(&self) -> bool {
+        matches!(self, Error::Unavailable { .. })
+    }
+
+    /// The field named by an [`Error::InvalidInput`], if this is one.
+    pub fn invalid_field(&self) -> Option<&'static str> {
+        match self {
+            Error::InvalidInput { field, .. } => Some(field),
+            _ => None,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_unavailable_is_retryable() {
+        let io = std::io::Error::other("down");
+        assert!(Error::unavailable("memory", io).is_retryable());
+        assert!(!Error::invalid("queue", "empty").is_retryable());
+        assert!(!Error::conflict("item", "x").is_retryable());
+        assert!(!Error::internal("memory", "bug").is_retryable());
+    }
+
+    #[test]
+    fn invalid_input_names_the_field() {
+        let e = Error::invalid("limit", "must be at least 1");
+        assert_eq!(e.invalid_field(), Some("limit"));
+        assert_eq!(e.to_string(), "invalid limit: must be at least 1");
+        assert_eq!(e.kind(), ErrorKind::InvalidInput);
+    }
+}

@@ -1,0 +1,103 @@
+//! Conveniences over [`Store`], for callers. Do not implement: the blanket impl covers
+//! every store.
+
+use async_trait::async_trait;
+use serde::Serialize;
+
+use crate::error::{Error, Result};
+use crate::keys::{OwnerId, QueueName};
+use crate::model::{Enqueued, FailOutcome, Lease, LeaseToken, NewItem, RenewOutcome, TokenOutcome};
+use crate::store::{
+    ClaimParams, CompleteParams, EnqueueParams, FailParams, Failure, ReleaseParams, RenewParams,
+    Store,
+};
+
+fn single<T>(mut answers: Vec<T>, store: &'static str) -> Result<T> {
+    match (answers.pop(), answers.is_empty()) {
+        (Some(a), true) => Ok(a),
+        _ => Err(Error::internal(
+            store,
+            "expected exactly one answer for one input",
+        )),
+    }
+}
+
+/// One-item conveniences and JSON helpers over any [`Store`].
+#[async_trait]
+pub trait StoreExt: Store {
+    /// Enqueues one item.
+    async fn enqueue_one(&self, item: NewItem) -> Result<Enqueued> {
+        single(self.enqueue(EnqueueParams::one(item)).await?, self.name())
+    }
+
+    /// Enqueues one item whose payload is `value` as JSON.
+    async fn enqueue_json<T: Serialize + Sync + ?Sized>(
+        &self,
+        queue: QueueName,
+        value: &T,
+    ) -> Result<Enqueued> {
+        self.enqueue_one(NewItem::json(queue, value)?).await
+    }
+
+    /// Claims at most one item.
+    async fn claim_one(
+        &self,
+        queue: QueueName,
+        owner: OwnerId,
+        lease_for: std::time::Duration,
+    ) -> Result<Option<Lease>> {
+        Ok(self
+            .claim(ClaimParams::new(queue, owner, 1, lease_for))
+            .await?
+            .pop())
+    }
+
+    /// Completes one attempt; a superseded token is `Err(Error::LeaseLost)`.
+    async fn complete_one(&self, token: LeaseToken) -> Result<()> {
+        match single(
+            self.complete(CompleteParams::new(vec![token])).await?,
+            self.name(),
+        )? {
+            TokenOutcome::Accepted => Ok(()),
+            TokenOutcome::LeaseLost => Err(Error::LeaseLost { token }),
+        }
+    }
+
+    /// Releases one attempt; a superseded token is `Err(Error::LeaseLost)`.
+    async fn release_one(&self, token: LeaseToken) -> Result<()> {
+        match single(
+            self.release(ReleaseParams::new(vec![token])).await?,
+            self.name(),
+        )? {
+            TokenOutcome::Accepted => Ok(()),
+            TokenOutcome::LeaseLost => Err(Error::LeaseLost { token }),
+        }
+    }
+
+    /// Records one failure; a superseded token is `Err(Error::LeaseLost)`.
+    async fn fail_one(&self, failure: Failure) -> Result<FailOutcome> {
+        let token = failure.token;
+        match single(self.fail(FailParams::one(failure)).await?, self.name())? {
+            FailOutcome::LeaseLost => Err(Error::LeaseLost { token }),
+            other => Ok(other),
+        }
+    }
+
+    /// Renews one lease; lease lost and the renewal cap come back as errors.
+    async fn renew_one(
+        &self,
+        token: LeaseToken,
+        lease_for: std::time::Duration,
+    ) -> Result<crate::time::Timestamp> {
+        match single(
+            self.renew(RenewParams::new(vec![token], lease_for)).await?,
+            self.name(),
+        )? {
+            RenewOutcome::Renewed { expires_at, .. } => Ok(expires_at),
+            RenewOutcome::LimitReached { limit } => Err(Error::RenewalLimit { token, limit }),
+            RenewOutcome::LeaseLost => Err(Error::LeaseLost { token }),
+        }
+    }
+}
+
+impl<S: Store + ?Sized> StoreExt for S {}

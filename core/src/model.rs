@@ -1,0 +1,525 @@
+//! The data model: items, their states, leases and the answers stores give.
+
+use std::fmt;
+use std::str::FromStr;
+use std::time::Duration;
+
+use uuid::Uuid;
+
+use crate::error::{Error, Result};
+use crate::keys::{DedupKey, OwnerId, QueueName, ScopeKey, StreamKey};
+use crate::time::Timestamp;
+
+/// Default most attempts an item gets before a retryable failure makes it dead (G5).
+pub const DEFAULT_MAX_ATTEMPTS: u32 = 20;
+/// Default most expired leases an item survives before it goes dead as stalled (G6).
+pub const DEFAULT_MAX_STALLS: u32 = 3;
+/// Default most renewals within one attempt (G4).
+pub const DEFAULT_MAX_RENEWALS: u32 = 6;
+/// Default window in which a dedup key makes a second enqueue a duplicate (G11).
+pub const DEFAULT_DEDUP_WINDOW: Duration = Duration::from_secs(30 * 24 * 60 * 60);
+/// Most attempts an item may be given.
+pub const MAX_ATTEMPTS_LIMIT: u32 = 10_000;
+
+/// An item's identifier: a UUID v7, so ids sort roughly by creation time.
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct ItemId(Uuid);
+
+impl ItemId {
+    /// A fresh UUID v7 id.
+    pub fn new() -> Self {
+        ItemId(Uuid::now_v7())
+    }
+
+    /// Wraps an existing UUID (as read back from a store).
+    pub const fn from_uuid(uuid: Uuid) -> Self {
+        ItemId(uuid)
+    }
+
+    /// The UUID.
+    pub const fn as_uuid(&self) -> &Uuid {
+        &self.0
+    }
+
+    /// The 16 bytes of the UUID, for stores that keep it as a blob.
+    pub fn as_bytes(&self) -> &[u8; 16] {
+        self.0.as_bytes()
+    }
+}
+
+impl Default for ItemId {
+    fn default() -> Self {
+        ItemId::new()
+    }
+}
+
+impl fmt::Debug for ItemId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Display::fmt(&self.0, f)
+    }
+}
+
+impl fmt::Display for ItemId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Display::fmt(&self.0, f)
+    }
+}
+
+impl FromStr for ItemId {
+    type Err = Error;
+    fn from_str(s: &str) -> Result<Self> {
+        Uuid::parse_str(s)
+            .map(ItemId)
+            .map_err(|e| Error::invalid("id", e.to_string()))
+    }
+}
+
+/// Where an item is in its life.
+///
+/// `Ready -> Running -> Done`; `Running -> Ready` (retry, release, recovered expiry);
+/// `Running -> Dead` (attempts or stalls exhausted, permanent failure);
+/// `Dead -> Ready` only by an operator's requeue. See [`crate::machine`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum ItemState {
+    /// Waiting to be claimed (possibly not before `run_at`).
+    Ready,
+    /// Leased to an owner until `lease_expires_at`.
+    Running,
+    /// Finished successfully. Stores may delete finished items at once.
+    Done,
+    /// Given up on; kept with its last error until an operator requeues or discards it.
+    Dead,
+}
+
+impl ItemState {
+    /// The lowercase name stores persist (`"ready"`, `"running"`, `"done"`, `"dead"`).
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            ItemState::Ready => "ready",
+            ItemState::Running => "running",
+            ItemState::Done => "done",
+            ItemState::Dead => "dead",
+        }
+    }
+}
+
+impl fmt::Display for ItemState {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl FromStr for ItemState {
+    type Err = Error;
+    fn from_str(s: &str) -> Result<Self> {
+        match s {
+            "ready" => Ok(ItemState::Ready),
+            "running" => Ok(ItemState::Running),
+            "done" => Ok(ItemState::Done),
+            "dead" => Ok(ItemState::Dead),
+            other => Err(Error::invalid("state", format!("unknown state {other:?}"))),
+        }
+    }
+}
+
+/// A unit of work as a store keeps it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Item {
+    /// Identifier (UUID v7).
+    pub id: ItemId,
+    /// The queue it belongs to.
+    pub queue: QueueName,
+    /// Opaque bytes for the handler.
+    pub payload: Vec<u8>,
+    /// Stream key: strict FIFO among items sharing it (G9).
+    pub stream: Option<StreamKey>,
+    /// Scope key: at most one running item per scope (G10).
+    pub scope: Option<ScopeKey>,
+    /// The producer's idempotency key (G11).
+    pub dedup_key: Option<DedupKey>,
+    /// Smaller runs first (G8). Default 0.
+    pub priority: i16,
+    /// Not claimable before this instant (G7).
+    pub run_at: Timestamp,
+    /// Current state.
+    pub state: ItemState,
+    /// Number of claims so far; the fencing half of the [`LeaseToken`]. Never decreases.
+    pub attempt: u32,
+    /// Owner of the current lease while running.
+    pub owner: Option<OwnerId>,
+    /// When the current lease ends while running.
+    pub lease_expires_at: Option<Timestamp>,
+    /// Renewals made in the current attempt (G4).
+    pub renewals: u32,
+    /// Expired leases counted so far (G6).
+    pub stalls: u32,
+    /// Attempts allowed before a retryable failure makes the item dead (G5).
+    pub max_attempts: u32,
+    /// Stalls allowed before recovery makes the item dead (G6).
+    pub max_stalls: u32,
+    /// Renewals allowed within one attempt (G4).
+    pub max_renewals: u32,
+    /// The last failure's message, kept through retries and death.
+    pub last_error: Option<String>,
+    /// When it was enqueued.
+    pub created_at: Timestamp,
+    /// When its state last changed.
+    pub updated_at: Timestamp,
+}
+
+impl Item {
+    /// The fencing token of the item's current attempt.
+    pub fn token(&self) -> LeaseToken {
+        LeaseToken {
+            id: self.id,
+            attempt: self.attempt,
+        }
+    }
+
+    /// The payload parsed as JSON.
+    pub fn json<T: serde::de::DeserializeOwned>(&self) -> Result<T> {
+        serde_json::from_slice(&self.payload).map_err(|e| Error::invalid("payload", e.to_string()))
+    }
+}
+
+/// When a new item becomes claimable.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum Schedule {
+    /// At once (at the store's `now` when it is enqueued).
+    #[default]
+    Now,
+    /// At this instant.
+    At(Timestamp),
+    /// This long after the store's `now` when it is enqueued.
+    After(Duration),
+}
+
+impl Schedule {
+    /// The run time this schedule gives at `now`.
+    pub fn run_at(self, now: Timestamp) -> Timestamp {
+        match self {
+            Schedule::Now => now,
+            Schedule::At(t) => t,
+            Schedule::After(d) => now + d,
+        }
+    }
+}
+
+/// An item to enqueue, built with [`NewItem::new`] and its builder methods.
+///
+/// Fields are public to read (stores read them) but the struct can only be built
+/// through core, so new fields can be added without breaking a store.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct NewItem {
+    /// Its id, assigned at construction so a producer knows it before the write.
+    pub id: ItemId,
+    /// The queue.
+    pub queue: QueueName,
+    /// Opaque bytes for the handler.
+    pub payload: Vec<u8>,
+    /// Stream key (G9).
+    pub stream: Option<StreamKey>,
+    /// Scope key (G10).
+    pub scope: Option<ScopeKey>,
+    /// Dedup key (G11).
+    pub dedup_key: Option<DedupKey>,
+    /// How long the dedup key is remembered.
+    pub dedup_window: Duration,
+    /// Smaller runs first.
+    pub priority: i16,
+    /// When it becomes claimable.
+    pub schedule: Schedule,
+    /// Attempts allowed (1..=10 000).
+    pub max_attempts: u32,
+    /// Stalls allowed (1..=10 000).
+    pub max_stalls: u32,
+    /// Renewals allowed per attempt.
+    pub max_renewals: u32,
+}
+
+impl NewItem {
+    /// A ready item for `queue` with the given payload and every default.
+    pub fn new(queue: QueueName, payload: impl Into<Vec<u8>>) -> Self {
+        NewItem {
+            id: ItemId::new(),
+            queue,
+            payload: payload.into(),
+            stream: None,
+            scope: None,
+            dedup_key: None,
+            dedup_window: DEFAULT_DEDUP_WINDOW,
+            priority: 0,
+            schedule: Schedule::Now,
+            max_attempts: DEFAULT_MAX_ATTEMPTS,
+            max_stalls: DEFAULT_MAX_STALLS,
+            max_renewals: DEFAULT_MAX_RENEWALS,
+        }
+    }
+
+    /// An item whose payload is `value` serialized as JSON.
+    pub fn json<T: serde::Serialize + ?Sized>(queue: QueueName, value: &T) -> Result<Self> {
+        let payload =
+            serde_json::to_vec(value).map_err(|e| Error::invalid("payload", e.to_string()))?;
+        Ok(NewItem::new(queue, payload))
+    }
+
+    /// Puts the item in a stream (G9).
+    pub fn stream(mut self, stream: StreamKey) -> Self {
+        self.stream = Some(stream);
+        self
+    }
+
+    /// Gives the item a scope (G10).
+    pub fn scope(mut self, scope: ScopeKey) -> Self {
+        self.scope = Some(scope);
+        self
+    }
+
+    /// Gives the item a dedup key (G11), remembered for the default 30 days.
+    pub fn dedup_key(mut self, key: DedupKey) -> Self {
+        self.dedup_key = Some(key);
+        self
+    }
+
+    /// How long the dedup key is remembered (1 s ..= 366 days).
+    pub fn dedup_window(mut self, window: Duration) -> Self {
+        self.dedup_window = window;
+        self
+    }
+
+    /// Sets the priority; smaller runs first.
+    pub fn priority(mut self, priority: i16) -> Self {
+        self.priority = priority;
+        self
+    }
+
+    /// Makes the item claimable at `at` and not before (G7).
+    pub fn run_at(mut self, at: Timestamp) -> Self {
+        self.schedule = Schedule::At(at);
+        self
+    }
+
+    /// Makes the item claimable `delay` after it is enqueued (G7).
+    pub fn delay(mut self, delay: Duration) -> Self {
+        self.schedule = Schedule::After(delay);
+        self
+    }
+
+    /// Sets the attempts allowed.
+    pub fn max_attempts(mut self, n: u32) -> Self {
+        self.max_attempts = n;
+        self
+    }
+
+    /// Sets the stalls allowed.
+    pub fn max_stalls(mut self, n: u32) -> Self {
+        self.max_stalls = n;
+        self
+    }
+
+    /// Sets the renewals allowed per attempt.
+    pub fn max_renewals(mut self, n: u32) -> Self {
+        self.max_renewals = n;
+        self
+    }
+
+    /// Uses `id` instead of the generated one (for callers that mint ids themselves).
+    pub fn with_id(mut self, id: ItemId) -> Self {
+        self.id = id;
+        self
+    }
+}
+
+/// The fencing token of one attempt: every write on a running item names it (G3).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct LeaseToken {
+    /// The item.
+    pub id: ItemId,
+    /// The attempt the lease was granted for.
+    pub attempt: u32,
+}
+
+impl LeaseToken {
+    /// A token for `id` at `attempt`.
+    pub const fn new(id: ItemId, attempt: u32) -> Self {
+        LeaseToken { id, attempt }
+    }
+}
+
+impl fmt::Display for LeaseToken {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}#{}", self.id, self.attempt)
+    }
+}
+
+/// What a claim returns: the item, its token, owner and expiry.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Lease {
+    /// The item as it is after the claim (state running, attempt raised).
+    pub item: Item,
+    /// The fencing token for this attempt.
+    pub token: LeaseToken,
+    /// The lease holder.
+    pub owner: OwnerId,
+    /// When the lease ends unless renewed.
+    pub expires_at: Timestamp,
+}
+
+impl Lease {
+    /// Builds a lease from a claimed item (state running, owner and expiry set).
+    pub fn from_item(item: Item) -> Result<Self> {
+        match (&item.owner, item.lease_expires_at, item.state) {
+            (Some(owner), Some(expires_at), ItemState::Running) => Ok(Lease {
+                token: item.token(),
+                owner: owner.clone(),
+                expires_at,
+                item,
+            }),
+            _ => Err(Error::internal(
+                "core",
+                format!("item {} is not running with an owner and expiry", item.id),
+            )),
+        }
+    }
+}
+
+/// The answer to one enqueued item.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Enqueued {
+    /// The new item's id, or the existing item's id for a duplicate.
+    pub id: ItemId,
+    /// True when the dedup key was seen within its window and nothing was inserted (G11).
+    pub duplicate: bool,
+}
+
+/// The per-token answer of `complete` and `release`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum TokenOutcome {
+    /// The write was applied.
+    Accepted,
+    /// The token is not the current running attempt; nothing changed (G3).
+    LeaseLost,
+}
+
+/// The per-token answer of `renew`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum RenewOutcome {
+    /// The lease now ends at `expires_at`; `renewals` have been used in this attempt.
+    Renewed {
+        /// The new expiry.
+        expires_at: Timestamp,
+        /// Renewals used in this attempt, this one included.
+        renewals: u32,
+    },
+    /// The attempt used all its renewals; the lease keeps its expiry (G4).
+    LimitReached {
+        /// The item's cap.
+        limit: u32,
+    },
+    /// The token is not the current running attempt; nothing changed (G3).
+    LeaseLost,
+}
+
+/// The per-token answer of `fail`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum FailOutcome {
+    /// Back to ready, claimable from `run_at` (G5).
+    Retrying {
+        /// When it becomes claimable again.
+        run_at: Timestamp,
+    },
+    /// Dead: attempts exhausted or a permanent failure (G5).
+    Dead,
+    /// The token is not the current running attempt; nothing changed (G3).
+    LeaseLost,
+}
+
+/// What one recovery pass did (G2, G6).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub struct Recovered {
+    /// Expired items put back to ready.
+    pub requeued: u64,
+    /// Expired items that reached `max_stalls` and went dead.
+    pub dead: u64,
+}
+
+/// What one purge pass deleted.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub struct Purged {
+    /// Finished items deleted.
+    pub items: u64,
+    /// Expired dedup keys deleted.
+    pub dedup_keys: u64,
+}
+
+/// What one eviction pass did (G12).
+#[derive(Clone, Debug, PartialEq, Eq, Default)]
+pub struct Evicted {
+    /// The instances evicted.
+    pub instances: Vec<OwnerId>,
+    /// Their leases released (items put back to ready, or dead when out of stalls).
+    pub released: u64,
+}
+
+/// A registered worker instance (G12).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Instance {
+    /// Its id, which is also the owner of its leases.
+    pub id: OwnerId,
+    /// When it registered.
+    pub started_at: Timestamp,
+    /// Its last heartbeat.
+    pub last_seen: Timestamp,
+}
+
+/// The answer to a leader-lease acquisition (G13). An unreachable store is an
+/// `Err(Error::Unavailable)` (Faulted), never `Follower`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum LeaderStatus {
+    /// The caller holds the lease.
+    Leader {
+        /// Its fencing term: strictly greater than every earlier holder's.
+        term: u64,
+        /// When the lease ends unless acquired again.
+        expires_at: Timestamp,
+    },
+    /// Someone else holds it.
+    Follower {
+        /// The current holder.
+        holder: OwnerId,
+        /// The holder's term.
+        term: u64,
+        /// When the holder's lease ends unless renewed.
+        expires_at: Timestamp,
+    },
+}
+
+impl LeaderStatus {
+    /// True when the caller holds the lease.
+    pub fn is_leader(&self) -> bool {
+        matches!(self, LeaderStatus::Leader { .. })
+    }
+}
+
+/// Counts of a queue's items by state.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub struct QueueCounts {
+    /// Ready and due now.
+    pub ready: u64,
+    /// Ready but not due yet.
+    pub scheduled: u64,
+    /// Running.
+    pub running: u64,
+    /// Dead.
+    pub dead: u64,
+    /// Finished and still kept (stores that delete finished items report 0).
+    pub done: u64,
+}
+
+impl QueueCounts {
+    /// Items not yet finished or dead: ready, scheduled and running.
+    pub fn pending(&self) -> u64 {
+        self.ready + self.scheduled + self.running
+    }
+}

@@ -1,0 +1,319 @@
+//! The contract between Tenure and a storage backend.
+//!
+//! [`Store`] is the whole contract in one trait, readable top to bottom. Every method
+//! names the guarantee it keeps and the conformance group (`tenure-conformance`) that
+//! checks it. Conveniences live on [`StoreExt`](crate::StoreExt); do not add them here.
+//!
+//! Two rules hold for every method:
+//!
+//! * **Validate first.** A method MUST call its params' `validate` with the store's
+//!   [`Limits`] and return that error before writing anything (G15; group
+//!   `g15_bad_input`).
+//! * **One clock.** A method reads the store's [`Clock`](crate::Clock) once and uses that
+//!   instant for every comparison and every timestamp it writes.
+
+mod params;
+
+use std::fmt;
+use std::sync::Arc;
+
+use async_trait::async_trait;
+
+pub use params::{
+    ClaimParams, CompleteParams, DiscardParams, EnqueueParams, EvictParams, FailParams, Failure,
+    HeartbeatParams, LeaderParams, Limits, PurgeParams, RecoverParams, ReleaseParams, RenewParams,
+    RequeueParams, Retry, DEFAULT_STALE_AFTER, MAX_ERROR_BYTES,
+};
+
+use crate::error::Result;
+use crate::keys::QueueName;
+use crate::model::{
+    Enqueued, Evicted, FailOutcome, Instance, Item, ItemId, LeaderStatus, Lease, Purged,
+    QueueCounts, Recovered, RenewOutcome, TokenOutcome,
+};
+
+/// Optional features a store may offer. Mandatory guarantees are not listed: every
+/// store keeps all of G1..G13 and G15.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Capabilities {
+    /// G14 partitioned claiming.
+    pub partitioned_claiming: bool,
+    /// Wake-ups from other processes (for example Postgres LISTEN/NOTIFY). Every store
+    /// may hand out an in-process [`WakeSignal`] regardless.
+    pub cross_process_wakeups: bool,
+}
+
+impl Capabilities {
+    /// Declares G14 partitioned claiming.
+    pub fn with_partitioned_claiming(mut self) -> Self {
+        self.partitioned_claiming = true;
+        self
+    }
+
+    /// Declares wake-ups from other processes.
+    pub fn with_cross_process_wakeups(mut self) -> Self {
+        self.cross_process_wakeups = true;
+        self
+    }
+}
+
+/// A latency hint that new work may be claimable: a worker waiting out its poll
+/// backoff polls at once when it fires. Never needed for correctness.
+#[derive(Clone, Debug, Default)]
+pub struct WakeSignal(Arc<tokio::sync::Notify>);
+
+impl WakeSignal {
+    /// A new, unfired signal.
+    pub fn new() -> Self {
+        WakeSignal::default()
+    }
+
+    /// Wakes every current waiter; if none waits, the next wait returns at once.
+    pub fn notify(&self) {
+        self.0.notify_waiters();
+        self.0.notify_one();
+    }
+
+    /// Waits until the signal fires.
+    pub async fn notified(&self) {
+        self.0.notified().await;
+    }
+}
+
+/// A storage backend for Tenure.
+///
+/// Object-safe: `Arc<dyn Store>` works, so an application picks its backend at run time.
+/// Every write on a running item names a [`LeaseToken`](crate::LeaseToken) and is fenced
+/// on `(id, attempt)`.
+///
+/// The state transitions themselves are defined, with their preconditions and effects,
+/// in [`crate::machine`]; a store applies exactly those transitions.
+#[async_trait]
+pub trait Store: Send + Sync + fmt::Debug + 'static {
+    /// Short backend name used in errors and reports (`"postgres"`, `"sqlite"`, `"memory"`).
+    fn name(&self) -> &'static str;
+
+    /// Optional features this store offers.
+    fn capabilities(&self) -> Capabilities {
+        Capabilities::default()
+    }
+
+    /// The bounds this store enforces (G15).
+    fn limits(&self) -> Limits {
+        Limits::default()
+    }
+
+    /// An in-process signal fired after every enqueue through this handle (and, with
+    /// [`Capabilities::cross_process_wakeups`], after enqueues elsewhere), or `None`.
+    fn wake_signal(&self) -> Option<WakeSignal> {
+        None
+    }
+
+    /// Inserts items, in order, as `ready` with `attempt = 0`.
+    ///
+    /// # Contract
+    /// - MUST assign enqueue order in the order of `params.items`; it is the last key of
+    ///   claim order (G8; `g08_order`) and the order within a stream (G9; `g09_stream_fifo`).
+    /// - MUST compute `run_at` from the item's schedule at the store's `now` (G7;
+    ///   `g07_schedule`).
+    /// - For an item with a dedup key whose `(queue, key)` was recorded less than its
+    ///   window ago (including earlier in the same call) MUST insert nothing and answer
+    ///   the earlier item's id with `duplicate = true`; otherwise it records the key
+    ///   until `now + dedup_window` (G11; `g11_dedup`).
+    /// - Answers one [`Enqueued`] per item, in order. All or nothing: on error nothing
+    ///   is written.
+    async fn enqueue(&self, params: EnqueueParams) -> Result<Vec<Enqueued>>;
+
+    /// Leases up to `limit` claimable items of `queues` to `owner`.
+    ///
+    /// # Contract
+    /// - First recovers expired leases of those queues exactly as
+    ///   [`Store::recover_expired`] does (a stall each), so an expired item is claimable
+    ///   without a maintenance pass (G2; `g02_expiry`, G6; `g06_stalls`).
+    /// - An item is claimable when it is `ready` and `run_at <= now` (G7), it is the
+    ///   first unfinished item of its stream, or has none (G9; `g09_stream_fifo`), and no
+    ///   other item of its scope is `running`, or has none (G10; `g10_scope`). Items that
+    ///   fail the scope rule are passed over, not waited for; the same holds between
+    ///   the items of one batch.
+    /// - Takes claimable items by `priority`, then `run_at`, then enqueue order (G8;
+    ///   `g08_order`).
+    /// - Each claimed item becomes `running` with `attempt + 1`, `owner`, `renewals = 0`
+    ///   and `lease_expires_at = now + lease_for`.
+    /// - MUST never hand one item to two concurrent callers (G1; `g01_exclusive_claim`).
+    /// - Returns fewer than `limit` (possibly none) when fewer are claimable.
+    async fn claim(&self, params: ClaimParams) -> Result<Vec<Lease>>;
+
+    /// Extends leases, answering per token, in order.
+    ///
+    /// # Contract
+    /// - A token that is not the item's current `running` attempt answers
+    ///   [`RenewOutcome::LeaseLost`] and changes nothing (G3; `g03_fenced_finalize`).
+    /// - When `renewals == max_renewals` answers [`RenewOutcome::LimitReached`] and leaves
+    ///   the expiry alone (G4; `g04_renewal_cap`); otherwise sets
+    ///   `lease_expires_at = now + lease_for` and `renewals + 1`.
+    /// - A lease that has expired but was neither recovered nor re-claimed is still the
+    ///   current attempt and may be renewed.
+    async fn renew(&self, params: RenewParams) -> Result<Vec<RenewOutcome>>;
+
+    /// Finishes attempts successfully, answering per token, in order.
+    ///
+    /// # Contract
+    /// - A token that is not the item's current `running` attempt answers
+    ///   [`TokenOutcome::LeaseLost`] and changes nothing (G3; `g03_fenced_finalize`).
+    /// - A late complete of an expired lease that nobody recovered or re-claimed is
+    ///   accepted: the token proves no other attempt started (G3).
+    /// - Accepted items become `done` (or are deleted at once; either way
+    ///   [`Store::item_get`] never again shows them `ready` or `running`), and the next
+    ///   item of their stream becomes the head (G9).
+    async fn complete(&self, params: CompleteParams) -> Result<Vec<TokenOutcome>>;
+
+    /// Records failed attempts, answering per failure, in order.
+    ///
+    /// # Contract
+    /// - A token that is not the item's current `running` attempt answers
+    ///   [`FailOutcome::LeaseLost`] and changes nothing (G3; `g03_fenced_finalize`).
+    /// - [`Retry::After`] with `attempt < max_attempts` puts the item back to `ready`
+    ///   with `run_at = now + delay`, keeping `attempt`; with `attempt >= max_attempts`,
+    ///   and [`Retry::Never`] always, the item goes `dead` (G5; `g05_retry`).
+    /// - `last_error` keeps the failure's message either way. A dead or waiting item
+    ///   keeps blocking its stream (G9).
+    async fn fail(&self, params: FailParams) -> Result<Vec<FailOutcome>>;
+
+    /// Gives leases back unfinished, answering per token, in order.
+    ///
+    /// # Contract
+    /// - A token that is not the item's current `running` attempt answers
+    ///   [`TokenOutcome::LeaseLost`] and changes nothing (G3; `g03_fenced_finalize`).
+    /// - Accepted items go back to `ready` with `run_at = now`, keeping `attempt` and
+    ///   `stalls`: a release is not a failure. The next claim is a new attempt.
+    async fn release(&self, params: ReleaseParams) -> Result<Vec<TokenOutcome>>;
+
+    /// Recovers up to `limit` expired leases (`lease_expires_at <= now`) in any queue.
+    ///
+    /// # Contract
+    /// - Each counts a stall. With `stalls >= max_stalls` the item goes `dead` with
+    ///   a `last_error` that says it stalled (G6; `g06_stalls`); otherwise it goes back to
+    ///   `ready` with `run_at = now`, keeping `attempt` (G2; `g02_expiry`).
+    async fn recover_expired(&self, params: RecoverParams) -> Result<Recovered>;
+
+    /// Deletes finished items older than `keep_done_for` and dedup keys past their
+    /// window (G11; `g11_dedup`).
+    async fn purge(&self, params: PurgeParams) -> Result<Purged>;
+
+    /// Puts dead items back to `ready` (G5; `g05_retry`), returning how many.
+    ///
+    /// # Contract
+    /// - Only `dead` items change; others are left alone and not counted.
+    /// - `attempt` is kept; `max_attempts` becomes at least `attempt +
+    ///   additional_attempts`; `stalls` goes back to 0; `run_at = now`. So no token of
+    ///   an earlier attempt can become valid again.
+    async fn dead_requeue(&self, params: RequeueParams) -> Result<u64>;
+
+    /// Deletes dead items, returning how many (G5; `g05_retry`). Other items are left
+    /// alone. A discarded head no longer blocks its stream.
+    async fn dead_discard(&self, params: DiscardParams) -> Result<u64>;
+
+    /// Reads one item, or `None` if it does not exist (or was deleted when finished).
+    async fn item_get(&self, id: ItemId) -> Result<Option<Item>>;
+
+    /// Counts a queue's items by state, `ready` split into due and scheduled at `now`.
+    async fn queue_counts(&self, queue: &QueueName) -> Result<QueueCounts>;
+
+    /// Registers `instance` on its first call and records a heartbeat at `now` on every
+    /// call (G12; `g12_instances`).
+    async fn instance_heartbeat(&self, params: HeartbeatParams) -> Result<()>;
+
+    /// The registered instances, oldest registration first.
+    async fn instance_list(&self) -> Result<Vec<Instance>>;
+
+    /// Evicts instances whose last heartbeat is at least `stale_after` old.
+    ///
+    /// # Contract
+    /// - Every running item owned by an evicted instance is released at once, counting
+    ///   a stall as recovery does (dead at `max_stalls`), so peers can claim it and the
+    ///   evicted owner's late finalizes answer lease lost (G12, G3; `g12_instances`).
+    async fn instance_evict_stale(&self, params: EvictParams) -> Result<Evicted>;
+
+    /// Tries to hold the leader lease `name` (G13; `g13_leader`).
+    ///
+    /// # Contract
+    /// - Free or expired (`expires_at <= now`): the caller becomes leader with a term
+    ///   strictly greater than every earlier term of that name.
+    /// - Held by the caller and not expired: extended to `now + lease_for`, same term.
+    /// - Held by another and not expired: [`LeaderStatus::Follower`].
+    /// - An unreachable backend is `Err` ([`Error::Unavailable`](crate::Error)), never
+    ///   `Follower`.
+    async fn leader_acquire(&self, params: LeaderParams) -> Result<LeaderStatus>;
+
+    /// Gives the lease up if the caller holds it; true when it did. The term is kept, so
+    /// the next holder still gets a greater one (G13; `g13_leader`).
+    async fn leader_resign(&self, params: LeaderParams) -> Result<bool>;
+}
+
+#[async_trait]
+impl<S: Store + ?Sized> Store for Arc<S> {
+    fn name(&self) -> &'static str {
+        (**self).name()
+    }
+    fn capabilities(&self) -> Capabilities {
+        (**self).capabilities()
+    }
+    fn limits(&self) -> Limits {
+        (**self).limits()
+    }
+    fn wake_signal(&self) -> Option<WakeSignal> {
+        (**self).wake_signal()
+    }
+    async fn enqueue(&self, params: EnqueueParams) -> Result<Vec<Enqueued>> {
+        (**self).enqueue(params).await
+    }
+    async fn claim(&self, params: ClaimParams) -> Result<Vec<Lease>> {
+        (**self).claim(params).await
+    }
+    async fn renew(&self, params: RenewParams) -> Result<Vec<RenewOutcome>> {
+        (**self).renew(params).await
+    }
+    async fn complete(&self, params: CompleteParams) -> Result<Vec<TokenOutcome>> {
+        (**self).complete(params).await
+    }
+    async fn fail(&self, params: FailParams) -> Result<Vec<FailOutcome>> {
+        (**self).fail(params).await
+    }
+    async fn release(&self, params: ReleaseParams) -> Result<Vec<TokenOutcome>> {
+        (**self).release(params).await
+    }
+    async fn recover_expired(&self, params: RecoverParams) -> Result<Recovered> {
+        (**self).recover_expired(params).await
+    }
+    async fn purge(&self, params: PurgeParams) -> Result<Purged> {
+        (**self).purge(params).await
+    }
+    async fn dead_requeue(&self, params: RequeueParams) -> Result<u64> {
+        (**self).dead_requeue(params).await
+    }
+    async fn dead_discard(&self, params: DiscardParams) -> Result<u64> {
+        (**self).dead_discard(params).await
+    }
+    async fn item_get(&self, id: ItemId) -> Result<Option<Item>> {
+        (**self).item_get(id).await
+    }
+    async fn queue_counts(&self, queue: &QueueName) -> Result<QueueCounts> {
+        (**self).queue_counts(queue).await
+    }
+    async fn instance_heartbeat(&self, params: HeartbeatParams) -> Result<()> {
+        (**self).instance_heartbeat(params).await
+    }
+    async fn instance_list(&self) -> Result<Vec<Instance>> {
+        (**self).instance_list().await
+    }
+    async fn instance_evict_stale(&self, params: EvictParams) -> Result<Evicted> {
+        (**self).instance_evict_stale(params).await
+    }
+    async fn leader_acquire(&self, params: LeaderParams) -> Result<LeaderStatus> {
+        (**self).leader_acquire(params).await
+    }
+    async fn leader_resign(&self, params: LeaderParams) -> Result<bool> {
+        (**self).leader_resign(params).await
+    }
+}

@@ -1,0 +1,612 @@
+//! One params struct per [`Store`](super::Store) operation.
+//!
+//! Each is built by a core constructor and only read by stores; all are
+//! `#[non_exhaustive]`, so fields can be added without breaking a custom store. Each
+//! has a `validate` method that every store MUST call before it writes anything (G15).
+
+use std::collections::HashSet;
+use std::time::Duration;
+
+use crate::error::{Error, Result};
+use crate::keys::{LeaderName, OwnerId, QueueName};
+use crate::model::{ItemId, LeaseToken, NewItem, MAX_ATTEMPTS_LIMIT};
+
+/// The bounds a store enforces on its input (G15). Stores hold one, usually the
+/// default, and pass it to every `validate` call.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Limits {
+    /// Largest payload in bytes. Default 1 MiB.
+    pub max_payload_bytes: usize,
+    /// Most items in one enqueue call. Default 10 000.
+    pub max_enqueue_batch: usize,
+    /// Most items in one claim and most tokens in one renew, complete, fail or
+    /// release call. Default 1 000.
+    pub max_batch: usize,
+    /// Shortest lease. Default 100 ms.
+    pub min_lease: Duration,
+    /// Longest lease. Default 24 h.
+    pub max_lease: Duration,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            max_payload_bytes: 1024 * 1024,
+            max_enqueue_batch: 10_000,
+            max_batch: 1_000,
+            min_lease: Duration::from_millis(100),
+            max_lease: Duration::from_secs(24 * 60 * 60),
+        }
+    }
+}
+
+impl Limits {
+    /// Sets the largest payload in bytes.
+    pub fn with_max_payload_bytes(mut self, bytes: usize) -> Self {
+        self.max_payload_bytes = bytes;
+        self
+    }
+
+    fn check_lease(&self, field: &'static str, d: Duration) -> Result<()> {
+        if d < self.min_lease || d > self.max_lease {
+            return Err(Error::invalid(
+                field,
+                format!(
+                    "{d:?} is outside {:?}..={:?}",
+                    self.min_lease, self.max_lease
+                ),
+            ));
+        }
+        Ok(())
+    }
+
+    fn check_batch(&self, field: &'static str, len: usize, max: usize) -> Result<()> {
+        if len == 0 {
+            return Err(Error::invalid(field, "must hold at least one entry"));
+        }
+        if len > max {
+            return Err(Error::invalid(
+                field,
+                format!("holds {len} entries; the limit is {max}"),
+            ));
+        }
+        Ok(())
+    }
+
+    fn check_tokens(&self, tokens: &[LeaseToken]) -> Result<()> {
+        self.check_batch("tokens", tokens.len(), self.max_batch)?;
+        let mut seen = HashSet::with_capacity(tokens.len());
+        if let Some(t) = tokens.iter().find(|t| !seen.insert(t.id)) {
+            return Err(Error::invalid(
+                "tokens",
+                format!("item {} appears more than once", t.id),
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// Parameters of [`Store::enqueue`](super::Store::enqueue).
+#[derive(Clone, Debug)]
+#[non_exhaustive]
+pub struct EnqueueParams {
+    /// The items, in enqueue order.
+    pub items: Vec<NewItem>,
+}
+
+impl EnqueueParams {
+    /// Enqueue `items` in this order.
+    pub fn new(items: Vec<NewItem>) -> Self {
+        EnqueueParams { items }
+    }
+
+    /// Enqueue one item.
+    pub fn one(item: NewItem) -> Self {
+        EnqueueParams { items: vec![item] }
+    }
+
+    /// Checks every bound of G15.
+    pub fn validate(&self, limits: &Limits) -> Result<()> {
+        limits.check_batch("items", self.items.len(), limits.max_enqueue_batch)?;
+        let mut ids = HashSet::with_capacity(self.items.len());
+        for item in &self.items {
+            if item.payload.len() > limits.max_payload_bytes {
+                return Err(Error::invalid(
+                    "payload",
+                    format!(
+                        "is {} bytes; the limit is {}",
+                        item.payload.len(),
+                        limits.max_payload_bytes
+                    ),
+                ));
+            }
+            if item.max_attempts == 0 || item.max_attempts > MAX_ATTEMPTS_LIMIT {
+                return Err(Error::invalid(
+                    "max_attempts",
+                    format!("{} is outside 1..={MAX_ATTEMPTS_LIMIT}", item.max_attempts),
+                ));
+            }
+            if item.max_stalls == 0 || item.max_stalls > MAX_ATTEMPTS_LIMIT {
+                return Err(Error::invalid(
+                    "max_stalls",
+                    format!("{} is outside 1..={MAX_ATTEMPTS_LIMIT}", item.max_stalls),
+                ));
+            }
+            if item.max_renewals > MAX_ATTEMPTS_LIMIT {
+                return Err(Error::invalid(
+                    "max_renewals",
+                    format!("{} is over {MAX_ATTEMPTS_LIMIT}", item.max_renewals),
+                ));
+            }
+            let max_window = Duration::from_secs(366 * 24 * 60 * 60);
+            if item.dedup_window < Duration::from_secs(1) || item.dedup_window > max_window {
+                return Err(Error::invalid(
+                    "dedup_window",
+                    format!("{:?} is outside 1s..={max_window:?}", item.dedup_window),
+                ));
+            }
+            if !ids.insert(item.id) {
+                return Err(Error::invalid(
+                    "id",
+                    format!("{} appears more than once", item.id),
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Parameters of [`Store::claim`](super::Store::claim).
+#[derive(Clone, Debug)]
+#[non_exhaustive]
+pub struct ClaimParams {
+    /// Queues to claim from (at least one).
+    pub queues: Vec<QueueName>,
+    /// Who will hold the leases.
+    pub owner: OwnerId,
+    /// Most items to claim.
+    pub limit: u32,
+    /// How long each lease lasts unless renewed.
+    pub lease_for: Duration,
+}
+
+impl ClaimParams {
+    /// Claim up to `limit` items of `queue` for `owner`, each leased for `lease_for`.
+    pub fn new(queue: QueueName, owner: OwnerId, limit: u32, lease_for: Duration) -> Self {
+        ClaimParams {
+            queues: vec![queue],
+            owner,
+            limit,
+            lease_for,
+        }
+    }
+
+    /// Claims from these queues instead (priority order still holds across them).
+    pub fn queues(mut self, queues: Vec<QueueName>) -> Self {
+        self.queues = queues;
+        self
+    }
+
+    /// Checks the batch limit, the lease duration and the queue list (G15).
+    pub fn validate(&self, limits: &Limits) -> Result<()> {
+        if self.queues.is_empty() {
+            return Err(Error::invalid("queues", "must name at least one queue"));
+        }
+        let limit = usize::try_from(self.limit).unwrap_or(usize::MAX);
+        limits.check_batch("limit", limit, limits.max_batch)?;
+        limits.check_lease("lease_for", self.lease_for)
+    }
+}
+
+/// Parameters of [`Store::renew`](super::Store::renew).
+#[derive(Clone, Debug)]
+#[non_exhaustive]
+pub struct RenewParams {
+    /// The leases to extend.
+    pub tokens: Vec<LeaseToken>,
+    /// The new lease length, counted from the store's `now`.
+    pub lease_for: Duration,
+}
+
+impl RenewParams {
+    /// Renew `tokens` for `lease_for` from now.
+    pub fn new(tokens: Vec<LeaseToken>, lease_for: Duration) -> Self {
+        RenewParams { tokens, lease_for }
+    }
+
+    /// Checks the batch bounds and the lease duration (G15).
+    pub fn validate(&self, limits: &Limits) -> Result<()> {
+        limits.check_tokens(&self.tokens)?;
+        limits.check_lease("lease_for", self.lease_for)
+    }
+}
+
+/// Parameters of [`Store::complete`](super::Store::complete).
+#[derive(Clone, Debug)]
+#[non_exhaustive]
+pub struct CompleteParams {
+    /// The attempts that finished successfully.
+    pub tokens: Vec<LeaseToken>,
+}
+
+impl CompleteParams {
+    /// Complete these attempts.
+    pub fn new(tokens: Vec<LeaseToken>) -> Self {
+        CompleteParams { tokens }
+    }
+
+    /// Checks the batch bounds (G15).
+    pub fn validate(&self, limits: &Limits) -> Result<()> {
+        limits.check_tokens(&self.tokens)
+    }
+}
+
+/// Parameters of [`Store::release`](super::Store::release).
+#[derive(Clone, Debug)]
+#[non_exhaustive]
+pub struct ReleaseParams {
+    /// The attempts given back unfinished.
+    pub tokens: Vec<LeaseToken>,
+}
+
+impl ReleaseParams {
+    /// Release these attempts.
+    pub fn new(tokens: Vec<LeaseToken>) -> Self {
+        ReleaseParams { tokens }
+    }
+
+    /// Checks the batch bounds (G15).
+    pub fn validate(&self, limits: &Limits) -> Result<()> {
+        limits.check_tokens(&self.tokens)
+    }
+}
+
+/// Whether a failed attempt may be tried again.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Retry {
+    /// Retry this long after the store's `now`, unless attempts are exhausted.
+    After(Duration),
+    /// A permanent failure: the item goes dead at once.
+    Never,
+}
+
+/// Most bytes of an error message a store keeps; longer messages are cut.
+pub const MAX_ERROR_BYTES: usize = 8 * 1024;
+
+/// One failed attempt.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Failure {
+    /// The attempt.
+    pub token: LeaseToken,
+    /// Why it failed; kept as the item's `last_error` (at most [`MAX_ERROR_BYTES`]).
+    pub error: String,
+    /// Whether and when to retry.
+    pub retry: Retry,
+}
+
+impl Failure {
+    /// A retryable failure: back to ready after `delay`, or dead if attempts are exhausted.
+    pub fn retry_after(token: LeaseToken, delay: Duration, error: impl Into<String>) -> Self {
+        Failure {
+            token,
+            error: truncate(error.into()),
+            retry: Retry::After(delay),
+        }
+    }
+
+    /// A permanent failure: dead at once.
+    pub fn permanent(token: LeaseToken, error: impl Into<String>) -> Self {
+        Failure {
+            token,
+            error: truncate(error.into()),
+            retry: Retry::Never,
+        }
+    }
+}
+
+fn truncate(mut s: String) -> String {
+    if s.len() > MAX_ERROR_BYTES {
+        let mut cut = MAX_ERROR_BYTES;
+        while !s.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        s.truncate(cut);
+    }
+    s
+}
+
+/// Parameters of [`Store::fail`](super::Store::fail).
+#[derive(Clone, Debug)]
+#[non_exhaustive]
+pub struct FailParams {
+    /// The failed attempts.
+    pub failures: Vec<Failure>,
+}
+
+impl FailParams {
+    /// Fail these attempts.
+    pub fn new(failures: Vec<Failure>) -> Self {
+        FailParams { failures }
+    }
+
+    /// Fail one attempt.
+    pub fn one(failure: Failure) -> Self {
+        FailParams {
+            failures: vec![failure],
+        }
+    }
+
+    /// Checks the batch bounds (G15).
+    pub fn validate(&self, limits: &Limits) -> Result<()> {
+        let tokens: Vec<LeaseToken> = self.failures.iter().map(|f| f.token).collect();
+        limits.check_tokens(&tokens)?;
+        for f in &self.failures {
+            if let Retry::After(d) = f.retry {
+                if d > Duration::from_secs(366 * 24 * 60 * 60) {
+                    return Err(Error::invalid("retry", format!("{d:?} is over a year")));
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Parameters of [`Store::recover_expired`](super::Store::recover_expired).
+#[derive(Clone, Debug)]
+#[non_exhaustive]
+pub struct RecoverParams {
+    /// Most expired items to handle in one pass.
+    pub limit: u32,
+}
+
+impl RecoverParams {
+    /// Recover up to `limit` expired leases.
+    pub fn new(limit: u32) -> Self {
+        RecoverParams { limit }
+    }
+
+    /// Checks the batch bounds (G15).
+    pub fn validate(&self, limits: &Limits) -> Result<()> {
+        let limit = usize::try_from(self.limit).unwrap_or(usize::MAX);
+        limits.check_batch("limit", limit, limits.max_enqueue_batch)
+    }
+}
+
+impl Default for RecoverParams {
+    fn default() -> Self {
+        RecoverParams::new(1_000)
+    }
+}
+
+/// Parameters of [`Store::purge`](super::Store::purge).
+#[derive(Clone, Debug)]
+#[non_exhaustive]
+pub struct PurgeParams {
+    /// Finished items older than this (by their last change) are deleted.
+    pub keep_done_for: Duration,
+    /// Most rows of each kind to delete in one pass.
+    pub limit: u32,
+}
+
+impl PurgeParams {
+    /// Delete finished items older than `keep_done_for` and expired dedup keys.
+    pub fn new(keep_done_for: Duration, limit: u32) -> Self {
+        PurgeParams {
+            keep_done_for,
+            limit,
+        }
+    }
+
+    /// Checks the batch bounds (G15).
+    pub fn validate(&self, limits: &Limits) -> Result<()> {
+        let limit = usize::try_from(self.limit).unwrap_or(usize::MAX);
+        limits.check_batch("limit", limit, limits.max_enqueue_batch)
+    }
+}
+
+/// Parameters of [`Store::dead_requeue`](super::Store::dead_requeue).
+#[derive(Clone, Debug)]
+#[non_exhaustive]
+pub struct RequeueParams {
+    /// Dead items to put back to ready. Ids that are not dead are left alone.
+    pub ids: Vec<ItemId>,
+    /// Attempts granted on top of those already made: `max_attempts` becomes at least
+    /// `attempt + additional_attempts`. Default 1. `attempt` itself never goes down.
+    pub additional_attempts: u32,
+}
+
+impl RequeueParams {
+    /// Requeue these dead items with one more attempt each.
+    pub fn new(ids: Vec<ItemId>) -> Self {
+        RequeueParams {
+            ids,
+            additional_attempts: 1,
+        }
+    }
+
+    /// Grants `n` more attempts instead of one.
+    pub fn additional_attempts(mut self, n: u32) -> Self {
+        self.additional_attempts = n;
+        self
+    }
+
+    /// Checks the batch bounds (G15).
+    pub fn validate(&self, limits: &Limits) -> Result<()> {
+        limits.check_batch("ids", self.ids.len(), limits.max_enqueue_batch)?;
+        if self.additional_attempts == 0 || self.additional_attempts > MAX_ATTEMPTS_LIMIT {
+            return Err(Error::invalid(
+                "additional_attempts",
+                format!(
+                    "{} is outside 1..={MAX_ATTEMPTS_LIMIT}",
+                    self.additional_attempts
+                ),
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// Parameters of [`Store::dead_discard`](super::Store::dead_discard).
+#[derive(Clone, Debug)]
+#[non_exhaustive]
+pub struct DiscardParams {
+    /// Dead items to delete. Ids that are not dead are left alone.
+    pub ids: Vec<ItemId>,
+}
+
+impl DiscardParams {
+    /// Discard these dead items.
+    pub fn new(ids: Vec<ItemId>) -> Self {
+        DiscardParams { ids }
+    }
+
+    /// Checks the batch bounds (G15).
+    pub fn validate(&self, limits: &Limits) -> Result<()> {
+        limits.check_batch("ids", self.ids.len(), limits.max_enqueue_batch)
+    }
+}
+
+/// Parameters of [`Store::instance_heartbeat`](super::Store::instance_heartbeat).
+#[derive(Clone, Debug)]
+#[non_exhaustive]
+pub struct HeartbeatParams {
+    /// The instance, registered on its first heartbeat.
+    pub instance: OwnerId,
+}
+
+impl HeartbeatParams {
+    /// A heartbeat from `instance`.
+    pub fn new(instance: OwnerId) -> Self {
+        HeartbeatParams { instance }
+    }
+}
+
+/// Default silence after which an instance is evicted (G12).
+pub const DEFAULT_STALE_AFTER: Duration = Duration::from_secs(30);
+
+/// Parameters of [`Store::instance_evict_stale`](super::Store::instance_evict_stale).
+#[derive(Clone, Debug)]
+#[non_exhaustive]
+pub struct EvictParams {
+    /// Instances whose last heartbeat is at least this old are evicted.
+    pub stale_after: Duration,
+}
+
+impl EvictParams {
+    /// Evict instances silent for `stale_after` or longer.
+    pub fn new(stale_after: Duration) -> Self {
+        EvictParams { stale_after }
+    }
+
+    /// Checks that the silence bound is sane (1 s ..= 24 h).
+    pub fn validate(&self, _limits: &Limits) -> Result<()> {
+        let max = Duration::from_secs(24 * 60 * 60);
+        if self.stale_after < Duration::from_secs(1) || self.stale_after > max {
+            return Err(Error::invalid(
+                "stale_after",
+                format!("{:?} is outside 1s..={max:?}", self.stale_after),
+            ));
+        }
+        Ok(())
+    }
+}
+
+impl Default for EvictParams {
+    fn default() -> Self {
+        EvictParams::new(DEFAULT_STALE_AFTER)
+    }
+}
+
+/// Parameters of [`Store::leader_acquire`](super::Store::leader_acquire) and
+/// [`Store::leader_resign`](super::Store::leader_resign).
+#[derive(Clone, Debug)]
+#[non_exhaustive]
+pub struct LeaderParams {
+    /// The lease's name.
+    pub name: LeaderName,
+    /// Who asks.
+    pub holder: OwnerId,
+    /// How long the lease lasts unless acquired again.
+    pub lease_for: Duration,
+}
+
+impl LeaderParams {
+    /// `holder` asks for the lease `name` for `lease_for`.
+    pub fn new(name: LeaderName, holder: OwnerId, lease_for: Duration) -> Self {
+        LeaderParams {
+            name,
+            holder,
+            lease_for,
+        }
+    }
+
+    /// Checks the lease duration (G15).
+    pub fn validate(&self, limits: &Limits) -> Result<()> {
+        limits.check_lease("lease_for", self.lease_for)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn q() -> QueueName {
+        QueueName::new("q").unwrap()
+    }
+    fn owner() -> OwnerId {
+        OwnerId::new("w").unwrap()
+    }
+
+    #[test]
+    fn claim_limits_of_zero_and_over_the_maximum_name_limit() {
+        let l = Limits::default();
+        let s = Duration::from_secs(30);
+        assert!(ClaimParams::new(q(), owner(), 1, s).validate(&l).is_ok());
+        for bad in [0, 1_001] {
+            let e = ClaimParams::new(q(), owner(), bad, s)
+                .validate(&l)
+                .unwrap_err();
+            assert_eq!(e.invalid_field(), Some("limit"));
+        }
+    }
+
+    #[test]
+    fn zero_and_absurd_leases_name_lease_for() {
+        let l = Limits::default();
+        for bad in [Duration::ZERO, Duration::from_secs(90_000)] {
+            let e = ClaimParams::new(q(), owner(), 1, bad)
+                .validate(&l)
+                .unwrap_err();
+            assert_eq!(e.invalid_field(), Some("lease_for"));
+        }
+    }
+
+    #[test]
+    fn oversized_payload_names_payload() {
+        let l = Limits::default().with_max_payload_bytes(4);
+        let e = EnqueueParams::one(NewItem::new(q(), vec![0; 5]))
+            .validate(&l)
+            .unwrap_err();
+        assert_eq!(e.invalid_field(), Some("payload"));
+    }
+
+    #[test]
+    fn repeated_tokens_are_refused() {
+        let t = LeaseToken::new(ItemId::new(), 1);
+        let e = CompleteParams::new(vec![t, t])
+            .validate(&Limits::default())
+            .unwrap_err();
+        assert_eq!(e.invalid_field(), Some("tokens"));
+    }
+
+    #[test]
+    fn long_error_messages_are_cut_on_a_char_boundary() {
+        let f = Failure::permanent(
+            LeaseToken::new(ItemId::new(), 1),
+            "é".repeat(MAX_ERROR_BYTES),
+        );
+        assert!(f.error.len() <= MAX_ERROR_BYTES);
+    }
+}
