@@ -1,0 +1,2 @@
+//! Criterion benches of claim throughput; see the `benches/` folder.
+#![deny(missing_docs)]

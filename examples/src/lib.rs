@@ -1,0 +1,2 @@
+//! Runnable Tenure programs live beside this crate as examples.
+#![deny(missing_docs)]
