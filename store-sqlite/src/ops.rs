@@ -1,0 +1,824 @@
+//! Every store operation as SQL on one connection, inside a transaction the caller
+//! (the writer thread, or the application for transactional enqueue) opened.
+//!
+//! Each function applies exactly the transitions of [`tenure_core::machine`] and names
+//! the one it mirrors. The hot paths (claim, complete, renew, release) are single
+//! fenced statements; the rare ones (fail, recovery, eviction, requeue) load the item,
+//! apply the machine function itself and write the result back.
+
+use std::collections::{HashSet, VecDeque};
+
+use rusqlite::{params, Connection, OptionalExtension, Row};
+use tenure_core::machine::{self, Recovery};
+use tenure_core::{
+    ClaimParams, CompleteParams, DedupKey, DiscardParams, EnqueueParams, Enqueued, Error,
+    EvictParams, Evicted, FailOutcome, FailParams, HeartbeatParams, Instance, Item, ItemId,
+    ItemState, LeaderParams, LeaderStatus, Lease, OwnerId, PurgeParams, Purged, QueueCounts,
+    QueueName, RecoverParams, Recovered, ReleaseParams, RenewOutcome, RenewParams, RequeueParams,
+    ScopeKey, StreamKey, Timestamp, TokenOutcome,
+};
+
+use crate::error::STORE;
+
+/// An operation's failure: a driver error (classified by the writer) or an answer of
+/// the contract (`Conflict`, `InvalidInput`).
+#[derive(Debug)]
+pub(crate) enum OpError {
+    Sql(rusqlite::Error),
+    Store(Error),
+}
+
+impl From<rusqlite::Error> for OpError {
+    fn from(e: rusqlite::Error) -> Self {
+        OpError::Sql(e)
+    }
+}
+
+impl From<Error> for OpError {
+    fn from(e: Error) -> Self {
+        OpError::Store(e)
+    }
+}
+
+pub(crate) type OpResult<T> = std::result::Result<T, OpError>;
+
+/// What every operation needs besides its params.
+pub(crate) struct Cx<'a> {
+    pub(crate) conn: &'a Connection,
+    pub(crate) now: Timestamp,
+    pub(crate) keep_done: bool,
+}
+
+const ITEM_COLS: &str = "seq, id, queue, payload, stream, scope, dedup_key, priority, run_at, \
+     state, attempt, owner, lease_expires_at, renewals, stalls, max_attempts, max_stalls, \
+     max_renewals, last_error, created_at, updated_at";
+
+/// As [`ITEM_COLS`] without the payload, for operations that never return it.
+const ITEM_COLS_LEAN: &str = "seq, id, queue, x'' AS payload, stream, scope, dedup_key, \
+     priority, run_at, state, attempt, owner, lease_expires_at, renewals, stalls, \
+     max_attempts, max_stalls, max_renewals, last_error, created_at, updated_at";
+
+fn corrupt(what: impl std::fmt::Display) -> OpError {
+    OpError::Store(Error::internal(STORE, format!("corrupt row: {what}")))
+}
+
+fn to_u32(v: i64, col: &str) -> OpResult<u32> {
+    u32::try_from(v).map_err(|_| corrupt(format!("{col} = {v}")))
+}
+
+fn blob_id(bytes: &[u8]) -> OpResult<ItemId> {
+    let arr: [u8; 16] = bytes
+        .try_into()
+        .map_err(|_| corrupt(format!("id of {} bytes", bytes.len())))?;
+    Ok(ItemId::from_uuid(uuid::Uuid::from_bytes(arr)))
+}
+
+fn key<T>(v: Option<String>, make: fn(String) -> tenure_core::Result<T>) -> OpResult<Option<T>> {
+    v.map(make).transpose().map_err(corrupt)
+}
+
+/// Reads one row selected with [`ITEM_COLS`] (or the lean list).
+fn read_item(row: &Row<'_>) -> OpResult<(i64, Item)> {
+    let seq: i64 = row.get(0)?;
+    let id: Vec<u8> = row.get(1)?;
+    let state: String = row.get(9)?;
+    let item = Item {
+        id: blob_id(&id)?,
+        queue: QueueName::new(row.get::<_, String>(2)?).map_err(corrupt)?,
+        payload: row.get(3)?,
+        stream: key(row.get(4)?, StreamKey::new)?,
+        scope: key(row.get(5)?, ScopeKey::new)?,
+        dedup_key: key(row.get(6)?, DedupKey::new)?,
+        priority: i16::try_from(row.get::<_, i64>(7)?).map_err(corrupt)?,
+        run_at: Timestamp::from_micros(row.get(8)?),
+        state: state.parse().map_err(corrupt)?,
+        attempt: to_u32(row.get(10)?, "attempt")?,
+        owner: key(row.get(11)?, OwnerId::new)?,
+        lease_expires_at: row.get::<_, Option<i64>>(12)?.map(Timestamp::from_micros),
+        renewals: to_u32(row.get(13)?, "renewals")?,
+        stalls: to_u32(row.get(14)?, "stalls")?,
+        max_attempts: to_u32(row.get(15)?, "max_attempts")?,
+        max_stalls: to_u32(row.get(16)?, "max_stalls")?,
+        max_renewals: to_u32(row.get(17)?, "max_renewals")?,
+        last_error: row.get(18)?,
+        created_at: Timestamp::from_micros(row.get(19)?),
+        updated_at: Timestamp::from_micros(row.get(20)?),
+    };
+    Ok((seq, item))
+}
+
+fn load_lean_by_id(conn: &Connection, id: ItemId) -> OpResult<Option<(i64, Item)>> {
+    let mut stmt = conn.prepare_cached(&format!(
+        "SELECT {ITEM_COLS_LEAN} FROM tenure_items WHERE id = ?1"
+    ))?;
+    let mut rows = stmt.query([&id.as_bytes()[..]])?;
+    match rows.next()? {
+        Some(row) => Ok(Some(read_item(row)?)),
+        None => Ok(None),
+    }
+}
+
+fn load_lean_by_seq(conn: &Connection, seq: i64) -> OpResult<Option<Item>> {
+    let mut stmt = conn.prepare_cached(&format!(
+        "SELECT {ITEM_COLS_LEAN} FROM tenure_items WHERE seq = ?1"
+    ))?;
+    let mut rows = stmt.query([seq])?;
+    match rows.next()? {
+        Some(row) => Ok(Some(read_item(row)?.1)),
+        None => Ok(None),
+    }
+}
+
+/// Writes back every field a machine transition may change.
+fn store_item(conn: &Connection, seq: i64, item: &Item) -> OpResult<()> {
+    let mut stmt = conn.prepare_cached(
+        "UPDATE tenure_items SET state = ?2, run_at = ?3, attempt = ?4, owner = ?5,
+             lease_expires_at = ?6, renewals = ?7, stalls = ?8, max_attempts = ?9,
+             last_error = ?10, updated_at = ?11
+         WHERE seq = ?1",
+    )?;
+    stmt.execute(params![
+        seq,
+        item.state.as_str(),
+        item.run_at.as_micros(),
+        item.attempt,
+        item.owner.as_ref().map(OwnerId::as_str),
+        item.lease_expires_at.map(Timestamp::as_micros),
+        item.renewals,
+        item.stalls,
+        item.max_attempts,
+        item.last_error,
+        item.updated_at.as_micros(),
+    ])?;
+    Ok(())
+}
+
+/// Makes the first unfinished item of `stream` its head (G9), after the old head
+/// completed or was discarded.
+fn promote(conn: &Connection, stream: &str) -> OpResult<()> {
+    let mut stmt = conn.prepare_cached(
+        "UPDATE tenure_items SET head = 1
+         WHERE seq = (SELECT seq FROM tenure_items
+                      WHERE stream = ?1 AND state <> 'done' ORDER BY seq LIMIT 1)
+           AND head = 0",
+    )?;
+    stmt.execute([stream])?;
+    Ok(())
+}
+
+// ---------------------------------------------------------------------------------
+// enqueue
+
+/// [`Store::enqueue`](tenure_core::Store::enqueue); mirrors [`machine::enqueue`].
+/// The caller validated the params.
+pub(crate) fn enqueue(cx: &Cx<'_>, params: &EnqueueParams) -> OpResult<Vec<Enqueued>> {
+    let conn = cx.conn;
+    let now = cx.now;
+    let mut find_dup = conn.prepare_cached(
+        "SELECT item_id FROM tenure_dedup WHERE queue = ?1 AND key = ?2 AND expires_at > ?3",
+    )?;
+    let mut stream_busy = conn.prepare_cached(
+        "SELECT 1 FROM tenure_items WHERE stream = ?1 AND state <> 'done' LIMIT 1",
+    )?;
+    let mut insert = conn.prepare_cached(
+        "INSERT INTO tenure_items (id, queue, payload, stream, scope, dedup_key, priority,
+             run_at, state, head, attempt, owner, lease_expires_at, renewals, stalls,
+             max_attempts, max_stalls, max_renewals, last_error, created_at, updated_at)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, 'ready', ?9, 0, NULL, NULL, 0, 0,
+             ?10, ?11, ?12, NULL, ?13, ?13)",
+    )?;
+    let mut record_key = conn.prepare_cached(
+        "INSERT INTO tenure_dedup (queue, key, item_id, recorded_at, expires_at)
+         VALUES (?1, ?2, ?3, ?4, ?5)
+         ON CONFLICT (queue, key) DO UPDATE SET item_id = excluded.item_id,
+             recorded_at = excluded.recorded_at, expires_at = excluded.expires_at",
+    )?;
+    let mut out = Vec::with_capacity(params.items.len());
+    for new in &params.items {
+        if let Some(dk) = &new.dedup_key {
+            let existing: Option<Vec<u8>> = find_dup
+                .query_row(
+                    params![new.queue.as_str(), dk.as_str(), now.as_micros()],
+                    |r| r.get(0),
+                )
+                .optional()?;
+            if let Some(bytes) = existing {
+                out.push(Enqueued {
+                    id: blob_id(&bytes)?,
+                    duplicate: true,
+                });
+                continue;
+            }
+        }
+        let item = machine::enqueue(new, now);
+        let head = match &item.stream {
+            None => true,
+            Some(s) => !stream_busy.exists([s.as_str()])?,
+        };
+        let inserted = insert.execute(params![
+            &item.id.as_bytes()[..],
+            item.queue.as_str(),
+            item.payload,
+            item.stream.as_ref().map(StreamKey::as_str),
+            item.scope.as_ref().map(ScopeKey::as_str),
+            item.dedup_key.as_ref().map(DedupKey::as_str),
+            item.priority,
+            item.run_at.as_micros(),
+            head,
+            item.max_attempts,
+            item.max_stalls,
+            item.max_renewals,
+            now.as_micros(),
+        ]);
+        match inserted {
+            Ok(_) => {}
+            Err(e) if crate::error::code(&e) == Some(rusqlite::ErrorCode::ConstraintViolation) => {
+                return Err(
+                    Error::conflict("item", format!("item {} already exists", item.id)).into(),
+                )
+            }
+            Err(e) => return Err(e.into()),
+        }
+        if let Some(dk) = &new.dedup_key {
+            record_key.execute(params![
+                new.queue.as_str(),
+                dk.as_str(),
+                &item.id.as_bytes()[..],
+                now.as_micros(),
+                (now + new.dedup_window).as_micros(),
+            ])?;
+        }
+        out.push(Enqueued {
+            id: item.id,
+            duplicate: false,
+        });
+    }
+    Ok(out)
+}
+
+// ---------------------------------------------------------------------------------
+// claim
+
+/// A claimable head found in the ready index.
+struct Candidate {
+    seq: i64,
+    priority: i64,
+    run_at: i64,
+    scope: Option<String>,
+}
+
+impl Candidate {
+    fn order(&self) -> (i64, i64, i64) {
+        (self.priority, self.run_at, self.seq)
+    }
+}
+
+/// Walks one queue's due heads in claim order (G8), a priority level at a time, so
+/// items scheduled for later never have to be stepped over: within a level the ready
+/// index is ordered by `run_at`, and the scan of a level stops at `now`.
+struct QueueCursor<'q> {
+    queue: &'q str,
+    buf: VecDeque<Candidate>,
+    level: Option<i64>,
+    after: (i64, i64),
+    level_exhausted: bool,
+    done: bool,
+}
+
+impl<'q> QueueCursor<'q> {
+    fn new(queue: &'q str) -> Self {
+        QueueCursor {
+            queue,
+            buf: VecDeque::new(),
+            level: None,
+            after: (i64::MIN, i64::MIN),
+            level_exhausted: true,
+            done: false,
+        }
+    }
+
+    fn refill(&mut self, conn: &Connection, now: Timestamp, want: usize) -> OpResult<()> {
+        while self.buf.is_empty() && !self.done {
+            if self.level_exhausted {
+                let mut next = conn.prepare_cached(
+                    "SELECT priority FROM tenure_items
+                     WHERE queue = ?1 AND state = 'ready' AND head = 1 AND priority > ?2
+                     ORDER BY priority LIMIT 1",
+                )?;
+                let from = self.level.unwrap_or(i64::MIN);
+                match next
+                    .query_row(params![self.queue, from], |r| r.get::<_, i64>(0))
+                    .optional()?
+                {
+                    Some(p) => {
+                        self.level = Some(p);
+                        self.after = (i64::MIN, i64::MIN);
+                        self.level_exhausted = false;
+                    }
+                    None => {
+                        self.done = true;
+                        break;
+                    }
+                }
+            }
+            let Some(level) = self.level else { break };
+            let mut stmt = conn.prepare_cached(
+                "SELECT seq, priority, run_at, scope FROM tenure_items
+                 WHERE queue = ?1 AND state = 'ready' AND head = 1 AND priority = ?2
+                   AND run_at <= ?3 AND (run_at, seq) > (?4, ?5)
+                 ORDER BY run_at, seq LIMIT ?6",
+            )?;
+            let limit = i64::try_from(want.max(1)).unwrap_or(i64::MAX);
+            let rows = stmt.query_map(
+                params![
+                    self.queue,
+                    level,
+                    now.as_micros(),
+                    self.after.0,
+                    self.after.1,
+                    limit
+                ],
+                |r| {
+                    Ok(Candidate {
+                        seq: r.get(0)?,
+                        priority: r.get(1)?,
+                        run_at: r.get(2)?,
+                        scope: r.get(3)?,
+                    })
+                },
+            )?;
+            let mut got = 0usize;
+            for c in rows {
+                let c = c?;
+                self.after = (c.run_at, c.seq);
+                self.buf.push_back(c);
+                got += 1;
+            }
+            if got < want.max(1) {
+                self.level_exhausted = true;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Recovers expired leases of `queue` (or of every queue), at most `limit`; mirrors
+/// [`machine::recover`].
+fn recover_where(
+    cx: &Cx<'_>,
+    queue: Option<&str>,
+    limit: u32,
+    counts: &mut Recovered,
+) -> OpResult<()> {
+    let conn = cx.conn;
+    let seqs: Vec<i64> = {
+        let mut stmt = conn.prepare_cached(
+            "SELECT seq FROM tenure_items
+             WHERE state = 'running' AND lease_expires_at <= ?1 AND (?2 IS NULL OR queue = ?2)
+             ORDER BY lease_expires_at LIMIT ?3",
+        )?;
+        let rows = stmt.query_map(params![cx.now.as_micros(), queue, limit], |r| r.get(0))?;
+        rows.collect::<rusqlite::Result<_>>()?
+    };
+    for seq in seqs {
+        let Some(mut item) = load_lean_by_seq(conn, seq)? else {
+            continue;
+        };
+        match machine::recover(&mut item, cx.now) {
+            Some(Recovery::Requeued) => counts.requeued += 1,
+            Some(Recovery::Dead) => counts.dead += 1,
+            None => continue,
+        }
+        store_item(conn, seq, &item)?;
+    }
+    Ok(())
+}
+
+/// [`Store::claim`](tenure_core::Store::claim); mirrors [`machine::claim`] plus the
+/// collection rules (stream head, scope, order).
+pub(crate) fn claim(cx: &Cx<'_>, params: &ClaimParams) -> OpResult<Vec<Lease>> {
+    let conn = cx.conn;
+    let now = cx.now;
+    let mut queues: Vec<&str> = params.queues.iter().map(QueueName::as_str).collect();
+    queues.sort_unstable();
+    queues.dedup();
+
+    // G2/G6: expired leases of these queues first, exactly as recover_expired.
+    let mut recovered = Recovered::default();
+    for q in &queues {
+        recover_where(cx, Some(q), u32::MAX, &mut recovered)?;
+    }
+
+    let limit = usize::try_from(params.limit).unwrap_or(usize::MAX);
+    let mut cursors: Vec<QueueCursor<'_>> = queues.iter().map(|q| QueueCursor::new(q)).collect();
+    let mut scope_running = conn.prepare_cached(
+        "SELECT 1 FROM tenure_items WHERE scope = ?1 AND state = 'running' LIMIT 1",
+    )?;
+    // Scopes known busy: running before this claim, or taken earlier in this batch (G10).
+    let mut busy: HashSet<String> = HashSet::new();
+    let mut picked: Vec<i64> = Vec::with_capacity(limit.min(1024));
+    while picked.len() < limit {
+        let want = limit - picked.len();
+        for c in cursors.iter_mut() {
+            c.refill(conn, now, want)?;
+        }
+        let best = cursors
+            .iter_mut()
+            .filter(|c| !c.buf.is_empty())
+            .min_by_key(|c| c.buf.front().map(Candidate::order));
+        let Some(cand) = best.and_then(|c| c.buf.pop_front()) else {
+            break;
+        };
+        if let Some(scope) = cand.scope {
+            if busy.contains(&scope) || scope_running.exists([scope.as_str()])? {
+                busy.insert(scope);
+                continue;
+            }
+            busy.insert(scope);
+        }
+        picked.push(cand.seq);
+    }
+
+    let mut take = conn.prepare_cached(&format!(
+        "UPDATE tenure_items SET state = 'running', attempt = attempt + 1, owner = ?2,
+             lease_expires_at = ?3, renewals = 0, updated_at = ?4
+         WHERE seq = ?1 AND state = 'ready'
+         RETURNING {ITEM_COLS}"
+    ))?;
+    let expires = (now + params.lease_for).as_micros();
+    let mut leases = Vec::with_capacity(picked.len());
+    for seq in picked {
+        let mut rows = take.query(params![
+            seq,
+            params.owner.as_str(),
+            expires,
+            now.as_micros()
+        ])?;
+        if let Some(row) = rows.next()? {
+            let (_, item) = read_item(row)?;
+            leases.push(Lease::from_item(item)?);
+        }
+    }
+    Ok(leases)
+}
+
+// ---------------------------------------------------------------------------------
+// finalize
+
+/// [`Store::complete`](tenure_core::Store::complete); mirrors [`machine::complete`]
+/// (then deletes the row unless finished items are kept) and moves the stream head.
+pub(crate) fn complete(cx: &Cx<'_>, params: &CompleteParams) -> OpResult<Vec<TokenOutcome>> {
+    let conn = cx.conn;
+    let mut stmt = if cx.keep_done {
+        conn.prepare_cached(
+            "UPDATE tenure_items SET state = 'done', owner = NULL, lease_expires_at = NULL,
+                 updated_at = ?3
+             WHERE id = ?1 AND state = 'running' AND attempt = ?2
+             RETURNING stream",
+        )?
+    } else {
+        conn.prepare_cached(
+            "DELETE FROM tenure_items
+             WHERE id = ?1 AND state = 'running' AND attempt = ?2 AND ?3 IS NOT NULL
+             RETURNING stream",
+        )?
+    };
+    let mut out = Vec::with_capacity(params.tokens.len());
+    for t in &params.tokens {
+        let row: Option<Option<String>> = stmt
+            .query_row(
+                params![&t.id.as_bytes()[..], t.attempt, cx.now.as_micros()],
+                |r| r.get(0),
+            )
+            .optional()?;
+        match row {
+            None => out.push(TokenOutcome::LeaseLost),
+            Some(stream) => {
+                if let Some(s) = stream {
+                    promote(conn, &s)?;
+                }
+                out.push(TokenOutcome::Accepted);
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// [`Store::renew`](tenure_core::Store::renew); mirrors [`machine::renew`].
+pub(crate) fn renew(cx: &Cx<'_>, params: &RenewParams) -> OpResult<Vec<RenewOutcome>> {
+    let conn = cx.conn;
+    let now = cx.now.as_micros();
+    let expires = (cx.now + params.lease_for).as_micros();
+    let mut extend = conn.prepare_cached(
+        "UPDATE tenure_items SET lease_expires_at = ?3, renewals = renewals + 1, updated_at = ?4
+         WHERE id = ?1 AND state = 'running' AND attempt = ?2 AND renewals < max_renewals
+         RETURNING renewals",
+    )?;
+    let mut cap = conn.prepare_cached(
+        "SELECT max_renewals FROM tenure_items WHERE id = ?1 AND state = 'running' AND attempt = ?2",
+    )?;
+    let mut out = Vec::with_capacity(params.tokens.len());
+    for t in &params.tokens {
+        let id = &t.id.as_bytes()[..];
+        let renewed: Option<i64> = extend
+            .query_row(params![id, t.attempt, expires, now], |r| r.get(0))
+            .optional()?;
+        out.push(match renewed {
+            Some(n) => RenewOutcome::Renewed {
+                expires_at: Timestamp::from_micros(expires),
+                renewals: to_u32(n, "renewals")?,
+            },
+            None => match cap
+                .query_row(params![id, t.attempt], |r| r.get::<_, i64>(0))
+                .optional()?
+            {
+                Some(limit) => RenewOutcome::LimitReached {
+                    limit: to_u32(limit, "max_renewals")?,
+                },
+                None => RenewOutcome::LeaseLost,
+            },
+        });
+    }
+    Ok(out)
+}
+
+/// [`Store::release`](tenure_core::Store::release); mirrors [`machine::release`].
+pub(crate) fn release(cx: &Cx<'_>, params: &ReleaseParams) -> OpResult<Vec<TokenOutcome>> {
+    let mut stmt = cx.conn.prepare_cached(
+        "UPDATE tenure_items SET state = 'ready', run_at = ?3, owner = NULL,
+             lease_expires_at = NULL, updated_at = ?3
+         WHERE id = ?1 AND state = 'running' AND attempt = ?2",
+    )?;
+    let mut out = Vec::with_capacity(params.tokens.len());
+    for t in &params.tokens {
+        let n = stmt.execute(params![&t.id.as_bytes()[..], t.attempt, cx.now.as_micros()])?;
+        out.push(if n == 1 {
+            TokenOutcome::Accepted
+        } else {
+            TokenOutcome::LeaseLost
+        });
+    }
+    Ok(out)
+}
+
+/// [`Store::fail`](tenure_core::Store::fail); applies [`machine::fail`] itself.
+pub(crate) fn fail(cx: &Cx<'_>, params: &FailParams) -> OpResult<Vec<FailOutcome>> {
+    let mut out = Vec::with_capacity(params.failures.len());
+    for f in &params.failures {
+        let Some((seq, mut item)) = load_lean_by_id(cx.conn, f.token.id)? else {
+            out.push(FailOutcome::LeaseLost);
+            continue;
+        };
+        let outcome = machine::fail(&mut item, f, cx.now);
+        if outcome != FailOutcome::LeaseLost {
+            store_item(cx.conn, seq, &item)?;
+        }
+        out.push(outcome);
+    }
+    Ok(out)
+}
+
+// ---------------------------------------------------------------------------------
+// maintenance
+
+/// [`Store::recover_expired`](tenure_core::Store::recover_expired).
+pub(crate) fn recover_expired(cx: &Cx<'_>, params: &RecoverParams) -> OpResult<Recovered> {
+    let mut counts = Recovered::default();
+    recover_where(cx, None, params.limit, &mut counts)?;
+    Ok(counts)
+}
+
+/// [`Store::purge`](tenure_core::Store::purge).
+pub(crate) fn purge(cx: &Cx<'_>, params: &PurgeParams) -> OpResult<Purged> {
+    let conn = cx.conn;
+    let cutoff = (cx.now - params.keep_done_for).as_micros();
+    let items = conn
+        .prepare_cached(
+            "DELETE FROM tenure_items WHERE seq IN (
+             SELECT seq FROM tenure_items WHERE state = 'done' AND updated_at <= ?1 LIMIT ?2)",
+        )?
+        .execute(params![cutoff, params.limit])?;
+    let keys = conn
+        .prepare_cached(
+            "DELETE FROM tenure_dedup WHERE (queue, key) IN (
+             SELECT queue, key FROM tenure_dedup WHERE expires_at <= ?1 LIMIT ?2)",
+        )?
+        .execute(params![cx.now.as_micros(), params.limit])?;
+    Ok(Purged {
+        items: items as u64,
+        dedup_keys: keys as u64,
+    })
+}
+
+/// [`Store::dead_requeue`](tenure_core::Store::dead_requeue); applies
+/// [`machine::requeue`].
+pub(crate) fn dead_requeue(cx: &Cx<'_>, params: &RequeueParams) -> OpResult<u64> {
+    let mut n = 0;
+    for id in &params.ids {
+        let Some((seq, mut item)) = load_lean_by_id(cx.conn, *id)? else {
+            continue;
+        };
+        if machine::requeue(&mut item, cx.now, params.additional_attempts) {
+            store_item(cx.conn, seq, &item)?;
+            n += 1;
+        }
+    }
+    Ok(n)
+}
+
+/// [`Store::dead_discard`](tenure_core::Store::dead_discard): deletes dead items and
+/// lets their streams move on.
+pub(crate) fn dead_discard(cx: &Cx<'_>, params: &DiscardParams) -> OpResult<u64> {
+    let mut stmt = cx.conn.prepare_cached(
+        "DELETE FROM tenure_items WHERE id = ?1 AND state = 'dead' RETURNING stream",
+    )?;
+    let mut n = 0;
+    for id in &params.ids {
+        let row: Option<Option<String>> = stmt
+            .query_row([&id.as_bytes()[..]], |r| r.get(0))
+            .optional()?;
+        if let Some(stream) = row {
+            n += 1;
+            if let Some(s) = stream {
+                promote(cx.conn, &s)?;
+            }
+        }
+    }
+    Ok(n)
+}
+
+// ---------------------------------------------------------------------------------
+// reads
+
+/// [`Store::item_get`](tenure_core::Store::item_get).
+pub(crate) fn item_get(cx: &Cx<'_>, id: ItemId) -> OpResult<Option<Item>> {
+    let mut stmt = cx.conn.prepare_cached(&format!(
+        "SELECT {ITEM_COLS} FROM tenure_items WHERE id = ?1"
+    ))?;
+    let mut rows = stmt.query([&id.as_bytes()[..]])?;
+    match rows.next()? {
+        Some(row) => Ok(Some(read_item(row)?.1)),
+        None => Ok(None),
+    }
+}
+
+/// [`Store::queue_counts`](tenure_core::Store::queue_counts). Scans the queue's rows.
+pub(crate) fn queue_counts(cx: &Cx<'_>, queue: &QueueName) -> OpResult<QueueCounts> {
+    let mut stmt = cx.conn.prepare_cached(
+        "SELECT state, run_at <= ?2, count(*) FROM tenure_items WHERE queue = ?1 GROUP BY 1, 2",
+    )?;
+    let rows = stmt.query_map(params![queue.as_str(), cx.now.as_micros()], |r| {
+        Ok((
+            r.get::<_, String>(0)?,
+            r.get::<_, bool>(1)?,
+            r.get::<_, i64>(2)?,
+        ))
+    })?;
+    let mut counts = QueueCounts::default();
+    for row in rows {
+        let (state, due, n) = row?;
+        let n = u64::try_from(n).map_err(corrupt)?;
+        match state.parse::<ItemState>().map_err(corrupt)? {
+            ItemState::Ready if due => counts.ready += n,
+            ItemState::Ready => counts.scheduled += n,
+            ItemState::Running => counts.running += n,
+            ItemState::Dead => counts.dead += n,
+            ItemState::Done => counts.done += n,
+        }
+    }
+    Ok(counts)
+}
+
+// ---------------------------------------------------------------------------------
+// instances
+
+/// [`Store::instance_heartbeat`](tenure_core::Store::instance_heartbeat).
+pub(crate) fn instance_heartbeat(cx: &Cx<'_>, params: &HeartbeatParams) -> OpResult<()> {
+    cx.conn
+        .prepare_cached(
+            "INSERT INTO tenure_instances (id, started_at, last_seen) VALUES (?1, ?2, ?2)
+             ON CONFLICT (id) DO UPDATE SET last_seen = excluded.last_seen",
+        )?
+        .execute(params![params.instance.as_str(), cx.now.as_micros()])?;
+    Ok(())
+}
+
+/// [`Store::instance_list`](tenure_core::Store::instance_list).
+pub(crate) fn instance_list(cx: &Cx<'_>) -> OpResult<Vec<Instance>> {
+    let mut stmt = cx.conn.prepare_cached(
+        "SELECT id, started_at, last_seen FROM tenure_instances ORDER BY started_at, rowid",
+    )?;
+    let rows = stmt.query_map([], |r| {
+        Ok((
+            r.get::<_, String>(0)?,
+            r.get::<_, i64>(1)?,
+            r.get::<_, i64>(2)?,
+        ))
+    })?;
+    let mut out = Vec::new();
+    for row in rows {
+        let (id, started, seen) = row?;
+        out.push(Instance {
+            id: OwnerId::new(id).map_err(corrupt)?,
+            started_at: Timestamp::from_micros(started),
+            last_seen: Timestamp::from_micros(seen),
+        });
+    }
+    Ok(out)
+}
+
+/// [`Store::instance_evict_stale`](tenure_core::Store::instance_evict_stale); each
+/// lease of an evicted instance goes through [`machine::evict`].
+pub(crate) fn instance_evict_stale(cx: &Cx<'_>, params: &EvictParams) -> OpResult<Evicted> {
+    let conn = cx.conn;
+    let cutoff = (cx.now - params.stale_after).as_micros();
+    let stale: Vec<String> = {
+        let mut stmt = conn.prepare_cached(
+            "SELECT id FROM tenure_instances WHERE last_seen <= ?1 ORDER BY started_at, rowid",
+        )?;
+        let rows = stmt.query_map([cutoff], |r| r.get(0))?;
+        rows.collect::<rusqlite::Result<_>>()?
+    };
+    let mut evicted = Evicted::default();
+    for id in stale {
+        conn.prepare_cached("DELETE FROM tenure_instances WHERE id = ?1")?
+            .execute([&id])?;
+        let seqs: Vec<i64> = {
+            let mut stmt = conn.prepare_cached(
+                "SELECT seq FROM tenure_items INDEXED BY tenure_items_expiry
+                 WHERE state = 'running' AND owner = ?1",
+            )?;
+            let rows = stmt.query_map([&id], |r| r.get(0))?;
+            rows.collect::<rusqlite::Result<_>>()?
+        };
+        for seq in seqs {
+            let Some(mut item) = load_lean_by_seq(conn, seq)? else {
+                continue;
+            };
+            if machine::evict(&mut item, cx.now).is_some() {
+                store_item(conn, seq, &item)?;
+                evicted.released += 1;
+            }
+        }
+        evicted.instances.push(OwnerId::new(id).map_err(corrupt)?);
+    }
+    Ok(evicted)
+}
+
+// ---------------------------------------------------------------------------------
+// leader
+
+/// [`Store::leader_acquire`](tenure_core::Store::leader_acquire).
+pub(crate) fn leader_acquire(cx: &Cx<'_>, params: &LeaderParams) -> OpResult<LeaderStatus> {
+    let conn = cx.conn;
+    let now = cx.now.as_micros();
+    let expires = (cx.now + params.lease_for).as_micros();
+    let current: Option<(Option<String>, i64, i64)> = conn
+        .prepare_cached("SELECT holder, term, expires_at FROM tenure_leaders WHERE name = ?1")?
+        .query_row([params.name.as_str()], |r| {
+            Ok((r.get(0)?, r.get(1)?, r.get(2)?))
+        })
+        .optional()?;
+    let me = params.holder.as_str();
+    let term = match current {
+        Some((Some(holder), term, until)) if until > now => {
+            if holder == me {
+                term
+            } else {
+                return Ok(LeaderStatus::Follower {
+                    holder: OwnerId::new(holder).map_err(corrupt)?,
+                    term: u64::try_from(term).map_err(corrupt)?,
+                    expires_at: Timestamp::from_micros(until),
+                });
+            }
+        }
+        Some((_, term, _)) => term + 1,
+        None => 1,
+    };
+    conn.prepare_cached(
+        "INSERT INTO tenure_leaders (name, holder, term, expires_at) VALUES (?1, ?2, ?3, ?4)
+         ON CONFLICT (name) DO UPDATE SET holder = excluded.holder, term = excluded.term,
+             expires_at = excluded.expires_at",
+    )?
+    .execute(params![params.name.as_str(), me, term, expires])?;
+    Ok(LeaderStatus::Leader {
+        term: u64::try_from(term).map_err(corrupt)?,
+        expires_at: Timestamp::from_micros(expires),
+    })
+}
+
+/// [`Store::leader_resign`](tenure_core::Store::leader_resign): the term stays.
+pub(crate) fn leader_resign(cx: &Cx<'_>, params: &LeaderParams) -> OpResult<bool> {
+    let n = cx
+        .conn
+        .prepare_cached(
+            "UPDATE tenure_leaders SET holder = NULL, expires_at = ?3
+             WHERE name = ?1 AND holder = ?2 AND expires_at > ?3",
+        )?
+        .execute(params![
+            params.name.as_str(),
+            params.holder.as_str(),
+            cx.now.as_micros()
+        ])?;
+    Ok(n == 1)
+}

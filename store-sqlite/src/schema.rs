@@ -1,0 +1,233 @@
+//! The schema, its version, and opening a connection onto it.
+//!
+//! Every table name starts with `tenure_`, so the store can share a file with the
+//! application's own tables (that is what transactional enqueue needs). The schema
+//! version lives in `tenure_meta`, not in `PRAGMA user_version`, which belongs to the
+//! application.
+
+use std::path::Path;
+
+use rusqlite::{Connection, OpenFlags, OptionalExtension};
+use tenure_core::{Error, Result};
+
+use crate::config::SqliteConfig;
+use crate::error::{self, Phase};
+
+/// The schema version this code writes and understands.
+pub(crate) const SCHEMA_VERSION: i64 = 1;
+
+/// Migrations, in order: `MIGRATIONS[i]` takes version `i` to `i + 1`.
+const MIGRATIONS: &[&str] = &[V1];
+
+/// Version 1.
+///
+/// - `seq` (the rowid) is the enqueue order (G8, G9); a new row always gets a seq above
+///   every existing row.
+/// - `head` is 1 for an item without a stream and for the first unfinished item of its
+///   stream, 0 for the items queued behind it (G9). It is maintained in the write path:
+///   set at enqueue, moved to the next item when a head completes or is discarded. The
+///   claim reads only `head = 1` rows through `tenure_items_ready`, so a long stream
+///   costs the claim nothing.
+/// - `tenure_items_running_scope` is the G10 invariant: two running items with one scope
+///   cannot both exist, whatever a claim does.
+const V1: &str = "
+CREATE TABLE tenure_items (
+    seq              INTEGER PRIMARY KEY,
+    id               BLOB    NOT NULL UNIQUE,
+    queue            TEXT    NOT NULL,
+    payload          BLOB    NOT NULL,
+    stream           TEXT,
+    scope            TEXT,
+    dedup_key        TEXT,
+    priority         INTEGER NOT NULL,
+    run_at           INTEGER NOT NULL,
+    state            TEXT    NOT NULL CHECK (state IN ('ready', 'running', 'done', 'dead')),
+    head             INTEGER NOT NULL CHECK (head IN (0, 1)),
+    attempt          INTEGER NOT NULL,
+    owner            TEXT,
+    lease_expires_at INTEGER,
+    renewals         INTEGER NOT NULL,
+    stalls           INTEGER NOT NULL,
+    max_attempts     INTEGER NOT NULL,
+    max_stalls       INTEGER NOT NULL,
+    max_renewals     INTEGER NOT NULL,
+    last_error       TEXT,
+    created_at       INTEGER NOT NULL,
+    updated_at       INTEGER NOT NULL
+);
+CREATE INDEX tenure_items_ready
+    ON tenure_items (queue, priority, run_at, seq) WHERE state = 'ready' AND head = 1;
+CREATE UNIQUE INDEX tenure_items_running_scope
+    ON tenure_items (scope) WHERE state = 'running' AND scope IS NOT NULL;
+CREATE INDEX tenure_items_expiry
+    ON tenure_items (lease_expires_at) WHERE state = 'running';
+CREATE INDEX tenure_items_stream
+    ON tenure_items (stream, seq) WHERE stream IS NOT NULL AND state <> 'done';
+CREATE INDEX tenure_items_done
+    ON tenure_items (updated_at) WHERE state = 'done';
+
+CREATE TABLE tenure_dedup (
+    queue       TEXT    NOT NULL,
+    key         TEXT    NOT NULL,
+    item_id     BLOB    NOT NULL,
+    recorded_at INTEGER NOT NULL,
+    expires_at  INTEGER NOT NULL,
+    PRIMARY KEY (queue, key)
+) WITHOUT ROWID;
+CREATE INDEX tenure_dedup_expiry ON tenure_dedup (expires_at);
+
+CREATE TABLE tenure_instances (
+    id         TEXT    NOT NULL UNIQUE,
+    started_at INTEGER NOT NULL,
+    last_seen  INTEGER NOT NULL
+);
+
+CREATE TABLE tenure_leaders (
+    name       TEXT    PRIMARY KEY,
+    holder     TEXT,
+    term       INTEGER NOT NULL,
+    expires_at INTEGER NOT NULL
+) WITHOUT ROWID;
+";
+
+/// Opens a connection with the store's settings, without touching the schema.
+/// `create` allows creating a missing file (the first open); a reopen after the file
+/// went away must not silently start an empty database.
+pub(crate) fn connect(config: &SqliteConfig, create: bool) -> Result<Connection> {
+    let path = &config.path;
+    let mut flags = OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX;
+    if create {
+        flags |= OpenFlags::SQLITE_OPEN_CREATE;
+    }
+    let phase = if create { Phase::Open } else { Phase::Call };
+    let conn = Connection::open_with_flags(path, flags).map_err(|e| error::map(e, path, phase))?;
+    // SQLite silently opens a file it may not write read-only.
+    if conn
+        .is_readonly(rusqlite::DatabaseName::Main)
+        .map_err(|e| error::map(e, path, phase))?
+    {
+        let reason = format!("{} cannot be written (opened read-only)", path.display());
+        return Err(match phase {
+            Phase::Open => Error::invalid("path", reason),
+            Phase::Call => Error::unavailable(error::STORE, reason),
+        });
+    }
+    conn.busy_timeout(config.busy_timeout)
+        .map_err(|e| error::map(e, path, phase))?;
+    conn.set_prepared_statement_cache_capacity(64);
+    Ok(conn)
+}
+
+/// Reads the schema version without writing anything: 0 for a file without the store's
+/// tables. Fails with a path error for a file that is not a database.
+pub(crate) fn read_version(conn: &Connection, path: &Path, phase: Phase) -> Result<i64> {
+    let has_meta: bool = conn
+        .query_row(
+            "SELECT count(*) > 0 FROM sqlite_master WHERE type = 'table' AND name = 'tenure_meta'",
+            [],
+            |r| r.get(0),
+        )
+        .map_err(|e| error::map(e, path, phase))?;
+    if !has_meta {
+        return Ok(0);
+    }
+    let version: Option<i64> = conn
+        .query_row(
+            "SELECT value FROM tenure_meta WHERE key = 'schema_version'",
+            [],
+            |r| r.get(0),
+        )
+        .optional()
+        .map_err(|e| error::map(e, path, phase))?;
+    Ok(version.unwrap_or(0))
+}
+
+fn newer_error(path: &Path, found: i64) -> Error {
+    Error::conflict(
+        "schema",
+        format!(
+            "{} has tenure schema version {found}; this tenure-sqlite understands up to \
+             {SCHEMA_VERSION}; upgrade tenure-sqlite",
+            path.display()
+        ),
+    )
+}
+
+/// Sets the per-connection pragmas that write (journal mode) or tune (synchronous).
+pub(crate) fn tune(conn: &Connection, config: &SqliteConfig, phase: Phase) -> Result<()> {
+    let path = &config.path;
+    let mode: String = conn
+        .query_row("PRAGMA journal_mode = WAL", [], |r| r.get(0))
+        .map_err(|e| error::map(e, path, phase))?;
+    if !mode.eq_ignore_ascii_case("wal") {
+        return Err(Error::invalid(
+            "path",
+            format!("{} cannot use WAL journaling (got {mode})", path.display()),
+        ));
+    }
+    conn.execute_batch(&format!(
+        "PRAGMA synchronous = {}; PRAGMA temp_store = MEMORY;",
+        config.synchronous.pragma()
+    ))
+    .map_err(|e| error::map(e, path, phase))
+}
+
+/// Checks the version, then creates or migrates the schema. Nothing is written to a
+/// file with a newer schema or to one that is not a database.
+pub(crate) fn open_and_migrate(config: &SqliteConfig, create: bool) -> Result<Connection> {
+    let path = &config.path;
+    let phase = if create { Phase::Open } else { Phase::Call };
+    let conn = connect(config, create)?;
+    let found = read_version(&conn, path, phase)?;
+    if found > SCHEMA_VERSION {
+        return Err(newer_error(path, found));
+    }
+    tune(&conn, config, phase)?;
+    if found == SCHEMA_VERSION {
+        return Ok(conn);
+    }
+    let mut tries = 0;
+    loop {
+        tries += 1;
+        match migrate(&conn, path) {
+            Ok(()) => return Ok(conn),
+            Err(e) if error::is_busy(&e) && tries < config.busy_retries => continue,
+            Err(e) => return Err(error::map(e, path, phase)),
+        }
+    }
+}
+
+/// Runs the missing migrations in one `BEGIN IMMEDIATE` transaction, re-reading the
+/// version under the write lock so two processes opening a new file at once do not
+/// both create the tables.
+fn migrate(conn: &Connection, path: &Path) -> rusqlite::Result<()> {
+    conn.execute_batch("BEGIN IMMEDIATE")?;
+    let result = (|| {
+        let found = read_version(conn, path, Phase::Open).unwrap_or(0);
+        if found >= SCHEMA_VERSION {
+            return Ok(());
+        }
+        if found == 0 {
+            conn.execute_batch(
+                "CREATE TABLE IF NOT EXISTS tenure_meta (key TEXT PRIMARY KEY, value INTEGER NOT NULL) WITHOUT ROWID",
+            )?;
+        }
+        let from = usize::try_from(found).unwrap_or(0);
+        for step in &MIGRATIONS[from..] {
+            conn.execute_batch(step)?;
+        }
+        conn.execute(
+            "INSERT INTO tenure_meta (key, value) VALUES ('schema_version', ?1)
+             ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+            [SCHEMA_VERSION],
+        )?;
+        Ok(())
+    })();
+    match result {
+        Ok(()) => conn.execute_batch("COMMIT"),
+        Err(e) => {
+            let _ = conn.execute_batch("ROLLBACK");
+            Err(e)
+        }
+    }
+}

@@ -1,0 +1,297 @@
+//! The writer thread: one connection per opened store, fed through a queue.
+//!
+//! Every call of a store handle (and of its clones) becomes a [`Job`] on the queue. The
+//! thread takes the first job, drains whatever else is already queued (up to
+//! `max_batch_jobs`), and runs them all in one `BEGIN IMMEDIATE` transaction, each
+//! inside its own savepoint so a failing call rolls back alone. One commit (and, with
+//! `synchronous=FULL`, one fsync) then serves the whole batch, and each caller gets its
+//! own answer after the commit. Within a process the calls never fight over SQLite's
+//! write lock; peers (other processes, other opens) wait for it through the busy
+//! timeout, and a transaction that stays busy is retried a bounded number of times.
+
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::path::Path;
+use std::sync::mpsc::{self, Receiver, Sender};
+
+use rusqlite::Connection;
+use tenure_core::{Error, ErrorKind, Result};
+use tokio::sync::oneshot;
+
+use crate::config::SqliteConfig;
+use crate::error::{self, Phase, STORE};
+use crate::ops::{Cx, OpError, OpResult};
+use crate::schema;
+
+/// What running a job inside the batch did.
+pub(crate) enum Step {
+    /// Keep its writes.
+    Done,
+    /// Its answer is an error; undo its writes only.
+    Failed,
+    /// The transaction is in doubt (busy, I/O): roll the whole batch back.
+    Abort(rusqlite::Error),
+}
+
+/// One queued call.
+pub(crate) trait Job: Send {
+    /// False when the caller stopped waiting (its future was dropped): skip the job.
+    fn wanted(&self) -> bool;
+    /// Runs the call on `conn` at the clock's current time.
+    fn run(&mut self, conn: &Connection, config: &SqliteConfig) -> Step;
+    /// Sends the answer; `instead` replaces it when the batch did not commit.
+    fn finish(self: Box<Self>, instead: Option<Error>);
+}
+
+struct Call<T, F> {
+    f: F,
+    answer: Option<Result<T>>,
+    tx: oneshot::Sender<Result<T>>,
+}
+
+impl<T, F> Job for Call<T, F>
+where
+    T: Send + 'static,
+    F: FnMut(&Cx<'_>) -> OpResult<T> + Send + 'static,
+{
+    fn wanted(&self) -> bool {
+        !self.tx.is_closed()
+    }
+
+    fn run(&mut self, conn: &Connection, config: &SqliteConfig) -> Step {
+        let cx = Cx {
+            conn,
+            now: config.clock.now(),
+            keep_done: config.keep_done,
+        };
+        match (self.f)(&cx) {
+            Ok(v) => {
+                self.answer = Some(Ok(v));
+                Step::Done
+            }
+            Err(OpError::Store(e)) => {
+                self.answer = Some(Err(e));
+                Step::Failed
+            }
+            Err(OpError::Sql(e)) if error::breaks_transaction(&e) => Step::Abort(e),
+            Err(OpError::Sql(e)) => {
+                self.answer = Some(Err(error::map(e, &config.path, Phase::Call)));
+                Step::Failed
+            }
+        }
+    }
+
+    fn finish(self: Box<Self>, instead: Option<Error>) {
+        let answer = match instead {
+            Some(e) => Err(e),
+            None => self
+                .answer
+                .unwrap_or_else(|| Err(Error::internal(STORE, "call finished without running"))),
+        };
+        // The caller may have gone away meanwhile; nothing to do then.
+        let _ = self.tx.send(answer);
+    }
+}
+
+/// The sending half, held by every handle of one opened store.
+#[derive(Clone)]
+pub(crate) struct Writer {
+    tx: Sender<Box<dyn Job>>,
+}
+
+impl Writer {
+    /// Starts the thread, which opens (creating or migrating) the database first and
+    /// reports how that went.
+    pub(crate) async fn start(config: SqliteConfig) -> Result<Writer> {
+        let (tx, rx) = mpsc::channel::<Box<dyn Job>>();
+        let (ready_tx, ready_rx) = oneshot::channel();
+        std::thread::Builder::new()
+            .name("tenure-sqlite-writer".into())
+            .spawn(move || {
+                let opened = schema::open_and_migrate(&config, true);
+                match opened {
+                    Ok(conn) => {
+                        let identity = identity(&config.path);
+                        let _ = ready_tx.send(Ok(()));
+                        WriterThread {
+                            config,
+                            conn: Some(conn),
+                            identity,
+                        }
+                        .serve(&rx);
+                    }
+                    Err(e) => {
+                        let _ = ready_tx.send(Err(e));
+                    }
+                }
+            })
+            .map_err(|e| Error::internal(STORE, format!("cannot start the writer thread: {e}")))?;
+        ready_rx
+            .await
+            .map_err(|_| Error::internal(STORE, "the writer thread stopped while opening"))??;
+        Ok(Writer { tx })
+    }
+
+    /// Queues `f` and waits for its answer, given after the batch it ran in committed.
+    pub(crate) async fn call<T, F>(&self, f: F) -> Result<T>
+    where
+        T: Send + 'static,
+        F: FnMut(&Cx<'_>) -> OpResult<T> + Send + 'static,
+    {
+        let (tx, rx) = oneshot::channel();
+        self.tx
+            .send(Box::new(Call {
+                f,
+                answer: None,
+                tx,
+            }))
+            .map_err(|_| Error::internal(STORE, "the writer thread has stopped"))?;
+        rx.await
+            .map_err(|_| Error::internal(STORE, "the writer thread dropped the call"))?
+    }
+}
+
+/// The file's identity, to notice that it was deleted or replaced under an open
+/// connection (SQLite would go on writing to the unlinked file).
+#[cfg(unix)]
+fn identity(path: &Path) -> Option<(u64, u64)> {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::metadata(path).ok().map(|m| (m.dev(), m.ino()))
+}
+
+#[cfg(not(unix))]
+fn identity(path: &Path) -> Option<(u64, u64)> {
+    std::fs::metadata(path).ok().map(|_| (0, 0))
+}
+
+struct WriterThread {
+    config: SqliteConfig,
+    conn: Option<Connection>,
+    identity: Option<(u64, u64)>,
+}
+
+/// A fresh copy of an error, for answering every job of a failed batch.
+fn replicate(e: &Error) -> Error {
+    match e {
+        Error::InvalidInput { field, reason } => Error::invalid(field, reason.clone()),
+        Error::Conflict { what, reason } => Error::conflict(what, reason.clone()),
+        _ if e.kind() == ErrorKind::Unavailable => Error::unavailable(STORE, e.to_string()),
+        _ => Error::internal(STORE, e.to_string()),
+    }
+}
+
+impl WriterThread {
+    fn serve(mut self, rx: &Receiver<Box<dyn Job>>) {
+        while let Ok(first) = rx.recv() {
+            let mut batch = vec![first];
+            while batch.len() < self.config.max_batch_jobs {
+                match rx.try_recv() {
+                    Ok(job) => batch.push(job),
+                    Err(_) => break,
+                }
+            }
+            // A caller that gave up is not served: a dropped claim must not lease items
+            // nobody will work on.
+            batch.retain(|j| j.wanted());
+            if batch.is_empty() {
+                continue;
+            }
+            let outcome = catch_unwind(AssertUnwindSafe(|| self.execute(&mut batch)));
+            match outcome {
+                Ok(Ok(())) => batch.into_iter().for_each(|j| j.finish(None)),
+                Ok(Err(e)) => batch
+                    .into_iter()
+                    .for_each(|j| j.finish(Some(replicate(&e)))),
+                Err(_) => {
+                    // A bug panicked inside a call: leave no transaction open and answer
+                    // everyone with an internal error.
+                    if let Some(conn) = &self.conn {
+                        let _ = conn.execute_batch("ROLLBACK");
+                    }
+                    let e = Error::internal(STORE, "a store operation panicked");
+                    batch
+                        .into_iter()
+                        .for_each(|j| j.finish(Some(replicate(&e))));
+                }
+            }
+        }
+    }
+
+    /// The connection, reopened if the file was replaced or the last batch broke it.
+    fn connection(&mut self) -> Result<&Connection> {
+        let now = identity(&self.config.path);
+        if now.is_none() || now != self.identity {
+            self.conn = None;
+        }
+        if self.conn.is_none() {
+            let conn = schema::open_and_migrate(&self.config, false)?;
+            self.identity = identity(&self.config.path);
+            self.conn = Some(conn);
+        }
+        self.conn
+            .as_ref()
+            .ok_or_else(|| Error::internal(STORE, "no connection"))
+    }
+
+    /// Runs the batch in one transaction, retrying it whole while the database is busy.
+    /// `Ok` means it committed and every job holds its own answer.
+    fn execute(&mut self, batch: &mut [Box<dyn Job>]) -> Result<()> {
+        let mut tries = 0;
+        loop {
+            tries += 1;
+            let retry_left = tries < self.config.busy_retries;
+            let config = self.config.clone();
+            let conn = self.connection()?;
+            match run_batch(conn, &config, batch) {
+                Ok(()) => return Ok(()),
+                Err(e) if error::is_busy(&e) && retry_left => continue,
+                Err(e) => {
+                    if error::breaks_transaction(&e) && !error::is_busy(&e) {
+                        // Reconnect before the next batch: the file may be gone.
+                        self.conn = None;
+                    }
+                    return Err(error::map(e, &self.config.path, Phase::Call));
+                }
+            }
+        }
+    }
+}
+
+fn run_batch(
+    conn: &Connection,
+    config: &SqliteConfig,
+    batch: &mut [Box<dyn Job>],
+) -> rusqlite::Result<()> {
+    conn.execute_batch("BEGIN IMMEDIATE")?;
+    let single = batch.len() == 1;
+    let mut any_done = false;
+    for job in batch.iter_mut() {
+        if !single {
+            conn.prepare_cached("SAVEPOINT tenure_call")?.execute([])?;
+        }
+        match job.run(conn, config) {
+            Step::Done => {
+                any_done = true;
+                if !single {
+                    conn.prepare_cached("RELEASE tenure_call")?.execute([])?;
+                }
+            }
+            Step::Failed => {
+                if !single {
+                    conn.prepare_cached("ROLLBACK TO tenure_call")?
+                        .execute([])?;
+                    conn.prepare_cached("RELEASE tenure_call")?.execute([])?;
+                }
+            }
+            Step::Abort(e) => {
+                let _ = conn.execute_batch("ROLLBACK");
+                return Err(e);
+            }
+        }
+    }
+    let end = if any_done { "COMMIT" } else { "ROLLBACK" };
+    if let Err(e) = conn.execute_batch(end) {
+        let _ = conn.execute_batch("ROLLBACK");
+        return Err(e);
+    }
+    Ok(())
+}
