@@ -52,6 +52,8 @@ mod keys;
 pub mod machine;
 mod model;
 mod retry;
+#[cfg(feature = "runtime")]
+pub mod runtime;
 mod store;
 mod time;
 
@@ -68,6 +70,11 @@ pub use model::{
     MAX_ATTEMPTS_LIMIT,
 };
 pub use retry::RetryPolicy;
+#[cfg(feature = "runtime")]
+pub use runtime::{
+    Handler, Job, JobError, MetricsSnapshot, PollPolicy, Role, ShutdownReport, StopReason, Worker,
+    WorkerBuilder,
+};
 pub use store::{
     Capabilities, ClaimParams, CompleteParams, DiscardParams, EnqueueParams, EvictParams,
     FailParams, Failure, HeartbeatParams, LeaderParams, Limits, PurgeParams, RecoverParams,

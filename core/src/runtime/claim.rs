@@ -1,0 +1,97 @@
+//! The claim loop: claims only up to free slots, polls adaptively, wakes on a signal.
+
+use std::sync::Arc;
+
+use tokio::time::{sleep, Instant};
+
+use crate::store::{ClaimParams, WakeSignal};
+
+use super::metrics::add;
+use super::worker::{release_unstarted, Shared};
+
+async fn woken(signal: Option<&WakeSignal>) {
+    match signal {
+        Some(s) => s.notified().await,
+        None => std::future::pending().await,
+    }
+}
+
+/// Claims until shutdown. After a claim that filled every slot it asked for, the loop
+/// claims again as soon as a slot is free; otherwise it waits
+/// [`PollPolicy::wait`](super::PollPolicy::wait) for the count of consecutive empty
+/// polls (a failed claim counts as empty), or less if the store's wake signal fires.
+pub(crate) async fn claim_loop(shared: Arc<Shared>) {
+    let s = &shared.settings;
+    let stop = shared.stop_claiming.clone();
+    let wake = shared.store.wake_signal();
+    // Register before the first claim (G12), but never wait long for it.
+    tokio::select! {
+        _ = shared.first_heartbeat.cancelled() => {}
+        _ = stop.cancelled() => return,
+        _ = sleep(s.heartbeat_interval) => {}
+    }
+    let mut empty: u32 = 0;
+    let mut poll_now = true;
+    loop {
+        if !poll_now {
+            let wait = s.poll.wait(empty);
+            tokio::select! {
+                _ = stop.cancelled() => return,
+                _ = sleep(wait) => {}
+                _ = woken(wake.as_ref()) => {
+                    tracing::trace!(event = "wake", "woken: polling at once");
+                }
+            }
+        }
+        let first = tokio::select! {
+            _ = stop.cancelled() => return,
+            p = Arc::clone(&shared.slots).acquire_owned() => match p {
+                Ok(p) => p,
+                Err(_) => return,
+            },
+        };
+        let mut permits = vec![first];
+        while permits.len() < s.claim_batch {
+            match Arc::clone(&shared.slots).try_acquire_owned() {
+                Ok(p) => permits.push(p),
+                Err(_) => break,
+            }
+        }
+        let asked = permits.len();
+        let limit = u32::try_from(asked).unwrap_or(u32::MAX);
+        let params = ClaimParams::new(s.queues[0].clone(), s.instance.clone(), limit, s.lease)
+            .queues(s.queues.clone());
+        let sent = Instant::now();
+        match shared.store.claim(params).await {
+            Ok(leases) => {
+                let got = leases.len();
+                if stop.is_cancelled() {
+                    if got > 0 {
+                        tracing::info!(count = got, "claimed during shutdown; releasing at once");
+                        release_unstarted(&shared, leases).await;
+                    }
+                    return;
+                }
+                add(&shared.metrics.claimed, got as u64);
+                if got == 0 {
+                    empty = empty.saturating_add(1);
+                    poll_now = false;
+                    tracing::trace!(event = "claim", asked, count = 0, empty, "nothing to claim");
+                } else {
+                    empty = 0;
+                    poll_now = got >= asked;
+                    tracing::debug!(event = "claim", asked, count = got, "claimed");
+                }
+                for (lease, permit) in leases.into_iter().zip(permits) {
+                    shared.start_job(lease, permit, sent);
+                }
+            }
+            Err(e) => {
+                add(&shared.metrics.store_errors, 1);
+                empty = empty.saturating_add(1);
+                poll_now = false;
+                tracing::warn!(event = "claim", error = %e, "claim failed; backing off");
+            }
+        }
+    }
+}

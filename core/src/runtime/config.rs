@@ -1,0 +1,380 @@
+//! The worker's settings and the builder that checks them.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::error::{Error, Result};
+use crate::keys::{LeaderName, OwnerId, QueueName};
+use crate::retry::RetryPolicy;
+use crate::store::{Limits, Store, DEFAULT_STALE_AFTER};
+
+use super::handler::Handler;
+use super::poll::PollPolicy;
+use super::worker::Worker;
+
+/// Default handler slots per worker.
+pub const DEFAULT_CONCURRENCY: usize = 8;
+/// Default lease length.
+pub const DEFAULT_LEASE: Duration = Duration::from_secs(30);
+/// Default name of the leader lease that gates maintenance (G13).
+pub const DEFAULT_LEADER_NAME: &str = "tenure.maintenance";
+
+/// Everything a running worker reads; checked once by [`WorkerBuilder::spawn`].
+#[derive(Clone, Debug)]
+pub(crate) struct Settings {
+    pub(crate) queues: Vec<QueueName>,
+    pub(crate) instance: OwnerId,
+    pub(crate) concurrency: usize,
+    pub(crate) claim_batch: usize,
+    pub(crate) lease: Duration,
+    pub(crate) poll: PollPolicy,
+    pub(crate) retry: RetryPolicy,
+    /// A lease is renewed once this long has passed since its last successful renewal.
+    pub(crate) renew_after: Duration,
+    /// Leases due within this window of the earliest one go in the same call.
+    pub(crate) renew_coalesce: Duration,
+    /// Each renewal call gives up after this long; a failed one is retried this long
+    /// after it was sent.
+    pub(crate) renew_timeout: Duration,
+    /// The self-stop fires this long after the last successful renewal: half a lease.
+    pub(crate) self_stop_after: Duration,
+    /// A handler that ignores its cancellation is dropped this long after it.
+    pub(crate) abort_after: Duration,
+    pub(crate) finalize_batch: usize,
+    pub(crate) finalize_window: Duration,
+    pub(crate) heartbeat_interval: Duration,
+    pub(crate) stale_after: Duration,
+    pub(crate) maintenance: bool,
+    pub(crate) maintenance_interval: Duration,
+    pub(crate) leader_name: LeaderName,
+    pub(crate) leader_lease: Duration,
+    pub(crate) keep_done_for: Duration,
+    pub(crate) limits: Limits,
+}
+
+/// What [`WorkerBuilder::check`] hands to [`Worker::start`].
+type Checked = (Arc<dyn Store>, Arc<dyn Handler>, Settings);
+
+/// Builds a [`Worker`]: the store, the queues it serves, its concurrency, lease length,
+/// poll policy and handler. Start it with [`WorkerBuilder::spawn`].
+///
+/// ```no_run
+/// # async fn demo(store: std::sync::Arc<dyn tenure_core::Store>) -> tenure_core::Result<()> {
+/// use std::time::Duration;
+/// use tenure_core::runtime::{Job, JobError, Worker};
+/// use tenure_core::QueueName;
+///
+/// let worker = Worker::builder(store)
+///     .queue(QueueName::new("emails")?)
+///     .concurrency(4)
+///     .lease_duration(Duration::from_secs(30))
+///     .handler(|job: Job| async move {
+///         println!("sending {:?}", job.payload());
+///         Ok::<(), JobError>(())
+///     })
+///     .spawn()?;
+/// // ... later:
+/// let report = worker.shutdown(Duration::from_secs(10)).await;
+/// println!("released {} unfinished leases", report.released);
+/// # Ok(())
+/// # }
+/// ```
+#[must_use = "a builder does nothing until spawned"]
+pub struct WorkerBuilder {
+    store: Arc<dyn Store>,
+    handler: Option<Arc<dyn Handler>>,
+    queues: Vec<QueueName>,
+    instance: Option<OwnerId>,
+    concurrency: usize,
+    claim_batch: Option<usize>,
+    lease: Duration,
+    poll: PollPolicy,
+    retry: RetryPolicy,
+    renew_timeout: Option<Duration>,
+    finalize_batch: usize,
+    finalize_window: Duration,
+    heartbeat_interval: Duration,
+    stale_after: Duration,
+    maintenance: bool,
+    maintenance_interval: Duration,
+    leader_name: Option<LeaderName>,
+    keep_done_for: Duration,
+}
+
+impl std::fmt::Debug for WorkerBuilder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("WorkerBuilder")
+            .field("store", &self.store.name())
+            .field("queues", &self.queues)
+            .field("concurrency", &self.concurrency)
+            .field("lease", &self.lease)
+            .finish_non_exhaustive()
+    }
+}
+
+impl WorkerBuilder {
+    pub(crate) fn new(store: Arc<dyn Store>) -> Self {
+        WorkerBuilder {
+            store,
+            handler: None,
+            queues: Vec::new(),
+            instance: None,
+            concurrency: DEFAULT_CONCURRENCY,
+            claim_batch: None,
+            lease: DEFAULT_LEASE,
+            poll: PollPolicy::default(),
+            retry: RetryPolicy::default(),
+            renew_timeout: None,
+            finalize_batch: 128,
+            finalize_window: Duration::from_millis(10),
+            heartbeat_interval: Duration::from_secs(10),
+            stale_after: DEFAULT_STALE_AFTER,
+            maintenance: true,
+            maintenance_interval: Duration::from_secs(5),
+            leader_name: None,
+            keep_done_for: Duration::from_secs(24 * 60 * 60),
+        }
+    }
+
+    /// Serves `queue` (call again to serve several).
+    pub fn queue(mut self, queue: QueueName) -> Self {
+        self.queues.push(queue);
+        self
+    }
+
+    /// Serves these queues (added to any named before).
+    pub fn queues(mut self, queues: impl IntoIterator<Item = QueueName>) -> Self {
+        self.queues.extend(queues);
+        self
+    }
+
+    /// The handler run for every claimed item: an async closure
+    /// (`|job: Job| async move { .. }`) or any [`Handler`].
+    pub fn handler(mut self, handler: impl Handler) -> Self {
+        self.handler = Some(Arc::new(handler));
+        self
+    }
+
+    /// A shared handler trait object.
+    pub fn handler_arc(mut self, handler: Arc<dyn Handler>) -> Self {
+        self.handler = Some(handler);
+        self
+    }
+
+    /// This worker's instance id, which owns its leases (G12). Default: a fresh
+    /// `worker-<uuid>`.
+    pub fn instance_id(mut self, id: OwnerId) -> Self {
+        self.instance = Some(id);
+        self
+    }
+
+    /// Most handlers running at once (default 8). The worker claims only up to its free
+    /// slots.
+    pub fn concurrency(mut self, n: usize) -> Self {
+        self.concurrency = n;
+        self
+    }
+
+    /// Most items asked for in one claim (default: the concurrency, capped by the
+    /// store's batch limit).
+    pub fn claim_batch(mut self, n: usize) -> Self {
+        self.claim_batch = Some(n);
+        self
+    }
+
+    /// How long each lease lasts unless renewed (default 30 s). Renewal starts a third
+    /// of a lease after the last successful one; the self-stop fires at half a lease.
+    pub fn lease_duration(mut self, lease: Duration) -> Self {
+        self.lease = lease;
+        self
+    }
+
+    /// The claim loop's adaptive poll (default 250 ms doubling to 10 s).
+    pub fn poll(mut self, poll: PollPolicy) -> Self {
+        self.poll = poll;
+        self
+    }
+
+    /// The delay of retryable failures (default [`RetryPolicy::default`]).
+    pub fn retry(mut self, retry: RetryPolicy) -> Self {
+        self.retry = retry;
+        self
+    }
+
+    /// How long one renewal call may take before it is abandoned and retried (default a
+    /// twelfth of the lease). Must be under a sixth of the lease so a retry fits before
+    /// the self-stop.
+    pub fn renew_timeout(mut self, timeout: Duration) -> Self {
+        self.renew_timeout = Some(timeout);
+        self
+    }
+
+    /// Finalize coalescing: a flush happens once `max_tokens` outcomes wait or `window`
+    /// has passed since the first of them (default 128 and 10 ms). Each flush makes at
+    /// most one `complete` and one `fail` call.
+    pub fn finalize_batch(mut self, max_tokens: usize, window: Duration) -> Self {
+        self.finalize_batch = max_tokens;
+        self.finalize_window = window;
+        self
+    }
+
+    /// How often the instance heartbeats (default 10 s) and after how much silence peers
+    /// evict an instance (default 30 s). The silence must be at least twice the
+    /// interval.
+    pub fn heartbeat(mut self, interval: Duration, stale_after: Duration) -> Self {
+        self.heartbeat_interval = interval;
+        self.stale_after = stale_after;
+        self
+    }
+
+    /// Whether this worker takes part in maintenance (default true): every `interval`
+    /// (default 5 s) it tries the leader lease, and as leader recovers expired leases,
+    /// purges finished items and old dedup keys, and evicts stale instances.
+    pub fn maintenance(mut self, enabled: bool) -> Self {
+        self.maintenance = enabled;
+        self
+    }
+
+    /// How often maintenance runs (default 5 s). The leader lease lasts three intervals.
+    pub fn maintenance_interval(mut self, interval: Duration) -> Self {
+        self.maintenance_interval = interval;
+        self
+    }
+
+    /// The leader lease's name (default `tenure.maintenance`): workers that share it
+    /// elect one maintainer.
+    pub fn leader_name(mut self, name: LeaderName) -> Self {
+        self.leader_name = Some(name);
+        self
+    }
+
+    /// How long finished items are kept before the purge deletes them (default 24 h).
+    pub fn keep_done_for(mut self, keep: Duration) -> Self {
+        self.keep_done_for = keep;
+        self
+    }
+
+    /// Checks the settings and starts the worker on the current tokio runtime.
+    ///
+    /// Errors name the offending setting (`Error::InvalidInput`): no queue, no handler,
+    /// a concurrency of 0, a lease outside the store's limits, and so on.
+    ///
+    /// # Panics
+    /// When called outside a tokio runtime.
+    pub fn spawn(self) -> Result<Worker> {
+        let (store, handler, settings) = self.check()?;
+        Ok(Worker::start(store, handler, settings))
+    }
+
+    fn check(self) -> Result<Checked> {
+        let limits = self.store.limits();
+        let handler = self
+            .handler
+            .ok_or_else(|| Error::invalid("handler", "a worker needs a handler"))?;
+        if self.queues.is_empty() {
+            return Err(Error::invalid("queues", "must name at least one queue"));
+        }
+        if self.concurrency == 0 || self.concurrency > 100_000 {
+            return Err(Error::invalid(
+                "concurrency",
+                format!("{} is outside 1..=100000", self.concurrency),
+            ));
+        }
+        let claim_batch = self
+            .claim_batch
+            .unwrap_or(self.concurrency)
+            .min(self.concurrency)
+            .min(limits.max_batch);
+        if claim_batch == 0 {
+            return Err(Error::invalid("claim_batch", "must be at least 1"));
+        }
+        if self.lease < limits.min_lease || self.lease > limits.max_lease {
+            return Err(Error::invalid(
+                "lease_duration",
+                format!(
+                    "{:?} is outside {:?}..={:?}",
+                    self.lease, limits.min_lease, limits.max_lease
+                ),
+            ));
+        }
+        if self.poll.base.is_zero() {
+            return Err(Error::invalid("poll", "the base interval must be above 0"));
+        }
+        let renew_timeout = self.renew_timeout.unwrap_or(self.lease / 12);
+        if renew_timeout.is_zero() || renew_timeout >= self.lease / 6 {
+            return Err(Error::invalid(
+                "renew_timeout",
+                format!(
+                    "{renew_timeout:?} must be above 0 and under a sixth of the lease ({:?})",
+                    self.lease / 6
+                ),
+            ));
+        }
+        if self.finalize_batch == 0 || self.finalize_batch > limits.max_batch {
+            return Err(Error::invalid(
+                "finalize_batch",
+                format!(
+                    "{} is outside 1..={}",
+                    self.finalize_batch, limits.max_batch
+                ),
+            ));
+        }
+        if self.heartbeat_interval.is_zero() || self.stale_after < self.heartbeat_interval * 2 {
+            return Err(Error::invalid(
+                "heartbeat",
+                format!(
+                    "stale_after {:?} must be at least twice the interval {:?}",
+                    self.stale_after, self.heartbeat_interval
+                ),
+            ));
+        }
+        crate::store::EvictParams::new(self.stale_after).validate(&limits)?;
+        let leader_lease = self.maintenance_interval * 3;
+        if self.maintenance
+            && (self.maintenance_interval.is_zero()
+                || leader_lease < limits.min_lease
+                || leader_lease > limits.max_lease)
+        {
+            return Err(Error::invalid(
+                "maintenance_interval",
+                format!(
+                    "{:?} gives a leader lease of {leader_lease:?}, outside {:?}..={:?}",
+                    self.maintenance_interval, limits.min_lease, limits.max_lease
+                ),
+            ));
+        }
+        let instance = match self.instance {
+            Some(id) => id,
+            None => OwnerId::generate("worker")?,
+        };
+        let leader_name = match self.leader_name {
+            Some(n) => n,
+            None => LeaderName::new(DEFAULT_LEADER_NAME)?,
+        };
+        let settings = Settings {
+            queues: self.queues,
+            instance,
+            concurrency: self.concurrency,
+            claim_batch,
+            lease: self.lease,
+            poll: self.poll,
+            retry: self.retry,
+            renew_after: self.lease / 3,
+            renew_coalesce: self.lease / 12,
+            renew_timeout,
+            self_stop_after: self.lease / 2,
+            abort_after: self.lease / 2,
+            finalize_batch: self.finalize_batch,
+            finalize_window: self.finalize_window,
+            heartbeat_interval: self.heartbeat_interval,
+            stale_after: self.stale_after,
+            maintenance: self.maintenance,
+            maintenance_interval: self.maintenance_interval,
+            leader_name,
+            leader_lease,
+            keep_done_for: self.keep_done_for,
+            limits,
+        };
+        Ok((self.store, handler, settings))
+    }
+}

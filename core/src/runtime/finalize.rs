@@ -1,0 +1,201 @@
+//! Batched, fenced finalize: outcomes are coalesced and written with at most one
+//! `complete` and one `fail` call per flush.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::mpsc;
+use tokio::time::{sleep, sleep_until, Instant};
+use tokio_util::sync::CancellationToken;
+
+use crate::model::{FailOutcome, LeaseToken, TokenOutcome};
+use crate::store::{CompleteParams, FailParams, Failure};
+
+use super::metrics::add;
+use super::worker::Shared;
+
+/// What a finished handler asks the store to record.
+#[derive(Debug)]
+pub(crate) enum Outcome {
+    Complete(LeaseToken),
+    Fail { failure: Failure },
+}
+
+const RETRY_FIRST: Duration = Duration::from_millis(50);
+const RETRY_MAX: Duration = Duration::from_secs(2);
+
+/// Collects outcomes until `finalize_batch` wait or `finalize_window` has passed since
+/// the first, then flushes. Outcomes of a flush the store could not take (unavailable)
+/// are kept and retried with backoff. On `drain` it flushes what is left and returns.
+pub(crate) async fn finalize_loop(
+    shared: Arc<Shared>,
+    mut rx: mpsc::UnboundedReceiver<Outcome>,
+    drain: CancellationToken,
+) {
+    let max = shared.settings.finalize_batch;
+    let window = shared.settings.finalize_window;
+    let mut batch: Vec<Outcome> = Vec::new();
+    let mut backoff = RETRY_FIRST;
+    loop {
+        let draining = drain.is_cancelled();
+        if batch.is_empty() {
+            if draining {
+                while let Ok(o) = rx.try_recv() {
+                    batch.push(o);
+                }
+                if batch.is_empty() {
+                    return;
+                }
+            } else {
+                tokio::select! {
+                    o = rx.recv() => match o {
+                        Some(o) => batch.push(o),
+                        None => return,
+                    },
+                    _ = drain.cancelled() => continue,
+                }
+            }
+        }
+        let until = Instant::now() + window;
+        while batch.len() < max && !drain.is_cancelled() {
+            tokio::select! {
+                biased;
+                o = rx.recv() => match o {
+                    Some(o) => batch.push(o),
+                    None => break,
+                },
+                _ = sleep_until(until) => break,
+                _ = drain.cancelled() => break,
+            }
+        }
+        while batch.len() < max {
+            match rx.try_recv() {
+                Ok(o) => batch.push(o),
+                Err(_) => break,
+            }
+        }
+        let take = batch.len().min(max);
+        let flushing: Vec<Outcome> = batch.drain(..take).collect();
+        let kept = flush(&shared, flushing).await;
+        if kept.is_empty() {
+            backoff = RETRY_FIRST;
+        } else {
+            batch.splice(0..0, kept);
+            tokio::select! {
+                _ = sleep(backoff) => {}
+                _ = shared.killed.cancelled() => return,
+            }
+            backoff = (backoff * 2).min(RETRY_MAX);
+        }
+    }
+}
+
+/// Writes one batch; returns the outcomes to retry (those of a call that failed with a
+/// retryable error).
+async fn flush(shared: &Shared, batch: Vec<Outcome>) -> Vec<Outcome> {
+    let mut completes = Vec::new();
+    let mut failures = Vec::new();
+    for o in batch {
+        match o {
+            Outcome::Complete(t) => completes.push(t),
+            Outcome::Fail { failure } => failures.push(failure),
+        }
+    }
+    let mut kept = Vec::new();
+    if !completes.is_empty() {
+        let count = completes.len();
+        match shared
+            .store
+            .complete(CompleteParams::new(completes.clone()))
+            .await
+        {
+            Ok(answers) if answers.len() == count => {
+                for (t, a) in completes.iter().zip(answers) {
+                    match a {
+                        TokenOutcome::Accepted => {
+                            add(&shared.metrics.completed, 1);
+                            tracing::debug!(event = "complete", item = %t.id, attempt = t.attempt, "completed");
+                        }
+                        TokenOutcome::LeaseLost => {
+                            shared.count_lost(t);
+                            tracing::warn!(event = "lost", item = %t.id, attempt = t.attempt, "completion refused: lease lost");
+                        }
+                    }
+                    shared.remove(t);
+                }
+                tracing::debug!(event = "complete", count, "completions flushed");
+            }
+            Ok(answers) => {
+                give_up(
+                    shared,
+                    &completes,
+                    &format!("{} answers for {count} tokens", answers.len()),
+                );
+            }
+            Err(e) if e.is_retryable() => {
+                add(&shared.metrics.store_errors, 1);
+                tracing::warn!(error = %e, count, "completion flush failed; retrying");
+                kept.extend(completes.into_iter().map(Outcome::Complete));
+            }
+            Err(e) => give_up(shared, &completes, &e.to_string()),
+        }
+    }
+    if !failures.is_empty() {
+        let count = failures.len();
+        match shared.store.fail(FailParams::new(failures.clone())).await {
+            Ok(answers) if answers.len() == count => {
+                for (f, a) in failures.iter().zip(answers) {
+                    let t = &f.token;
+                    match a {
+                        FailOutcome::Retrying { run_at } => {
+                            add(&shared.metrics.failed, 1);
+                            tracing::info!(event = "fail", item = %t.id, attempt = t.attempt, %run_at, error = %f.error, "failed; retrying");
+                        }
+                        FailOutcome::Dead => {
+                            add(&shared.metrics.failed, 1);
+                            add(&shared.metrics.dead, 1);
+                            tracing::warn!(event = "fail", item = %t.id, attempt = t.attempt, error = %f.error, "failed; dead");
+                        }
+                        FailOutcome::LeaseLost => {
+                            shared.count_lost(t);
+                            tracing::warn!(event = "lost", item = %t.id, attempt = t.attempt, "failure refused: lease lost");
+                        }
+                    }
+                    shared.remove(t);
+                }
+            }
+            Ok(answers) => {
+                let tokens: Vec<LeaseToken> = failures.iter().map(|f| f.token).collect();
+                give_up(
+                    shared,
+                    &tokens,
+                    &format!("{} answers for {count} failures", answers.len()),
+                );
+            }
+            Err(e) if e.is_retryable() => {
+                add(&shared.metrics.store_errors, 1);
+                tracing::warn!(error = %e, count, "failure flush failed; retrying");
+                kept.extend(
+                    failures
+                        .into_iter()
+                        .map(|failure| Outcome::Fail { failure }),
+                );
+            }
+            Err(e) => {
+                let tokens: Vec<LeaseToken> = failures.iter().map(|f| f.token).collect();
+                give_up(shared, &tokens, &e.to_string());
+            }
+        }
+    }
+    kept
+}
+
+/// A non-retryable answer: the outcomes are dropped and their leases left to expire,
+/// so recovery hands the items out again.
+fn give_up(shared: &Shared, tokens: &[LeaseToken], error: &str) {
+    add(&shared.metrics.store_errors, 1);
+    tracing::error!(%error, count = tokens.len(), "finalize refused; the leases will expire and be recovered");
+    for t in tokens {
+        shared.remove(t);
+    }
+}

@@ -1,0 +1,269 @@
+//! What a worker runs: the [`Handler`], the [`Job`] it receives and the [`JobError`] it
+//! may answer.
+
+use std::fmt;
+use std::future::Future;
+use std::sync::{Arc, OnceLock};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use tokio_util::sync::CancellationToken;
+
+use crate::error::Result;
+use crate::model::{Item, Lease, LeaseToken};
+
+/// Why a running attempt was told to stop through its [`Job::cancel`] token.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum StopReason {
+    /// A renewal was answered "lease lost": another attempt owns the item, or it was
+    /// recovered or evicted (G3, G12). The outcome is discarded.
+    LeaseLost,
+    /// Half a lease passed since the last successful renewal (the self-stop). The
+    /// attempt writes nothing; recovery re-queues the item and counts a stall.
+    SelfStop,
+    /// The worker is shutting down and the grace period ended; the lease is released so
+    /// a peer takes the item at once. The outcome is discarded.
+    Shutdown,
+}
+
+impl fmt::Display for StopReason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            StopReason::LeaseLost => "lease lost",
+            StopReason::SelfStop => "self-stop",
+            StopReason::Shutdown => "shutdown",
+        })
+    }
+}
+
+/// One claimed attempt, as a [`Handler`] receives it: the lease (item, token, owner,
+/// expiry at claim time) and a cancellation token.
+///
+/// The token fires when the attempt must stop: its lease was lost, half a lease passed
+/// without a successful renewal (self-stop), or the worker's shutdown grace ended.
+/// [`Job::stop_reason`] says which. A handler honours it between steps; one that does
+/// not is dropped at its next `.await` half a lease after the cancellation, so by the
+/// time its lease can expire it no longer runs.
+#[derive(Clone, Debug)]
+#[non_exhaustive]
+pub struct Job {
+    /// The lease as the claim returned it: the item, the fencing token, the owner and
+    /// the expiry at claim time (renewals extend the lease in the store).
+    pub lease: Lease,
+    /// Fires when the attempt must stop; see [`Job::stop_reason`].
+    pub cancel: CancellationToken,
+    stop: Arc<OnceLock<StopReason>>,
+}
+
+impl Job {
+    /// A job for `lease` watched by `cancel` (for testing a handler on its own).
+    pub fn new(lease: Lease, cancel: CancellationToken) -> Self {
+        Job {
+            lease,
+            cancel,
+            stop: Arc::new(OnceLock::new()),
+        }
+    }
+
+    pub(crate) fn with_stop(
+        lease: Lease,
+        cancel: CancellationToken,
+        stop: Arc<OnceLock<StopReason>>,
+    ) -> Self {
+        Job {
+            lease,
+            cancel,
+            stop,
+        }
+    }
+
+    /// The item being worked on.
+    pub fn item(&self) -> &Item {
+        &self.lease.item
+    }
+
+    /// The item's payload.
+    pub fn payload(&self) -> &[u8] {
+        &self.lease.item.payload
+    }
+
+    /// The payload parsed as JSON.
+    pub fn json<T: serde::de::DeserializeOwned>(&self) -> Result<T> {
+        self.lease.item.json()
+    }
+
+    /// The fencing token of this attempt.
+    pub fn token(&self) -> LeaseToken {
+        self.lease.token
+    }
+
+    /// This attempt's number (1 for the first claim).
+    pub fn attempt(&self) -> u32 {
+        self.lease.token.attempt
+    }
+
+    /// True once the attempt has been told to stop.
+    pub fn is_cancelled(&self) -> bool {
+        self.cancel.is_cancelled()
+    }
+
+    /// Waits until the attempt is told to stop.
+    pub async fn cancelled(&self) {
+        self.cancel.cancelled().await;
+    }
+
+    /// Why the attempt was told to stop, once it has been.
+    pub fn stop_reason(&self) -> Option<StopReason> {
+        self.stop.get().copied()
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Kind {
+    Retry(Option<Duration>),
+    Permanent,
+}
+
+/// A handler's failure: retryable (the default) or permanent.
+///
+/// A retryable failure puts the item back after the worker's
+/// [`RetryPolicy`](crate::RetryPolicy) delay (or the delay given to
+/// [`JobError::retry_after`]), or makes it dead once its attempts are used up; a
+/// permanent one makes it dead at once (G5). Any `std::error::Error` converts into a
+/// retryable `JobError`, so `?` works in handlers.
+pub struct JobError {
+    kind: Kind,
+    message: String,
+}
+
+impl JobError {
+    /// A retryable failure, retried after the worker's retry policy delay.
+    pub fn retry(message: impl Into<String>) -> Self {
+        JobError {
+            kind: Kind::Retry(None),
+            message: message.into(),
+        }
+    }
+
+    /// A retryable failure, retried `delay` after it is recorded.
+    pub fn retry_after(message: impl Into<String>, delay: Duration) -> Self {
+        JobError {
+            kind: Kind::Retry(Some(delay)),
+            message: message.into(),
+        }
+    }
+
+    /// A permanent failure: the item goes dead at once.
+    pub fn permanent(message: impl Into<String>) -> Self {
+        JobError {
+            kind: Kind::Permanent,
+            message: message.into(),
+        }
+    }
+
+    /// True for a permanent failure.
+    pub fn is_permanent(&self) -> bool {
+        self.kind == Kind::Permanent
+    }
+
+    /// The delay asked for by [`JobError::retry_after`], if any.
+    pub fn retry_delay(&self) -> Option<Duration> {
+        match self.kind {
+            Kind::Retry(d) => d,
+            Kind::Permanent => None,
+        }
+    }
+
+    /// The message kept as the item's `last_error`.
+    pub fn message(&self) -> &str {
+        &self.message
+    }
+}
+
+impl fmt::Debug for JobError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("JobError")
+            .field("kind", &self.kind)
+            .field("message", &self.message)
+            .finish()
+    }
+}
+
+impl fmt::Display for JobError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+impl<E: std::error::Error + Send + Sync + 'static> From<E> for JobError {
+    fn from(e: E) -> Self {
+        let mut message = e.to_string();
+        let mut source = e.source();
+        while let Some(s) = source {
+            message.push_str(": ");
+            message.push_str(&s.to_string());
+            source = s.source();
+        }
+        JobError::retry(message)
+    }
+}
+
+/// The work a [`Worker`](super::Worker) runs for each claimed item.
+///
+/// Implemented for every `Fn(Job) -> impl Future<Output = Result<(), JobError>>`, so an
+/// async closure works (`|job: Job| async move { .. }`); implement it on a type of your
+/// own, or share one as `Arc<dyn Handler>` through
+/// [`WorkerBuilder::handler_arc`](super::WorkerBuilder::handler_arc).
+///
+/// `Ok(())` completes the item; `Err` fails it ([`JobError`]); a panic is a retryable
+/// failure carrying the panic message, and the worker carries on.
+#[async_trait]
+pub trait Handler: Send + Sync + 'static {
+    /// Runs one attempt.
+    async fn handle(&self, job: Job) -> Result<(), JobError>;
+}
+
+#[async_trait]
+impl<F, Fut> Handler for F
+where
+    F: Fn(Job) -> Fut + Send + Sync + 'static,
+    Fut: Future<Output = Result<(), JobError>> + Send + 'static,
+{
+    async fn handle(&self, job: Job) -> Result<(), JobError> {
+        (self)(job).await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn any_std_error_converts_to_a_retryable_failure_with_its_source_chain() {
+        #[derive(Debug)]
+        struct Outer(std::io::Error);
+        impl fmt::Display for Outer {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("sending mail")
+            }
+        }
+        impl std::error::Error for Outer {
+            fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+                Some(&self.0)
+            }
+        }
+        let e: JobError = Outer(std::io::Error::other("connection reset")).into();
+        assert!(!e.is_permanent());
+        assert_eq!(e.retry_delay(), None);
+        assert_eq!(e.message(), "sending mail: connection reset");
+    }
+
+    #[test]
+    fn permanent_and_delayed_failures_say_so() {
+        assert!(JobError::permanent("bad address").is_permanent());
+        let e = JobError::retry_after("rate limited", Duration::from_secs(5));
+        assert!(!e.is_permanent());
+        assert_eq!(e.retry_delay(), Some(Duration::from_secs(5)));
+    }
+}

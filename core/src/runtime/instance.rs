@@ -1,0 +1,154 @@
+//! The instance heartbeat (its own timer) and leader-gated maintenance.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::time::{sleep, timeout};
+use tokio_util::sync::CancellationToken;
+
+use crate::model::LeaderStatus;
+use crate::store::{EvictParams, HeartbeatParams, LeaderParams, PurgeParams, RecoverParams};
+
+use super::metrics::add;
+use super::worker::{Role, Shared};
+
+/// Most rows one maintenance step handles.
+const MAINTENANCE_LIMIT: u32 = 1_000;
+
+/// Registers the instance at once, then heartbeats every `heartbeat_interval`, each
+/// call limited to one interval (G12).
+pub(crate) async fn heartbeat_loop(shared: Arc<Shared>, stop: CancellationToken) {
+    let s = &shared.settings;
+    loop {
+        let call = shared
+            .store
+            .instance_heartbeat(HeartbeatParams::new(s.instance.clone()));
+        match timeout(s.heartbeat_interval, call).await {
+            Ok(Ok(())) => tracing::trace!(event = "heartbeat", "heartbeat recorded"),
+            Ok(Err(e)) => {
+                add(&shared.metrics.store_errors, 1);
+                tracing::warn!(event = "heartbeat", error = %e, "heartbeat failed");
+            }
+            Err(_) => {
+                add(&shared.metrics.store_errors, 1);
+                tracing::warn!(event = "heartbeat", "heartbeat timed out");
+            }
+        }
+        shared.first_heartbeat.cancel();
+        tokio::select! {
+            _ = stop.cancelled() => return,
+            _ = sleep(s.heartbeat_interval) => {}
+        }
+    }
+}
+
+/// Every `maintenance_interval` tries the leader lease (G13) and, as leader, recovers
+/// expired leases, purges finished items and old dedup keys, and evicts stale
+/// instances. A store error makes the role Faulted, never Follower. Resigns on stop.
+pub(crate) async fn maintenance_loop(shared: Arc<Shared>, stop: CancellationToken) {
+    let s = &shared.settings;
+    let params = LeaderParams::new(s.leader_name.clone(), s.instance.clone(), s.leader_lease);
+    let call_timeout = s.maintenance_interval.max(Duration::from_millis(100));
+    loop {
+        let role = match timeout(call_timeout, shared.store.leader_acquire(params.clone())).await {
+            Ok(Ok(LeaderStatus::Leader { term, .. })) => Role::Leader { term },
+            Ok(Ok(LeaderStatus::Follower { holder, .. })) => Role::Follower { holder },
+            Ok(Err(e)) => {
+                add(&shared.metrics.store_errors, 1);
+                Role::Faulted {
+                    error: e.to_string(),
+                }
+            }
+            Err(_) => {
+                add(&shared.metrics.store_errors, 1);
+                Role::Faulted {
+                    error: format!("leader acquisition timed out after {call_timeout:?}"),
+                }
+            }
+        };
+        shared.role.send_if_modified(|current| {
+            if *current == role {
+                return false;
+            }
+            tracing::info!(event = "role", from = %current, to = %role, "maintenance role changed");
+            *current = role.clone();
+            true
+        });
+        if matches!(role, Role::Leader { .. }) {
+            maintain(&shared, call_timeout).await;
+        }
+        tokio::select! {
+            _ = stop.cancelled() => break,
+            _ = sleep(s.maintenance_interval) => {}
+        }
+    }
+    if matches!(*shared.role.borrow(), Role::Leader { .. }) {
+        match timeout(call_timeout, shared.store.leader_resign(params)).await {
+            Ok(Ok(_)) => tracing::info!(event = "role", "leader lease resigned"),
+            Ok(Err(e)) => {
+                tracing::warn!(error = %e, "could not resign the leader lease; it will expire")
+            }
+            Err(_) => tracing::warn!("resigning the leader lease timed out; it will expire"),
+        }
+        shared.role.send_replace(Role::Starting);
+    }
+}
+
+async fn maintain(shared: &Shared, call_timeout: Duration) {
+    let s = &shared.settings;
+    let store = &shared.store;
+    match timeout(
+        call_timeout,
+        store.recover_expired(RecoverParams::new(MAINTENANCE_LIMIT)),
+    )
+    .await
+    {
+        Ok(Ok(r)) if r.requeued + r.dead > 0 => {
+            tracing::info!(
+                event = "recover",
+                requeued = r.requeued,
+                dead = r.dead,
+                "expired leases recovered"
+            );
+        }
+        Ok(Ok(_)) => {}
+        Ok(Err(e)) => failed(shared, "recover", &e.to_string()),
+        Err(_) => failed(shared, "recover", "timed out"),
+    }
+    match timeout(
+        call_timeout,
+        store.purge(PurgeParams::new(s.keep_done_for, MAINTENANCE_LIMIT)),
+    )
+    .await
+    {
+        Ok(Ok(p)) if p.items + p.dedup_keys > 0 => {
+            tracing::debug!(
+                event = "purge",
+                items = p.items,
+                dedup_keys = p.dedup_keys,
+                "purged"
+            );
+        }
+        Ok(Ok(_)) => {}
+        Ok(Err(e)) => failed(shared, "purge", &e.to_string()),
+        Err(_) => failed(shared, "purge", "timed out"),
+    }
+    match timeout(
+        call_timeout,
+        store.instance_evict_stale(EvictParams::new(s.stale_after)),
+    )
+    .await
+    {
+        Ok(Ok(ev)) if !ev.instances.is_empty() => {
+            tracing::info!(event = "evict", instances = ?ev.instances, released = ev.released, "stale instances evicted");
+        }
+        Ok(Ok(_)) => {}
+        Ok(Err(e)) => failed(shared, "evict", &e.to_string()),
+        Err(_) => failed(shared, "evict", "timed out"),
+    }
+}
+
+fn failed(shared: &Shared, step: &'static str, error: &str) {
+    add(&shared.metrics.store_errors, 1);
+    tracing::warn!(event = step, %error, "maintenance step failed");
+}

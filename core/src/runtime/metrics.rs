@@ -1,0 +1,81 @@
+//! Counters a running worker keeps, read as a [`MetricsSnapshot`].
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// A worker's counters at one instant. Counters only grow; `in_flight` is a gauge.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct MetricsSnapshot {
+    /// Leases claimed.
+    pub claimed: u64,
+    /// Completions the store accepted.
+    pub completed: u64,
+    /// Failures the store accepted (retrying or dead), panics included.
+    pub failed: u64,
+    /// Of `failed`, those that made the item dead.
+    pub dead: u64,
+    /// Of `failed`, handler panics.
+    pub panicked: u64,
+    /// Attempts whose lease was lost: a renewal or a finalize answered "lease lost".
+    pub lost: u64,
+    /// Successful lease renewals (one per lease per renewal).
+    pub renewed: u64,
+    /// Renewals refused because the attempt reached its cap (G4).
+    pub renewal_capped: u64,
+    /// Attempts cancelled by the self-stop.
+    pub self_stopped: u64,
+    /// Leases given back unfinished (shutdown).
+    pub released: u64,
+    /// Store calls that failed (claim, renew, finalize, heartbeat, maintenance).
+    pub store_errors: u64,
+    /// Handlers running now.
+    pub in_flight: u64,
+}
+
+#[derive(Debug, Default)]
+pub(crate) struct Metrics {
+    pub(crate) claimed: AtomicU64,
+    pub(crate) completed: AtomicU64,
+    pub(crate) failed: AtomicU64,
+    pub(crate) dead: AtomicU64,
+    pub(crate) panicked: AtomicU64,
+    pub(crate) lost: AtomicU64,
+    pub(crate) renewed: AtomicU64,
+    pub(crate) renewal_capped: AtomicU64,
+    pub(crate) self_stopped: AtomicU64,
+    pub(crate) released: AtomicU64,
+    pub(crate) store_errors: AtomicU64,
+    pub(crate) in_flight: AtomicU64,
+}
+
+pub(crate) fn add(counter: &AtomicU64, n: u64) {
+    counter.fetch_add(n, Ordering::Relaxed);
+}
+
+impl Metrics {
+    pub(crate) fn snapshot(&self) -> MetricsSnapshot {
+        let get = |c: &AtomicU64| c.load(Ordering::Relaxed);
+        MetricsSnapshot {
+            claimed: get(&self.claimed),
+            completed: get(&self.completed),
+            failed: get(&self.failed),
+            dead: get(&self.dead),
+            panicked: get(&self.panicked),
+            lost: get(&self.lost),
+            renewed: get(&self.renewed),
+            renewal_capped: get(&self.renewal_capped),
+            self_stopped: get(&self.self_stopped),
+            released: get(&self.released),
+            store_errors: get(&self.store_errors),
+            in_flight: get(&self.in_flight),
+        }
+    }
+
+    pub(crate) fn handler_started(&self) {
+        self.in_flight.fetch_add(1, Ordering::Relaxed);
+    }
+
+    pub(crate) fn handler_ended(&self) {
+        self.in_flight.fetch_sub(1, Ordering::Relaxed);
+    }
+}

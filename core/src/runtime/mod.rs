@@ -1,0 +1,84 @@
+//! The worker runtime on tokio (feature `runtime`, on by default).
+//!
+//! A [`Worker`] serves one or more queues of any [`Store`](crate::Store) with a
+//! [`Handler`]:
+//!
+//! - **Claim loop.** Claims only up to its free handler slots. After a claim that filled
+//!   every slot it asked for it claims again as soon as a slot frees; otherwise it
+//!   waits by the [`PollPolicy`] (250 ms, doubling from the second consecutive empty
+//!   poll, capped at 10 s; reset by any non-empty claim). The store's
+//!   [`wake_signal`](crate::Store::wake_signal) ends any wait at once.
+//! - **Renewal.** In-flight leases are renewed a third of a lease after their last
+//!   successful renewal, in coalesced batches (one `renew` call per flush), each call
+//!   with its own timeout. The renewal cap of G4 applies: a capped lease is not renewed
+//!   again. A "lease lost" answer cancels that handler at once and its outcome is
+//!   discarded.
+//! - **Self-stop.** A handler's cancellation fires when half a lease has passed since
+//!   its last successful renewal, on a timer of its own, so it fires even when a
+//!   renewal call hangs. A self-stopped attempt writes nothing; recovery re-queues the
+//!   item and counts a stall (G2, G6). Because a lease is only reclaimable once it has
+//!   fully expired, an attempt has stopped (or been told to) at least half a lease
+//!   before anyone else can claim its item: that margin absorbs clock skew between
+//!   workers and the time a handler takes to honour its token. A handler that ignores
+//!   its token is dropped at its next `.await` half a lease after the cancellation.
+//! - **Finalize.** Outcomes are coalesced (up to N tokens or T ms) and written fenced:
+//!   at most one `complete` and one `fail` call per flush. `Ok` completes; a retryable
+//!   [`JobError`] retries after the [`RetryPolicy`](crate::RetryPolicy) delay; a
+//!   permanent one makes the item dead; a panic is a retryable failure carrying the
+//!   panic message, and the worker lives on.
+//! - **Instances and maintenance.** The instance registers and heartbeats on its own
+//!   timer. Recovery of expired leases, the purge, and eviction of stale instances run
+//!   only on the holder of the leader lease; [`Worker::role`] reports Leader, Follower
+//!   or Faulted (a store error is Faulted, never Follower).
+//! - **Graceful shutdown.** [`Worker::shutdown`] stops claiming, waits for in-flight
+//!   work up to a grace period, then cancels what still runs and releases those leases
+//!   so peers take them at once.
+//! - **Observability.** `tracing` spans (`tenure.worker`, `tenure.job`) and events with
+//!   an `event` field: `claim`, `renew`, `complete`, `fail`, `lost`, `self-stop`,
+//!   `panic`, `release`, `role`, `recover`, `evict`. [`Worker::metrics`] returns a
+//!   [`MetricsSnapshot`].
+//!
+//! Timers run on tokio's clock, so tests drive them with paused time; lease expiry is
+//! the store's [`Clock`](crate::Clock).
+//!
+//! ```no_run
+//! # async fn demo(store: impl tenure_core::Store) -> tenure_core::Result<()> {
+//! use std::time::Duration;
+//! use tenure_core::runtime::{Job, JobError, Worker};
+//! use tenure_core::QueueName;
+//!
+//! let worker = Worker::builder(store)
+//!     .queue(QueueName::new("thumbnails")?)
+//!     .concurrency(4)
+//!     .handler(|job: Job| async move {
+//!         if job.payload().is_empty() {
+//!             return Err(JobError::permanent("empty image"));
+//!         }
+//!         tokio::select! {
+//!             _ = job.cancelled() => Err(JobError::retry("stopped")),
+//!             _ = tokio::time::sleep(Duration::from_millis(10)) => Ok(()),
+//!         }
+//!     })
+//!     .spawn()?;
+//! worker.shutdown(Duration::from_secs(10)).await;
+//! # Ok(())
+//! # }
+//! ```
+
+mod claim;
+mod config;
+mod finalize;
+mod handler;
+mod instance;
+mod metrics;
+mod poll;
+mod renew;
+mod supervise;
+mod worker;
+
+pub use config::{WorkerBuilder, DEFAULT_CONCURRENCY, DEFAULT_LEADER_NAME, DEFAULT_LEASE};
+pub use handler::{Handler, Job, JobError, StopReason};
+pub use metrics::MetricsSnapshot;
+pub use poll::PollPolicy;
+pub use tokio_util::sync::CancellationToken;
+pub use worker::{Role, ShutdownReport, Worker};
