@@ -1,0 +1,845 @@
+//! The store's data, its indexes, and every operation as a synchronous function of
+//! `now`. All of it runs under the store's one mutex; nothing here awaits.
+//!
+//! # Indexes
+//!
+//! An item that is `ready` and the head of its stream (or has no stream) is a
+//! *candidate*. Every candidate sits in exactly one place of its queue:
+//!
+//! - `scheduled`, keyed `(run_at, seq)`, while its `run_at` was in the future when it
+//!   was placed. A claim moves the entries that have come due into the ones below.
+//! - unscoped and due: `ready`, keyed `(priority, run_at, seq)` (G8).
+//! - scoped and due: its scope's `waiting` set for this queue, keyed the same way. Only
+//!   the first of that set is also in `ready`, and only while no item of the scope runs
+//!   (G10). Claiming it marks the scope busy and takes the scope's first waiting item
+//!   of every queue out of `ready`; when the running item leaves `running`, they go
+//!   back.
+//!
+//! So every entry of `ready` is claimable and a claim of `B` items touches about
+//! `B` entries, whatever waits behind a schedule, a stream head or a busy scope. Items
+//! of a stream behind its head sit in the stream's list only (G9); when the head
+//! finishes or is discarded, the next one is placed. Running items are indexed by
+//! lease expiry per queue (recovery is `O(k log n)`) and by owner (eviction).
+
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::time::Duration;
+
+use tenure_core::machine::{self, Recovery};
+use tenure_core::{
+    DedupKey, Enqueued, Evicted, FailOutcome, Failure, Instance, Item, ItemId, ItemState,
+    LeaderName, LeaderStatus, Lease, LeaseToken, NewItem, OwnerId, Purged, QueueCounts, QueueName,
+    Recovered, RenewOutcome, ScopeKey, StreamKey, Timestamp, TokenOutcome,
+};
+
+/// Claim order (G8): priority, then `run_at`, then enqueue sequence.
+type OrderKey = (i16, Timestamp, u64);
+/// An instant, then the enqueue sequence to keep keys unique.
+type TimeKey = (Timestamp, u64);
+
+/// One stored item and where it sits in the indexes.
+struct Entry {
+    item: Item,
+    /// Enqueue sequence: global, assigned in enqueue order (G8, G9).
+    seq: u64,
+    /// Index of its queue in [`Indexes::queues`].
+    queue: usize,
+}
+
+impl Entry {
+    fn order_key(&self) -> OrderKey {
+        (self.item.priority, self.item.run_at, self.seq)
+    }
+}
+
+/// A recorded dedup key (G11).
+struct DedupEntry {
+    id: ItemId,
+    expires_at: Timestamp,
+}
+
+#[derive(Default)]
+struct QueueIndex {
+    /// Claimable now (see the module docs).
+    ready: BTreeMap<OrderKey, ItemId>,
+    /// Candidates whose `run_at` was in the future when they were placed.
+    scheduled: BTreeMap<TimeKey, ItemId>,
+    /// Running items by lease expiry (G2).
+    running: BTreeMap<TimeKey, ItemId>,
+    /// Every item of the queue, for `queue_counts`.
+    members: HashSet<ItemId>,
+    /// Dedup keys of the queue (G11).
+    dedup: HashMap<DedupKey, DedupEntry>,
+}
+
+#[derive(Default)]
+struct ScopeState {
+    /// The one running item of the scope (G10).
+    running: Option<ItemId>,
+    /// Due candidates of the scope, per queue, in claim order.
+    waiting: HashMap<usize, BTreeMap<OrderKey, ItemId>>,
+}
+
+#[derive(Default)]
+struct Indexes {
+    queues: Vec<QueueIndex>,
+    /// Unfinished items (ready, running, dead) of each stream in enqueue order; the
+    /// first is the head (G9).
+    streams: HashMap<StreamKey, BTreeMap<u64, ItemId>>,
+    scopes: HashMap<ScopeKey, ScopeState>,
+    /// Running items per owner, for eviction (G12).
+    owners: HashMap<OwnerId, HashSet<ItemId>>,
+    /// Kept finished items by finish time, for purge.
+    done: BTreeMap<TimeKey, ItemId>,
+    /// Index entries a claim looked at; tests assert claims do not scan.
+    visits: u64,
+}
+
+impl Indexes {
+    /// Places a candidate at `now`: scheduled, or due.
+    fn place(&mut self, e: &Entry, now: Timestamp) {
+        debug_assert_eq!(e.item.state, ItemState::Ready);
+        if e.item.run_at > now {
+            self.queues[e.queue]
+                .scheduled
+                .insert((e.item.run_at, e.seq), e.item.id);
+        } else {
+            self.place_due(e);
+        }
+    }
+
+    /// Places a due candidate: in `ready`, or in its scope's waiting set (and in `ready`
+    /// when it is the first of that set and the scope is free).
+    fn place_due(&mut self, e: &Entry) {
+        let key = e.order_key();
+        let id = e.item.id;
+        let Some(scope) = &e.item.scope else {
+            self.queues[e.queue].ready.insert(key, id);
+            return;
+        };
+        if !self.scopes.contains_key(scope) {
+            self.scopes.insert(scope.clone(), ScopeState::default());
+        }
+        let Some(sc) = self.scopes.get_mut(scope) else {
+            return;
+        };
+        let waiting = sc.waiting.entry(e.queue).or_default();
+        let first = waiting.first_key_value().map(|(k, _)| *k);
+        waiting.insert(key, id);
+        if sc.running.is_some() {
+            return;
+        }
+        let ready = &mut self.queues[e.queue].ready;
+        match first {
+            Some(f) if f < key => {}
+            Some(f) => {
+                ready.remove(&f);
+                ready.insert(key, id);
+            }
+            None => {
+                ready.insert(key, id);
+            }
+        }
+    }
+
+    /// Marks `scope` busy with `id`, just claimed from `queue` under `key`: the scope's
+    /// waiting items leave `ready` (G10).
+    fn scope_taken(&mut self, scope: &ScopeKey, queue: usize, key: OrderKey, id: ItemId) {
+        if !self.scopes.contains_key(scope) {
+            self.scopes.insert(scope.clone(), ScopeState::default());
+        }
+        let Some(sc) = self.scopes.get_mut(scope) else {
+            return;
+        };
+        if let Some(w) = sc.waiting.get_mut(&queue) {
+            w.remove(&key);
+            if w.is_empty() {
+                sc.waiting.remove(&queue);
+            }
+        }
+        debug_assert!(sc.running.is_none(), "two running items in one scope");
+        sc.running = Some(id);
+        for (&q, w) in &sc.waiting {
+            if let Some((k, _)) = w.first_key_value() {
+                self.queues[q].ready.remove(k);
+            }
+        }
+    }
+
+    /// Marks `scope` free: the first waiting item of each queue goes back to `ready`.
+    fn scope_freed(&mut self, scope: &ScopeKey) {
+        let Some(sc) = self.scopes.get_mut(scope) else {
+            return;
+        };
+        sc.running = None;
+        for (&q, w) in &sc.waiting {
+            if let Some((k, id)) = w.first_key_value() {
+                self.queues[q].ready.insert(*k, *id);
+            }
+        }
+        if sc.waiting.is_empty() {
+            self.scopes.remove(scope);
+        }
+    }
+
+    /// Takes a running item out of the running indexes and frees its scope. Called
+    /// while the item is still `running`, just before the transition that ends it.
+    fn unlink_running(&mut self, e: &Entry) {
+        debug_assert_eq!(e.item.state, ItemState::Running);
+        if let Some(at) = e.item.lease_expires_at {
+            self.queues[e.queue].running.remove(&(at, e.seq));
+        }
+        if let Some(owner) = &e.item.owner {
+            if let Some(set) = self.owners.get_mut(owner) {
+                set.remove(&e.item.id);
+                if set.is_empty() {
+                    self.owners.remove(owner);
+                }
+            }
+        }
+        if let Some(scope) = &e.item.scope {
+            self.scope_freed(scope);
+        }
+    }
+
+    /// Takes a finished or deleted item out of its stream. Returns the new head when
+    /// the item was the head and another item follows (G9).
+    fn stream_leave(&mut self, e: &Entry) -> Option<ItemId> {
+        let stream = e.item.stream.as_ref()?;
+        let list = self.streams.get_mut(stream)?;
+        let was_head = list.first_key_value().map(|(s, _)| *s) == Some(e.seq);
+        list.remove(&e.seq);
+        let next = if was_head {
+            list.first_key_value().map(|(_, id)| *id)
+        } else {
+            None
+        };
+        if list.is_empty() {
+            self.streams.remove(stream);
+        }
+        next
+    }
+
+    /// True when the item is the first unfinished item of its stream, or has none.
+    fn is_stream_head(&self, e: &Entry) -> bool {
+        match &e.item.stream {
+            None => true,
+            Some(s) => self
+                .streams
+                .get(s)
+                .and_then(|l| l.first_key_value())
+                .is_some_and(|(seq, _)| *seq == e.seq),
+        }
+    }
+}
+
+/// A registered instance and the order it registered in.
+struct Registered {
+    order: u64,
+    instance: Instance,
+}
+
+/// One named leader lease (G13).
+struct LeaderLease {
+    holder: Option<OwnerId>,
+    term: u64,
+    expires_at: Timestamp,
+}
+
+/// Everything a [`MemoryStore`](crate::MemoryStore) holds.
+#[derive(Default)]
+pub(crate) struct State {
+    /// Keep finished items as `done` until purged instead of deleting them at once.
+    pub(crate) keep_done: bool,
+    next_seq: u64,
+    items: HashMap<ItemId, Entry>,
+    queue_ids: HashMap<QueueName, usize>,
+    idx: Indexes,
+    /// Dedup keys by expiry, for purge.
+    dedup_expiry: BTreeSet<(Timestamp, usize, DedupKey)>,
+    instances: HashMap<OwnerId, Registered>,
+    next_registration: u64,
+    leaders: HashMap<LeaderName, LeaderLease>,
+}
+
+impl State {
+    /// Index entries claims have looked at so far (a test aid).
+    #[cfg(test)]
+    pub(crate) fn visits(&self) -> u64 {
+        self.idx.visits
+    }
+
+    fn queue_id(&mut self, queue: &QueueName) -> usize {
+        if let Some(&q) = self.queue_ids.get(queue) {
+            return q;
+        }
+        let q = self.idx.queues.len();
+        self.idx.queues.push(QueueIndex::default());
+        self.queue_ids.insert(queue.clone(), q);
+        q
+    }
+
+    /// Places the item `id` if it exists, is ready and heads its stream.
+    fn place_if_candidate(&mut self, id: ItemId, now: Timestamp) {
+        if let Some(e) = self.items.get(&id) {
+            if e.item.state == ItemState::Ready && self.idx.is_stream_head(e) {
+                self.idx.place(e, now);
+            }
+        }
+    }
+
+    /// Deletes an item that is in no claim index (done or dead).
+    fn delete(&mut self, id: ItemId) {
+        if let Some(e) = self.items.remove(&id) {
+            self.idx.queues[e.queue].members.remove(&id);
+            if e.item.state == ItemState::Done {
+                self.idx.done.remove(&(e.item.updated_at, e.seq));
+            }
+        }
+    }
+
+    /// `Store::enqueue`.
+    pub(crate) fn enqueue(
+        &mut self,
+        items: &[NewItem],
+        now: Timestamp,
+    ) -> tenure_core::Result<Vec<Enqueued>> {
+        // Decide everything first, so an error writes nothing.
+        let mut seen: HashMap<(&QueueName, &DedupKey), ItemId> = HashMap::new();
+        let mut duplicate_of = Vec::with_capacity(items.len());
+        for new in items {
+            let mut dup = None;
+            if let Some(key) = &new.dedup_key {
+                if let Some(&id) = seen.get(&(&new.queue, key)) {
+                    dup = Some(id);
+                } else if let Some(d) = self
+                    .queue_ids
+                    .get(&new.queue)
+                    .and_then(|&q| self.idx.queues[q].dedup.get(key))
+                    .filter(|d| d.expires_at > now)
+                {
+                    dup = Some(d.id);
+                } else {
+                    seen.insert((&new.queue, key), new.id);
+                }
+            }
+            if dup.is_none() && self.items.contains_key(&new.id) {
+                return Err(tenure_core::Error::conflict(
+                    "item",
+                    format!("an item with id {} already exists", new.id),
+                ));
+            }
+            duplicate_of.push(dup);
+        }
+        let mut out = Vec::with_capacity(items.len());
+        for (new, dup) in items.iter().zip(duplicate_of) {
+            if let Some(id) = dup {
+                out.push(Enqueued {
+                    id,
+                    duplicate: true,
+                });
+                continue;
+            }
+            let item = machine::enqueue(new, now);
+            let id = item.id;
+            let seq = self.next_seq;
+            self.next_seq += 1;
+            let q = self.queue_id(&new.queue);
+            if let Some(key) = &new.dedup_key {
+                let expires_at = now + new.dedup_window;
+                let old = self.idx.queues[q]
+                    .dedup
+                    .insert(key.clone(), DedupEntry { id, expires_at });
+                if let Some(old) = old {
+                    self.dedup_expiry.remove(&(old.expires_at, q, key.clone()));
+                }
+                self.dedup_expiry.insert((expires_at, q, key.clone()));
+            }
+            self.idx.queues[q].members.insert(id);
+            let head = match &new.stream {
+                None => true,
+                Some(s) => {
+                    let list = self.idx.streams.entry(s.clone()).or_default();
+                    list.insert(seq, id);
+                    list.len() == 1
+                }
+            };
+            let e = Entry {
+                item,
+                seq,
+                queue: q,
+            };
+            if head {
+                self.idx.place(&e, now);
+            }
+            self.items.insert(id, e);
+            out.push(Enqueued {
+                id,
+                duplicate: false,
+            });
+        }
+        Ok(out)
+    }
+
+    /// Recovers expired leases of queue `q`, oldest expiry first, up to `limit`.
+    fn recover_queue(&mut self, q: usize, now: Timestamp, limit: u64, counts: &mut Recovered) {
+        while counts.requeued + counts.dead < limit {
+            let Some((&(at, _), _)) = self.idx.queues[q].running.first_key_value() else {
+                break;
+            };
+            if at > now {
+                break;
+            }
+            let Some((_, id)) = self.idx.queues[q].running.pop_first() else {
+                break;
+            };
+            self.idx.visits += 1;
+            self.recover_one(id, now, counts);
+        }
+    }
+
+    fn recover_one(&mut self, id: ItemId, now: Timestamp, counts: &mut Recovered) {
+        let Some(e) = self.items.get_mut(&id) else {
+            return;
+        };
+        if !machine::is_expired(&e.item, now) {
+            return;
+        }
+        self.idx.unlink_running(e);
+        match machine::recover(&mut e.item, now) {
+            Some(Recovery::Requeued) => {
+                counts.requeued += 1;
+                self.idx.place(e, now);
+            }
+            Some(Recovery::Dead) => counts.dead += 1,
+            None => {}
+        }
+    }
+
+    /// `Store::claim`.
+    pub(crate) fn claim(
+        &mut self,
+        queues: &[QueueName],
+        owner: &OwnerId,
+        limit: usize,
+        lease_for: Duration,
+        now: Timestamp,
+    ) -> Vec<Lease> {
+        let mut qs: Vec<usize> = queues
+            .iter()
+            .filter_map(|q| self.queue_ids.get(q).copied())
+            .collect();
+        qs.sort_unstable();
+        qs.dedup();
+        // Expired leases of these queues first (G2, G6).
+        let mut recovered = Recovered::default();
+        for &q in &qs {
+            self.recover_queue(q, now, u64::MAX, &mut recovered);
+        }
+        // Scheduled candidates that have come due (G7).
+        for &q in &qs {
+            loop {
+                let qi = &mut self.idx.queues[q];
+                match qi.scheduled.first_key_value() {
+                    Some((&(at, _), _)) if at <= now => {}
+                    _ => break,
+                }
+                let Some((_, id)) = qi.scheduled.pop_first() else {
+                    break;
+                };
+                self.idx.visits += 1;
+                if let Some(e) = self.items.get(&id) {
+                    self.idx.place_due(e);
+                }
+            }
+        }
+        let expires_at = now + lease_for;
+        let mut leases = Vec::new();
+        while leases.len() < limit {
+            let mut best: Option<(OrderKey, usize)> = None;
+            for &q in &qs {
+                if let Some((k, _)) = self.idx.queues[q].ready.first_key_value() {
+                    self.idx.visits += 1;
+                    if best.is_none_or(|(b, _)| *k < b) {
+                        best = Some((*k, q));
+                    }
+                }
+            }
+            let Some((key, q)) = best else {
+                break;
+            };
+            let Some(id) = self.idx.queues[q].ready.remove(&key) else {
+                break;
+            };
+            let Some(e) = self.items.get_mut(&id) else {
+                debug_assert!(false, "ready index names a missing item");
+                continue;
+            };
+            if !machine::claim(&mut e.item, owner, now, lease_for) {
+                debug_assert!(false, "ready index names an unclaimable item");
+                continue;
+            }
+            if let Some(scope) = &e.item.scope {
+                self.idx.scope_taken(scope, q, key, id);
+            }
+            self.idx.queues[q].running.insert((expires_at, e.seq), id);
+            leases.push(Lease {
+                token: e.item.token(),
+                owner: owner.clone(),
+                expires_at,
+                item: e.item.clone(),
+            });
+        }
+        if !leases.is_empty() {
+            let set = self.idx.owners.entry(owner.clone()).or_default();
+            set.extend(leases.iter().map(|l| l.token.id));
+        }
+        leases
+    }
+
+    /// `Store::renew`.
+    pub(crate) fn renew(
+        &mut self,
+        tokens: &[LeaseToken],
+        lease_for: Duration,
+        now: Timestamp,
+    ) -> Vec<RenewOutcome> {
+        let mut out = Vec::with_capacity(tokens.len());
+        for t in tokens {
+            let Some(e) = self.items.get_mut(&t.id) else {
+                out.push(RenewOutcome::LeaseLost);
+                continue;
+            };
+            let before = e.item.lease_expires_at;
+            let answer = machine::renew(&mut e.item, t, now, lease_for);
+            if let RenewOutcome::Renewed { expires_at, .. } = answer {
+                let running = &mut self.idx.queues[e.queue].running;
+                if let Some(at) = before {
+                    running.remove(&(at, e.seq));
+                }
+                running.insert((expires_at, e.seq), t.id);
+            }
+            out.push(answer);
+        }
+        out
+    }
+
+    /// `Store::complete`.
+    pub(crate) fn complete(&mut self, tokens: &[LeaseToken], now: Timestamp) -> Vec<TokenOutcome> {
+        let mut out = Vec::with_capacity(tokens.len());
+        for t in tokens {
+            let Some(e) = self.items.get_mut(&t.id) else {
+                out.push(TokenOutcome::LeaseLost);
+                continue;
+            };
+            if !machine::is_current(&e.item, t) {
+                out.push(TokenOutcome::LeaseLost);
+                continue;
+            }
+            self.idx.unlink_running(e);
+            let answer = machine::complete(&mut e.item, t, now);
+            debug_assert_eq!(answer, TokenOutcome::Accepted);
+            let next = self.idx.stream_leave(e);
+            if self.keep_done {
+                self.idx.done.insert((e.item.updated_at, e.seq), t.id);
+            } else {
+                self.delete(t.id);
+            }
+            if let Some(next) = next {
+                self.place_if_candidate(next, now);
+            }
+            out.push(answer);
+        }
+        out
+    }
+
+    /// `Store::fail`.
+    pub(crate) fn fail(&mut self, failures: &[Failure], now: Timestamp) -> Vec<FailOutcome> {
+        let mut out = Vec::with_capacity(failures.len());
+        for f in failures {
+            let Some(e) = self.items.get_mut(&f.token.id) else {
+                out.push(FailOutcome::LeaseLost);
+                continue;
+            };
+            if !machine::is_current(&e.item, &f.token) {
+                out.push(FailOutcome::LeaseLost);
+                continue;
+            }
+            self.idx.unlink_running(e);
+            let answer = machine::fail(&mut e.item, f, now);
+            if let FailOutcome::Retrying { .. } = answer {
+                // A running item heads its stream, so it is a candidate again.
+                self.idx.place(e, now);
+            }
+            out.push(answer);
+        }
+        out
+    }
+
+    /// `Store::release`.
+    pub(crate) fn release(&mut self, tokens: &[LeaseToken], now: Timestamp) -> Vec<TokenOutcome> {
+        let mut out = Vec::with_capacity(tokens.len());
+        for t in tokens {
+            let Some(e) = self.items.get_mut(&t.id) else {
+                out.push(TokenOutcome::LeaseLost);
+                continue;
+            };
+            if !machine::is_current(&e.item, t) {
+                out.push(TokenOutcome::LeaseLost);
+                continue;
+            }
+            self.idx.unlink_running(e);
+            let answer = machine::release(&mut e.item, t, now);
+            self.idx.place(e, now);
+            out.push(answer);
+        }
+        out
+    }
+
+    /// `Store::recover_expired`: oldest expiry first across queues, up to `limit`.
+    pub(crate) fn recover_expired(&mut self, limit: u64, now: Timestamp) -> Recovered {
+        let mut counts = Recovered::default();
+        while counts.requeued + counts.dead < limit {
+            let oldest = self
+                .idx
+                .queues
+                .iter()
+                .enumerate()
+                .filter_map(|(q, qi)| qi.running.first_key_value().map(|(k, _)| (*k, q)))
+                .filter(|((at, _), _)| *at <= now)
+                .min();
+            let Some((key, q)) = oldest else {
+                break;
+            };
+            let Some(id) = self.idx.queues[q].running.remove(&key) else {
+                break;
+            };
+            self.recover_one(id, now, &mut counts);
+        }
+        counts
+    }
+
+    /// `Store::purge`.
+    pub(crate) fn purge(&mut self, keep_done_for: Duration, limit: u64, now: Timestamp) -> Purged {
+        let mut purged = Purged::default();
+        let cutoff = now - keep_done_for;
+        while purged.items < limit {
+            let Some((&(at, _), &id)) = self.idx.done.first_key_value() else {
+                break;
+            };
+            if at > cutoff {
+                break;
+            }
+            self.delete(id);
+            purged.items += 1;
+        }
+        while purged.dedup_keys < limit {
+            let Some((at, q, key)) = self.dedup_expiry.first().cloned() else {
+                break;
+            };
+            if at > now {
+                break;
+            }
+            self.dedup_expiry.pop_first();
+            self.idx.queues[q].dedup.remove(&key);
+            purged.dedup_keys += 1;
+        }
+        purged
+    }
+
+    /// `Store::dead_requeue`.
+    pub(crate) fn dead_requeue(&mut self, ids: &[ItemId], additional: u32, now: Timestamp) -> u64 {
+        let mut n = 0;
+        for id in ids {
+            let Some(e) = self.items.get_mut(id) else {
+                continue;
+            };
+            if machine::requeue(&mut e.item, now, additional) {
+                n += 1;
+                self.place_if_candidate(*id, now);
+            }
+        }
+        n
+    }
+
+    /// `Store::dead_discard`.
+    pub(crate) fn dead_discard(&mut self, ids: &[ItemId], now: Timestamp) -> u64 {
+        let mut n = 0;
+        for id in ids {
+            let Some(e) = self.items.get(id) else {
+                continue;
+            };
+            if !machine::discard(&e.item) {
+                continue;
+            }
+            let next = self.idx.stream_leave(e);
+            self.delete(*id);
+            if let Some(next) = next {
+                self.place_if_candidate(next, now);
+            }
+            n += 1;
+        }
+        n
+    }
+
+    /// `Store::item_get`.
+    pub(crate) fn item_get(&self, id: ItemId) -> Option<Item> {
+        self.items.get(&id).map(|e| e.item.clone())
+    }
+
+    /// `Store::queue_counts`: visits the queue's own items only.
+    pub(crate) fn queue_counts(&self, queue: &QueueName, now: Timestamp) -> QueueCounts {
+        let mut c = QueueCounts::default();
+        let Some(&q) = self.queue_ids.get(queue) else {
+            return c;
+        };
+        for id in &self.idx.queues[q].members {
+            let Some(e) = self.items.get(id) else {
+                continue;
+            };
+            match e.item.state {
+                ItemState::Ready if e.item.run_at <= now => c.ready += 1,
+                ItemState::Ready => c.scheduled += 1,
+                ItemState::Running => c.running += 1,
+                ItemState::Dead => c.dead += 1,
+                ItemState::Done => c.done += 1,
+            }
+        }
+        c
+    }
+
+    /// `Store::instance_heartbeat`.
+    pub(crate) fn heartbeat(&mut self, instance: &OwnerId, now: Timestamp) {
+        if let Some(r) = self.instances.get_mut(instance) {
+            r.instance.last_seen = now;
+            return;
+        }
+        let order = self.next_registration;
+        self.next_registration += 1;
+        self.instances.insert(
+            instance.clone(),
+            Registered {
+                order,
+                instance: Instance {
+                    id: instance.clone(),
+                    started_at: now,
+                    last_seen: now,
+                },
+            },
+        );
+    }
+
+    /// `Store::instance_list`.
+    pub(crate) fn instance_list(&self) -> Vec<Instance> {
+        let mut all: Vec<&Registered> = self.instances.values().collect();
+        all.sort_by_key(|r| r.order);
+        all.into_iter().map(|r| r.instance.clone()).collect()
+    }
+
+    /// `Store::instance_evict_stale`.
+    pub(crate) fn evict_stale(&mut self, stale_after: Duration, now: Timestamp) -> Evicted {
+        let mut stale: Vec<(u64, OwnerId)> = self
+            .instances
+            .values()
+            .filter(|r| r.instance.last_seen + stale_after <= now)
+            .map(|r| (r.order, r.instance.id.clone()))
+            .collect();
+        stale.sort();
+        let mut evicted = Evicted::default();
+        for (_, owner) in stale {
+            self.instances.remove(&owner);
+            let mut running: Vec<ItemId> = self
+                .idx
+                .owners
+                .remove(&owner)
+                .map(|s| s.into_iter().collect())
+                .unwrap_or_default();
+            running.sort();
+            for id in running {
+                let Some(e) = self.items.get_mut(&id) else {
+                    continue;
+                };
+                if e.item.state != ItemState::Running {
+                    continue;
+                }
+                self.idx.unlink_running(e);
+                match machine::evict(&mut e.item, now) {
+                    Some(Recovery::Requeued) => {
+                        self.idx.place(e, now);
+                        evicted.released += 1;
+                    }
+                    Some(Recovery::Dead) => evicted.released += 1,
+                    None => {}
+                }
+            }
+            evicted.instances.push(owner);
+        }
+        evicted
+    }
+
+    /// `Store::leader_acquire`.
+    pub(crate) fn leader_acquire(
+        &mut self,
+        name: &LeaderName,
+        holder: &OwnerId,
+        lease_for: Duration,
+        now: Timestamp,
+    ) -> LeaderStatus {
+        let expires_at = now + lease_for;
+        if let Some(l) = self.leaders.get_mut(name) {
+            if l.expires_at > now {
+                if let Some(h) = &l.holder {
+                    if h != holder {
+                        return LeaderStatus::Follower {
+                            holder: h.clone(),
+                            term: l.term,
+                            expires_at: l.expires_at,
+                        };
+                    }
+                    // Held by the caller and live: extended, same term.
+                    l.expires_at = expires_at;
+                    return LeaderStatus::Leader {
+                        term: l.term,
+                        expires_at,
+                    };
+                }
+            }
+            // Free or expired: a new holder, a greater term.
+            l.term += 1;
+            l.holder = Some(holder.clone());
+            l.expires_at = expires_at;
+            return LeaderStatus::Leader {
+                term: l.term,
+                expires_at,
+            };
+        }
+        self.leaders.insert(
+            name.clone(),
+            LeaderLease {
+                holder: Some(holder.clone()),
+                term: 1,
+                expires_at,
+            },
+        );
+        LeaderStatus::Leader {
+            term: 1,
+            expires_at,
+        }
+    }
+
+    /// `Store::leader_resign`: true when the caller held the unexpired lease.
+    pub(crate) fn leader_resign(
+        &mut self,
+        name: &LeaderName,
+        holder: &OwnerId,
+        now: Timestamp,
+    ) -> bool {
+        match self.leaders.get_mut(name) {
+            Some(l) if l.expires_at > now && l.holder.as_ref() == Some(holder) => {
+                l.holder = None;
+                l.expires_at = now;
+                true
+            }
+            _ => false,
+        }
+    }
+}

@@ -1,0 +1,92 @@
+//! Tests that read the store's internals: claims must not scan what they cannot take.
+
+use std::future::Future;
+use std::pin::pin;
+use std::task::{Context, Poll, Waker};
+use std::time::Duration;
+
+use tenure_core::{
+    ClaimParams, EnqueueParams, ManualClock, NewItem, OwnerId, QueueName, ScopeKey, Store,
+    StreamKey, Timestamp,
+};
+
+use crate::MemoryStore;
+
+const LEASE: Duration = Duration::from_secs(30);
+
+fn run<F: Future>(f: F) -> F::Output {
+    let mut f = pin!(f);
+    match f.as_mut().poll(&mut Context::from_waker(Waker::noop())) {
+        Poll::Ready(v) => v,
+        Poll::Pending => panic!("a memory store call waited"),
+    }
+}
+
+fn q() -> QueueName {
+    QueueName::new("q").unwrap()
+}
+
+fn claim(s: &MemoryStore, limit: u32) -> Vec<tenure_core::Lease> {
+    let owner = OwnerId::new("w").unwrap();
+    run(s.claim(ClaimParams::new(q(), owner, limit, LEASE))).unwrap()
+}
+
+fn enqueue_many(s: &MemoryStore, n: usize, make: impl Fn() -> NewItem) {
+    let items: Vec<NewItem> = (0..n).map(|_| make()).collect();
+    for chunk in items.chunks(10_000) {
+        run(s.enqueue(EnqueueParams::new(chunk.to_vec()))).unwrap();
+    }
+}
+
+/// Index entries one claim of 10 looks at, with `n` items scheduled for later, `n`
+/// behind a running stream head and `n` behind a busy scope, all ahead of the 10
+/// claimable ones in priority.
+fn claim_visits(n: usize) -> u64 {
+    let clock = ManualClock::new(Timestamp::from_micros(1_000_000_000));
+    let s = MemoryStore::new(clock);
+    let stream = StreamKey::new("s").unwrap();
+    let scope = ScopeKey::new("busy").unwrap();
+    let item = || NewItem::new(q(), b"x".to_vec());
+    run(s.enqueue(EnqueueParams::new(vec![
+        item().stream(stream.clone()),
+        item().scope(scope.clone()),
+    ])))
+    .unwrap();
+    assert_eq!(
+        claim(&s, 2).len(),
+        2,
+        "the stream head and the scope holder run"
+    );
+    enqueue_many(&s, n, || item().delay(Duration::from_secs(3600)));
+    enqueue_many(&s, n, || item().stream(stream.clone()));
+    enqueue_many(&s, n, || item().scope(scope.clone()));
+    enqueue_many(&s, 10, || item().priority(10));
+    let before = s.visits();
+    let got = claim(&s, 10);
+    assert_eq!(got.len(), 10);
+    assert!(got.iter().all(|l| l.item.priority == 10));
+    assert!(claim(&s, 10).is_empty());
+    s.visits() - before
+}
+
+#[test]
+fn a_claim_does_not_visit_scheduled_stream_blocked_or_scope_blocked_items() {
+    let small = claim_visits(1_000);
+    let large = claim_visits(100_000);
+    assert_eq!(small, large, "the cost of a claim does not grow with n");
+    assert!(large <= 10, "one visit per claimed item, got {large}");
+}
+
+#[test]
+fn items_that_come_due_are_visited_once_when_first_claimable() {
+    let clock = ManualClock::new(Timestamp::from_micros(1_000_000_000));
+    let s = MemoryStore::new(clock.clone());
+    let item = || NewItem::new(q(), b"x".to_vec());
+    enqueue_many(&s, 100, || item().delay(Duration::from_secs(10)));
+    enqueue_many(&s, 1_000, || item().delay(Duration::from_secs(3600)));
+    clock.advance(Duration::from_secs(10));
+    let before = s.visits();
+    assert_eq!(claim(&s, 5).len(), 5);
+    // 100 due entries moved to the ready index, then one visit per claimed item.
+    assert_eq!(s.visits() - before, 105);
+}
