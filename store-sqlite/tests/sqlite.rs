@@ -1,0 +1,581 @@
+//! Behaviour of the SQLite store beyond the shared conformance suite: opening, the
+//! schema invariants, peers on one file, busy and missing files, transactional enqueue.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use rusqlite::TransactionBehavior;
+use tempfile::TempDir;
+use tenure_core::{
+    ClaimParams, DedupKey, EnqueueParams, ErrorKind, ItemState, ManualClock, NewItem, OwnerId,
+    QueueName, ScopeKey, Store, StoreExt, StreamKey, Timestamp,
+};
+use tenure_sqlite::{SqliteConfig, SqliteStore, SCHEMA_VERSION};
+
+const LEASE: Duration = Duration::from_secs(30);
+
+fn q() -> QueueName {
+    QueueName::new("q").unwrap()
+}
+
+fn me(n: u32) -> OwnerId {
+    OwnerId::new(format!("w{n}")).unwrap()
+}
+
+fn clock() -> ManualClock {
+    ManualClock::new(Timestamp::from_micros(1_000_000_000))
+}
+
+fn db(dir: &TempDir) -> PathBuf {
+    dir.path().join("work.db")
+}
+
+async fn open(path: &Path, clock: &ManualClock) -> SqliteStore {
+    SqliteStore::open(SqliteConfig::new(path).clock(clock.clone()))
+        .await
+        .unwrap()
+}
+
+fn files_in(dir: &Path) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    names
+}
+
+mod open {
+    use super::*;
+
+    #[tokio::test]
+    async fn a_missing_directory_is_invalid_input_naming_the_path_and_creates_nothing() {
+        let dir = TempDir::new().unwrap();
+        let path = dir.path().join("missing").join("work.db");
+        let e = SqliteStore::open(SqliteConfig::new(&path))
+            .await
+            .unwrap_err();
+        assert_eq!(e.invalid_field(), Some("path"), "{e}");
+        assert!(e.to_string().contains(&path.display().to_string()), "{e}");
+        assert!(files_in(dir.path()).is_empty());
+    }
+
+    #[tokio::test]
+    async fn a_directory_as_the_path_is_invalid_input_naming_the_path() {
+        let dir = TempDir::new().unwrap();
+        let e = SqliteStore::open(SqliteConfig::new(dir.path()))
+            .await
+            .unwrap_err();
+        assert_eq!(e.invalid_field(), Some("path"), "{e}");
+        assert!(
+            e.to_string().contains(&dir.path().display().to_string()),
+            "{e}"
+        );
+        assert!(files_in(dir.path()).is_empty());
+    }
+
+    #[tokio::test]
+    async fn a_file_that_is_not_sqlite_is_refused_and_left_untouched() {
+        let dir = TempDir::new().unwrap();
+        let path = db(&dir);
+        let junk = b"this is a text file, not a database; ".repeat(200);
+        std::fs::write(&path, &junk).unwrap();
+        let e = SqliteStore::open(SqliteConfig::new(&path))
+            .await
+            .unwrap_err();
+        assert_eq!(e.invalid_field(), Some("path"), "{e}");
+        assert!(e.to_string().contains("is not an SQLite database"), "{e}");
+        assert!(e.to_string().contains(&path.display().to_string()), "{e}");
+        assert_eq!(std::fs::read(&path).unwrap(), junk);
+        assert_eq!(files_in(dir.path()), vec!["work.db".to_string()]);
+    }
+
+    #[tokio::test]
+    async fn a_newer_schema_version_is_a_conflict_and_nothing_is_written() {
+        let dir = TempDir::new().unwrap();
+        let path = db(&dir);
+        let c = clock();
+        drop(open(&path, &c).await);
+        {
+            let conn = rusqlite::Connection::open(&path).unwrap();
+            conn.execute(
+                "UPDATE tenure_meta SET value = ?1 WHERE key = 'schema_version'",
+                [SCHEMA_VERSION + 1],
+            )
+            .unwrap();
+            // Leave a plain rollback-journal file, so any write would show.
+            conn.query_row("PRAGMA journal_mode = DELETE", [], |_| Ok(()))
+                .unwrap();
+        }
+        let before = std::fs::read(&path).unwrap();
+        let e = SqliteStore::open(SqliteConfig::new(&path).clock(c))
+            .await
+            .unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::Conflict, "{e}");
+        assert!(e.to_string().contains(&path.display().to_string()), "{e}");
+        assert!(
+            e.to_string().contains("newer") || e.to_string().contains("upgrade"),
+            "{e}"
+        );
+        assert_eq!(std::fs::read(&path).unwrap(), before, "the file changed");
+        assert_eq!(files_in(dir.path()), vec!["work.db".to_string()]);
+    }
+
+    #[tokio::test]
+    async fn reopening_keeps_items_and_records_the_schema_version_once() {
+        let dir = TempDir::new().unwrap();
+        let path = db(&dir);
+        let c = clock();
+        let store = open(&path, &c).await;
+        let id = store
+            .enqueue_one(NewItem::new(q(), b"x".to_vec()))
+            .await
+            .unwrap()
+            .id;
+        drop(store);
+        let again = open(&path, &c).await;
+        assert!(again.item_get(id).await.unwrap().is_some());
+        let conn = rusqlite::Connection::open(&path).unwrap();
+        let versions: Vec<i64> = conn
+            .prepare("SELECT value FROM tenure_meta WHERE key = 'schema_version'")
+            .unwrap()
+            .query_map([], |r| r.get(0))
+            .unwrap()
+            .map(Result::unwrap)
+            .collect();
+        assert_eq!(versions, vec![SCHEMA_VERSION]);
+        let mode: String = conn
+            .query_row("PRAGMA journal_mode", [], |r| r.get(0))
+            .unwrap();
+        assert_eq!(mode, "wal");
+    }
+
+    #[tokio::test]
+    async fn the_store_shares_a_file_with_application_tables_and_leaves_user_version_alone() {
+        let dir = TempDir::new().unwrap();
+        let path = db(&dir);
+        {
+            let conn = rusqlite::Connection::open(&path).unwrap();
+            conn.execute_batch(
+                "CREATE TABLE payments (id INTEGER PRIMARY KEY); PRAGMA user_version = 42;",
+            )
+            .unwrap();
+        }
+        let store = open(&path, &clock()).await;
+        store
+            .enqueue_one(NewItem::new(q(), b"x".to_vec()))
+            .await
+            .unwrap();
+        let conn = rusqlite::Connection::open(&path).unwrap();
+        let v: i64 = conn
+            .query_row("PRAGMA user_version", [], |r| r.get(0))
+            .unwrap();
+        assert_eq!(v, 42);
+    }
+}
+
+mod g10_scope_index {
+    use super::*;
+
+    #[tokio::test]
+    async fn the_schema_refuses_a_second_running_item_of_one_scope_even_without_the_claim() {
+        let dir = TempDir::new().unwrap();
+        let path = db(&dir);
+        let c = clock();
+        let store = open(&path, &c).await;
+        let scope = ScopeKey::new("account-7").unwrap();
+        for _ in 0..2 {
+            store
+                .enqueue_one(NewItem::new(q(), b"x".to_vec()).scope(scope.clone()))
+                .await
+                .unwrap();
+        }
+        let conn = store.connection().unwrap();
+        conn.execute(
+            "UPDATE tenure_items SET state = 'running' WHERE seq = (SELECT min(seq) FROM tenure_items)",
+            [],
+        )
+        .unwrap();
+        let e = conn
+            .execute(
+                "UPDATE tenure_items SET state = 'running' WHERE seq = (SELECT max(seq) FROM tenure_items)",
+                [],
+            )
+            .unwrap_err();
+        assert!(e.to_string().contains("UNIQUE"), "{e}");
+    }
+
+    #[tokio::test]
+    async fn one_batch_takes_one_item_per_scope_and_the_next_unscoped_items() {
+        let dir = TempDir::new().unwrap();
+        let c = clock();
+        let store = open(&db(&dir), &c).await;
+        let a = ScopeKey::new("a").unwrap();
+        let mut ids = Vec::new();
+        for item in [
+            NewItem::new(q(), b"1".to_vec()).scope(a.clone()),
+            NewItem::new(q(), b"2".to_vec()).scope(a.clone()),
+            NewItem::new(q(), b"3".to_vec()),
+            NewItem::new(q(), b"4".to_vec()).scope(a.clone()),
+        ] {
+            ids.push(store.enqueue_one(item).await.unwrap().id);
+        }
+        let leases = store
+            .claim(ClaimParams::new(q(), me(1), 10, LEASE))
+            .await
+            .unwrap();
+        let got: Vec<_> = leases.iter().map(|l| l.item.id).collect();
+        assert_eq!(got, vec![ids[0], ids[2]]);
+    }
+}
+
+mod g09_stream_head {
+    use super::*;
+
+    async fn head_flags(store: &SqliteStore) -> Vec<(Vec<u8>, i64)> {
+        let conn = store.connection().unwrap();
+        let mut stmt = conn
+            .prepare("SELECT payload, head FROM tenure_items ORDER BY seq")
+            .unwrap();
+        let rows = stmt
+            .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
+            .unwrap()
+            .map(Result::unwrap)
+            .collect();
+        rows
+    }
+
+    #[tokio::test]
+    async fn only_the_first_unfinished_item_of_a_stream_is_marked_head_and_the_mark_moves_on() {
+        let dir = TempDir::new().unwrap();
+        let c = clock();
+        let store = open(&db(&dir), &c).await;
+        let s = StreamKey::new("order-1").unwrap();
+        for p in [b"a", b"b", b"c"] {
+            store
+                .enqueue_one(NewItem::new(q(), p.to_vec()).stream(s.clone()))
+                .await
+                .unwrap();
+        }
+        store
+            .enqueue_one(NewItem::new(q(), b"free".to_vec()))
+            .await
+            .unwrap();
+        assert_eq!(
+            head_flags(&store).await,
+            vec![
+                (b"a".to_vec(), 1),
+                (b"b".to_vec(), 0),
+                (b"c".to_vec(), 0),
+                (b"free".to_vec(), 1)
+            ]
+        );
+        let first = store.claim_one(q(), me(1), LEASE).await.unwrap().unwrap();
+        assert_eq!(first.item.payload, b"a");
+        store.complete_one(first.token).await.unwrap();
+        assert_eq!(
+            head_flags(&store).await,
+            vec![
+                (b"b".to_vec(), 1),
+                (b"c".to_vec(), 0),
+                (b"free".to_vec(), 1)
+            ]
+        );
+    }
+}
+
+mod peers {
+    use super::*;
+    use std::collections::HashSet;
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+    async fn two_opens_of_one_file_never_hand_out_one_item_twice() {
+        let dir = TempDir::new().unwrap();
+        let path = db(&dir);
+        let c = clock();
+        let a = open(&path, &c).await;
+        let b = open(&path, &c).await;
+        let items: Vec<NewItem> = (0..300u32)
+            .map(|i| NewItem::new(q(), i.to_le_bytes().to_vec()))
+            .collect();
+        a.enqueue(EnqueueParams::new(items)).await.unwrap();
+        let barrier = std::sync::Arc::new(tokio::sync::Barrier::new(4));
+        let mut tasks = Vec::new();
+        for (n, store) in [a.clone(), a.clone(), b.clone(), b.clone()]
+            .into_iter()
+            .enumerate()
+        {
+            let barrier = barrier.clone();
+            tasks.push(tokio::spawn(async move {
+                barrier.wait().await;
+                let mut mine = Vec::new();
+                loop {
+                    let leases = store
+                        .claim(ClaimParams::new(q(), me(n as u32), 7, LEASE))
+                        .await
+                        .unwrap();
+                    if leases.is_empty() {
+                        return mine;
+                    }
+                    let tokens: Vec<_> = leases.iter().map(|l| l.token).collect();
+                    let outs = store
+                        .complete(tenure_core::CompleteParams::new(tokens.clone()))
+                        .await
+                        .unwrap();
+                    assert!(outs
+                        .iter()
+                        .all(|o| *o == tenure_core::TokenOutcome::Accepted));
+                    mine.extend(tokens.into_iter().map(|t| t.id));
+                }
+            }));
+        }
+        let mut all = Vec::new();
+        for t in tasks {
+            all.extend(t.await.unwrap());
+        }
+        let unique: HashSet<_> = all.iter().collect();
+        assert_eq!(all.len(), 300, "every item claimed and completed once");
+        assert_eq!(unique.len(), 300, "no item handed out twice");
+        assert_eq!(a.queue_counts(&q()).await.unwrap().pending(), 0);
+    }
+}
+
+mod faults {
+    use super::*;
+
+    #[tokio::test]
+    async fn a_write_lock_held_elsewhere_answers_unavailable_after_bounded_retries_then_recovers() {
+        let dir = TempDir::new().unwrap();
+        let path = db(&dir);
+        let c = clock();
+        let store = SqliteStore::open(
+            SqliteConfig::new(&path)
+                .clock(c.clone())
+                .busy_timeout(Duration::from_millis(20))
+                .busy_retries(2),
+        )
+        .await
+        .unwrap();
+        let mut other = store.connection().unwrap();
+        let tx = other
+            .transaction_with_behavior(TransactionBehavior::Immediate)
+            .unwrap();
+        let started = std::time::Instant::now();
+        let e = store
+            .enqueue_one(NewItem::new(q(), b"x".to_vec()))
+            .await
+            .unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::Unavailable, "{e}");
+        assert!(e.is_retryable());
+        assert!(
+            started.elapsed() < Duration::from_secs(5),
+            "retries are bounded"
+        );
+        tx.rollback().unwrap();
+        store
+            .enqueue_one(NewItem::new(q(), b"x".to_vec()))
+            .await
+            .unwrap();
+        assert_eq!(store.queue_counts(&q()).await.unwrap().ready, 1);
+    }
+
+    #[tokio::test]
+    async fn a_file_taken_away_answers_unavailable_and_the_store_recovers_when_it_is_back() {
+        let dir = TempDir::new().unwrap();
+        let path = db(&dir);
+        let c = clock();
+        let store = open(&path, &c).await;
+        let id = store
+            .enqueue_one(NewItem::new(q(), b"x".to_vec()))
+            .await
+            .unwrap()
+            .id;
+        let aside = dir.path().join("aside.db");
+        std::fs::rename(&path, &aside).unwrap();
+        let e = store.item_get(id).await.unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::Unavailable, "{e}");
+        assert!(e.to_string().contains(&path.display().to_string()), "{e}");
+        let e = store.claim_one(q(), me(1), LEASE).await.unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::Unavailable, "{e}");
+        assert!(!path.exists(), "a reconnect must not create an empty file");
+        std::fs::rename(&aside, &path).unwrap();
+        let item = store.item_get(id).await.unwrap().expect("the item is back");
+        assert_eq!(item.state, ItemState::Ready);
+        assert!(store.claim_one(q(), me(1), LEASE).await.unwrap().is_some());
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_failing_call_rolls_back_alone_while_its_batch_commits() {
+        let dir = TempDir::new().unwrap();
+        let c = clock();
+        let store = open(&db(&dir), &c).await;
+        let taken = store
+            .enqueue_one(NewItem::new(q(), b"first".to_vec()))
+            .await
+            .unwrap()
+            .id;
+        let mut calls = Vec::new();
+        for i in 0..20u32 {
+            let store = store.clone();
+            let item = if i == 10 {
+                // Two items, the second reusing an existing id: the call must write
+                // neither.
+                vec![
+                    NewItem::new(q(), b"lost".to_vec()),
+                    NewItem::new(q(), b"dup".to_vec()).with_id(taken),
+                ]
+            } else {
+                vec![NewItem::new(q(), i.to_le_bytes().to_vec())]
+            };
+            calls.push(tokio::spawn(async move {
+                store.enqueue(EnqueueParams::new(item)).await
+            }));
+        }
+        let mut failed = 0;
+        for (i, call) in calls.into_iter().enumerate() {
+            match call.await.unwrap() {
+                Ok(_) => assert_ne!(i, 10),
+                Err(e) => {
+                    assert_eq!(i, 10);
+                    assert_eq!(e.kind(), ErrorKind::Conflict, "{e}");
+                    failed += 1;
+                }
+            }
+        }
+        assert_eq!(failed, 1);
+        assert_eq!(store.queue_counts(&q()).await.unwrap().ready, 20);
+    }
+}
+
+mod transactional_enqueue {
+    use super::*;
+
+    fn business(conn: &rusqlite::Connection) {
+        conn.execute_batch(
+            "CREATE TABLE IF NOT EXISTS payments (key TEXT PRIMARY KEY, amount INTEGER)",
+        )
+        .unwrap();
+    }
+
+    fn payments(conn: &rusqlite::Connection) -> i64 {
+        conn.query_row("SELECT count(*) FROM payments", [], |r| r.get(0))
+            .unwrap()
+    }
+
+    #[tokio::test]
+    async fn a_committed_transaction_keeps_the_business_row_and_its_item() {
+        let dir = TempDir::new().unwrap();
+        let c = clock();
+        let store = open(&db(&dir), &c).await;
+        let mut conn = store.connection().unwrap();
+        business(&conn);
+        let key = DedupKey::new("pay-1").unwrap();
+        let tx = conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)
+            .unwrap();
+        tx.execute("INSERT INTO payments VALUES ('pay-1', 100)", [])
+            .unwrap();
+        let out = store
+            .enqueue_in_tx(
+                &tx,
+                EnqueueParams::one(NewItem::new(q(), b"reconcile".to_vec()).dedup_key(key.clone())),
+            )
+            .unwrap();
+        tx.commit().unwrap();
+        store.notify_enqueued();
+        assert_eq!(payments(&conn), 1);
+        let item = store.item_get(out[0].id).await.unwrap().expect("committed");
+        assert_eq!(item.payload, b"reconcile");
+        let again = store
+            .enqueue_one(NewItem::new(q(), b"again".to_vec()).dedup_key(key))
+            .await
+            .unwrap();
+        assert!(again.duplicate, "the key was committed with the item");
+        assert_eq!(again.id, out[0].id);
+    }
+
+    #[tokio::test]
+    async fn a_rolled_back_transaction_leaves_neither_row_nor_item_nor_dedup_key() {
+        let dir = TempDir::new().unwrap();
+        let c = clock();
+        let store = open(&db(&dir), &c).await;
+        let mut conn = store.connection().unwrap();
+        business(&conn);
+        let key = DedupKey::new("pay-2").unwrap();
+        let tx = conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)
+            .unwrap();
+        tx.execute("INSERT INTO payments VALUES ('pay-2', 100)", [])
+            .unwrap();
+        let out = store
+            .enqueue_in_tx(
+                &tx,
+                EnqueueParams::one(NewItem::new(q(), b"reconcile".to_vec()).dedup_key(key.clone())),
+            )
+            .unwrap();
+        tx.rollback().unwrap();
+        assert_eq!(payments(&conn), 0);
+        assert!(store.item_get(out[0].id).await.unwrap().is_none());
+        assert_eq!(store.queue_counts(&q()).await.unwrap().pending(), 0);
+        let later = store
+            .enqueue_one(NewItem::new(q(), b"retry".to_vec()).dedup_key(key))
+            .await
+            .unwrap();
+        assert!(!later.duplicate, "the rolled-back key was forgotten");
+    }
+
+    #[tokio::test]
+    async fn a_failing_enqueue_in_tx_writes_none_of_its_items_and_keeps_the_callers_rows() {
+        let dir = TempDir::new().unwrap();
+        let c = clock();
+        let store = open(&db(&dir), &c).await;
+        let taken = store
+            .enqueue_one(NewItem::new(q(), b"x".to_vec()))
+            .await
+            .unwrap()
+            .id;
+        let mut conn = store.connection().unwrap();
+        business(&conn);
+        let tx = conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)
+            .unwrap();
+        tx.execute("INSERT INTO payments VALUES ('pay-3', 1)", [])
+            .unwrap();
+        let e = store
+            .enqueue_in_tx(
+                &tx,
+                EnqueueParams::new(vec![
+                    NewItem::new(q(), b"new".to_vec()),
+                    NewItem::new(q(), b"dup".to_vec()).with_id(taken),
+                ]),
+            )
+            .unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::Conflict, "{e}");
+        let bad = store
+            .enqueue_in_tx(&tx, EnqueueParams::new(vec![]))
+            .unwrap_err();
+        assert_eq!(bad.invalid_field(), Some("items"));
+        tx.commit().unwrap();
+        assert_eq!(payments(&conn), 1);
+        assert_eq!(
+            store.queue_counts(&q()).await.unwrap().ready,
+            1,
+            "only the earlier item"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_file_without_the_store_schema_is_a_schema_conflict() {
+        let dir = TempDir::new().unwrap();
+        let c = clock();
+        let store = open(&db(&dir), &c).await;
+        let other = dir.path().join("other.db");
+        let mut conn = rusqlite::Connection::open(&other).unwrap();
+        let tx = conn.transaction().unwrap();
+        let e = store
+            .enqueue_in_tx(&tx, EnqueueParams::one(NewItem::new(q(), b"x".to_vec())))
+            .unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::Conflict, "{e}");
+        assert!(e.to_string().contains("open a SqliteStore"), "{e}");
+    }
+}
