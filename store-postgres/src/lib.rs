@@ -1,2 +1,128 @@
-//! PostgreSQL Tenure store: FOR UPDATE SKIP LOCKED claims and a partial unique index per scope.
+//! PostgreSQL Tenure store: `FOR UPDATE SKIP LOCKED` claims over a partial index of
+//! ready rows, fenced batched finalizes, and a partial unique index per scope.
+//!
+//! ```no_run
+//! # async fn demo() -> tenure_core::Result<()> {
+//! use std::time::Duration;
+//! use tenure_core::{NewItem, OwnerId, QueueName, StoreExt};
+//! use tenure_postgres::{PgConfig, PgStore};
+//!
+//! let store = PgStore::connect(PgConfig::new("postgres://app@db/app")).await?;
+//! let queue = QueueName::new("emails")?;
+//! store.enqueue_one(NewItem::new(queue.clone(), b"hello".to_vec())).await?;
+//! if let Some(lease) = store
+//!     .claim_one(queue, OwnerId::new("worker-1")?, Duration::from_secs(30))
+//!     .await?
+//! {
+//!     store.complete_one(lease.token).await?;
+//! }
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! # How the contract is encoded
+//!
+//! One hot table, `<schema>.items`, with times as `BIGINT` microseconds bound from the
+//! store's [`Clock`](tenure_core::Clock) (no statement calls `now()`):
+//!
+//! - **Claim** (G1, G7, G8) is one statement: a `FOR UPDATE SKIP LOCKED` scan of the
+//!   partial index `items_claim (queue, priority, run_at, seq) WHERE state = 'ready'
+//!   AND head`, fenced from its `UPDATE` by `id = ANY(ARRAY(...))`. No other index has
+//!   that order, so the plan cannot flip to a walk over finished rows; a test reads
+//!   `EXPLAIN` after most rows have finished and asserts the index. Before picking,
+//!   the statement checks for expired leases of the claimed queues; when there are
+//!   some, the store recovers them first (G2, G6) and runs the claim again.
+//! - **Stream FIFO** (G9) is a `head` flag kept in the write path: an enqueue locks
+//!   its stream's row in `<schema>.streams` (a count of unfinished items) and marks the
+//!   item head only when the stream had none; a complete or discard of a head lowers
+//!   the count and promotes the next waiting item in the same transaction, in a
+//!   statement of its own so that it sees every enqueue that committed while it
+//!   waited for the stream row. Retries, releases and expired leases leave the head
+//!   where it is, so a waiting, running or dead head blocks its stream.
+//! - **Scope exclusivity** (G10) is the partial unique index `items_scope_running
+//!   (scope) WHERE state = 'running'`. The claim passes over a scope with a running
+//!   item (and takes only the first eligible item of each scope per batch); a
+//!   claimer that loses a race to the index gets a unique violation on that index,
+//!   which the store answers by picking again, so the call takes other items and
+//!   does not fail.
+//! - **Finalize** (G3, G4, G5): `complete`, `fail`, `release` and `renew` are each one
+//!   statement over the whole batch, joined to `unnest($ids, $attempts)` and fenced on
+//!   `(id, attempt)` and `state = 'running'`; tokens not returned answer lease lost.
+//!   Finished rows are deleted unless [`PgConfig::keep_done`] is set. Completing
+//!   stream items takes a short transaction (finish, then promote).
+//! - **Dedup keys** (G11) live in `<schema>.dedup_keys` with their own expiry, purged
+//!   by [`purge`](tenure_core::Store::purge).
+//! - **Instances and leader leases** (G12, G13) are rows; the leader lease is an
+//!   upsert that succeeds when the lease is free, expired or already ours, raising
+//!   the term on every change of holder.
+//!
+//! # Migrations
+//!
+//! Migrations are embedded in the crate. [`PgStore::connect`] applies missing ones
+//! unless [`PgConfig::migrate_on_connect`] is `false`; [`PgStore::migrate`] applies
+//! them on demand. They run in one transaction under a transaction-scoped advisory
+//! lock, so several processes may start at once. Applied versions are recorded in
+//! `<schema>.tenure_migrations`, our own table, so an application's own sqlx
+//! migrations (`_sqlx_migrations`) never clash with ours. The schema name (default
+//! `tenure`) is validated before anything runs.
+//!
+//! In production, run migrations from a deploy step with a role that may create the
+//! schema, and connect the workers with `migrate_on_connect(false)` and a role that
+//! only reads and writes rows.
+//!
+//! # Required privileges
+//!
+//! - To migrate: `CREATE` on the database (to create the schema), or an existing
+//!   schema owned by the migrating role.
+//! - To run: `USAGE` on the schema; `SELECT, INSERT, UPDATE, DELETE` on its tables;
+//!   `USAGE` on its sequences. For example:
+//!
+//! ```sql
+//! GRANT USAGE ON SCHEMA tenure TO worker;
+//! GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA tenure TO worker;
+//! GRANT USAGE ON ALL SEQUENCES IN SCHEMA tenure TO worker;
+//! ```
+//!
+//! # Behind a transaction-pooling proxy (PgBouncer and the like)
+//!
+//! Claim, renew, complete, fail and release use no session state: no `SET`, no
+//! session advisory locks, no temporary tables; each is one statement or one short
+//! transaction. Set [`PgConfig::statement_cache`] to `false` if the proxy does not
+//! track prepared statements, and [`PgConfig::listen`] to `false` (LISTEN needs a
+//! session; workers then poll). Migrations take a transaction-scoped advisory lock,
+//! which is also safe in transaction mode.
+//!
+//! # Pool size versus worker count
+//!
+//! A call holds a connection only while its statement runs, never while a handler
+//! works, so a pool far smaller than the number of handler slots suffices: one
+//! connection per concurrent claim/renew/finalize in flight. A worker runtime issues
+//! at most a claim, a renewal batch and a finalize batch at once, so 4 to 10
+//! connections per process serve hundreds of handlers. Keep the sum over all
+//! processes (plus one listening connection each, when [`PgConfig::listen`] is on)
+//! below the server's `max_connections`. When the pool is exhausted a call waits up
+//! to [`PgConfig::acquire_timeout`] and then answers
+//! [`Error::Unavailable`](tenure_core::Error), as it does while the server is down.
+//!
+//! # Faults
+//!
+//! Connection loss, server shutdown (`57P01`, ...), serialization failures and
+//! deadlocks answer [`Error::Unavailable`](tenure_core::Error) (retryable); the pool
+//! replaces broken connections, so the same store works again once the server is
+//! back. Every finalize is fenced, so retrying a call whose outcome was unknown can
+//! never finalize an item twice.
 #![deny(missing_docs)]
+
+mod config;
+mod error;
+mod listen;
+mod migrate;
+mod rows;
+mod sql;
+mod store;
+
+pub use config::PgConfig;
+pub use store::PgStore;
+
+/// The store's name, as [`Store::name`](tenure_core::Store::name) reports it.
+pub(crate) const STORE: &str = "postgres";

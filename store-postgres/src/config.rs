@@ -1,0 +1,155 @@
+//! [`PgConfig`]: how a [`PgStore`](crate::PgStore) connects.
+
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tenure_core::{Clock, Limits, SharedClock, SystemClock};
+
+/// How a [`PgStore`](crate::PgStore) connects, built with [`PgConfig::new`] and its
+/// builder methods.
+///
+/// ```
+/// use std::time::Duration;
+/// use tenure_postgres::PgConfig;
+///
+/// let config = PgConfig::new("postgres://app@db.internal/app")
+///     .schema("tenure")
+///     .max_connections(20)
+///     .acquire_timeout(Duration::from_secs(3));
+/// # let _ = config;
+/// ```
+#[derive(Clone)]
+pub struct PgConfig {
+    pub(crate) url: String,
+    pub(crate) schema: String,
+    pub(crate) clock: SharedClock,
+    pub(crate) limits: Limits,
+    pub(crate) max_connections: u32,
+    pub(crate) acquire_timeout: Duration,
+    pub(crate) keep_done: bool,
+    pub(crate) listen: bool,
+    pub(crate) statement_cache: bool,
+    pub(crate) migrate_on_connect: bool,
+    pub(crate) application_name: String,
+}
+
+impl fmt::Debug for PgConfig {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        // The URL may carry a password: show only where it points.
+        let shown = self
+            .url
+            .rsplit_once('@')
+            .map_or(self.url.as_str(), |(_, host)| host);
+        f.debug_struct("PgConfig")
+            .field("url", &format_args!("…@{shown}"))
+            .field("schema", &self.schema)
+            .field("max_connections", &self.max_connections)
+            .field("acquire_timeout", &self.acquire_timeout)
+            .field("keep_done", &self.keep_done)
+            .field("listen", &self.listen)
+            .field("statement_cache", &self.statement_cache)
+            .field("migrate_on_connect", &self.migrate_on_connect)
+            .finish_non_exhaustive()
+    }
+}
+
+impl PgConfig {
+    /// Connect to `url` (`postgres://user[:password]@host[:port]/database[?options]`)
+    /// with every default: schema `tenure`, the system clock, default [`Limits`], 10
+    /// connections, a 5 s acquire timeout, finished items deleted, LISTEN/NOTIFY
+    /// wake-ups on, statement caching on, migrations applied on connect.
+    pub fn new(url: impl Into<String>) -> Self {
+        PgConfig {
+            url: url.into(),
+            schema: "tenure".to_owned(),
+            clock: Arc::new(SystemClock),
+            limits: Limits::default(),
+            max_connections: 10,
+            acquire_timeout: Duration::from_secs(5),
+            keep_done: false,
+            listen: true,
+            statement_cache: true,
+            migrate_on_connect: true,
+            application_name: "tenure".to_owned(),
+        }
+    }
+
+    /// The schema that holds Tenure's tables (default `tenure`). It must be 1..=48
+    /// lowercase ASCII letters, digits and `_`, not starting with a digit; anything else
+    /// makes [`PgStore::connect`](crate::PgStore::connect) answer
+    /// [`Error::InvalidInput`](tenure_core::Error) naming `schema`, before any statement
+    /// runs.
+    pub fn schema(mut self, schema: &str) -> Self {
+        schema.clone_into(&mut self.schema);
+        self
+    }
+
+    /// The clock every comparison and every written time reads (default: the system
+    /// clock).
+    pub fn clock(mut self, clock: impl Clock) -> Self {
+        self.clock = Arc::new(clock);
+        self
+    }
+
+    /// The input bounds the store enforces (G15).
+    pub fn limits(mut self, limits: Limits) -> Self {
+        self.limits = limits;
+        self
+    }
+
+    /// The most pooled connections (default 10). See the crate docs on pool size
+    /// versus worker count.
+    pub fn max_connections(mut self, n: u32) -> Self {
+        self.max_connections = n.max(1);
+        self
+    }
+
+    /// How long a call waits for a pooled connection, including opening one, before it
+    /// answers [`Error::Unavailable`](tenure_core::Error) (default 5 s).
+    pub fn acquire_timeout(mut self, timeout: Duration) -> Self {
+        self.acquire_timeout = timeout;
+        self
+    }
+
+    /// Keep finished items as `done` rows until [`purge`](tenure_core::Store::purge)
+    /// removes them, instead of deleting them at once (default `false`: deleted, so
+    /// the hot table stays narrow).
+    pub fn keep_done(mut self, keep: bool) -> Self {
+        self.keep_done = keep;
+        self
+    }
+
+    /// LISTEN/NOTIFY wake-ups (default `true`): every enqueue sends one NOTIFY per
+    /// transaction and a dedicated connection listens, firing the store's
+    /// [`wake_signal`](tenure_core::Store::wake_signal). A latency hint only; polling
+    /// remains the fallback. Turn it off when the URL points at a transaction-pooling
+    /// proxy (LISTEN needs a session).
+    pub fn listen(mut self, listen: bool) -> Self {
+        self.listen = listen;
+        self
+    }
+
+    /// Cache prepared statements per connection (default `true`). Turn it off behind a
+    /// transaction-pooling proxy that does not track prepared statements: every
+    /// statement is then parsed, bound and run in one unnamed round trip.
+    pub fn statement_cache(mut self, cache: bool) -> Self {
+        self.statement_cache = cache;
+        self
+    }
+
+    /// Apply missing migrations in [`PgStore::connect`](crate::PgStore::connect)
+    /// (default `true`). With `false`, run [`PgStore::migrate`](crate::PgStore::migrate)
+    /// yourself, for example from a deploy step with a more privileged role.
+    pub fn migrate_on_connect(mut self, migrate: bool) -> Self {
+        self.migrate_on_connect = migrate;
+        self
+    }
+
+    /// The `application_name` the store's connections report in `pg_stat_activity`
+    /// (default `tenure`).
+    pub fn application_name(mut self, name: &str) -> Self {
+        name.clone_into(&mut self.application_name);
+        self
+    }
+}

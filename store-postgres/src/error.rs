@@ -1,0 +1,136 @@
+//! The one place where driver errors become [`tenure_core::Error`].
+//!
+//! `sqlx::Error` never leaves this crate. Every statement's error goes through
+//! [`map`], which classifies a database error by its SQLSTATE with [`classify`] (one
+//! table, unit-tested below) and every transport error as unavailable.
+
+use tenure_core::Error;
+
+use crate::STORE;
+
+/// How a failure should be reported.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Class {
+    /// The same call may succeed later: connection loss, shutdown, contention.
+    Retryable,
+    /// A constraint or state conflict.
+    Conflict,
+    /// A bug, a missing schema object or corrupt data: not retryable.
+    Internal,
+}
+
+/// The SQLSTATE table. Classes of codes are matched by their first two characters.
+pub(crate) fn classify(code: &str) -> Class {
+    match code {
+        // serialization_failure, deadlock_detected: the transaction was rolled back
+        // whole; trying again is the documented remedy.
+        "40001" | "40P01" => Class::Retryable,
+        // lock_not_available (lock_timeout), query_canceled (statement_timeout or a
+        // cancel request), read_only_sql_transaction (a failover left us on a standby),
+        // idle_in_transaction_session_timeout.
+        "55P03" | "57014" | "25006" | "25P03" => Class::Retryable,
+        // admin_shutdown (pg_terminate_backend, smart/fast shutdown), crash_shutdown,
+        // cannot_connect_now (starting up or in recovery), database_dropped.
+        "57P01" | "57P02" | "57P03" | "57P04" | "57P05" => Class::Retryable,
+        _ => match code.get(..2) {
+            // connection_exception: the connection is gone or could not be made.
+            Some("08") => Class::Retryable,
+            // insufficient_resources: too_many_connections, out of memory, disk full.
+            Some("53") => Class::Retryable,
+            // operator intervention, transaction rollback (other than the above),
+            // system errors (I/O): all transient on a healthy server.
+            Some("57") | Some("40") | Some("58") => Class::Retryable,
+            // integrity_constraint_violation.
+            Some("23") => Class::Conflict,
+            _ => Class::Internal,
+        },
+    }
+}
+
+/// Maps any sqlx error into the classified core error.
+pub(crate) fn map(err: sqlx::Error) -> Error {
+    match err {
+        sqlx::Error::Database(db) => {
+            let class = db.code().map(|c| classify(&c)).unwrap_or(Class::Internal);
+            match class {
+                Class::Retryable => Error::unavailable(STORE, db),
+                Class::Conflict => Error::conflict(
+                    "item",
+                    format!(
+                        "{} (constraint {})",
+                        db.message(),
+                        db.constraint().unwrap_or("?")
+                    ),
+                ),
+                Class::Internal => Error::internal(STORE, db),
+            }
+        }
+        e @ (sqlx::Error::Io(_)
+        | sqlx::Error::Tls(_)
+        | sqlx::Error::Protocol(_)
+        | sqlx::Error::PoolTimedOut
+        | sqlx::Error::WorkerCrashed
+        | sqlx::Error::BeginFailed) => Error::unavailable(STORE, e),
+        sqlx::Error::Configuration(e) => Error::invalid("url", e.to_string()),
+        other => Error::internal(STORE, other),
+    }
+}
+
+/// The SQLSTATE and constraint of a database error, if it is one.
+pub(crate) fn db_code(err: &sqlx::Error) -> Option<(String, Option<String>)> {
+    match err {
+        sqlx::Error::Database(db) => Some((
+            db.code().map(|c| c.into_owned()).unwrap_or_default(),
+            db.constraint().map(str::to_owned),
+        )),
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sqlstates_map_to_the_documented_classes() {
+        let table = [
+            ("40001", Class::Retryable),
+            ("40P01", Class::Retryable),
+            ("40003", Class::Retryable),
+            ("08000", Class::Retryable),
+            ("08003", Class::Retryable),
+            ("08006", Class::Retryable),
+            ("08001", Class::Retryable),
+            ("08P01", Class::Retryable),
+            ("57P01", Class::Retryable),
+            ("57P02", Class::Retryable),
+            ("57P03", Class::Retryable),
+            ("57014", Class::Retryable),
+            ("55P03", Class::Retryable),
+            ("53300", Class::Retryable),
+            ("53100", Class::Retryable),
+            ("25006", Class::Retryable),
+            ("58030", Class::Retryable),
+            ("23505", Class::Conflict),
+            ("23503", Class::Conflict),
+            ("42P01", Class::Internal),
+            ("42703", Class::Internal),
+            ("22P02", Class::Internal),
+            ("XX000", Class::Internal),
+            ("", Class::Internal),
+        ];
+        for (code, class) in table {
+            assert_eq!(classify(code), class, "{code}");
+        }
+    }
+
+    #[test]
+    fn transport_failures_are_unavailable_and_decode_failures_internal() {
+        let io = sqlx::Error::Io(std::io::Error::from(std::io::ErrorKind::ConnectionReset));
+        assert!(map(io).is_retryable());
+        assert!(map(sqlx::Error::PoolTimedOut).is_retryable());
+        let e = map(sqlx::Error::RowNotFound);
+        assert_eq!(e.kind(), tenure_core::ErrorKind::Internal);
+        assert!(!map(sqlx::Error::PoolClosed).is_retryable());
+    }
+}

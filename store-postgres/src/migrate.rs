@@ -1,0 +1,88 @@
+//! Embedded migrations, kept in our own bookkeeping table.
+//!
+//! Each migration is SQL with the schema name substituted (the name was validated with
+//! [`tenure_core::validate_identifier`] before any statement runs). Applied versions are
+//! recorded in `<schema>.tenure_migrations`, never in `_sqlx_migrations`, so an
+//! application's own sqlx migrations and ours never see each other. Concurrent
+//! migrators of one schema are serialised by a transaction-scoped advisory lock; the
+//! whole run is one transaction, so a failed migration leaves nothing behind.
+
+use sqlx::PgPool;
+use tenure_core::{Error, Result};
+
+use crate::error::map;
+
+/// One embedded migration.
+pub(crate) struct Migration {
+    /// Applied in ascending order; never reused.
+    pub(crate) version: i32,
+    /// A short description, recorded with the version.
+    pub(crate) name: &'static str,
+    /// The SQL, with `__SCHEMA__` standing for the schema name.
+    pub(crate) sql: &'static str,
+}
+
+/// Every migration this code knows, oldest first.
+pub(crate) const MIGRATIONS: &[Migration] = &[Migration {
+    version: 1,
+    name: "items, streams, dedup keys, instances, leader leases",
+    sql: include_str!("../migrations/0001_initial.sql"),
+}];
+
+/// The newest version this code knows.
+pub(crate) fn latest() -> i32 {
+    MIGRATIONS.last().map_or(0, |m| m.version)
+}
+
+/// Applies every missing migration to `schema`, creating the schema if needed.
+pub(crate) async fn run(pool: &PgPool, schema: &str) -> Result<()> {
+    let mut tx = pool.begin().await.map_err(map)?;
+    sqlx::query("SELECT pg_advisory_xact_lock(hashtext($1))")
+        .bind(format!("tenure-migrate:{schema}"))
+        .execute(&mut *tx)
+        .await
+        .map_err(map)?;
+    sqlx::raw_sql(&format!(
+        "CREATE SCHEMA IF NOT EXISTS {schema};
+         CREATE TABLE IF NOT EXISTS {schema}.tenure_migrations (
+             version integer PRIMARY KEY,
+             name text NOT NULL,
+             applied_at timestamptz NOT NULL DEFAULT now()
+         );"
+    ))
+    .execute(&mut *tx)
+    .await
+    .map_err(map)?;
+    let applied: Vec<i32> = sqlx::query_scalar(&format!(
+        "SELECT version FROM {schema}.tenure_migrations ORDER BY version"
+    ))
+    .fetch_all(&mut *tx)
+    .await
+    .map_err(map)?;
+    if let Some(newest) = applied.last() {
+        if *newest > latest() {
+            return Err(Error::conflict(
+                "schema",
+                format!(
+                    "schema {schema} is at migration {newest}, newer than this code ({})",
+                    latest()
+                ),
+            ));
+        }
+    }
+    for m in MIGRATIONS.iter().filter(|m| !applied.contains(&m.version)) {
+        sqlx::raw_sql(&m.sql.replace("__SCHEMA__", schema))
+            .execute(&mut *tx)
+            .await
+            .map_err(map)?;
+        sqlx::query(&format!(
+            "INSERT INTO {schema}.tenure_migrations (version, name) VALUES ($1, $2)"
+        ))
+        .bind(m.version)
+        .bind(m.name)
+        .execute(&mut *tx)
+        .await
+        .map_err(map)?;
+    }
+    tx.commit().await.map_err(map)
+}

@@ -1,0 +1,377 @@
+//! Every statement the store runs, built once per store with its schema substituted.
+//!
+//! Each statement cites the transition of `tenure_core::machine` it encodes. Times are
+//! bound parameters read from the store's clock; no statement calls `now()`. No
+//! statement depends on session state (no `SET`, no session advisory locks, no
+//! temporary tables), so all of them work through a transaction-pooling proxy.
+
+/// The columns of an item, as every read and `RETURNING` lists them (alias `i`).
+pub(crate) const ITEM_COLS: &str = "i.id, i.seq, i.queue, i.payload, i.stream, i.scope, \
+     i.dedup_key, i.priority, i.run_at, i.state, i.attempt, i.owner, i.lease_expires_at, \
+     i.renewals, i.stalls, i.max_attempts, i.max_stalls, i.max_renewals, i.last_error, \
+     i.created_at, i.updated_at";
+
+/// The name of the partial unique index that makes G10 a schema invariant.
+pub(crate) const SCOPE_INDEX: &str = "items_scope_running";
+
+/// The effect of `machine::stall` (used by recover and evict), as SET clauses.
+/// `$1` is `now`.
+const STALL_SET: &str = "stalls = i.stalls + 1, owner = NULL, lease_expires_at = NULL, \
+     updated_at = $1, \
+     state = CASE WHEN i.stalls + 1 >= i.max_stalls THEN 'dead' ELSE 'ready' END, \
+     run_at = CASE WHEN i.stalls + 1 >= i.max_stalls THEN i.run_at ELSE $1 END, \
+     last_error = CASE WHEN i.stalls + 1 >= i.max_stalls \
+         THEN 'stalled: lease expired ' || (i.stalls + 1) || ' times' ELSE i.last_error END";
+
+/// The statements of one store.
+#[derive(Debug)]
+pub(crate) struct Sql {
+    pub(crate) enqueue: String,
+    pub(crate) enqueue_notify: String,
+    pub(crate) dedup_claim_keys: String,
+    pub(crate) dedup_existing: String,
+    pub(crate) stream_reserve: String,
+    pub(crate) claim: String,
+    pub(crate) recover: String,
+    pub(crate) renew: String,
+    pub(crate) complete_fast: String,
+    pub(crate) complete_streams: String,
+    pub(crate) promote: String,
+    pub(crate) fail: String,
+    pub(crate) release: String,
+    pub(crate) purge_done: String,
+    pub(crate) purge_dedup: String,
+    pub(crate) purge_streams: String,
+    pub(crate) requeue: String,
+    pub(crate) discard: String,
+    pub(crate) item_get: String,
+    pub(crate) queue_counts: String,
+    pub(crate) heartbeat: String,
+    pub(crate) instance_list: String,
+    pub(crate) evict: String,
+    pub(crate) leader_acquire: String,
+    pub(crate) leader_read: String,
+    pub(crate) leader_resign: String,
+}
+
+impl Sql {
+    /// The statements for `schema` (already validated).
+    pub(crate) fn new(schema: &str, keep_done: bool) -> Sql {
+        let s = schema;
+        let insert = format!(
+            "INSERT INTO {s}.items (id, queue, payload, stream, scope, dedup_key, priority, \
+                 run_at, state, head, attempt, renewals, stalls, max_attempts, max_stalls, \
+                 max_renewals, created_at, updated_at) \
+             SELECT t.id, t.queue, t.payload, t.stream, t.scope, t.dedup_key, t.priority, \
+                 t.run_at, 'ready', t.head, 0, 0, 0, t.max_attempts, t.max_stalls, \
+                 t.max_renewals, $1, $1 \
+             FROM unnest($2::uuid[], $3::text[], $4::bytea[], $5::text[], $6::text[], \
+                 $7::text[], $8::int2[], $9::int8[], $10::bool[], $11::int4[], $12::int4[], \
+                 $13::int4[]) WITH ORDINALITY \
+                 AS t(id, queue, payload, stream, scope, dedup_key, priority, run_at, head, \
+                      max_attempts, max_stalls, max_renewals, ord) \
+             ORDER BY t.ord"
+        );
+        Sql {
+            // machine::enqueue. The identity default draws `seq` row by row in `ord`
+            // order, so enqueue order is the order of the call's items.
+            enqueue: format!("WITH ins AS ({insert} RETURNING 1) SELECT count(*) FROM ins"),
+            // The same, plus one NOTIFY per statement (Postgres coalesces identical
+            // notifications of one transaction, and delivers them on commit).
+            enqueue_notify: format!(
+                "WITH ins AS ({insert} RETURNING 1) \
+                 SELECT count(*), pg_notify($14, '') FROM ins"
+            ),
+            // G11: record each new key, or take over a key whose window has passed.
+            // Keys arrive sorted, so concurrent enqueues lock them in one order.
+            dedup_claim_keys: format!(
+                "INSERT INTO {s}.dedup_keys AS d (queue, key, item_id, expires_at) \
+                 SELECT t.queue, t.key, t.item_id, t.expires_at \
+                 FROM unnest($2::text[], $3::text[], $4::uuid[], $5::int8[]) \
+                     WITH ORDINALITY AS t(queue, key, item_id, expires_at, ord) \
+                 ORDER BY t.ord \
+                 ON CONFLICT (queue, key) DO UPDATE \
+                     SET item_id = EXCLUDED.item_id, expires_at = EXCLUDED.expires_at \
+                     WHERE d.expires_at <= $1 \
+                 RETURNING d.queue, d.key"
+            ),
+            dedup_existing: format!(
+                "SELECT d.queue, d.key, d.item_id FROM {s}.dedup_keys d \
+                 JOIN unnest($1::text[], $2::text[]) AS t(queue, key) \
+                     ON d.queue = t.queue AND d.key = t.key"
+            ),
+            // G9: count the new items of each stream and lock its row (streams sorted).
+            // `pending` is read from the latest row version even after a lock wait, so
+            // `pending - added == 0` means the stream had no unfinished item.
+            stream_reserve: format!(
+                "INSERT INTO {s}.streams AS st (stream, pending) \
+                 SELECT t.stream, t.added FROM unnest($1::text[], $2::int8[]) \
+                     WITH ORDINALITY AS t(stream, added, ord) ORDER BY t.ord \
+                 ON CONFLICT (stream) DO UPDATE SET pending = st.pending + EXCLUDED.pending \
+                 RETURNING st.stream, st.pending"
+            ),
+            // machine::claim over the collection rules: the pick is a plain scan of the
+            // partial index `items_claim` (ready heads, in claim order) per queue, with
+            // FOR UPDATE SKIP LOCKED; scoped items are passed over when their scope has
+            // a running item or an earlier eligible item (so one batch takes at most one
+            // item per scope). `id = ANY(ARRAY(...))` fences the pick from the UPDATE.
+            // With $6 the pick is skipped when expired leases of these queues exist: the
+            // caller recovers them first and claims again (contract: recovery first).
+            // $1 queues, $2 now, $3 limit, $4 owner, $5 lease expiry, $6 check expiry.
+            claim: format!(
+                "WITH guard AS MATERIALIZED ( \
+                     SELECT $6::boolean AND EXISTS ( \
+                         SELECT 1 FROM {s}.items x WHERE x.state = 'running' \
+                             AND x.queue = ANY($1::text[]) AND x.lease_expires_at <= $2 \
+                     ) AS expired \
+                 ), picked AS MATERIALIZED ( \
+                     SELECT c.id FROM unnest($1::text[]) AS q(name) \
+                     CROSS JOIN LATERAL ( \
+                         SELECT p.id, p.priority, p.run_at, p.seq FROM {s}.items p \
+                         WHERE p.queue = q.name AND p.state = 'ready' AND p.head \
+                             AND p.run_at <= $2 \
+                             AND NOT (SELECT g.expired FROM guard g) \
+                             AND (p.scope IS NULL OR ( \
+                                 NOT EXISTS (SELECT 1 FROM {s}.items r \
+                                     WHERE r.scope = p.scope AND r.state = 'running') \
+                                 AND NOT EXISTS (SELECT 1 FROM {s}.items e \
+                                     WHERE e.scope = p.scope AND e.state = 'ready' AND e.head \
+                                         AND e.run_at <= $2 AND e.queue = ANY($1::text[]) \
+                                         AND (e.priority, e.run_at, e.seq) \
+                                             < (p.priority, p.run_at, p.seq)))) \
+                         ORDER BY p.priority, p.run_at, p.seq \
+                         LIMIT $3 \
+                         FOR UPDATE OF p SKIP LOCKED \
+                     ) c \
+                     ORDER BY c.priority, c.run_at, c.seq \
+                     LIMIT $3 \
+                 ), claimed AS ( \
+                     UPDATE {s}.items i SET state = 'running', attempt = i.attempt + 1, \
+                         owner = $4, lease_expires_at = $5, renewals = 0, updated_at = $2 \
+                     WHERE i.id = ANY(ARRAY(SELECT id FROM picked)) AND i.state = 'ready' \
+                     RETURNING {ITEM_COLS} \
+                 ) \
+                 SELECT (SELECT g.expired FROM guard g) AS expired, i.* \
+                 FROM (VALUES (1)) AS one(x) LEFT JOIN claimed i ON true"
+            ),
+            // machine::recover over up to $2 expired leases, in the queues $3 (all when
+            // NULL), oldest expiry first.
+            recover: format!(
+                "WITH r AS ( \
+                     UPDATE {s}.items i SET {STALL_SET} \
+                     WHERE i.id = ANY(ARRAY( \
+                         SELECT x.id FROM {s}.items x \
+                         WHERE x.state = 'running' AND x.lease_expires_at <= $1 \
+                             AND ($3::text[] IS NULL OR x.queue = ANY($3::text[])) \
+                         ORDER BY x.lease_expires_at LIMIT $2 \
+                         FOR UPDATE SKIP LOCKED)) \
+                         AND i.state = 'running' AND i.lease_expires_at <= $1 \
+                     RETURNING i.state \
+                 ) \
+                 SELECT count(*) FILTER (WHERE state = 'ready'), \
+                        count(*) FILTER (WHERE state = 'dead') FROM r"
+            ),
+            // machine::renew, fenced on (id, attempt); rows of current tokens come back
+            // with the cap check's result.
+            // $1 now, $2 ids, $3 attempts, $4 new expiry.
+            renew: format!(
+                "WITH cur AS MATERIALIZED ( \
+                     SELECT i.id, i.renewals, i.max_renewals FROM {s}.items i \
+                     JOIN unnest($2::uuid[], $3::int4[]) AS t(id, attempt) \
+                         ON i.id = t.id AND i.attempt = t.attempt \
+                     WHERE i.state = 'running' \
+                     FOR UPDATE OF i \
+                 ), upd AS ( \
+                     UPDATE {s}.items i SET lease_expires_at = $4, \
+                         renewals = i.renewals + 1, updated_at = $1 \
+                     FROM cur WHERE i.id = cur.id AND cur.renewals < cur.max_renewals \
+                     RETURNING i.id, i.renewals \
+                 ) \
+                 SELECT cur.id, cur.max_renewals, upd.renewals \
+                 FROM cur LEFT JOIN upd ON upd.id = cur.id"
+            ),
+            // machine::complete, fenced, for items without a stream, in one statement.
+            // Current tokens of stream items are answered `streamed` and left alone;
+            // the caller finishes those with `complete_streams` in a transaction.
+            // $1 now, $2 ids, $3 attempts.
+            complete_fast: format!(
+                "WITH t AS MATERIALIZED ( \
+                     SELECT * FROM unnest($2::uuid[], $3::int4[]) AS t(id, attempt) \
+                 ), fin AS ( \
+                     {} \
+                 ) \
+                 SELECT fin.id, false AS streamed FROM fin \
+                 UNION ALL \
+                 SELECT i.id, true FROM {s}.items i JOIN t ON i.id = t.id \
+                     AND i.attempt = t.attempt \
+                 WHERE i.state = 'running' AND i.stream IS NOT NULL",
+                if keep_done {
+                    format!(
+                        "UPDATE {s}.items i SET state = 'done', owner = NULL, \
+                             lease_expires_at = NULL, updated_at = $1 \
+                         FROM t WHERE i.id = t.id AND i.attempt = t.attempt \
+                             AND i.state = 'running' AND i.stream IS NULL RETURNING i.id"
+                    )
+                } else {
+                    format!(
+                        "DELETE FROM {s}.items i USING t WHERE i.id = t.id \
+                             AND i.attempt = t.attempt AND i.state = 'running' \
+                             AND i.stream IS NULL AND $1::int8 IS NOT NULL RETURNING i.id"
+                    )
+                }
+            ),
+            // machine::complete, fenced, for any items, followed in the same transaction
+            // by `promote`.
+            complete_streams: finish(
+                s,
+                &if keep_done {
+                    format!(
+                        "UPDATE {s}.items i SET state = 'done', owner = NULL, \
+                             lease_expires_at = NULL, updated_at = $1 \
+                         FROM unnest($2::uuid[], $3::int4[]) AS t(id, attempt) \
+                         WHERE i.id = t.id AND i.attempt = t.attempt AND i.state = 'running' \
+                         RETURNING i.id, i.stream"
+                    )
+                } else {
+                    format!(
+                        "DELETE FROM {s}.items i \
+                         USING unnest($2::uuid[], $3::int4[]) AS t(id, attempt) \
+                         WHERE i.id = t.id AND i.attempt = t.attempt AND i.state = 'running' \
+                             AND $1::int8 IS NOT NULL \
+                         RETURNING i.id, i.stream"
+                    )
+                },
+            ),
+            // machine::discard: dead items are deleted, followed in the same transaction
+            // by `promote`. $1 now (unused), $2 ids.
+            discard: finish(
+                s,
+                &format!(
+                    "DELETE FROM {s}.items i WHERE i.id = ANY($2::uuid[]) AND i.state = 'dead' \
+                         AND $1::int8 IS NOT NULL \
+                     RETURNING i.id, i.stream"
+                ),
+            ),
+            // G9: the next waiting item of each stream becomes its head. Runs as its own
+            // statement after the finish, so its snapshot sees every enqueue that
+            // committed while the stream rows were locked.
+            promote: format!(
+                "UPDATE {s}.items i SET head = true \
+                 WHERE i.id = ANY(ARRAY( \
+                     SELECT (SELECT b.id FROM {s}.items b \
+                             WHERE b.stream = t.stream AND NOT b.head \
+                             ORDER BY b.seq LIMIT 1) \
+                     FROM unnest($1::text[]) AS t(stream))) \
+                     AND NOT i.head"
+            ),
+            // machine::fail, fenced. $4 is the retry time, NULL for a permanent failure.
+            // $1 now, $2 ids, $3 attempts, $4 retry run_at, $5 errors.
+            fail: format!(
+                "UPDATE {s}.items i SET owner = NULL, lease_expires_at = NULL, updated_at = $1, \
+                     last_error = t.error, \
+                     state = CASE WHEN t.retry_at IS NOT NULL AND i.attempt < i.max_attempts \
+                         THEN 'ready' ELSE 'dead' END, \
+                     run_at = CASE WHEN t.retry_at IS NOT NULL AND i.attempt < i.max_attempts \
+                         THEN t.retry_at ELSE i.run_at END \
+                 FROM unnest($2::uuid[], $3::int4[], $4::int8[], $5::text[]) \
+                     AS t(id, attempt, retry_at, error) \
+                 WHERE i.id = t.id AND i.attempt = t.attempt AND i.state = 'running' \
+                 RETURNING i.id, i.state, i.run_at"
+            ),
+            // machine::release, fenced.
+            release: format!(
+                "UPDATE {s}.items i SET state = 'ready', run_at = $1, owner = NULL, \
+                     lease_expires_at = NULL, updated_at = $1 \
+                 FROM unnest($2::uuid[], $3::int4[]) AS t(id, attempt) \
+                 WHERE i.id = t.id AND i.attempt = t.attempt AND i.state = 'running' \
+                 RETURNING i.id"
+            ),
+            purge_done: format!(
+                "WITH d AS (DELETE FROM {s}.items WHERE id = ANY(ARRAY( \
+                     SELECT id FROM {s}.items WHERE state = 'done' AND updated_at <= $1 \
+                     LIMIT $2)) AND state = 'done' RETURNING 1) \
+                 SELECT count(*) FROM d"
+            ),
+            purge_dedup: format!(
+                "WITH d AS (DELETE FROM {s}.dedup_keys k USING ( \
+                     SELECT queue, key FROM {s}.dedup_keys WHERE expires_at <= $1 LIMIT $2) x \
+                     WHERE k.queue = x.queue AND k.key = x.key AND k.expires_at <= $1 \
+                     RETURNING 1) \
+                 SELECT count(*) FROM d"
+            ),
+            purge_streams: format!("DELETE FROM {s}.streams WHERE pending = 0"),
+            // machine::requeue.
+            requeue: format!(
+                "UPDATE {s}.items SET state = 'ready', run_at = $1, stalls = 0, \
+                     max_attempts = GREATEST(max_attempts, attempt + $3), updated_at = $1 \
+                 WHERE id = ANY($2::uuid[]) AND state = 'dead'"
+            ),
+            item_get: format!("SELECT {ITEM_COLS} FROM {s}.items i WHERE i.id = $1"),
+            queue_counts: format!(
+                "SELECT count(*) FILTER (WHERE state = 'ready' AND run_at <= $2), \
+                        count(*) FILTER (WHERE state = 'ready' AND run_at > $2), \
+                        count(*) FILTER (WHERE state = 'running'), \
+                        count(*) FILTER (WHERE state = 'dead'), \
+                        count(*) FILTER (WHERE state = 'done') \
+                 FROM {s}.items WHERE queue = $1"
+            ),
+            heartbeat: format!(
+                "INSERT INTO {s}.instances AS n (id, started_at, last_seen) VALUES ($1, $2, $2) \
+                 ON CONFLICT (id) DO UPDATE SET last_seen = GREATEST(n.last_seen, $2)"
+            ),
+            instance_list: format!(
+                "SELECT id, started_at, last_seen FROM {s}.instances ORDER BY started_at, id"
+            ),
+            // machine::evict over every running item of the evicted instances.
+            // $1 now, $2 heartbeat cutoff.
+            evict: format!(
+                "WITH ev AS ( \
+                     DELETE FROM {s}.instances WHERE last_seen <= $2 RETURNING id \
+                 ), st AS ( \
+                     UPDATE {s}.items i SET {STALL_SET} \
+                     WHERE i.state = 'running' AND i.owner IN (SELECT id FROM ev) \
+                     RETURNING 1 \
+                 ) \
+                 SELECT ARRAY(SELECT id FROM ev ORDER BY id), (SELECT count(*) FROM st)"
+            ),
+            // G13: take a free or expired lease with the next term, or extend our own.
+            // $1 name, $2 holder, $3 now, $4 expiry.
+            leader_acquire: format!(
+                "INSERT INTO {s}.leaders AS l (name, holder, term, expires_at) \
+                 VALUES ($1, $2, 1, $4) \
+                 ON CONFLICT (name) DO UPDATE SET \
+                     term = CASE WHEN l.holder = EXCLUDED.holder AND l.expires_at > $3 \
+                         THEN l.term ELSE l.term + 1 END, \
+                     holder = EXCLUDED.holder, expires_at = EXCLUDED.expires_at \
+                 WHERE l.expires_at <= $3 OR l.holder = EXCLUDED.holder \
+                 RETURNING l.term, l.expires_at"
+            ),
+            leader_read: format!(
+                "SELECT holder, term, expires_at FROM {s}.leaders WHERE name = $1"
+            ),
+            leader_resign: format!(
+                "UPDATE {s}.leaders SET expires_at = $3 \
+                 WHERE name = $1 AND holder = $2 AND expires_at > $3 RETURNING 1"
+            ),
+        }
+    }
+}
+
+/// A finish (complete or discard) of `fin`'s rows that also lowers the `pending` count
+/// of their streams, locking the stream rows in sorted order so that it never
+/// deadlocks with an enqueue (which locks them sorted too). Returns `id, stream`.
+fn finish(s: &str, fin: &str) -> String {
+    format!(
+        "WITH fin AS ({fin}), \
+         cnt AS (SELECT stream, count(*) AS n FROM fin WHERE stream IS NOT NULL GROUP BY stream), \
+         l AS MATERIALIZED ( \
+             SELECT st.stream FROM {s}.streams st WHERE st.stream IN (SELECT stream FROM cnt) \
+             ORDER BY st.stream FOR UPDATE \
+         ), dec AS ( \
+             UPDATE {s}.streams st SET pending = st.pending - cnt.n FROM cnt JOIN l \
+                 ON l.stream = cnt.stream \
+             WHERE st.stream = cnt.stream RETURNING st.stream \
+         ) \
+         SELECT fin.id, fin.stream FROM fin"
+    )
+}

@@ -1,0 +1,942 @@
+//! [`PgStore`]: the [`Store`] contract on PostgreSQL.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::fmt;
+use std::str::FromStr;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+
+use sqlx::postgres::{PgConnectOptions, PgPoolOptions, PgRow};
+use sqlx::{Acquire, PgConnection, PgPool, Row};
+use tenure_core::{
+    async_trait, validate_identifier, Capabilities, ClaimParams, CompleteParams, DiscardParams,
+    EnqueueParams, Enqueued, Error, EvictParams, Evicted, FailOutcome, FailParams, HeartbeatParams,
+    Instance, Item, ItemId, ItemState, LeaderParams, LeaderStatus, Lease, Limits, NewItem, OwnerId,
+    PurgeParams, Purged, QueueCounts, QueueName, RecoverParams, Recovered, ReleaseParams,
+    RenewOutcome, RenewParams, RequeueParams, Result, Retry, SharedClock, Store, Timestamp,
+    TokenOutcome, WakeSignal,
+};
+use tokio::task::JoinHandle;
+use uuid::Uuid;
+
+use crate::error::{db_code, map};
+use crate::rows::{i32_of, u32_of};
+use crate::sql::{Sql, SCOPE_INDEX};
+use crate::{listen, migrate, rows, PgConfig, STORE};
+
+/// How many times a claim that lost a scope race (G10) is tried again before it
+/// answers with what it has (nothing).
+const SCOPE_RACE_RETRIES: usize = 16;
+/// How many expired leases a claim recovers before it picks (contract of `claim`).
+const CLAIM_RECOVER_LIMIT: i64 = 1_000;
+
+/// A PostgreSQL store. `Clone` gives another handle on the same pool.
+///
+/// See the [crate docs](crate) for the schema, privileges, proxies and pool sizing.
+#[derive(Clone)]
+pub struct PgStore {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    pool: PgPool,
+    sql: Sql,
+    schema: String,
+    clock: SharedClock,
+    limits: Limits,
+    keep_done: bool,
+    wake: WakeSignal,
+    listening: bool,
+    channel: String,
+    /// Set once a claim or complete through this handle met a stream item: completes
+    /// then go straight to the transactional path. Only a performance hint.
+    streams_seen: AtomicBool,
+    listener: Mutex<Option<JoinHandle<()>>>,
+}
+
+impl Drop for Inner {
+    fn drop(&mut self) {
+        if let Ok(mut guard) = self.listener.lock() {
+            if let Some(task) = guard.take() {
+                task.abort();
+            }
+        }
+    }
+}
+
+impl fmt::Debug for PgStore {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("PgStore")
+            .field("schema", &self.inner.schema)
+            .field("keep_done", &self.inner.keep_done)
+            .field("listening", &self.inner.listening)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The decoded answer of one run of the claim statement.
+enum ClaimRun {
+    /// Expired leases of these queues exist: recover them, then pick.
+    RecoverFirst,
+    Claimed(Vec<Lease>),
+}
+
+impl PgStore {
+    /// Opens a pool on `config.url` and, unless
+    /// [`migrate_on_connect(false)`](PgConfig::migrate_on_connect), applies missing
+    /// migrations.
+    ///
+    /// The schema name is validated first: an unsafe name answers
+    /// [`Error::InvalidInput`] naming `schema`, and nothing is executed. Connections are
+    /// opened lazily, so with `migrate_on_connect(false)` this succeeds even while the
+    /// server is down (calls then answer [`Error::Unavailable`] until it is back).
+    pub async fn connect(config: PgConfig) -> Result<PgStore> {
+        validate_identifier("schema", &config.schema)?;
+        let mut options = PgConnectOptions::from_str(&config.url)
+            .map_err(|e| Error::invalid("url", e.to_string()))?
+            .application_name(&config.application_name);
+        if !config.statement_cache {
+            options = options.statement_cache_capacity(0);
+        }
+        let pool = PgPoolOptions::new()
+            .max_connections(config.max_connections)
+            .min_connections(0)
+            .acquire_timeout(config.acquire_timeout)
+            // A dead connection fails its first statement (Unavailable) and is then
+            // dropped by the release check; no extra round trip on every acquire.
+            .test_before_acquire(false)
+            .connect_lazy_with(options.clone());
+        let channel = format!("tenure_{}", config.schema);
+        let wake = WakeSignal::new();
+        let store = PgStore {
+            inner: Arc::new(Inner {
+                pool,
+                sql: Sql::new(&config.schema, config.keep_done),
+                schema: config.schema.clone(),
+                clock: config.clock.clone(),
+                limits: config.limits,
+                keep_done: config.keep_done,
+                wake: wake.clone(),
+                listening: config.listen,
+                channel: channel.clone(),
+                streams_seen: AtomicBool::new(false),
+                listener: Mutex::new(None),
+            }),
+        };
+        if config.migrate_on_connect {
+            store.migrate().await?;
+        }
+        if config.listen {
+            let task = listen::spawn(options, channel, wake);
+            if let Ok(mut guard) = store.inner.listener.lock() {
+                *guard = Some(task);
+            }
+        }
+        Ok(store)
+    }
+
+    /// Applies every missing migration to the configured schema, creating it if needed.
+    /// Safe to run from several processes at once; a schema newer than this code
+    /// answers [`Error::Conflict`].
+    pub async fn migrate(&self) -> Result<()> {
+        migrate::run(&self.inner.pool, &self.inner.schema).await
+    }
+
+    /// The schema this store uses.
+    pub fn schema(&self) -> &str {
+        &self.inner.schema
+    }
+
+    /// The connection pool (for tests, diagnostics and transactional enqueue).
+    pub fn pool(&self) -> &PgPool {
+        &self.inner.pool
+    }
+
+    /// Closes the pool: waits for calls in flight and closes every connection. Later
+    /// calls on any handle answer [`Error::Internal`].
+    pub async fn close(&self) {
+        if let Ok(mut guard) = self.inner.listener.lock() {
+            if let Some(task) = guard.take() {
+                task.abort();
+            }
+        }
+        self.inner.pool.close().await;
+    }
+
+    /// Enqueues inside the caller's transaction (or on the caller's connection): the
+    /// items become visible when the caller commits and vanish if it rolls back.
+    ///
+    /// Pass `&mut tx` for a `sqlx::Transaction<'_, Postgres>` (it dereferences to a
+    /// connection) or a `&mut PgConnection`. The steps run in a savepoint (or, outside
+    /// a transaction, in a transaction of their own), so a failure leaves the caller's
+    /// transaction usable. The NOTIFY is delivered by Postgres at the caller's commit;
+    /// this handle's in-process wake signal fires at once (a hint: a claim before the
+    /// commit simply finds nothing).
+    pub async fn enqueue_with(
+        &self,
+        conn: &mut PgConnection,
+        params: EnqueueParams,
+    ) -> Result<Vec<Enqueued>> {
+        params.validate(&self.inner.limits)?;
+        let now = self.inner.clock.now();
+        let mut tx = conn.begin().await.map_err(map)?;
+        let out = self.enqueue_steps(&mut tx, &params.items, now).await?;
+        tx.commit().await.map_err(map)?;
+        self.inner.wake.notify();
+        Ok(out)
+    }
+
+    /// Enqueue steps on one connection that is inside a transaction: dedup keys, then
+    /// stream counts, then the rows.
+    async fn enqueue_steps(
+        &self,
+        conn: &mut PgConnection,
+        items: &[NewItem],
+        now: Timestamp,
+    ) -> Result<Vec<Enqueued>> {
+        let sql = &self.inner.sql;
+        // G11: the first occurrence of each (queue, key) in the call decides.
+        let mut first: HashMap<(&str, &str), usize> = HashMap::new();
+        for (i, it) in items.iter().enumerate() {
+            if let Some(k) = &it.dedup_key {
+                first.entry((it.queue.as_str(), k.as_str())).or_insert(i);
+            }
+        }
+        let mut fresh: HashSet<(String, String)> = HashSet::new();
+        let mut existing: HashMap<(String, String), Uuid> = HashMap::new();
+        if !first.is_empty() {
+            let mut keys: Vec<(&(&str, &str), &usize)> = first.iter().collect();
+            keys.sort();
+            let (mut q, mut k, mut ids, mut exp) = (vec![], vec![], vec![], vec![]);
+            for ((queue, key), idx) in &keys {
+                let it = &items[**idx];
+                q.push(queue.to_string());
+                k.push(key.to_string());
+                ids.push(*it.id.as_uuid());
+                exp.push((now + it.dedup_window).as_micros());
+            }
+            let rows = sqlx::query(&sql.dedup_claim_keys)
+                .bind(now.as_micros())
+                .bind(&q)
+                .bind(&k)
+                .bind(&ids)
+                .bind(&exp)
+                .fetch_all(&mut *conn)
+                .await
+                .map_err(map)?;
+            for r in rows {
+                fresh.insert((r.try_get(0).map_err(map)?, r.try_get(1).map_err(map)?));
+            }
+            let (mut dq, mut dk) = (vec![], vec![]);
+            for (qq, kk) in q.iter().zip(&k) {
+                if !fresh.contains(&(qq.clone(), kk.clone())) {
+                    dq.push(qq.clone());
+                    dk.push(kk.clone());
+                }
+            }
+            if !dq.is_empty() {
+                let rows = sqlx::query(&sql.dedup_existing)
+                    .bind(&dq)
+                    .bind(&dk)
+                    .fetch_all(&mut *conn)
+                    .await
+                    .map_err(map)?;
+                for r in rows {
+                    existing.insert(
+                        (r.try_get(0).map_err(map)?, r.try_get(1).map_err(map)?),
+                        r.try_get(2).map_err(map)?,
+                    );
+                }
+            }
+        }
+        // Which items are inserted, and the answer for each.
+        let mut answers = Vec::with_capacity(items.len());
+        let mut insert: Vec<&NewItem> = Vec::with_capacity(items.len());
+        for (i, it) in items.iter().enumerate() {
+            let Some(k) = &it.dedup_key else {
+                answers.push(Enqueued {
+                    id: it.id,
+                    duplicate: false,
+                });
+                insert.push(it);
+                continue;
+            };
+            let key = (it.queue.as_str(), k.as_str());
+            let owned = (key.0.to_owned(), key.1.to_owned());
+            let first_idx = first.get(&key).copied().unwrap_or(i);
+            if fresh.contains(&owned) {
+                if first_idx == i {
+                    answers.push(Enqueued {
+                        id: it.id,
+                        duplicate: false,
+                    });
+                    insert.push(it);
+                } else {
+                    answers.push(Enqueued {
+                        id: items[first_idx].id,
+                        duplicate: true,
+                    });
+                }
+            } else {
+                let id = existing.get(&owned).copied().ok_or_else(|| {
+                    Error::internal(STORE, format!("dedup key {:?} vanished", key.1))
+                })?;
+                answers.push(Enqueued {
+                    id: ItemId::from_uuid(id),
+                    duplicate: true,
+                });
+            }
+        }
+        if insert.is_empty() {
+            return Ok(answers);
+        }
+        // G9: lock and count each stream; a stream with no unfinished item before this
+        // call gets its first new item as head.
+        let mut per_stream: BTreeMap<&str, i64> = BTreeMap::new();
+        for it in &insert {
+            if let Some(s) = &it.stream {
+                *per_stream.entry(s.as_str()).or_default() += 1;
+            }
+        }
+        let mut heads_free: HashSet<String> = HashSet::new();
+        if !per_stream.is_empty() {
+            let names: Vec<String> = per_stream.keys().map(|s| s.to_string()).collect();
+            let added: Vec<i64> = per_stream.values().copied().collect();
+            let rows = sqlx::query(&sql.stream_reserve)
+                .bind(&names)
+                .bind(&added)
+                .fetch_all(&mut *conn)
+                .await
+                .map_err(map)?;
+            for r in rows {
+                let name: String = r.try_get(0).map_err(map)?;
+                let pending: i64 = r.try_get(1).map_err(map)?;
+                if pending == per_stream.get(name.as_str()).copied().unwrap_or(-1) {
+                    heads_free.insert(name);
+                }
+            }
+        }
+        let heads: Vec<bool> = insert
+            .iter()
+            .map(|it| match &it.stream {
+                None => true,
+                Some(s) => heads_free.remove(s.as_str()),
+            })
+            .collect();
+        self.insert_rows(&mut *conn, &insert, &heads, now).await?;
+        Ok(answers)
+    }
+
+    /// Inserts rows with their head flags, sending the NOTIFY when listening.
+    async fn insert_rows(
+        &self,
+        conn: &mut PgConnection,
+        insert: &[&NewItem],
+        heads: &[bool],
+        now: Timestamp,
+    ) -> Result<()> {
+        let n = insert.len();
+        let mut ids = Vec::with_capacity(n);
+        let mut queues = Vec::with_capacity(n);
+        let mut payloads: Vec<&[u8]> = Vec::with_capacity(n);
+        let mut streams = Vec::with_capacity(n);
+        let mut scopes = Vec::with_capacity(n);
+        let mut dedups = Vec::with_capacity(n);
+        let mut prios = Vec::with_capacity(n);
+        let mut run_ats = Vec::with_capacity(n);
+        let mut max_attempts = Vec::with_capacity(n);
+        let mut max_stalls = Vec::with_capacity(n);
+        let mut max_renewals = Vec::with_capacity(n);
+        for it in insert {
+            ids.push(*it.id.as_uuid());
+            queues.push(it.queue.as_str());
+            payloads.push(&it.payload);
+            streams.push(it.stream.as_ref().map(|s| s.as_str()));
+            scopes.push(it.scope.as_ref().map(|s| s.as_str()));
+            dedups.push(it.dedup_key.as_ref().map(|s| s.as_str()));
+            prios.push(it.priority);
+            run_ats.push(it.schedule.run_at(now).as_micros());
+            max_attempts.push(i32_of("max_attempts", it.max_attempts)?);
+            max_stalls.push(i32_of("max_stalls", it.max_stalls)?);
+            max_renewals.push(i32_of("max_renewals", it.max_renewals)?);
+        }
+        let sql = if self.inner.listening {
+            &self.inner.sql.enqueue_notify
+        } else {
+            &self.inner.sql.enqueue
+        };
+        let mut q = sqlx::query(sql)
+            .bind(now.as_micros())
+            .bind(&ids)
+            .bind(&queues)
+            .bind(&payloads)
+            .bind(&streams)
+            .bind(&scopes)
+            .bind(&dedups)
+            .bind(&prios)
+            .bind(&run_ats)
+            .bind(heads)
+            .bind(&max_attempts)
+            .bind(&max_stalls)
+            .bind(&max_renewals);
+        if self.inner.listening {
+            q = q.bind(&self.inner.channel);
+        }
+        q.execute(conn).await.map_err(map)?;
+        Ok(())
+    }
+
+    /// One run of the claim statement.
+    async fn claim_run(
+        &self,
+        queues: &[String],
+        now: Timestamp,
+        params: &ClaimParams,
+        check_expired: bool,
+    ) -> std::result::Result<ClaimRun, sqlx::Error> {
+        let expires = now + params.lease_for;
+        let rows = sqlx::query(&self.inner.sql.claim)
+            .bind(queues)
+            .bind(now.as_micros())
+            .bind(i64::from(params.limit))
+            .bind(params.owner.as_str())
+            .bind(expires.as_micros())
+            .bind(check_expired)
+            .fetch_all(&self.inner.pool)
+            .await?;
+        let mut items = Vec::with_capacity(rows.len());
+        for row in &rows {
+            let expired: bool = row.try_get("expired")?;
+            if expired {
+                return Ok(ClaimRun::RecoverFirst);
+            }
+            let id: Option<Uuid> = row.try_get("id")?;
+            if id.is_none() {
+                continue;
+            }
+            let seq: i64 = row.try_get("seq")?;
+            let item = rows::item(row).map_err(|e| sqlx::Error::Decode(Box::new(e)))?;
+            items.push((seq, item));
+        }
+        // Claim order (G8): priority, run_at, enqueue order.
+        items.sort_by_key(|(seq, it)| (it.priority, it.run_at, *seq));
+        let mut leases = Vec::with_capacity(items.len());
+        for (_, item) in items {
+            leases.push(Lease::from_item(item).map_err(|e| sqlx::Error::Decode(Box::new(e)))?);
+        }
+        Ok(ClaimRun::Claimed(leases))
+    }
+
+    /// machine::recover over up to `limit` expired leases of `queues` (all when None).
+    async fn recover(
+        &self,
+        now: Timestamp,
+        limit: i64,
+        queues: Option<&[String]>,
+    ) -> Result<Recovered> {
+        let row = sqlx::query(&self.inner.sql.recover)
+            .bind(now.as_micros())
+            .bind(limit)
+            .bind(queues)
+            .fetch_one(&self.inner.pool)
+            .await
+            .map_err(map)?;
+        Ok(Recovered {
+            requeued: count(&row, 0)?,
+            dead: count(&row, 1)?,
+        })
+    }
+
+    /// Finishes `fin`'s rows with their streams in one transaction: the finish with
+    /// sorted stream locks, then the promote in a fresh snapshot (G9).
+    async fn finish_with_streams(
+        &self,
+        sql: &str,
+        now: Timestamp,
+        ids: &[Uuid],
+        attempts: Option<&[i32]>,
+    ) -> Result<Vec<Uuid>> {
+        let mut tx = self.inner.pool.begin().await.map_err(map)?;
+        let mut q = sqlx::query(sql).bind(now.as_micros()).bind(ids);
+        if let Some(a) = attempts {
+            q = q.bind(a);
+        }
+        let rows = q.fetch_all(&mut *tx).await.map_err(map)?;
+        let mut done = Vec::with_capacity(rows.len());
+        let mut streams: Vec<String> = Vec::new();
+        for r in &rows {
+            done.push(r.try_get::<Uuid, _>(0).map_err(map)?);
+            if let Some(s) = r.try_get::<Option<String>, _>(1).map_err(map)? {
+                streams.push(s);
+            }
+        }
+        if !streams.is_empty() {
+            streams.sort();
+            streams.dedup();
+            sqlx::query(&self.inner.sql.promote)
+                .bind(&streams)
+                .execute(&mut *tx)
+                .await
+                .map_err(map)?;
+        }
+        tx.commit().await.map_err(map)?;
+        Ok(done)
+    }
+}
+
+fn count(row: &PgRow, idx: usize) -> Result<u64> {
+    let n: i64 = row.try_get(idx).map_err(map)?;
+    u64::try_from(n).map_err(|e| Error::internal(STORE, e.to_string()))
+}
+
+fn is_scope_race(e: &sqlx::Error) -> bool {
+    matches!(db_code(e), Some((code, Some(c))) if code == "23505" && c == SCOPE_INDEX)
+}
+
+fn token_arrays<'a>(
+    tokens: impl Iterator<Item = &'a tenure_core::LeaseToken>,
+) -> Result<(Vec<Uuid>, Vec<i32>)> {
+    let mut ids = Vec::new();
+    let mut attempts = Vec::new();
+    for t in tokens {
+        ids.push(*t.id.as_uuid());
+        // An attempt beyond i32 cannot exist in the table: it will answer lease lost.
+        attempts.push(i32::try_from(t.attempt).unwrap_or(-1));
+    }
+    Ok((ids, attempts))
+}
+
+#[async_trait]
+impl Store for PgStore {
+    fn name(&self) -> &'static str {
+        STORE
+    }
+
+    fn capabilities(&self) -> Capabilities {
+        let caps = Capabilities::default();
+        if self.inner.listening {
+            caps.with_cross_process_wakeups()
+        } else {
+            caps
+        }
+    }
+
+    fn limits(&self) -> Limits {
+        self.inner.limits
+    }
+
+    fn wake_signal(&self) -> Option<WakeSignal> {
+        Some(self.inner.wake.clone())
+    }
+
+    async fn enqueue(&self, params: EnqueueParams) -> Result<Vec<Enqueued>> {
+        params.validate(&self.inner.limits)?;
+        let now = self.inner.clock.now();
+        let simple = params
+            .items
+            .iter()
+            .all(|it| it.dedup_key.is_none() && it.stream.is_none());
+        let out = if simple {
+            // One statement: rows and NOTIFY, atomically.
+            let all: Vec<&NewItem> = params.items.iter().collect();
+            let heads = vec![true; all.len()];
+            let mut conn = self.inner.pool.acquire().await.map_err(map)?;
+            self.insert_rows(&mut conn, &all, &heads, now).await?;
+            all.iter()
+                .map(|it| Enqueued {
+                    id: it.id,
+                    duplicate: false,
+                })
+                .collect()
+        } else {
+            let mut tx = self.inner.pool.begin().await.map_err(map)?;
+            let out = self.enqueue_steps(&mut tx, &params.items, now).await?;
+            tx.commit().await.map_err(map)?;
+            out
+        };
+        self.inner.wake.notify();
+        Ok(out)
+    }
+
+    async fn claim(&self, params: ClaimParams) -> Result<Vec<Lease>> {
+        params.validate(&self.inner.limits)?;
+        let now = self.inner.clock.now();
+        let queues: Vec<String> = params
+            .queues
+            .iter()
+            .map(|q| q.as_str().to_owned())
+            .collect();
+        let mut check_expired = true;
+        let mut races = 0;
+        loop {
+            match self.claim_run(&queues, now, &params, check_expired).await {
+                Ok(ClaimRun::RecoverFirst) => {
+                    // Contract: recover the queues' expired leases first, then pick.
+                    self.recover(now, CLAIM_RECOVER_LIMIT, Some(&queues))
+                        .await?;
+                    check_expired = false;
+                }
+                Ok(ClaimRun::Claimed(leases)) => {
+                    if leases.iter().any(|l| l.item.stream.is_some()) {
+                        self.inner.streams_seen.store(true, Ordering::Relaxed);
+                    }
+                    return Ok(leases);
+                }
+                // G10: a racing claimer committed a running item of a scope we picked;
+                // the partial unique index refused ours and the statement changed
+                // nothing. Pick again: the busy scope is now passed over.
+                Err(e) if is_scope_race(&e) => {
+                    races += 1;
+                    if races > SCOPE_RACE_RETRIES {
+                        return Ok(Vec::new());
+                    }
+                }
+                Err(e) => return Err(map(e)),
+            }
+        }
+    }
+
+    async fn renew(&self, params: RenewParams) -> Result<Vec<RenewOutcome>> {
+        params.validate(&self.inner.limits)?;
+        let now = self.inner.clock.now();
+        let expires = now + params.lease_for;
+        let (ids, attempts) = token_arrays(params.tokens.iter())?;
+        let rows = sqlx::query(&self.inner.sql.renew)
+            .bind(now.as_micros())
+            .bind(&ids)
+            .bind(&attempts)
+            .bind(expires.as_micros())
+            .fetch_all(&self.inner.pool)
+            .await
+            .map_err(map)?;
+        let mut by_id: HashMap<Uuid, RenewOutcome> = HashMap::with_capacity(rows.len());
+        for r in rows {
+            let id: Uuid = r.try_get(0).map_err(map)?;
+            let max: i32 = r.try_get(1).map_err(map)?;
+            let renewals: Option<i32> = r.try_get(2).map_err(map)?;
+            let outcome = match renewals {
+                Some(n) => RenewOutcome::Renewed {
+                    expires_at: expires,
+                    renewals: u32_of("renewals", n)?,
+                },
+                None => RenewOutcome::LimitReached {
+                    limit: u32_of("max_renewals", max)?,
+                },
+            };
+            by_id.insert(id, outcome);
+        }
+        Ok(params
+            .tokens
+            .iter()
+            .map(|t| {
+                by_id
+                    .remove(t.id.as_uuid())
+                    .unwrap_or(RenewOutcome::LeaseLost)
+            })
+            .collect())
+    }
+
+    async fn complete(&self, params: CompleteParams) -> Result<Vec<TokenOutcome>> {
+        params.validate(&self.inner.limits)?;
+        let now = self.inner.clock.now();
+        let (ids, attempts) = token_arrays(params.tokens.iter())?;
+        let mut accepted: HashSet<Uuid> = HashSet::with_capacity(ids.len());
+        let mut streamed = false;
+        if !self.inner.streams_seen.load(Ordering::Relaxed) {
+            let rows = sqlx::query(&self.inner.sql.complete_fast)
+                .bind(now.as_micros())
+                .bind(&ids)
+                .bind(&attempts)
+                .fetch_all(&self.inner.pool)
+                .await
+                .map_err(map)?;
+            for r in rows {
+                let id: Uuid = r.try_get(0).map_err(map)?;
+                if r.try_get::<bool, _>(1).map_err(map)? {
+                    streamed = true;
+                } else {
+                    accepted.insert(id);
+                }
+            }
+            if streamed {
+                self.inner.streams_seen.store(true, Ordering::Relaxed);
+            }
+        }
+        if streamed || self.inner.streams_seen.load(Ordering::Relaxed) {
+            let rest: Vec<usize> = (0..ids.len())
+                .filter(|i| !accepted.contains(&ids[*i]))
+                .collect();
+            if !rest.is_empty() {
+                let rid: Vec<Uuid> = rest.iter().map(|i| ids[*i]).collect();
+                let rat: Vec<i32> = rest.iter().map(|i| attempts[*i]).collect();
+                let done = self
+                    .finish_with_streams(&self.inner.sql.complete_streams, now, &rid, Some(&rat))
+                    .await?;
+                accepted.extend(done);
+            }
+        }
+        Ok(ids
+            .iter()
+            .map(|id| {
+                if accepted.contains(id) {
+                    TokenOutcome::Accepted
+                } else {
+                    TokenOutcome::LeaseLost
+                }
+            })
+            .collect())
+    }
+
+    async fn fail(&self, params: FailParams) -> Result<Vec<FailOutcome>> {
+        params.validate(&self.inner.limits)?;
+        let now = self.inner.clock.now();
+        let (ids, attempts) = token_arrays(params.failures.iter().map(|f| &f.token))?;
+        let retry_at: Vec<Option<i64>> = params
+            .failures
+            .iter()
+            .map(|f| match f.retry {
+                Retry::After(d) => Some((now + d).as_micros()),
+                Retry::Never => None,
+            })
+            .collect();
+        let errors: Vec<&str> = params.failures.iter().map(|f| f.error.as_str()).collect();
+        let rows = sqlx::query(&self.inner.sql.fail)
+            .bind(now.as_micros())
+            .bind(&ids)
+            .bind(&attempts)
+            .bind(&retry_at)
+            .bind(&errors)
+            .fetch_all(&self.inner.pool)
+            .await
+            .map_err(map)?;
+        let mut by_id: HashMap<Uuid, FailOutcome> = HashMap::with_capacity(rows.len());
+        for r in rows {
+            let id: Uuid = r.try_get(0).map_err(map)?;
+            let state: String = r.try_get(1).map_err(map)?;
+            let run_at: i64 = r.try_get(2).map_err(map)?;
+            let outcome = if state == ItemState::Ready.as_str() {
+                FailOutcome::Retrying {
+                    run_at: Timestamp::from_micros(run_at),
+                }
+            } else {
+                FailOutcome::Dead
+            };
+            by_id.insert(id, outcome);
+        }
+        Ok(ids
+            .iter()
+            .map(|id| by_id.remove(id).unwrap_or(FailOutcome::LeaseLost))
+            .collect())
+    }
+
+    async fn release(&self, params: ReleaseParams) -> Result<Vec<TokenOutcome>> {
+        params.validate(&self.inner.limits)?;
+        let now = self.inner.clock.now();
+        let (ids, attempts) = token_arrays(params.tokens.iter())?;
+        let done: HashSet<Uuid> = sqlx::query_scalar(&self.inner.sql.release)
+            .bind(now.as_micros())
+            .bind(&ids)
+            .bind(&attempts)
+            .fetch_all(&self.inner.pool)
+            .await
+            .map_err(map)?
+            .into_iter()
+            .collect();
+        Ok(ids
+            .iter()
+            .map(|id| {
+                if done.contains(id) {
+                    TokenOutcome::Accepted
+                } else {
+                    TokenOutcome::LeaseLost
+                }
+            })
+            .collect())
+    }
+
+    async fn recover_expired(&self, params: RecoverParams) -> Result<Recovered> {
+        params.validate(&self.inner.limits)?;
+        let now = self.inner.clock.now();
+        self.recover(now, i64::from(params.limit), None).await
+    }
+
+    async fn purge(&self, params: PurgeParams) -> Result<Purged> {
+        params.validate(&self.inner.limits)?;
+        let now = self.inner.clock.now();
+        let cutoff = now - params.keep_done_for;
+        let limit = i64::from(params.limit);
+        let items: i64 = sqlx::query_scalar(&self.inner.sql.purge_done)
+            .bind(cutoff.as_micros())
+            .bind(limit)
+            .fetch_one(&self.inner.pool)
+            .await
+            .map_err(map)?;
+        let keys: i64 = sqlx::query_scalar(&self.inner.sql.purge_dedup)
+            .bind(now.as_micros())
+            .bind(limit)
+            .fetch_one(&self.inner.pool)
+            .await
+            .map_err(map)?;
+        sqlx::query(&self.inner.sql.purge_streams)
+            .execute(&self.inner.pool)
+            .await
+            .map_err(map)?;
+        Ok(Purged {
+            items: u64::try_from(items).unwrap_or(0),
+            dedup_keys: u64::try_from(keys).unwrap_or(0),
+        })
+    }
+
+    async fn dead_requeue(&self, params: RequeueParams) -> Result<u64> {
+        params.validate(&self.inner.limits)?;
+        let now = self.inner.clock.now();
+        let ids: Vec<Uuid> = params.ids.iter().map(|i| *i.as_uuid()).collect();
+        let n = sqlx::query(&self.inner.sql.requeue)
+            .bind(now.as_micros())
+            .bind(&ids)
+            .bind(i32_of("additional_attempts", params.additional_attempts)?)
+            .execute(&self.inner.pool)
+            .await
+            .map_err(map)?
+            .rows_affected();
+        Ok(n)
+    }
+
+    async fn dead_discard(&self, params: DiscardParams) -> Result<u64> {
+        params.validate(&self.inner.limits)?;
+        let now = self.inner.clock.now();
+        let ids: Vec<Uuid> = params.ids.iter().map(|i| *i.as_uuid()).collect();
+        let done = self
+            .finish_with_streams(&self.inner.sql.discard, now, &ids, None)
+            .await?;
+        Ok(done.len() as u64)
+    }
+
+    async fn item_get(&self, id: ItemId) -> Result<Option<Item>> {
+        let row = sqlx::query(&self.inner.sql.item_get)
+            .bind(id.as_uuid())
+            .fetch_optional(&self.inner.pool)
+            .await
+            .map_err(map)?;
+        row.as_ref().map(rows::item).transpose()
+    }
+
+    async fn queue_counts(&self, queue: &QueueName) -> Result<QueueCounts> {
+        let now = self.inner.clock.now();
+        let row = sqlx::query(&self.inner.sql.queue_counts)
+            .bind(queue.as_str())
+            .bind(now.as_micros())
+            .fetch_one(&self.inner.pool)
+            .await
+            .map_err(map)?;
+        Ok(QueueCounts {
+            ready: count(&row, 0)?,
+            scheduled: count(&row, 1)?,
+            running: count(&row, 2)?,
+            dead: count(&row, 3)?,
+            done: count(&row, 4)?,
+        })
+    }
+
+    async fn instance_heartbeat(&self, params: HeartbeatParams) -> Result<()> {
+        let now = self.inner.clock.now();
+        sqlx::query(&self.inner.sql.heartbeat)
+            .bind(params.instance.as_str())
+            .bind(now.as_micros())
+            .execute(&self.inner.pool)
+            .await
+            .map_err(map)?;
+        Ok(())
+    }
+
+    async fn instance_list(&self) -> Result<Vec<Instance>> {
+        let rows = sqlx::query(&self.inner.sql.instance_list)
+            .fetch_all(&self.inner.pool)
+            .await
+            .map_err(map)?;
+        rows.iter()
+            .map(|r| {
+                let id: String = r.try_get(0).map_err(map)?;
+                Ok(Instance {
+                    id: OwnerId::new(id)
+                        .map_err(|e| Error::internal(STORE, format!("corrupt instance: {e}")))?,
+                    started_at: Timestamp::from_micros(r.try_get(1).map_err(map)?),
+                    last_seen: Timestamp::from_micros(r.try_get(2).map_err(map)?),
+                })
+            })
+            .collect()
+    }
+
+    async fn instance_evict_stale(&self, params: EvictParams) -> Result<Evicted> {
+        params.validate(&self.inner.limits)?;
+        let now = self.inner.clock.now();
+        let cutoff = now - params.stale_after;
+        let row = sqlx::query(&self.inner.sql.evict)
+            .bind(now.as_micros())
+            .bind(cutoff.as_micros())
+            .fetch_one(&self.inner.pool)
+            .await
+            .map_err(map)?;
+        let ids: Vec<String> = row.try_get(0).map_err(map)?;
+        let instances = ids
+            .into_iter()
+            .map(|id| {
+                OwnerId::new(id)
+                    .map_err(|e| Error::internal(STORE, format!("corrupt instance: {e}")))
+            })
+            .collect::<Result<Vec<_>>>()?;
+        Ok(Evicted {
+            instances,
+            released: count(&row, 1)?,
+        })
+    }
+
+    async fn leader_acquire(&self, params: LeaderParams) -> Result<LeaderStatus> {
+        params.validate(&self.inner.limits)?;
+        let now = self.inner.clock.now();
+        let expires = now + params.lease_for;
+        let won = sqlx::query(&self.inner.sql.leader_acquire)
+            .bind(params.name.as_str())
+            .bind(params.holder.as_str())
+            .bind(now.as_micros())
+            .bind(expires.as_micros())
+            .fetch_optional(&self.inner.pool)
+            .await
+            .map_err(map)?;
+        if let Some(r) = won {
+            let term: i64 = r.try_get(0).map_err(map)?;
+            let at: i64 = r.try_get(1).map_err(map)?;
+            return Ok(LeaderStatus::Leader {
+                term: u64::try_from(term).unwrap_or(0),
+                expires_at: Timestamp::from_micros(at),
+            });
+        }
+        let r = sqlx::query(&self.inner.sql.leader_read)
+            .bind(params.name.as_str())
+            .fetch_one(&self.inner.pool)
+            .await
+            .map_err(map)?;
+        let holder: String = r.try_get(0).map_err(map)?;
+        let term: i64 = r.try_get(1).map_err(map)?;
+        let at: i64 = r.try_get(2).map_err(map)?;
+        Ok(LeaderStatus::Follower {
+            holder: OwnerId::new(holder)
+                .map_err(|e| Error::internal(STORE, format!("corrupt leader: {e}")))?,
+            term: u64::try_from(term).unwrap_or(0),
+            expires_at: Timestamp::from_micros(at),
+        })
+    }
+
+    async fn leader_resign(&self, params: LeaderParams) -> Result<bool> {
+        params.validate(&self.inner.limits)?;
+        let now = self.inner.clock.now();
+        let row = sqlx::query(&self.inner.sql.leader_resign)
+            .bind(params.name.as_str())
+            .bind(params.holder.as_str())
+            .bind(now.as_micros())
+            .fetch_optional(&self.inner.pool)
+            .await
+            .map_err(map)?;
+        Ok(row.is_some())
+    }
+}
