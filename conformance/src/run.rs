@@ -1,0 +1,163 @@
+//! The registry of cases and the two ways to run them: [`main`] (one test per case,
+//! through libtest-mimic) and [`run_all`] (one [`Report`] from any async test).
+
+use std::any::Any;
+use std::future::Future;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::pin::Pin;
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use libtest_mimic::{Arguments, Completion, Failed, Trial};
+use tenure_core::{ManualClock, Store};
+
+use crate::case::{Case, Entry, Env, Failure, Report, Status, Verdict};
+use crate::fixtures::START;
+use crate::harness::Harness;
+
+/// The longest one case may run before it counts as failed (a store that hangs).
+pub const CASE_TIME_LIMIT: Duration = Duration::from_secs(180);
+
+/// Every case of the suite, group by group: the single registry both runners use.
+pub fn cases<H: Harness>() -> Vec<Case<H>> {
+    let groups: [fn() -> Vec<Case<H>>; 14] = [
+        crate::g01_exclusive_claim::cases::<H>,
+        crate::g02_expiry::cases::<H>,
+        crate::g03_fenced_finalize::cases::<H>,
+        crate::g04_renewal_cap::cases::<H>,
+        crate::g05_retry::cases::<H>,
+        crate::g06_stalls::cases::<H>,
+        crate::g07_schedule::cases::<H>,
+        crate::g08_order::cases::<H>,
+        crate::g09_stream_fifo::cases::<H>,
+        crate::g10_scope::cases::<H>,
+        crate::g11_dedup::cases::<H>,
+        crate::g12_instances::cases::<H>,
+        crate::g13_leader::cases::<H>,
+        crate::g15_bad_input::cases::<H>,
+    ];
+    groups.iter().flat_map(|group| group()).collect()
+}
+
+/// Runs one case against a fresh store from `harness`: opens the store on a new
+/// [`ManualClock`], skips the case if it needs a capability the store does not declare,
+/// and turns a panic or a run longer than [`CASE_TIME_LIMIT`] into a failure.
+pub async fn run_case<H: Harness>(harness: &H, case: &Case<H>) -> Status {
+    let clock = ManualClock::new(START);
+    let store = match harness.open(clock.clone()).await {
+        Ok(store) => store,
+        Err(e) => {
+            return Status::Failed(
+                Failure::new("the harness to open a fresh store", format!("Err({e})"))
+                    .located(case.group, case.name),
+            )
+        }
+    };
+    if let Some(cap) = case.capability {
+        if !cap.declared_by(&store.capabilities()) {
+            return Status::Skipped {
+                reason: format!(
+                    "capability {} not declared by the {} store",
+                    cap.name(),
+                    store.name()
+                ),
+            };
+        }
+    }
+    let env = Env::new(harness, store, clock);
+    let body = CatchUnwind((case.run)(env));
+    let failed = |f: Failure| Status::Failed(f.located(case.group, case.name));
+    match tokio::time::timeout(CASE_TIME_LIMIT, body).await {
+        Ok(Ok(Ok(Verdict::Passed))) => Status::Passed,
+        Ok(Ok(Ok(Verdict::DidNotApply { reason }))) => Status::DidNotApply { reason },
+        Ok(Ok(Err(f))) => failed(f),
+        Ok(Err(panic)) => failed(Failure::new(
+            "the case to finish without a panic",
+            format!("a panic: {}", panic_message(panic.as_ref())),
+        )),
+        Err(_) => failed(Failure::new(
+            format!("the case to finish within {CASE_TIME_LIMIT:?}"),
+            "it was still running",
+        )),
+    }
+}
+
+/// Runs every case, one after another, each against its own fresh store, and reports
+/// all of them. Call it from any async test on a multi-thread runtime; the race cases
+/// spawn tasks onto the current runtime.
+pub async fn run_all<H: Harness>(harness: &H) -> Report {
+    let mut report = Report::default();
+    for case in cases::<H>() {
+        let status = run_case(harness, &case).await;
+        report.entries.push(Entry {
+            group: case.group,
+            case: case.name,
+            status,
+        });
+    }
+    report
+}
+
+/// The entry point of a `harness = false` test target: one test per case, named
+/// `group::case`, each on its own tokio multi-thread runtime (two worker threads), so
+/// `cargo test --test conformance g03` runs one group and `-- --list` lists them all.
+///
+/// Skipped cases (a capability the store does not declare) and cases that did not
+/// apply show as ignored with the reason; every mandatory case always runs.
+pub fn main<H: Harness>(harness: H) -> ExitCode {
+    let args = Arguments::from_args();
+    let harness = Arc::new(harness);
+    let trials = cases::<H>()
+        .into_iter()
+        .map(|case| {
+            let harness = Arc::clone(&harness);
+            Trial::ignorable_test(case.full_name(), move || trial(&*harness, &case))
+        })
+        .collect();
+    libtest_mimic::run(&args, trials).exit_code()
+}
+
+fn trial<H: Harness>(harness: &H, case: &Case<H>) -> Result<Completion, Failed> {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .map_err(|e| Failed::from(format!("could not start a tokio runtime: {e}")))?;
+    match runtime.block_on(run_case(harness, case)) {
+        Status::Passed => Ok(Completion::Completed),
+        Status::Failed(f) => Err(Failed::from(f)),
+        Status::Skipped { reason } => Ok(Completion::ignored_with(format!("skipped: {reason}"))),
+        Status::DidNotApply { reason } => {
+            Ok(Completion::ignored_with(format!("did not apply: {reason}")))
+        }
+    }
+}
+
+fn panic_message(panic: &(dyn Any + Send)) -> String {
+    if let Some(s) = panic.downcast_ref::<&str>() {
+        (*s).to_owned()
+    } else if let Some(s) = panic.downcast_ref::<String>() {
+        s.clone()
+    } else {
+        "(no message)".to_owned()
+    }
+}
+
+/// Polls a future, turning a panic into an `Err` so one broken store cannot stop the
+/// rest of a [`run_all`] run.
+struct CatchUnwind<F>(F);
+
+impl<F: Future + Unpin> Future for CatchUnwind<F> {
+    type Output = Result<F::Output, Box<dyn Any + Send>>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let inner = &mut self.get_mut().0;
+        match catch_unwind(AssertUnwindSafe(|| Pin::new(inner).poll(cx))) {
+            Ok(Poll::Pending) => Poll::Pending,
+            Ok(Poll::Ready(out)) => Poll::Ready(Ok(out)),
+            Err(panic) => Poll::Ready(Err(panic)),
+        }
+    }
+}
