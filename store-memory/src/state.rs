@@ -254,8 +254,8 @@ pub(crate) struct State {
     items: HashMap<ItemId, Entry>,
     queue_ids: HashMap<QueueName, usize>,
     idx: Indexes,
-    /// Dedup keys by expiry, for purge.
-    dedup_expiry: BTreeSet<(Timestamp, usize, DedupKey)>,
+    /// Dedup keys by expiry (then queue and key), for purge.
+    dedup_expiry: BTreeSet<(Timestamp, QueueName, DedupKey)>,
     instances: HashMap<OwnerId, Registered>,
     next_registration: u64,
     leaders: HashMap<LeaderName, LeaderLease>,
@@ -350,9 +350,11 @@ impl State {
                     .dedup
                     .insert(key.clone(), DedupEntry { id, expires_at });
                 if let Some(old) = old {
-                    self.dedup_expiry.remove(&(old.expires_at, q, key.clone()));
+                    self.dedup_expiry
+                        .remove(&(old.expires_at, new.queue.clone(), key.clone()));
                 }
-                self.dedup_expiry.insert((expires_at, q, key.clone()));
+                self.dedup_expiry
+                    .insert((expires_at, new.queue.clone(), key.clone()));
             }
             self.idx.queues[q].members.insert(id);
             let head = match &new.stream {
@@ -618,7 +620,8 @@ impl State {
         counts
     }
 
-    /// `Store::purge`.
+    /// `Store::purge`: finished items oldest first, dedup keys earliest expiry first
+    /// (then by queue and key), up to `limit` of each.
     pub(crate) fn purge(&mut self, keep_done_for: Duration, limit: u64, now: Timestamp) -> Purged {
         let mut purged = Purged::default();
         let cutoff = now - keep_done_for;
@@ -640,7 +643,9 @@ impl State {
                 break;
             }
             self.dedup_expiry.pop_first();
-            self.idx.queues[q].dedup.remove(&key);
+            if let Some(&q) = self.queue_ids.get(&q) {
+                self.idx.queues[q].dedup.remove(&key);
+            }
             purged.dedup_keys += 1;
         }
         purged

@@ -1,0 +1,612 @@
+//! Random operation sequences against a naive reference model of the contract.
+//!
+//! The model keeps items in a plain vector and answers every call by scanning it with
+//! the rules of `Store`'s `# Contract` docs and the functions of `tenure_core::machine`.
+//! The store must give the same answer to every call and hold the same items after
+//! it; on top of that the invariants of G1, G3, G9 and G10 are checked on the store
+//! directly after every step.
+// Test helpers outside `#[test]` functions unwrap too.
+#![allow(clippy::unwrap_used)]
+
+mod common;
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use common::{run, start, LEASE};
+use proptest::prelude::*;
+use tenure_core::machine::{self, Recovery};
+use tenure_core::{
+    Clock, CompleteParams, DedupKey, DiscardParams, EnqueueParams, Enqueued, EvictParams, Evicted,
+    FailOutcome, FailParams, Failure, HeartbeatParams, Instance, Item, ItemId, ItemState, Lease,
+    LeaseToken, ManualClock, NewItem, OwnerId, PurgeParams, QueueCounts, QueueName, RecoverParams,
+    Recovered, ReleaseParams, RenewOutcome, RenewParams, RequeueParams, ScopeKey, Store, StreamKey,
+    Timestamp, TokenOutcome,
+};
+use tenure_memory::MemoryStore;
+
+const QUEUES: [&str; 2] = ["q0", "q1"];
+const WORKERS: u8 = 3;
+const STALE_AFTER: Duration = Duration::from_secs(45);
+
+fn queue(n: u8) -> QueueName {
+    QueueName::new(QUEUES[usize::from(n) % QUEUES.len()]).unwrap()
+}
+
+fn worker(n: u8) -> OwnerId {
+    OwnerId::new(format!("w{n}")).unwrap()
+}
+
+#[derive(Clone, Debug)]
+struct Spec {
+    queue: u8,
+    stream: Option<u8>,
+    scope: Option<u8>,
+    priority: i16,
+    delay: u8,
+    dedup: Option<u8>,
+    max_attempts: u32,
+    max_stalls: u32,
+    max_renewals: u32,
+}
+
+impl Spec {
+    fn build(&self) -> NewItem {
+        let mut it = NewItem::new(queue(self.queue), b"p".to_vec())
+            .priority(self.priority)
+            .delay(Duration::from_secs(u64::from(self.delay)))
+            .max_attempts(self.max_attempts)
+            .max_stalls(self.max_stalls)
+            .max_renewals(self.max_renewals)
+            .dedup_window(Duration::from_secs(50));
+        if let Some(s) = self.stream {
+            it = it.stream(StreamKey::new(format!("s{s}")).unwrap());
+        }
+        if let Some(s) = self.scope {
+            it = it.scope(ScopeKey::new(format!("c{s}")).unwrap());
+        }
+        if let Some(k) = self.dedup {
+            it = it.dedup_key(DedupKey::new(format!("k{k}")).unwrap());
+        }
+        it
+    }
+}
+
+#[derive(Clone, Debug)]
+enum Op {
+    Enqueue(Vec<Spec>),
+    Claim {
+        worker: u8,
+        queues: u8,
+        limit: u32,
+    },
+    Renew {
+        worker: u8,
+        pick: usize,
+    },
+    Complete {
+        worker: u8,
+        picks: Vec<usize>,
+    },
+    Fail {
+        worker: u8,
+        pick: usize,
+        permanent: bool,
+        delay: u8,
+    },
+    Release {
+        worker: u8,
+        pick: usize,
+    },
+    Advance(u8),
+    Recover(u32),
+    Heartbeat(u8),
+    Evict,
+    Requeue {
+        pick: usize,
+        more: u32,
+    },
+    Discard(usize),
+    Purge {
+        keep: u8,
+        limit: u32,
+    },
+}
+
+fn spec() -> impl Strategy<Value = Spec> {
+    (
+        0u8..2,
+        prop::option::of(0u8..2),
+        prop::option::of(0u8..2),
+        0i16..2,
+        prop_oneof![3 => Just(0u8), 1 => 1u8..4],
+        prop::option::weighted(0.3, 0u8..3),
+        1u32..4,
+        1u32..4,
+        0u32..3,
+    )
+        .prop_map(
+            |(queue, stream, scope, priority, delay, dedup, ma, ms, mr)| Spec {
+                queue,
+                stream,
+                scope,
+                priority,
+                delay,
+                dedup,
+                max_attempts: ma,
+                max_stalls: ms,
+                max_renewals: mr,
+            },
+        )
+}
+
+fn op() -> impl Strategy<Value = Op> {
+    let w = 0..WORKERS;
+    prop_oneof![
+        4 => prop::collection::vec(spec(), 1..4).prop_map(Op::Enqueue),
+        5 => (w.clone(), 1u8..4, 1u32..4).prop_map(|(worker, queues, limit)| Op::Claim { worker, queues, limit }),
+        2 => (w.clone(), any::<usize>()).prop_map(|(worker, pick)| Op::Renew { worker, pick }),
+        3 => (w.clone(), prop::collection::vec(any::<usize>(), 1..3)).prop_map(|(worker, picks)| Op::Complete { worker, picks }),
+        2 => (w.clone(), any::<usize>(), any::<bool>(), 0u8..3).prop_map(|(worker, pick, permanent, delay)| Op::Fail { worker, pick, permanent, delay }),
+        1 => (w.clone(), any::<usize>()).prop_map(|(worker, pick)| Op::Release { worker, pick }),
+        3 => (0u8..40).prop_map(Op::Advance),
+        1 => (1u32..3).prop_map(Op::Recover),
+        2 => w.prop_map(Op::Heartbeat),
+        1 => Just(Op::Evict),
+        1 => (any::<usize>(), 1u32..3).prop_map(|(pick, more)| Op::Requeue { pick, more }),
+        1 => any::<usize>().prop_map(Op::Discard),
+        1 => (0u8..30, 1u32..4).prop_map(|(keep, limit)| Op::Purge { keep, limit }),
+    ]
+}
+
+/// The contract, answered by scanning a vector.
+struct Model {
+    keep_done: bool,
+    /// Index = enqueue order; `None` once deleted.
+    items: Vec<Option<Item>>,
+    seq_of: HashMap<ItemId, usize>,
+    dedup: HashMap<(QueueName, DedupKey), (ItemId, Timestamp)>,
+    /// Registration order.
+    instances: Vec<Instance>,
+}
+
+impl Model {
+    fn new(keep_done: bool) -> Self {
+        Model {
+            keep_done,
+            items: Vec::new(),
+            seq_of: HashMap::new(),
+            dedup: HashMap::new(),
+            instances: Vec::new(),
+        }
+    }
+
+    fn get(&self, id: ItemId) -> Option<&Item> {
+        self.seq_of.get(&id).and_then(|&i| self.items[i].as_ref())
+    }
+
+    fn get_mut(&mut self, id: ItemId) -> Option<&mut Item> {
+        match self.seq_of.get(&id) {
+            Some(&i) => self.items[i].as_mut(),
+            None => None,
+        }
+    }
+
+    fn delete(&mut self, id: ItemId) {
+        if let Some(&i) = self.seq_of.get(&id) {
+            self.items[i] = None;
+        }
+    }
+
+    fn enqueue(&mut self, news: &[NewItem], now: Timestamp) -> Vec<Enqueued> {
+        let mut out = Vec::new();
+        for new in news {
+            if let Some(k) = &new.dedup_key {
+                let key = (new.queue.clone(), k.clone());
+                if let Some(&(id, exp)) = self.dedup.get(&key) {
+                    if exp > now {
+                        out.push(Enqueued {
+                            id,
+                            duplicate: true,
+                        });
+                        continue;
+                    }
+                }
+                self.dedup.insert(key, (new.id, now + new.dedup_window));
+            }
+            self.seq_of.insert(new.id, self.items.len());
+            self.items.push(Some(machine::enqueue(new, now)));
+            out.push(Enqueued {
+                id: new.id,
+                duplicate: false,
+            });
+        }
+        out
+    }
+
+    fn is_head(&self, seq: usize) -> bool {
+        let Some(it) = &self.items[seq] else {
+            return false;
+        };
+        let Some(s) = &it.stream else { return true };
+        !self.items[..seq]
+            .iter()
+            .flatten()
+            .any(|o| o.stream.as_ref() == Some(s) && machine::holds_stream(o))
+    }
+
+    fn scope_busy(&self, scope: &ScopeKey) -> bool {
+        self.items
+            .iter()
+            .flatten()
+            .any(|o| o.scope.as_ref() == Some(scope) && o.state == ItemState::Running)
+    }
+
+    fn claimable(&self, seq: usize, queues: &[QueueName], now: Timestamp) -> bool {
+        let Some(it) = &self.items[seq] else {
+            return false;
+        };
+        queues.contains(&it.queue)
+            && machine::is_due(it, now)
+            && self.is_head(seq)
+            && it.scope.as_ref().is_none_or(|s| !self.scope_busy(s))
+    }
+
+    fn claim(
+        &mut self,
+        queues: &[QueueName],
+        owner: &OwnerId,
+        limit: usize,
+        now: Timestamp,
+    ) -> Vec<Item> {
+        for it in self.items.iter_mut().flatten() {
+            if queues.contains(&it.queue) {
+                machine::recover(it, now);
+            }
+        }
+        let mut out = Vec::new();
+        while out.len() < limit {
+            let best = (0..self.items.len())
+                .filter(|&i| self.claimable(i, queues, now))
+                .min_by_key(|&i| {
+                    let it = self.items[i].as_ref().unwrap();
+                    (it.priority, it.run_at, i)
+                });
+            let Some(i) = best else { break };
+            let it = self.items[i].as_mut().unwrap();
+            assert!(machine::claim(it, owner, now, LEASE));
+            out.push(it.clone());
+        }
+        out
+    }
+
+    fn complete(&mut self, tokens: &[LeaseToken], now: Timestamp) -> Vec<TokenOutcome> {
+        tokens
+            .iter()
+            .map(|t| {
+                let Some(it) = self.get_mut(t.id) else {
+                    return TokenOutcome::LeaseLost;
+                };
+                let out = machine::complete(it, t, now);
+                if out == TokenOutcome::Accepted && !self.keep_done {
+                    self.delete(t.id);
+                }
+                out
+            })
+            .collect()
+    }
+
+    fn recover(&mut self, limit: usize, now: Timestamp) -> Recovered {
+        let mut expired: Vec<(Timestamp, usize)> = self
+            .items
+            .iter()
+            .enumerate()
+            .filter_map(|(i, o)| o.as_ref().map(|it| (i, it)))
+            .filter(|(_, it)| machine::is_expired(it, now))
+            .map(|(i, it)| (it.lease_expires_at.unwrap(), i))
+            .collect();
+        expired.sort();
+        let mut r = Recovered::default();
+        for (_, i) in expired.into_iter().take(limit) {
+            match machine::recover(self.items[i].as_mut().unwrap(), now) {
+                Some(Recovery::Requeued) => r.requeued += 1,
+                Some(Recovery::Dead) => r.dead += 1,
+                None => unreachable!(),
+            }
+        }
+        r
+    }
+
+    fn heartbeat(&mut self, owner: &OwnerId, now: Timestamp) {
+        match self.instances.iter_mut().find(|i| i.id == *owner) {
+            Some(i) => i.last_seen = now,
+            None => self.instances.push(Instance {
+                id: owner.clone(),
+                started_at: now,
+                last_seen: now,
+            }),
+        }
+    }
+
+    fn evict(&mut self, now: Timestamp) -> Evicted {
+        let mut ev = Evicted::default();
+        let (stale, live): (Vec<Instance>, Vec<Instance>) = self
+            .instances
+            .drain(..)
+            .partition(|i| i.last_seen + STALE_AFTER <= now);
+        self.instances = live;
+        for inst in stale {
+            for it in self.items.iter_mut().flatten() {
+                if it.state == ItemState::Running && it.owner.as_ref() == Some(&inst.id) {
+                    machine::evict(it, now);
+                    ev.released += 1;
+                }
+            }
+            ev.instances.push(inst.id);
+        }
+        ev
+    }
+
+    fn purge(&mut self, keep: Duration, limit: usize, now: Timestamp) -> (u64, u64) {
+        let mut done: Vec<(Timestamp, usize)> = self
+            .items
+            .iter()
+            .enumerate()
+            .filter_map(|(i, o)| o.as_ref().map(|it| (i, it)))
+            .filter(|(_, it)| it.state == ItemState::Done && it.updated_at <= now - keep)
+            .map(|(i, it)| (it.updated_at, i))
+            .collect();
+        done.sort();
+        let mut items = 0;
+        for (_, i) in done.into_iter().take(limit) {
+            self.items[i] = None;
+            items += 1;
+        }
+        let mut expired: Vec<_> = self
+            .dedup
+            .iter()
+            .filter(|(_, (_, exp))| *exp <= now)
+            .map(|((q, k), (_, exp))| (*exp, q.clone(), k.clone()))
+            .collect();
+        expired.sort();
+        expired.truncate(limit);
+        let keys = expired.len() as u64;
+        for (_, q, k) in expired {
+            let k = (q, k);
+            self.dedup.remove(&k);
+        }
+        (items, keys)
+    }
+
+    fn counts(&self, q: &QueueName, now: Timestamp) -> QueueCounts {
+        let mut c = QueueCounts::default();
+        for it in self.items.iter().flatten().filter(|it| it.queue == *q) {
+            match it.state {
+                ItemState::Ready if it.run_at <= now => c.ready += 1,
+                ItemState::Ready => c.scheduled += 1,
+                ItemState::Running => c.running += 1,
+                ItemState::Dead => c.dead += 1,
+                ItemState::Done => c.done += 1,
+            }
+        }
+        c
+    }
+}
+
+fn pick(tokens: &[LeaseToken], n: usize) -> Option<LeaseToken> {
+    (!tokens.is_empty()).then(|| tokens[n % tokens.len()])
+}
+
+/// Runs `ops` on a store and the model side by side; fails on the first difference.
+fn check(ops: Vec<Op>, keep_done: bool) -> Result<(), TestCaseError> {
+    let clock = ManualClock::new(start());
+    let store = MemoryStore::new(clock.clone()).keep_done(keep_done);
+    let peer = store.clone();
+    let mut model = Model::new(keep_done);
+    // Every token each worker was ever given, stale ones included.
+    let mut held: Vec<Vec<LeaseToken>> = vec![Vec::new(); usize::from(WORKERS)];
+    let mut all_ids: Vec<ItemId> = Vec::new();
+    let mut attempts: HashMap<ItemId, u32> = HashMap::new();
+
+    for (step, op) in ops.into_iter().enumerate() {
+        // Alternate handles: both must see one store.
+        let s = if step % 2 == 0 { &store } else { &peer };
+        let now = clock.now();
+        let before: HashMap<ItemId, Option<Item>> = all_ids
+            .iter()
+            .map(|id| (*id, run(s.item_get(*id)).unwrap()))
+            .collect();
+        let current_before = |t: &LeaseToken| {
+            before[&t.id]
+                .as_ref()
+                .is_some_and(|it| machine::is_current(it, t))
+        };
+        match &op {
+            Op::Enqueue(specs) => {
+                let news: Vec<NewItem> = specs.iter().map(Spec::build).collect();
+                let got = run(s.enqueue(EnqueueParams::new(news.clone()))).unwrap();
+                prop_assert_eq!(&got, &model.enqueue(&news, now));
+                for e in got.iter().filter(|e| !e.duplicate) {
+                    all_ids.push(e.id);
+                }
+            }
+            Op::Claim {
+                worker: w,
+                queues,
+                limit,
+            } => {
+                let qs: Vec<QueueName> = (0..2u8)
+                    .filter(|b| queues & (1 << b) != 0)
+                    .map(queue)
+                    .collect();
+                let params =
+                    tenure_core::ClaimParams::new(qs[0].clone(), worker(*w), *limit, LEASE)
+                        .queues(qs.clone());
+                let got: Vec<Lease> = run(s.claim(params)).unwrap();
+                let want = model.claim(&qs, &worker(*w), *limit as usize, now);
+                let got_items: Vec<Item> = got.iter().map(|l| l.item.clone()).collect();
+                prop_assert_eq!(&got_items, &want);
+                for l in &got {
+                    prop_assert_eq!(l.token, l.item.token());
+                    prop_assert_eq!(l.expires_at, now + LEASE);
+                    prop_assert_eq!(&l.owner, &worker(*w));
+                    held[usize::from(*w)].push(l.token);
+                }
+            }
+            Op::Renew { worker: w, pick: p } => {
+                if let Some(t) = pick(&held[usize::from(*w)], *p) {
+                    let got = run(s.renew(RenewParams::new(vec![t], LEASE))).unwrap();
+                    let want = match model.get_mut(t.id) {
+                        Some(it) => machine::renew(it, &t, now, LEASE),
+                        None => RenewOutcome::LeaseLost,
+                    };
+                    prop_assert_eq!(got[0], want);
+                    prop_assert_eq!(got[0] != RenewOutcome::LeaseLost, current_before(&t));
+                }
+            }
+            Op::Complete { worker: w, picks } => {
+                let mut tokens: Vec<LeaseToken> = picks
+                    .iter()
+                    .filter_map(|p| pick(&held[usize::from(*w)], *p))
+                    .collect();
+                tokens.sort();
+                tokens.dedup_by_key(|t| t.id);
+                if !tokens.is_empty() {
+                    let got = run(s.complete(CompleteParams::new(tokens.clone()))).unwrap();
+                    prop_assert_eq!(&got, &model.complete(&tokens, now));
+                    for (t, o) in tokens.iter().zip(&got) {
+                        prop_assert_eq!(*o == TokenOutcome::Accepted, current_before(t));
+                    }
+                }
+            }
+            Op::Fail {
+                worker: w,
+                pick: p,
+                permanent,
+                delay,
+            } => {
+                if let Some(t) = pick(&held[usize::from(*w)], *p) {
+                    let f = if *permanent {
+                        Failure::permanent(t, "perm")
+                    } else {
+                        Failure::retry_after(t, Duration::from_secs(u64::from(*delay)), "retry")
+                    };
+                    let got = run(s.fail(FailParams::one(f.clone()))).unwrap();
+                    let want = match model.get_mut(t.id) {
+                        Some(it) => machine::fail(it, &f, now),
+                        None => FailOutcome::LeaseLost,
+                    };
+                    prop_assert_eq!(got[0], want);
+                    prop_assert_eq!(got[0] != FailOutcome::LeaseLost, current_before(&t));
+                }
+            }
+            Op::Release { worker: w, pick: p } => {
+                if let Some(t) = pick(&held[usize::from(*w)], *p) {
+                    let got = run(s.release(ReleaseParams::new(vec![t]))).unwrap();
+                    let want = match model.get_mut(t.id) {
+                        Some(it) => machine::release(it, &t, now),
+                        None => TokenOutcome::LeaseLost,
+                    };
+                    prop_assert_eq!(got[0], want);
+                    prop_assert_eq!(got[0] == TokenOutcome::Accepted, current_before(&t));
+                }
+            }
+            Op::Advance(secs) => clock.advance(Duration::from_secs(u64::from(*secs))),
+            Op::Recover(limit) => {
+                let got = run(s.recover_expired(RecoverParams::new(*limit))).unwrap();
+                prop_assert_eq!(got, model.recover(*limit as usize, now));
+            }
+            Op::Heartbeat(w) => {
+                run(s.instance_heartbeat(HeartbeatParams::new(worker(*w)))).unwrap();
+                model.heartbeat(&worker(*w), now);
+            }
+            Op::Evict => {
+                let got = run(s.instance_evict_stale(EvictParams::new(STALE_AFTER))).unwrap();
+                prop_assert_eq!(got, model.evict(now));
+                prop_assert_eq!(run(s.instance_list()).unwrap(), model.instances.clone());
+            }
+            Op::Requeue { pick: p, more } => {
+                if !all_ids.is_empty() {
+                    let id = all_ids[p % all_ids.len()];
+                    let got = run(
+                        s.dead_requeue(RequeueParams::new(vec![id]).additional_attempts(*more))
+                    )
+                    .unwrap();
+                    let want = model
+                        .get_mut(id)
+                        .is_some_and(|it| machine::requeue(it, now, *more));
+                    prop_assert_eq!(got, u64::from(want));
+                }
+            }
+            Op::Discard(p) => {
+                if !all_ids.is_empty() {
+                    let id = all_ids[p % all_ids.len()];
+                    let got = run(s.dead_discard(DiscardParams::new(vec![id]))).unwrap();
+                    let want = model.get(id).is_some_and(machine::discard);
+                    if want {
+                        model.delete(id);
+                    }
+                    prop_assert_eq!(got, u64::from(want));
+                }
+            }
+            Op::Purge { keep, limit } => {
+                let keep = Duration::from_secs(u64::from(*keep));
+                let got = run(s.purge(PurgeParams::new(keep, *limit))).unwrap();
+                let (items, keys) = model.purge(keep, *limit as usize, now);
+                prop_assert_eq!(got.items, items);
+                prop_assert_eq!(got.dedup_keys, keys);
+            }
+        }
+
+        // The store holds exactly the model's items.
+        let now = clock.now();
+        let mut running_scopes: HashMap<ScopeKey, ItemId> = HashMap::new();
+        for id in &all_ids {
+            let got = run(s.item_get(*id)).unwrap();
+            prop_assert_eq!(got.as_ref(), model.get(*id), "item {} after {:?}", id, op);
+            let Some(it) = got else { continue };
+            let last = attempts.insert(*id, it.attempt).unwrap_or(0);
+            prop_assert!(it.attempt >= last, "attempt decreased");
+            if it.state == ItemState::Running {
+                // G10: one running item per scope.
+                if let Some(sc) = &it.scope {
+                    let other = running_scopes.insert(sc.clone(), *id);
+                    prop_assert!(other.is_none(), "two running items in scope {}", sc);
+                }
+                // G9: a running item heads its stream.
+                let seq = model.seq_of[id];
+                prop_assert!(
+                    model.is_head(seq),
+                    "running item {} is not its stream head",
+                    id
+                );
+            }
+            // G1: at most one held token is the current attempt.
+            let live = held
+                .iter()
+                .flatten()
+                .filter(|t| machine::is_current(&it, t))
+                .count();
+            prop_assert!(live <= 1, "two live leases on {}", id);
+        }
+        for q in QUEUES {
+            let q = QueueName::new(q).unwrap();
+            prop_assert_eq!(run(s.queue_counts(&q)).unwrap(), model.counts(&q, now));
+        }
+    }
+    Ok(())
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 300, ..ProptestConfig::default() })]
+
+    /// Every answer and every item of the store equals the reference model's, and the
+    /// invariants of G1, G3, G9 and G10 hold after every step.
+    #[test]
+    fn random_sequences_match_the_reference_model(
+        ops in prop::collection::vec(op(), 1..80),
+        keep_done in any::<bool>(),
+    ) {
+        check(ops, keep_done)?;
+    }
+}
