@@ -1,0 +1,264 @@
+//! Claim + complete on SQLite: the library beside a raw rusqlite loop on the same
+//! machine, in the same run, so the library's overhead reads as a ratio.
+//!
+//! Each measured iteration drains a fresh file of `N` ready items with `W` workers
+//! claiming `B` items at a time and completing each claimed batch (fenced on the
+//! attempt). Seeding is not timed. Both sides use WAL and `synchronous=NORMAL` (the
+//! store's default).
+//!
+//! - `tenure`: one `SqliteStore` (one writer thread), `W` tokio tasks each looping
+//!   `claim(B)` then `complete(tokens)`.
+//! - `raw`: `W` OS threads, each with its own connection, each looping one
+//!   `BEGIN IMMEDIATE` claim (`UPDATE .. WHERE id IN (SELECT .. ORDER BY priority,
+//!   run_at, id LIMIT B) RETURNING`) and one `BEGIN IMMEDIATE` transaction of fenced
+//!   deletes (`DELETE .. WHERE id = ? AND state = 'running' AND attempt = ?`).
+//!
+//! Run: `cargo bench -p tenure-benches --bench sqlite` (about three minutes).
+
+// criterion_group! generates an undocumented pub fn.
+#![allow(missing_docs)]
+
+use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Barrier};
+use std::time::{Duration, Instant};
+
+use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
+use rusqlite::{params, Connection, TransactionBehavior};
+use tempfile::TempDir;
+use tenure_core::{
+    ClaimParams, Clock, CompleteParams, EnqueueParams, NewItem, OwnerId, QueueName, Store,
+    SystemClock, TokenOutcome,
+};
+use tenure_sqlite::{SqliteConfig, SqliteStore};
+
+const LEASE: Duration = Duration::from_secs(60);
+
+fn items_for(batch: usize) -> usize {
+    if batch == 1 {
+        3_000
+    } else {
+        30_000
+    }
+}
+
+fn queue() -> QueueName {
+    QueueName::new("bench").expect("valid queue")
+}
+
+// ----------------------------------------------------------------------------- tenure
+
+fn tenure_iteration(
+    rt: &tokio::runtime::Runtime,
+    n: usize,
+    batch: usize,
+    workers: usize,
+) -> Duration {
+    let dir = TempDir::new().expect("temp dir");
+    rt.block_on(async {
+        let store = SqliteStore::open(SqliteConfig::new(dir.path().join("bench.db")))
+            .await
+            .expect("open");
+        for chunk in (0..n).collect::<Vec<_>>().chunks(10_000) {
+            let items = chunk
+                .iter()
+                .map(|i| NewItem::new(queue(), (*i as u64).to_le_bytes().to_vec()))
+                .collect();
+            store
+                .enqueue(EnqueueParams::new(items))
+                .await
+                .expect("seed");
+        }
+        let done = Arc::new(AtomicU64::new(0));
+        let start = Instant::now();
+        let mut tasks = Vec::new();
+        for w in 0..workers {
+            let store = store.clone();
+            let done = done.clone();
+            tasks.push(tokio::spawn(async move {
+                let owner = OwnerId::new(format!("w{w}")).expect("owner");
+                let limit = u32::try_from(batch).expect("batch");
+                loop {
+                    let leases = store
+                        .claim(ClaimParams::new(queue(), owner.clone(), limit, LEASE))
+                        .await
+                        .expect("claim");
+                    if leases.is_empty() {
+                        return;
+                    }
+                    let tokens = leases.iter().map(|l| l.token).collect();
+                    let outs = store
+                        .complete(CompleteParams::new(tokens))
+                        .await
+                        .expect("complete");
+                    assert!(outs.iter().all(|o| *o == TokenOutcome::Accepted));
+                    done.fetch_add(outs.len() as u64, Ordering::Relaxed);
+                }
+            }));
+        }
+        for t in tasks {
+            t.await.expect("worker");
+        }
+        let elapsed = start.elapsed();
+        assert_eq!(
+            done.load(Ordering::Relaxed),
+            n as u64,
+            "every item finished once"
+        );
+        elapsed
+    })
+}
+
+// ----------------------------------------------------------------------------- raw
+
+fn raw_connect(path: &Path) -> Connection {
+    let conn = Connection::open(path).expect("open");
+    conn.busy_timeout(Duration::from_secs(30))
+        .expect("busy timeout");
+    conn.query_row("PRAGMA journal_mode = WAL", [], |_| Ok(()))
+        .expect("wal");
+    conn.execute_batch("PRAGMA synchronous = NORMAL")
+        .expect("sync");
+    conn
+}
+
+fn raw_seed(path: &Path, n: usize) {
+    let mut conn = raw_connect(path);
+    conn.execute_batch(
+        "CREATE TABLE jobs (id INTEGER PRIMARY KEY, queue TEXT NOT NULL, payload BLOB NOT NULL,
+             priority INTEGER NOT NULL, run_at INTEGER NOT NULL, state TEXT NOT NULL,
+             owner TEXT, lease_until INTEGER, attempt INTEGER NOT NULL);
+         CREATE INDEX jobs_ready ON jobs (queue, priority, run_at, id) WHERE state = 'ready';",
+    )
+    .expect("schema");
+    let now = SystemClock.now().as_micros();
+    let tx = conn.transaction().expect("tx");
+    {
+        let mut ins = tx
+            .prepare("INSERT INTO jobs (queue, payload, priority, run_at, state, attempt) VALUES ('bench', ?1, 0, ?2, 'ready', 0)")
+            .expect("insert");
+        for i in 0..n {
+            ins.execute(params![(i as u64).to_le_bytes().to_vec(), now])
+                .expect("seed");
+        }
+    }
+    tx.commit().expect("commit");
+}
+
+fn raw_worker(path: &Path, owner: &str, batch: usize, done: &AtomicU64) {
+    let mut conn = raw_connect(path);
+    loop {
+        let now = SystemClock.now().as_micros();
+        let claimed: Vec<(i64, i64)> = {
+            let tx = conn
+                .transaction_with_behavior(TransactionBehavior::Immediate)
+                .expect("begin");
+            let rows = {
+                let mut claim = tx
+                    .prepare_cached(
+                        "UPDATE jobs SET state = 'running', owner = ?1, lease_until = ?2,
+                             attempt = attempt + 1
+                         WHERE id IN (SELECT id FROM jobs
+                                      WHERE queue = 'bench' AND state = 'ready' AND run_at <= ?3
+                                      ORDER BY priority, run_at, id LIMIT ?4)
+                         RETURNING id, attempt",
+                    )
+                    .expect("claim");
+                let rows = claim
+                    .query_map(params![owner, now + 60_000_000, now, batch as i64], |r| {
+                        Ok((r.get(0)?, r.get(1)?))
+                    })
+                    .expect("claim")
+                    .collect::<rusqlite::Result<Vec<_>>>()
+                    .expect("rows");
+                rows
+            };
+            tx.commit().expect("commit");
+            rows
+        };
+        if claimed.is_empty() {
+            return;
+        }
+        let tx = conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)
+            .expect("begin");
+        {
+            let mut fin = tx
+                .prepare_cached(
+                    "DELETE FROM jobs WHERE id = ?1 AND state = 'running' AND attempt = ?2",
+                )
+                .expect("finalize");
+            for (id, attempt) in &claimed {
+                assert_eq!(fin.execute(params![id, attempt]).expect("finalize"), 1);
+            }
+        }
+        tx.commit().expect("commit");
+        done.fetch_add(claimed.len() as u64, Ordering::Relaxed);
+    }
+}
+
+fn raw_iteration(n: usize, batch: usize, workers: usize) -> Duration {
+    let dir = TempDir::new().expect("temp dir");
+    let path = dir.path().join("raw.db");
+    raw_seed(&path, n);
+    let done = Arc::new(AtomicU64::new(0));
+    let barrier = Arc::new(Barrier::new(workers + 1));
+    let handles: Vec<_> = (0..workers)
+        .map(|w| {
+            let path = path.clone();
+            let done = done.clone();
+            let barrier = barrier.clone();
+            std::thread::spawn(move || {
+                barrier.wait();
+                raw_worker(&path, &format!("w{w}"), batch, &done);
+            })
+        })
+        .collect();
+    barrier.wait();
+    let start = Instant::now();
+    for h in handles {
+        h.join().expect("worker");
+    }
+    let elapsed = start.elapsed();
+    assert_eq!(
+        done.load(Ordering::Relaxed),
+        n as u64,
+        "every item finished once"
+    );
+    elapsed
+}
+
+// ----------------------------------------------------------------------------- groups
+
+fn claim_complete(c: &mut Criterion) {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let mut group = c.benchmark_group("sqlite_claim_complete");
+    group
+        .sample_size(10)
+        .warm_up_time(Duration::from_millis(500))
+        .measurement_time(Duration::from_secs(4));
+    for batch in [1usize, 100] {
+        for workers in [1usize, 4] {
+            let n = items_for(batch);
+            group.throughput(Throughput::Elements(n as u64));
+            let cell = format!("b{batch}_w{workers}");
+            group.bench_function(BenchmarkId::new("tenure", &cell), |b| {
+                b.iter_custom(|iters| {
+                    (0..iters)
+                        .map(|_| tenure_iteration(&rt, n, batch, workers))
+                        .sum()
+                })
+            });
+            group.bench_function(BenchmarkId::new("raw", &cell), |b| {
+                b.iter_custom(|iters| (0..iters).map(|_| raw_iteration(n, batch, workers)).sum())
+            });
+        }
+    }
+    group.finish();
+}
+
+criterion_group!(benches, claim_complete);
+criterion_main!(benches);
