@@ -70,18 +70,17 @@ pub(crate) fn classify(e: &rusqlite::Error) -> Class {
 }
 
 /// Maps a driver error met at `phase` on the file at `path`.
-pub(crate) fn map(e: rusqlite::Error, path: &Path, phase: Phase) -> Error {
+pub(crate) fn map(e: &rusqlite::Error, path: &Path, phase: Phase) -> Error {
     let shown = path.display();
-    match (classify(&e), phase) {
+    match (classify(e), phase) {
         (Class::Busy, _) => Error::unavailable(
             STORE,
             format!("database {shown} stayed busy (locked by another connection): {e}"),
         ),
-        (Class::Path, Phase::Open) => Error::invalid("path", path_reason(&e, path)),
-        (Class::Path, Phase::Call) | (Class::Io, _) => Error::unavailable(
-            STORE,
-            format!("database {shown}: {}", path_reason(&e, path)),
-        ),
+        (Class::Path, Phase::Open) => Error::invalid("path", path_reason(e, path)),
+        (Class::Path, Phase::Call) | (Class::Io, _) => {
+            Error::unavailable(STORE, format!("database {shown}: {}", path_reason(e, path)))
+        }
         (Class::Constraint, _) => Error::internal(
             STORE,
             format!("unexpected constraint violation in {shown}: {e}"),
@@ -147,8 +146,8 @@ mod tests {
         ];
         for &(code, class, open, call) in table {
             assert_eq!(classify(&failure(code)), class, "code {code}");
-            let at_open = map(failure(code), path, Phase::Open);
-            let at_call = map(failure(code), path, Phase::Call);
+            let at_open = map(&failure(code), path, Phase::Open);
+            let at_call = map(&failure(code), path, Phase::Call);
             assert_eq!(at_open.kind(), open, "code {code} at open: {at_open}");
             assert_eq!(at_call.kind(), call, "code {code} during a call: {at_call}");
             assert!(at_open.to_string().contains("/data/work.db"), "{at_open}");
@@ -169,7 +168,7 @@ mod tests {
 
     #[test]
     fn path_problems_at_open_name_the_path_field() {
-        let e = map(failure(ffi::SQLITE_NOTADB), Path::new("x.db"), Phase::Open);
+        let e = map(&failure(ffi::SQLITE_NOTADB), Path::new("x.db"), Phase::Open);
         assert_eq!(e.invalid_field(), Some("path"));
         assert!(
             e.to_string().contains("x.db is not an SQLite database"),

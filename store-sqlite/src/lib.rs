@@ -232,7 +232,7 @@ impl SqliteStore {
         params.validate(&self.inner.config.limits)?;
         let config = &self.inner.config;
         let missing_schema = |e: &rusqlite::Error| e.to_string().contains("no such table: tenure_");
-        let run = || -> std::result::Result<Vec<Enqueued>, OpError> {
+        let run = move || -> std::result::Result<Vec<Enqueued>, OpError> {
             let version = schema::read_version(tx, &config.path, Phase::Call)?;
             if version != SCHEMA_VERSION {
                 return Err(OpError::Store(Error::conflict(
@@ -261,7 +261,7 @@ impl SqliteStore {
                     ),
                 )
             } else {
-                error::map(e, &config.path, Phase::Call)
+                error::map(&e, &config.path, Phase::Call)
             }
         };
         tx.execute_batch("SAVEPOINT tenure_enqueue").map_err(sql)?;

@@ -100,11 +100,11 @@ pub(crate) fn connect(config: &SqliteConfig, create: bool) -> Result<Connection>
         flags |= OpenFlags::SQLITE_OPEN_CREATE;
     }
     let phase = if create { Phase::Open } else { Phase::Call };
-    let conn = Connection::open_with_flags(path, flags).map_err(|e| error::map(e, path, phase))?;
+    let conn = Connection::open_with_flags(path, flags).map_err(|e| error::map(&e, path, phase))?;
     // SQLite silently opens a file it may not write read-only.
     if conn
         .is_readonly(rusqlite::DatabaseName::Main)
-        .map_err(|e| error::map(e, path, phase))?
+        .map_err(|e| error::map(&e, path, phase))?
     {
         let reason = format!("{} cannot be written (opened read-only)", path.display());
         return Err(match phase {
@@ -113,7 +113,7 @@ pub(crate) fn connect(config: &SqliteConfig, create: bool) -> Result<Connection>
         });
     }
     conn.busy_timeout(config.busy_timeout)
-        .map_err(|e| error::map(e, path, phase))?;
+        .map_err(|e| error::map(&e, path, phase))?;
     conn.set_prepared_statement_cache_capacity(64);
     Ok(conn)
 }
@@ -127,7 +127,7 @@ pub(crate) fn read_version(conn: &Connection, path: &Path, phase: Phase) -> Resu
             [],
             |r| r.get(0),
         )
-        .map_err(|e| error::map(e, path, phase))?;
+        .map_err(|e| error::map(&e, path, phase))?;
     if !has_meta {
         return Ok(0);
     }
@@ -138,7 +138,7 @@ pub(crate) fn read_version(conn: &Connection, path: &Path, phase: Phase) -> Resu
             |r| r.get(0),
         )
         .optional()
-        .map_err(|e| error::map(e, path, phase))?;
+        .map_err(|e| error::map(&e, path, phase))?;
     Ok(version.unwrap_or(0))
 }
 
@@ -158,7 +158,7 @@ pub(crate) fn tune(conn: &Connection, config: &SqliteConfig, phase: Phase) -> Re
     let path = &config.path;
     let mode: String = conn
         .query_row("PRAGMA journal_mode = WAL", [], |r| r.get(0))
-        .map_err(|e| error::map(e, path, phase))?;
+        .map_err(|e| error::map(&e, path, phase))?;
     if !mode.eq_ignore_ascii_case("wal") {
         return Err(Error::invalid(
             "path",
@@ -169,7 +169,7 @@ pub(crate) fn tune(conn: &Connection, config: &SqliteConfig, phase: Phase) -> Re
         "PRAGMA synchronous = {}; PRAGMA temp_store = MEMORY;",
         config.synchronous.pragma()
     ))
-    .map_err(|e| error::map(e, path, phase))
+    .map_err(|e| error::map(&e, path, phase))
 }
 
 /// Checks the version, then creates or migrates the schema. Nothing is written to a
@@ -192,7 +192,7 @@ pub(crate) fn open_and_migrate(config: &SqliteConfig, create: bool) -> Result<Co
         match migrate(&conn, path) {
             Ok(()) => return Ok(conn),
             Err(e) if error::is_busy(&e) && tries < config.busy_retries => continue,
-            Err(e) => return Err(error::map(e, path, phase)),
+            Err(e) => return Err(error::map(&e, path, phase)),
         }
     }
 }

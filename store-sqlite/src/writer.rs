@@ -74,7 +74,7 @@ where
             }
             Err(OpError::Sql(e)) if error::breaks_transaction(&e) => Step::Abort(e),
             Err(OpError::Sql(e)) => {
-                self.answer = Some(Err(error::map(e, &config.path, Phase::Call)));
+                self.answer = Some(Err(error::map(&e, &config.path, Phase::Call)));
                 Step::Failed
             }
         }
@@ -249,7 +249,7 @@ impl WriterThread {
                         // Reconnect before the next batch: the file may be gone.
                         self.conn = None;
                     }
-                    return Err(error::map(e, &self.config.path, Phase::Call));
+                    return Err(error::map(&e, &self.config.path, Phase::Call));
                 }
             }
         }
