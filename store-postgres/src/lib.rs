@@ -126,3 +126,6 @@ pub use store::PgStore;
 
 /// The store's name, as [`Store::name`](tenure_core::Store::name) reports it.
 pub(crate) const STORE: &str = "postgres";
+
+#[cfg(test)]
+mod tests;

@@ -3,7 +3,7 @@
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::fmt;
 use std::str::FromStr;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions, PgRow};
@@ -51,6 +51,9 @@ struct Inner {
     /// Set once a claim or complete through this handle met a stream item: completes
     /// then go straight to the transactional path. Only a performance hint.
     streams_seen: AtomicBool,
+    /// Claims refused by the scope index and picked again (G10), for tests and
+    /// diagnostics.
+    scope_races: AtomicU64,
     listener: Mutex<Option<JoinHandle<()>>>,
 }
 
@@ -75,7 +78,7 @@ impl fmt::Debug for PgStore {
 }
 
 /// The decoded answer of one run of the claim statement.
-enum ClaimRun {
+pub(crate) enum ClaimRun {
     /// Expired leases of these queues exist: recover them, then pick.
     RecoverFirst,
     Claimed(Vec<Lease>),
@@ -120,6 +123,7 @@ impl PgStore {
                 listening: config.listen,
                 channel: channel.clone(),
                 streams_seen: AtomicBool::new(false),
+                scope_races: AtomicU64::new(0),
                 listener: Mutex::new(None),
             }),
         };
@@ -140,6 +144,18 @@ impl PgStore {
     /// answers [`Error::Conflict`].
     pub async fn migrate(&self) -> Result<()> {
         migrate::run(&self.inner.pool, &self.inner.schema).await
+    }
+
+    /// The statements of this store (for tests that read their plans).
+    #[cfg(test)]
+    pub(crate) fn sql(&self) -> &Sql {
+        &self.inner.sql
+    }
+
+    /// How many claims the scope index refused and this handle picked again.
+    #[cfg(test)]
+    pub(crate) fn scope_races(&self) -> u64 {
+        self.inner.scope_races.load(Ordering::Relaxed)
     }
 
     /// The schema this store uses.
@@ -386,9 +402,10 @@ impl PgStore {
         Ok(())
     }
 
-    /// One run of the claim statement.
-    async fn claim_run(
+    /// One run of the claim statement on `exec` (the pool, or a test's transaction).
+    pub(crate) async fn claim_run<'e>(
         &self,
+        exec: impl sqlx::PgExecutor<'e>,
         queues: &[String],
         now: Timestamp,
         params: &ClaimParams,
@@ -402,7 +419,7 @@ impl PgStore {
             .bind(params.owner.as_str())
             .bind(expires.as_micros())
             .bind(check_expired)
-            .fetch_all(&self.inner.pool)
+            .fetch_all(exec)
             .await?;
         let mut items = Vec::with_capacity(rows.len());
         for row in &rows {
@@ -569,7 +586,10 @@ impl Store for PgStore {
         let mut check_expired = true;
         let mut races = 0;
         loop {
-            match self.claim_run(&queues, now, &params, check_expired).await {
+            match self
+                .claim_run(&self.inner.pool, &queues, now, &params, check_expired)
+                .await
+            {
                 Ok(ClaimRun::RecoverFirst) => {
                     // Contract: recover the queues' expired leases first, then pick.
                     self.recover(now, CLAIM_RECOVER_LIMIT, Some(&queues))
@@ -586,6 +606,7 @@ impl Store for PgStore {
                 // the partial unique index refused ours and the statement changed
                 // nothing. Pick again: the busy scope is now passed over.
                 Err(e) if is_scope_race(&e) => {
+                    self.inner.scope_races.fetch_add(1, Ordering::Relaxed);
                     races += 1;
                     if races > SCOPE_RACE_RETRIES {
                         return Ok(Vec::new());

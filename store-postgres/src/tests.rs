@@ -1,0 +1,359 @@
+//! Tests that need the store's private statements: the claim plan and the claim held
+//! open in a transaction. They run against `TENURE_POSTGRES_URL` like the integration
+//! tests (skipped with a message when the server is missing, unless
+//! `TENURE_REQUIRE_STORES=1`).
+
+use std::time::Duration;
+
+use sqlx::{Connection, PgConnection};
+use tenure_core::{
+    machine, ClaimParams, Clock, CompleteParams, ManualClock, NewItem, OwnerId, QueueName,
+    ScopeKey, Store, StoreExt,
+};
+
+use crate::store::ClaimRun;
+use crate::{PgConfig, PgStore};
+
+const LEASE: Duration = Duration::from_secs(30);
+
+fn url() -> String {
+    std::env::var("TENURE_POSTGRES_URL")
+        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".to_owned())
+}
+
+async fn admin() -> Option<PgConnection> {
+    match PgConnection::connect(&url()).await {
+        Ok(c) => Some(c),
+        Err(e) if std::env::var("TENURE_REQUIRE_STORES").is_ok_and(|v| v == "1") => {
+            panic!("PostgreSQL at {} is required: {e}", url())
+        }
+        Err(e) => {
+            eprintln!("skipped: PostgreSQL at {} is unreachable ({e})", url());
+            None
+        }
+    }
+}
+
+async fn open(keep_done: bool) -> Option<(PgStore, PgConnection, String, ManualClock)> {
+    let admin = admin().await?;
+    let schema = format!("t_{}", uuid::Uuid::now_v7().simple());
+    let clock = ManualClock::starting_now();
+    let store = PgStore::connect(
+        PgConfig::new(url())
+            .schema(&schema)
+            .clock(clock.clone())
+            .max_connections(4)
+            .keep_done(keep_done)
+            .application_name(&schema),
+    )
+    .await
+    .expect("connect");
+    Some((store, admin, schema, clock))
+}
+
+async fn drop_schema(admin: &mut PgConnection, schema: &str) {
+    sqlx::raw_sql(&format!("DROP SCHEMA {schema} CASCADE"))
+        .execute(admin)
+        .await
+        .expect("drop schema");
+}
+
+fn q(name: &str) -> QueueName {
+    QueueName::new(name).unwrap()
+}
+
+fn owner(name: &str) -> OwnerId {
+    OwnerId::new(name).unwrap()
+}
+
+/// The claim statement as a prepared statement with literal arguments, explained
+/// under `plan_cache_mode` (`force_custom_plan` or `force_generic_plan`).
+async fn explain_claim(
+    store: &PgStore,
+    conn: &mut PgConnection,
+    mode: &str,
+    now: i64,
+    analyze: bool,
+) -> String {
+    let name = format!("claim_{}", mode.replace('_', ""));
+    let prepare = format!(
+        "PREPARE {name}(text[], int8, int8, text, int8, bool) AS {}",
+        store.sql().claim
+    );
+    let opts = if analyze {
+        "(ANALYZE, BUFFERS, COSTS OFF)"
+    } else {
+        "(COSTS OFF)"
+    };
+    let mut tx = conn.begin().await.unwrap();
+    sqlx::raw_sql(&format!("SET LOCAL plan_cache_mode = {mode}; {prepare}"))
+        .execute(&mut *tx)
+        .await
+        .unwrap();
+    let lines: Vec<String> = sqlx::query_scalar(&format!(
+        "EXPLAIN {opts} EXECUTE {name}('{{q}}', {now}, 100, 'explainer', {}, true)",
+        now + 30_000_000
+    ))
+    .fetch_all(&mut *tx)
+    .await
+    .unwrap();
+    // Rolled back: an analyzed claim changes nothing, and the prepared statement goes
+    // with the transaction's session state only for this connection.
+    tx.rollback().await.unwrap();
+    sqlx::raw_sql(&format!("DEALLOCATE {name}"))
+        .execute(&mut *conn)
+        .await
+        .unwrap();
+    lines.join("\n")
+}
+
+/// The lines of a plan that scan the pick's alias `p`.
+fn pick_scans(plan: &str) -> Vec<&str> {
+    plan.lines()
+        .filter(|l| l.contains(" on items p") && l.contains("Scan"))
+        .collect()
+}
+
+mod claim_plan {
+    use super::*;
+
+    async fn claim_stays_on_the_partial_index(keep_done: bool) {
+        let Some((store, mut admin, schema, clock)) = open(keep_done).await else {
+            return;
+        };
+        let queue = q("q");
+        for _ in 0..4 {
+            let items = (0..5_000)
+                .map(|_| NewItem::new(queue.clone(), b"x".to_vec()))
+                .collect();
+            store
+                .enqueue(tenure_core::EnqueueParams::new(items))
+                .await
+                .unwrap();
+        }
+        // The trap of limits.md note 3: statistics taken while every row is ready.
+        sqlx::raw_sql(&format!("ANALYZE {schema}.items"))
+            .execute(&mut admin)
+            .await
+            .unwrap();
+        let me = owner("w");
+        for _ in 0..18 {
+            let leases = store
+                .claim(ClaimParams::new(queue.clone(), me.clone(), 1_000, LEASE))
+                .await
+                .unwrap();
+            assert_eq!(leases.len(), 1_000);
+            let out = store
+                .complete(CompleteParams::new(
+                    leases.iter().map(|l| l.token).collect(),
+                ))
+                .await
+                .unwrap();
+            assert!(out
+                .iter()
+                .all(|o| *o == tenure_core::TokenOutcome::Accepted));
+        }
+        let now = clock.now().as_micros();
+        for mode in ["force_custom_plan", "force_generic_plan"] {
+            let plan = explain_claim(&store, &mut admin, mode, now, false).await;
+            let scans = pick_scans(&plan);
+            assert!(
+                !scans.is_empty()
+                    && scans
+                        .iter()
+                        .all(|l| l.contains("using items_claim on items p")),
+                "keep_done={keep_done}, {mode}: the pick must scan items_claim only:\n{plan}"
+            );
+        }
+        // And with statistics taken now, when most rows are finished.
+        sqlx::raw_sql(&format!("ANALYZE {schema}.items"))
+            .execute(&mut admin)
+            .await
+            .unwrap();
+        let plan = explain_claim(&store, &mut admin, "force_generic_plan", now, true).await;
+        println!("claim plan, keep_done={keep_done}, 18,000 of 20,000 finished:\n{plan}");
+        let scans = pick_scans(&plan);
+        assert!(
+            !scans.is_empty()
+                && scans
+                    .iter()
+                    .all(|l| l.contains("using items_claim on items p")),
+            "keep_done={keep_done}, fresh statistics:\n{plan}"
+        );
+        store.close().await;
+        drop_schema(&mut admin, &schema).await;
+    }
+
+    #[tokio::test]
+    async fn the_pick_scans_the_ready_index_after_most_rows_finished_and_were_kept() {
+        claim_stays_on_the_partial_index(true).await;
+    }
+
+    #[tokio::test]
+    async fn the_pick_scans_the_ready_index_after_most_rows_finished_and_were_deleted() {
+        claim_stays_on_the_partial_index(false).await;
+    }
+}
+
+mod g10_scope {
+    use super::*;
+
+    /// The overlap is forced: claimer A's claim is held open in a transaction while
+    /// claimer B's claim picks another item of the same scope (its NOT EXISTS cannot
+    /// see A's uncommitted running row) and blocks on the partial unique index. When
+    /// A commits, the index refuses B's row; B's call picks again, passes over the
+    /// busy scope and takes the other item instead, without failing.
+    #[tokio::test]
+    async fn a_claim_that_loses_the_race_to_the_scope_index_takes_other_items() {
+        let Some((store, mut admin, schema, clock)) = open(false).await else {
+            return;
+        };
+        let scope = ScopeKey::new("config-7").unwrap();
+        // Different queues, so each claimer's pick sees its own item as the scope's
+        // first eligible one.
+        let a = store
+            .enqueue_one(NewItem::new(q("qa"), b"a".to_vec()).scope(scope.clone()))
+            .await
+            .unwrap();
+        let b = store
+            .enqueue_one(NewItem::new(q("qb"), b"b".to_vec()).scope(scope.clone()))
+            .await
+            .unwrap();
+        let c = store
+            .enqueue_one(
+                NewItem::new(q("qb"), b"c".to_vec()).scope(ScopeKey::new("other").unwrap()),
+            )
+            .await
+            .unwrap();
+        let now = clock.now();
+
+        // Claimer A: the store's own claim statement, held open in a transaction.
+        let mut held = PgConnection::connect(&url()).await.unwrap();
+        let mut tx = held.begin().await.unwrap();
+        let params_a = ClaimParams::new(q("qa"), owner("a"), 10, LEASE);
+        let run = store
+            .claim_run(&mut *tx, &["qa".to_owned()], now, &params_a, true)
+            .await
+            .unwrap();
+        let ClaimRun::Claimed(got_a) = run else {
+            panic!("nothing expired here")
+        };
+        assert_eq!(got_a.len(), 1);
+        assert_eq!(got_a[0].item.id, a.id);
+
+        // Claimer B, through the store, in another task.
+        let peer = store.clone();
+        let claim_b = tokio::spawn(async move {
+            peer.claim(ClaimParams::new(q("qb"), owner("b"), 10, LEASE))
+                .await
+        });
+        // Wait until B is blocked on A's uncommitted index entry.
+        let deadline = std::time::Instant::now() + Duration::from_secs(20);
+        loop {
+            let waiting: i64 = sqlx::query_scalar(
+                "SELECT count(*) FROM pg_stat_activity \
+                 WHERE application_name = $1 AND wait_event_type = 'Lock'",
+            )
+            .bind(&schema)
+            .fetch_one(&mut admin)
+            .await
+            .unwrap();
+            if waiting > 0 {
+                break;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "B never blocked on the index"
+            );
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        tx.commit().await.unwrap();
+
+        let got_b = claim_b.await.unwrap().expect("B's call does not fail");
+        assert_eq!(
+            store.scope_races(),
+            1,
+            "B's first pick was refused by the index"
+        );
+        let ids: Vec<_> = got_b.iter().map(|l| l.item.id).collect();
+        assert_eq!(
+            ids,
+            vec![c.id],
+            "B passes over the busy scope and takes the other item"
+        );
+        let b_item = store.item_get(b.id).await.unwrap().unwrap();
+        assert_eq!(b_item.state, tenure_core::ItemState::Ready);
+        let a_item = store.item_get(a.id).await.unwrap().unwrap();
+        assert_eq!(a_item.state, tenure_core::ItemState::Running);
+        let max_running: i64 = sqlx::query_scalar(&format!(
+            "SELECT coalesce(max(n), 0) FROM (SELECT count(*) AS n FROM {schema}.items \
+             WHERE state = 'running' AND scope IS NOT NULL GROUP BY scope) s"
+        ))
+        .fetch_one(&mut admin)
+        .await
+        .unwrap();
+        assert_eq!(max_running, 1, "no scope ever has two running items");
+        store.close().await;
+        drop_schema(&mut admin, &schema).await;
+    }
+
+    #[tokio::test]
+    async fn the_index_refuses_a_second_running_item_of_a_scope_whatever_writes_it() {
+        let Some((store, mut admin, schema, _clock)) = open(false).await else {
+            return;
+        };
+        let scope = ScopeKey::new("s").unwrap();
+        let a = store
+            .enqueue_one(NewItem::new(q("q"), b"a".to_vec()).scope(scope.clone()))
+            .await
+            .unwrap();
+        let b = store
+            .enqueue_one(NewItem::new(q("q"), b"b".to_vec()).scope(scope))
+            .await
+            .unwrap();
+        let set_running = format!("UPDATE {schema}.items SET state = 'running' WHERE id = $1");
+        sqlx::query(&set_running)
+            .bind(a.id.as_uuid())
+            .execute(&mut admin)
+            .await
+            .unwrap();
+        let err = sqlx::query(&set_running)
+            .bind(b.id.as_uuid())
+            .execute(&mut admin)
+            .await
+            .unwrap_err();
+        let (code, constraint) = crate::error::db_code(&err).unwrap();
+        assert_eq!(code, "23505");
+        assert_eq!(constraint.as_deref(), Some(crate::sql::SCOPE_INDEX));
+        store.close().await;
+        drop_schema(&mut admin, &schema).await;
+    }
+}
+
+mod g06_stalls {
+    use super::*;
+
+    #[tokio::test]
+    async fn the_stalled_error_written_by_sql_matches_the_state_machine() {
+        let Some((store, mut admin, schema, clock)) = open(false).await else {
+            return;
+        };
+        let it = store
+            .enqueue_one(NewItem::new(q("q"), b"x".to_vec()).max_stalls(2))
+            .await
+            .unwrap();
+        for _ in 0..2 {
+            store.claim_one(q("q"), owner("w"), LEASE).await.unwrap();
+            clock.advance(LEASE);
+            store
+                .recover_expired(tenure_core::RecoverParams::default())
+                .await
+                .unwrap();
+        }
+        let item = store.item_get(it.id).await.unwrap().unwrap();
+        assert_eq!(item.state, tenure_core::ItemState::Dead);
+        assert_eq!(item.last_error, Some(machine::stalled_error(2)));
+        store.close().await;
+        drop_schema(&mut admin, &schema).await;
+    }
+}
