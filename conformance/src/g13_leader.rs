@@ -1,6 +1,333 @@
-//! stub
-use crate::case::Case;
+//! G13 Leader lease: per name at most one holder; each new holder gets a strictly
+//! greater term; the lease expires without renewal; acquisition answers Leader or
+//! Follower, and an unreachable store is an error (Faulted), never Follower.
+
+use std::time::Duration;
+
+use tenure_core::{LeaderName, LeaderParams, LeaderStatus, OwnerId, Store};
+
+use crate::case::{Case, CaseResult, Env, Failure, Verdict};
+use crate::check::{ensure, ensure_eq, expect_unavailable, pass, OrFail};
+use crate::fixtures::{leader, owner, race, retrying, HANDLES, RACERS, TICK};
 use crate::harness::Harness;
+
+pub(crate) const GROUP: &str = "g13_leader";
+
 pub(crate) fn cases<H: Harness>() -> Vec<Case<H>> {
-    Vec::new()
+    crate::register![GROUP;
+        a_free_lease_makes_the_caller_leader,
+        a_held_lease_makes_others_followers_naming_the_holder,
+        the_holder_extends_its_lease_keeping_its_term,
+        after_expiry_another_takes_over_with_a_greater_term,
+        a_holder_returning_after_expiry_gets_a_greater_term,
+        a_resigned_lease_is_free_and_the_next_term_is_greater,
+        terms_strictly_increase_over_many_handovers,
+        leader_names_are_independent,
+        sixteen_candidates_racing_elect_exactly_one_leader,
+        an_unreachable_store_is_an_error_never_a_follower,
+    ]
+}
+
+const TERM: Duration = Duration::from_secs(15);
+
+async fn acquire<S: Store + ?Sized>(
+    store: &S,
+    name: &LeaderName,
+    who: &OwnerId,
+) -> Result<LeaderStatus, Failure> {
+    store
+        .leader_acquire(LeaderParams::new(name.clone(), who.clone(), TERM))
+        .await
+        .or_fail("leader_acquire")
+}
+
+async fn resign<S: Store + ?Sized>(
+    store: &S,
+    name: &LeaderName,
+    who: &OwnerId,
+) -> Result<bool, Failure> {
+    store
+        .leader_resign(LeaderParams::new(name.clone(), who.clone(), TERM))
+        .await
+        .or_fail("leader_resign")
+}
+
+/// The term of a `Leader` answer; anything else fails with `what`.
+fn led(status: &LeaderStatus, what: &str) -> Result<u64, Failure> {
+    match status {
+        LeaderStatus::Leader { term, .. } => Ok(*term),
+        other => Err(Failure::new(
+            format!("{what} to be Leader"),
+            format!("{other:?}"),
+        )),
+    }
+}
+
+/// A `Follower` answer must name `holder` and `term`.
+fn follows(status: &LeaderStatus, holder: &OwnerId, term: u64, what: &str) -> Result<(), Failure> {
+    match status {
+        LeaderStatus::Follower {
+            holder: h, term: t, ..
+        } if h == holder && *t == term => Ok(()),
+        other => Err(Failure::new(
+            format!("{what} to be Follower of {holder} (term {term})"),
+            format!("{other:?}"),
+        )),
+    }
+}
+
+async fn a_free_lease_makes_the_caller_leader<H: Harness>(env: Env<'_, H>) -> CaseResult {
+    let name = leader("maintenance")?;
+    let told = acquire(env.store(), &name, &owner("a")?).await?;
+    let term = led(&told, "the first acquisition")?;
+    ensure(term >= 1, "the first term to be at least 1", term)?;
+    ensure_eq(
+        told,
+        LeaderStatus::Leader {
+            term,
+            expires_at: env.now() + TERM,
+        },
+        "the first acquisition",
+    )?;
+    pass()
+}
+
+async fn a_held_lease_makes_others_followers_naming_the_holder<H: Harness>(
+    env: Env<'_, H>,
+) -> CaseResult {
+    let name = leader("maintenance")?;
+    let (a, b) = (owner("a")?, owner("b")?);
+    let term = led(&acquire(env.store(), &name, &a).await?, "a's acquisition")?;
+    let expires_at = env.now() + TERM;
+    env.advance(TERM - TICK);
+    let peer = env.peer().await?;
+    let told = acquire(&*peer, &name, &b).await?;
+    ensure_eq(
+        told,
+        LeaderStatus::Follower {
+            holder: a,
+            term,
+            expires_at,
+        },
+        "b's acquisition one tick before a's lease ends",
+    )?;
+    pass()
+}
+
+async fn the_holder_extends_its_lease_keeping_its_term<H: Harness>(env: Env<'_, H>) -> CaseResult {
+    let name = leader("maintenance")?;
+    let (a, b) = (owner("a")?, owner("b")?);
+    let term = led(&acquire(env.store(), &name, &a).await?, "a's acquisition")?;
+    env.advance(Duration::from_secs(10));
+    let told = acquire(env.store(), &name, &a).await?;
+    ensure_eq(
+        told,
+        LeaderStatus::Leader {
+            term,
+            expires_at: env.now() + TERM,
+        },
+        "a's acquisition while it holds the lease",
+    )?;
+    env.advance(Duration::from_secs(10));
+    follows(
+        &acquire(env.store(), &name, &b).await?,
+        &a,
+        term,
+        "b's acquisition inside the extension",
+    )?;
+    pass()
+}
+
+async fn after_expiry_another_takes_over_with_a_greater_term<H: Harness>(
+    env: Env<'_, H>,
+) -> CaseResult {
+    let name = leader("maintenance")?;
+    let (a, b) = (owner("a")?, owner("b")?);
+    let first = led(&acquire(env.store(), &name, &a).await?, "a's acquisition")?;
+    env.advance(TERM);
+    let peer = env.peer().await?;
+    let second = led(
+        &acquire(&*peer, &name, &b).await?,
+        "b's acquisition at a's expiry",
+    )?;
+    ensure(
+        second > first,
+        format!("b's term to be greater than a's {first}"),
+        second,
+    )?;
+    follows(
+        &acquire(env.store(), &name, &a).await?,
+        &b,
+        second,
+        "a's acquisition after b took over",
+    )?;
+    ensure_eq(
+        resign(env.store(), &name, &a).await?,
+        false,
+        "a's resign of a lease it lost",
+    )?;
+    follows(
+        &acquire(env.store(), &name, &owner("c")?).await?,
+        &b,
+        second,
+        "c's acquisition",
+    )?;
+    pass()
+}
+
+async fn a_holder_returning_after_expiry_gets_a_greater_term<H: Harness>(
+    env: Env<'_, H>,
+) -> CaseResult {
+    let name = leader("maintenance")?;
+    let a = owner("a")?;
+    let first = led(&acquire(env.store(), &name, &a).await?, "a's acquisition")?;
+    env.advance(TERM);
+    let second = led(
+        &acquire(env.store(), &name, &a).await?,
+        "a's acquisition after expiry",
+    )?;
+    ensure(
+        second > first,
+        format!("the new term to be greater than {first}"),
+        second,
+    )?;
+    pass()
+}
+
+async fn a_resigned_lease_is_free_and_the_next_term_is_greater<H: Harness>(
+    env: Env<'_, H>,
+) -> CaseResult {
+    let name = leader("maintenance")?;
+    let (a, b) = (owner("a")?, owner("b")?);
+    let first = led(&acquire(env.store(), &name, &a).await?, "a's acquisition")?;
+    ensure_eq(
+        resign(env.store(), &name, &b).await?,
+        false,
+        "b's resign of a's lease",
+    )?;
+    follows(
+        &acquire(env.store(), &name, &b).await?,
+        &a,
+        first,
+        "b's acquisition after its refused resign",
+    )?;
+    ensure_eq(resign(env.store(), &name, &a).await?, true, "a's resign")?;
+    let second = led(
+        &acquire(env.store(), &name, &b).await?,
+        "b's acquisition after a resigned",
+    )?;
+    ensure(
+        second > first,
+        format!("b's term to be greater than a's {first}"),
+        second,
+    )?;
+    ensure_eq(
+        resign(env.store(), &name, &a).await?,
+        false,
+        "a's second resign",
+    )?;
+    pass()
+}
+
+async fn terms_strictly_increase_over_many_handovers<H: Harness>(env: Env<'_, H>) -> CaseResult {
+    let name = leader("maintenance")?;
+    let candidates = [owner("a")?, owner("b")?, owner("c")?];
+    let handles = env.handles(2).await?;
+    let mut last = 0;
+    for round in 0..9usize {
+        let who = &candidates[round % 3];
+        let store = &handles[round % 2];
+        let term = led(
+            &acquire(&**store, &name, who).await?,
+            "a candidate's acquisition of a free lease",
+        )?;
+        ensure(
+            term > last,
+            format!("term of handover {round} to be greater than {last}"),
+            term,
+        )?;
+        last = term;
+        if round % 2 == 0 {
+            ensure_eq(
+                resign(&**store, &name, who).await?,
+                true,
+                "the holder's resign",
+            )?;
+        } else {
+            env.advance(TERM);
+        }
+    }
+    pass()
+}
+
+async fn leader_names_are_independent<H: Harness>(env: Env<'_, H>) -> CaseResult {
+    let (x, y) = (leader("maintenance")?, leader("reports")?);
+    let (a, b) = (owner("a")?, owner("b")?);
+    led(
+        &acquire(env.store(), &x, &a).await?,
+        "a's acquisition of maintenance",
+    )?;
+    led(
+        &acquire(env.store(), &y, &b).await?,
+        "b's acquisition of reports while a holds maintenance",
+    )?;
+    pass()
+}
+
+async fn sixteen_candidates_racing_elect_exactly_one_leader<H: Harness>(
+    env: Env<'_, H>,
+) -> CaseResult {
+    let handles = env.handles(HANDLES).await?;
+    for round in 0..4 {
+        let name = leader(&format!("race-{round}"))?;
+        let told = race(&handles, RACERS, |i, store| {
+            let name = name.clone();
+            async move {
+                let me = owner(&format!("candidate-{i}"))?;
+                let status = retrying("leader_acquire", || {
+                    store.leader_acquire(LeaderParams::new(name.clone(), me.clone(), TERM))
+                })
+                .await?;
+                Ok((me, status))
+            }
+        })
+        .await?;
+        let leaders: Vec<(&OwnerId, u64)> = told
+            .iter()
+            .filter_map(|(me, s)| match s {
+                LeaderStatus::Leader { term, .. } => Some((me, *term)),
+                LeaderStatus::Follower { .. } => None,
+            })
+            .collect();
+        ensure(
+            leaders.len() == 1,
+            format!("exactly one of {RACERS} candidates to be told Leader (round {round})"),
+            &leaders,
+        )?;
+        let (winner, term) = leaders[0];
+        for (me, status) in &told {
+            if me != winner {
+                follows(status, winner, term, &format!("{me}'s answer"))?;
+            }
+        }
+    }
+    pass()
+}
+
+async fn an_unreachable_store_is_an_error_never_a_follower<H: Harness>(
+    env: Env<'_, H>,
+) -> CaseResult {
+    let Some(down) = env.unreachable().await? else {
+        return Ok(Verdict::DidNotApply {
+            reason: "the harness has no store that can be made unreachable \
+                     (open_unreachable answered None)"
+                .into(),
+        });
+    };
+    let name = leader("maintenance")?;
+    let told = down
+        .leader_acquire(LeaderParams::new(name, owner("a")?, TERM))
+        .await;
+    expect_unavailable(told, "leader_acquire")?;
+    pass()
 }
