@@ -58,6 +58,41 @@ const ITEM_COLS_LEAN: &str = "seq, id, queue, x'' AS payload, stream, scope, ded
      priority, run_at, state, attempt, owner, lease_expires_at, renewals, stalls, \
      max_attempts, max_stalls, max_renewals, last_error, created_at, updated_at";
 
+// The statements on the claim path, each pinned to its partial index with INDEXED BY
+// (an `ANALYZE` taken at an unlucky moment cannot move them to a scan; the test at the
+// bottom checks every plan).
+
+/// The next priority level with a claimable head in a queue (G8).
+const SQL_NEXT_LEVEL: &str = "SELECT priority FROM tenure_items INDEXED BY tenure_items_ready
+     WHERE queue = ?1 AND state = 'ready' AND head = 1 AND priority > ?2
+     ORDER BY priority LIMIT 1";
+
+/// Due heads of one priority level after a key, in claim order (G7, G8, G9).
+const SQL_LEVEL_SCAN: &str = "SELECT seq, priority, run_at, scope
+     FROM tenure_items INDEXED BY tenure_items_ready
+     WHERE queue = ?1 AND state = 'ready' AND head = 1 AND priority = ?2
+       AND run_at <= ?3 AND (run_at, seq) > (?4, ?5)
+     ORDER BY run_at, seq LIMIT ?6";
+
+/// Is the scope busy (G10)?
+const SQL_SCOPE_RUNNING: &str = "SELECT 1 FROM tenure_items INDEXED BY tenure_items_running_scope
+     WHERE scope = ?1 AND state = 'running' LIMIT 1";
+
+/// Expired leases, earliest first, of one queue or all (G2).
+const SQL_EXPIRED: &str = "SELECT seq FROM tenure_items INDEXED BY tenure_items_expiry
+     WHERE state = 'running' AND lease_expires_at <= ?1 AND (?2 IS NULL OR queue = ?2)
+     ORDER BY lease_expires_at LIMIT ?3";
+
+/// Does the stream have an unfinished item (G9)?
+const SQL_STREAM_BUSY: &str = "SELECT 1 FROM tenure_items INDEXED BY tenure_items_stream
+     WHERE stream = ?1 AND state <> 'done' LIMIT 1";
+
+/// Marks the first unfinished item of a stream as its head (G9).
+const SQL_PROMOTE: &str = "UPDATE tenure_items SET head = 1
+     WHERE seq = (SELECT seq FROM tenure_items INDEXED BY tenure_items_stream
+                  WHERE stream = ?1 AND state <> 'done' ORDER BY seq LIMIT 1)
+       AND head = 0";
+
 fn corrupt(what: impl std::fmt::Display) -> OpError {
     OpError::Store(Error::internal(STORE, format!("corrupt row: {what}")))
 }
@@ -156,12 +191,7 @@ fn store_item(conn: &Connection, seq: i64, item: &Item) -> OpResult<()> {
 /// Makes the first unfinished item of `stream` its head (G9), after the old head
 /// completed or was discarded.
 fn promote(conn: &Connection, stream: &str) -> OpResult<()> {
-    let mut stmt = conn.prepare_cached(
-        "UPDATE tenure_items SET head = 1
-         WHERE seq = (SELECT seq FROM tenure_items
-                      WHERE stream = ?1 AND state <> 'done' ORDER BY seq LIMIT 1)
-           AND head = 0",
-    )?;
+    let mut stmt = conn.prepare_cached(SQL_PROMOTE)?;
     stmt.execute([stream])?;
     Ok(())
 }
@@ -177,9 +207,7 @@ pub(crate) fn enqueue(cx: &Cx<'_>, params: &EnqueueParams) -> OpResult<Vec<Enque
     let mut find_dup = conn.prepare_cached(
         "SELECT item_id FROM tenure_dedup WHERE queue = ?1 AND key = ?2 AND expires_at > ?3",
     )?;
-    let mut stream_busy = conn.prepare_cached(
-        "SELECT 1 FROM tenure_items WHERE stream = ?1 AND state <> 'done' LIMIT 1",
-    )?;
+    let mut stream_busy = conn.prepare_cached(SQL_STREAM_BUSY)?;
     let mut insert = conn.prepare_cached(
         "INSERT INTO tenure_items (id, queue, payload, stream, scope, dedup_key, priority,
              run_at, state, head, attempt, owner, lease_expires_at, renewals, stalls,
@@ -300,11 +328,7 @@ impl<'q> QueueCursor<'q> {
     fn refill(&mut self, conn: &Connection, now: Timestamp, want: usize) -> OpResult<()> {
         while self.buf.is_empty() && !self.done {
             if self.level_exhausted {
-                let mut next = conn.prepare_cached(
-                    "SELECT priority FROM tenure_items
-                     WHERE queue = ?1 AND state = 'ready' AND head = 1 AND priority > ?2
-                     ORDER BY priority LIMIT 1",
-                )?;
+                let mut next = conn.prepare_cached(SQL_NEXT_LEVEL)?;
                 let from = self.level.unwrap_or(i64::MIN);
                 match next
                     .query_row(params![self.queue, from], |r| r.get::<_, i64>(0))
@@ -322,12 +346,7 @@ impl<'q> QueueCursor<'q> {
                 }
             }
             let Some(level) = self.level else { break };
-            let mut stmt = conn.prepare_cached(
-                "SELECT seq, priority, run_at, scope FROM tenure_items
-                 WHERE queue = ?1 AND state = 'ready' AND head = 1 AND priority = ?2
-                   AND run_at <= ?3 AND (run_at, seq) > (?4, ?5)
-                 ORDER BY run_at, seq LIMIT ?6",
-            )?;
+            let mut stmt = conn.prepare_cached(SQL_LEVEL_SCAN)?;
             let limit = i64::try_from(want.max(1)).unwrap_or(i64::MAX);
             let rows = stmt.query_map(
                 params![
@@ -372,11 +391,7 @@ fn recover_where(
 ) -> OpResult<()> {
     let conn = cx.conn;
     let seqs: Vec<i64> = {
-        let mut stmt = conn.prepare_cached(
-            "SELECT seq FROM tenure_items
-             WHERE state = 'running' AND lease_expires_at <= ?1 AND (?2 IS NULL OR queue = ?2)
-             ORDER BY lease_expires_at LIMIT ?3",
-        )?;
+        let mut stmt = conn.prepare_cached(SQL_EXPIRED)?;
         let rows = stmt.query_map(params![cx.now.as_micros(), queue, limit], |r| r.get(0))?;
         rows.collect::<rusqlite::Result<_>>()?
     };
@@ -411,9 +426,7 @@ pub(crate) fn claim(cx: &Cx<'_>, params: &ClaimParams) -> OpResult<Vec<Lease>> {
 
     let limit = usize::try_from(params.limit).unwrap_or(usize::MAX);
     let mut cursors: Vec<QueueCursor<'_>> = queues.iter().map(|q| QueueCursor::new(q)).collect();
-    let mut scope_running = conn.prepare_cached(
-        "SELECT 1 FROM tenure_items WHERE scope = ?1 AND state = 'running' LIMIT 1",
-    )?;
+    let mut scope_running = conn.prepare_cached(SQL_SCOPE_RUNNING)?;
     // Scopes known busy: running before this claim, or taken earlier in this batch (G10).
     let mut busy: HashSet<String> = HashSet::new();
     let mut picked: Vec<i64> = Vec::with_capacity(limit.min(1024));
@@ -821,4 +834,53 @@ pub(crate) fn leader_resign(cx: &Cx<'_>, params: &LeaderParams) -> OpResult<bool
             cx.now.as_micros()
         ])?;
     Ok(n == 1)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn plan(conn: &Connection, sql: &str) -> String {
+        let mut stmt = conn.prepare(&format!("EXPLAIN QUERY PLAN {sql}")).unwrap();
+        let nulls = vec![rusqlite::types::Null; stmt.parameter_count()];
+        let rows = stmt
+            .query_map(rusqlite::params_from_iter(nulls), |r| r.get::<_, String>(3))
+            .unwrap();
+        rows.map(Result::unwrap).collect::<Vec<_>>().join(" | ")
+    }
+
+    #[test]
+    fn claim_path_statements_read_their_partial_indexes_without_sorting() {
+        let conn = Connection::open_in_memory().unwrap();
+        conn.execute_batch(crate::schema::V1).unwrap();
+        for (sql, index) in [
+            (SQL_NEXT_LEVEL, "tenure_items_ready"),
+            (SQL_LEVEL_SCAN, "tenure_items_ready"),
+            (SQL_SCOPE_RUNNING, "tenure_items_running_scope"),
+            (SQL_EXPIRED, "tenure_items_expiry"),
+            (SQL_STREAM_BUSY, "tenure_items_stream"),
+            (SQL_PROMOTE, "tenure_items_stream"),
+        ] {
+            let p = plan(&conn, sql);
+            assert!(p.contains(index), "{sql}: {p}");
+            assert!(!p.contains("TEMP B-TREE"), "{sql} sorts: {p}");
+        }
+        // The level scan seeks on (queue, priority) and ranges over run_at.
+        let p = plan(&conn, SQL_LEVEL_SCAN);
+        assert!(p.contains("queue=? AND priority=?"), "{p}");
+    }
+
+    #[test]
+    fn fenced_finalizes_find_the_row_by_its_id() {
+        let conn = Connection::open_in_memory().unwrap();
+        conn.execute_batch(crate::schema::V1).unwrap();
+        let p = plan(
+            &conn,
+            "DELETE FROM tenure_items WHERE id = ?1 AND state = 'running' AND attempt = ?2",
+        );
+        assert!(
+            p.contains("USING INDEX sqlite_autoindex_tenure_items_1 (id=?)"),
+            "{p}"
+        );
+    }
 }

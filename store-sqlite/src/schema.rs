@@ -30,7 +30,7 @@ const MIGRATIONS: &[&str] = &[V1];
 ///   costs the claim nothing.
 /// - `tenure_items_running_scope` is the G10 invariant: two running items with one scope
 ///   cannot both exist, whatever a claim does.
-const V1: &str = "
+pub(crate) const V1: &str = "
 CREATE TABLE tenure_items (
     seq              INTEGER PRIMARY KEY,
     id               BLOB    NOT NULL UNIQUE,

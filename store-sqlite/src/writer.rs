@@ -217,19 +217,23 @@ impl WriterThread {
     }
 
     /// The connection, reopened if the file was replaced or the last batch broke it.
-    fn connection(&mut self) -> Result<&Connection> {
-        let now = identity(&self.config.path);
-        if now.is_none() || now != self.identity {
-            self.conn = None;
+    fn connection<'a>(
+        conn: &'a mut Option<Connection>,
+        known: &mut Option<(u64, u64)>,
+        config: &SqliteConfig,
+    ) -> Result<&'a Connection> {
+        let now = identity(&config.path);
+        if now.is_none() || now != *known {
+            *conn = None;
         }
-        if self.conn.is_none() {
-            let conn = schema::open_and_migrate(&self.config, false)?;
-            self.identity = identity(&self.config.path);
-            self.conn = Some(conn);
+        match conn {
+            Some(c) => Ok(c),
+            None => {
+                let fresh = schema::open_and_migrate(config, false)?;
+                *known = identity(&config.path);
+                Ok(conn.insert(fresh))
+            }
         }
-        self.conn
-            .as_ref()
-            .ok_or_else(|| Error::internal(STORE, "no connection"))
     }
 
     /// Runs the batch in one transaction, retrying it whole while the database is busy.
@@ -239,9 +243,8 @@ impl WriterThread {
         loop {
             tries += 1;
             let retry_left = tries < self.config.busy_retries;
-            let config = self.config.clone();
-            let conn = self.connection()?;
-            match run_batch(conn, &config, batch) {
+            let conn = Self::connection(&mut self.conn, &mut self.identity, &self.config)?;
+            match run_batch(conn, &self.config, batch) {
                 Ok(()) => return Ok(()),
                 Err(e) if error::is_busy(&e) && retry_left => continue,
                 Err(e) => {
