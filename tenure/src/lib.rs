@@ -1,2 +1,179 @@
-//! Tenure: every unit of work has exactly one temporary owner at a time. Opens any store by URL.
+//! Tenure: every unit of work has exactly one temporary owner at a time.
+//!
+//! This crate is the front door. It re-exports [`tenure_core`] (the model, the
+//! [`Store`] contract, errors, the clock and the worker runtime) and the stores, and
+//! opens any store from a URL with [`open`], so an application moves from SQLite in
+//! development to PostgreSQL in production by configuration alone:
+//!
+//! | URL | store |
+//! |---|---|
+//! | `memory://` | [`MemoryStore`]: one process, nothing kept |
+//! | `sqlite://data/work.db`, `sqlite:///var/lib/work.db` | `SqliteStore` (feature `sqlite`) |
+//! | `postgres://user@host/db?tenure_schema=jobs` | `PgStore` (feature `postgres`) |
+//!
+//! ```no_run
+//! # async fn demo() -> tenure::Result<()> {
+//! let url = std::env::var("TENURE_URL").unwrap_or_else(|_| "sqlite://tenure.db".into());
+//! let store = tenure::open(&url).await?;
+//! println!("running on {}", store.name());
+//! # Ok(())
+//! # }
+//! ```
 #![deny(missing_docs)]
+
+use std::sync::Arc;
+
+pub use tenure_core::*;
+pub use tenure_memory::MemoryStore;
+#[cfg(feature = "postgres")]
+pub use tenure_postgres::{PgConfig, PgStore};
+#[cfg(feature = "sqlite")]
+pub use tenure_sqlite::{SqliteConfig, SqliteStore};
+
+/// A store chosen at run time.
+pub type DynStore = Arc<dyn Store>;
+
+/// Opens the store a URL names (see the crate docs for the schemes).
+///
+/// `sqlite://` creates and migrates the file; `postgres://` (or `postgresql://`)
+/// connects and migrates the schema given by the `tenure_schema` parameter (default
+/// `tenure`); every other parameter goes to the driver.
+///
+/// # Errors
+/// [`Error::InvalidInput`] naming `url` for an unknown scheme, a scheme whose store
+/// was compiled out, or a malformed URL; otherwise whatever opening the store answers
+/// (for example [`Error::Unavailable`] when the server does not answer).
+pub async fn open(url: &str) -> Result<DynStore> {
+    let scheme = url.split_once(':').map(|(s, _)| s).unwrap_or_default();
+    match scheme {
+        "memory" => {
+            if url != "memory://" && url != "memory:" {
+                return Err(Error::invalid(
+                    "url",
+                    format!("{url:?}: memory:// takes no path or options"),
+                ));
+            }
+            Ok(Arc::new(MemoryStore::default()))
+        }
+        "sqlite" => open_sqlite(url).await,
+        "postgres" | "postgresql" => open_postgres(url).await,
+        _ => Err(Error::invalid(
+            "url",
+            format!("{url:?}: expected memory://, sqlite://PATH or postgres://..."),
+        )),
+    }
+}
+
+#[cfg(feature = "sqlite")]
+async fn open_sqlite(url: &str) -> Result<DynStore> {
+    let config = SqliteConfig::from_url(url)?;
+    Ok(Arc::new(SqliteStore::open(config).await?))
+}
+
+#[cfg(not(feature = "sqlite"))]
+async fn open_sqlite(url: &str) -> Result<DynStore> {
+    Err(Error::invalid(
+        "url",
+        format!("{url:?}: this build has no SQLite store (feature `sqlite`)"),
+    ))
+}
+
+#[cfg(feature = "postgres")]
+async fn open_postgres(url: &str) -> Result<DynStore> {
+    let (driver_url, schema) = split_schema(url)?;
+    let mut config = PgConfig::new(driver_url);
+    if let Some(schema) = schema {
+        validate_identifier("tenure_schema", &schema)?;
+        config = config.schema(&schema);
+    }
+    Ok(Arc::new(PgStore::connect(config).await?))
+}
+
+#[cfg(not(feature = "postgres"))]
+async fn open_postgres(url: &str) -> Result<DynStore> {
+    Err(Error::invalid(
+        "url",
+        format!("{url:?}: this build has no PostgreSQL store (feature `postgres`)"),
+    ))
+}
+
+/// Takes our own `tenure_schema` parameter out of a Postgres URL, leaving the rest for
+/// the driver.
+#[cfg_attr(not(feature = "postgres"), allow(dead_code))]
+fn split_schema(url: &str) -> Result<(String, Option<String>)> {
+    let Some((base, query)) = url.split_once('?') else {
+        return Ok((url.to_owned(), None));
+    };
+    let mut schema = None;
+    let mut rest = Vec::new();
+    for pair in query.split('&').filter(|p| !p.is_empty()) {
+        match pair.split_once('=') {
+            Some(("tenure_schema", value)) => {
+                if schema.replace(value.to_owned()).is_some() {
+                    return Err(Error::invalid("url", "tenure_schema is given twice"));
+                }
+            }
+            _ => rest.push(pair),
+        }
+    }
+    let driver_url = if rest.is_empty() {
+        base.to_owned()
+    } else {
+        format!("{base}?{}", rest.join("&"))
+    };
+    Ok((driver_url, schema))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn memory_urls_open_a_memory_store() {
+        let store = open("memory://").await.unwrap();
+        assert_eq!(store.name(), "memory");
+    }
+
+    #[tokio::test]
+    async fn unknown_schemes_name_the_url_field() {
+        for bad in ["mysql://x", "", "memory://x", "redis://127.0.0.1"] {
+            let err = open(bad).await.err().unwrap();
+            assert_eq!(err.invalid_field(), Some("url"), "{bad:?}");
+        }
+    }
+
+    #[tokio::test]
+    async fn sqlite_urls_open_a_file_store() {
+        let dir = std::env::temp_dir().join(format!("tenure-open-{}", ItemId::new()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let url = format!("sqlite://{}/work.db", dir.display());
+        let store = open(&url).await.unwrap();
+        assert_eq!(store.name(), "sqlite");
+        let q = QueueName::new("q").unwrap();
+        store
+            .enqueue_one(NewItem::new(q.clone(), b"x".to_vec()))
+            .await
+            .unwrap();
+        assert_eq!(store.queue_counts(&q).await.unwrap().ready, 1);
+        drop(store);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn tenure_schema_is_taken_out_of_the_postgres_url() {
+        let (u, s) = split_schema("postgres://h/db?sslmode=disable&tenure_schema=jobs").unwrap();
+        assert_eq!(u, "postgres://h/db?sslmode=disable");
+        assert_eq!(s.as_deref(), Some("jobs"));
+        let (u, s) = split_schema("postgres://h/db").unwrap();
+        assert_eq!((u.as_str(), s), ("postgres://h/db", None));
+    }
+
+    #[tokio::test]
+    async fn unsafe_schema_names_are_refused_before_connecting() {
+        let err = open("postgres://127.0.0.1:1/db?tenure_schema=a;drop")
+            .await
+            .err()
+            .unwrap();
+        assert_eq!(err.invalid_field(), Some("tenure_schema"));
+    }
+}
