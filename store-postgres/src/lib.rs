@@ -129,3 +129,13 @@ pub(crate) const STORE: &str = "postgres";
 
 #[cfg(test)]
 mod tests;
+/// Compile-time check: the inherent async methods can be spawned on a multi-threaded
+/// runtime (their futures are `Send`).
+#[cfg(test)]
+#[allow(dead_code)]
+fn futures_are_send(store: PgStore, conn: &mut sqlx::PgConnection) {
+    fn is_send<T: Send>(_: &T) {}
+    is_send(&PgStore::connect(PgConfig::new("")));
+    is_send(&store.migrate());
+    is_send(&store.enqueue_with(conn, tenure_core::EnqueueParams::new(Vec::new())));
+}

@@ -35,24 +35,23 @@ pub(crate) fn latest() -> i32 {
 }
 
 /// Applies every missing migration to `schema`, creating the schema if needed.
-pub(crate) async fn run(pool: &PgPool, schema: &str) -> Result<()> {
+pub(crate) async fn run(pool: PgPool, schema: String) -> Result<()> {
+    let schema = schema.as_str();
     let mut tx = pool.begin().await.map_err(map)?;
     sqlx::query("SELECT pg_advisory_xact_lock(hashtext($1))")
         .bind(format!("tenure-migrate:{schema}"))
         .execute(&mut *tx)
         .await
         .map_err(map)?;
-    sqlx::raw_sql(&format!(
+    let bootstrap = format!(
         "CREATE SCHEMA IF NOT EXISTS {schema};
          CREATE TABLE IF NOT EXISTS {schema}.tenure_migrations (
              version integer PRIMARY KEY,
              name text NOT NULL,
              applied_at timestamptz NOT NULL DEFAULT now()
          );"
-    ))
-    .execute(&mut *tx)
-    .await
-    .map_err(map)?;
+    );
+    execute_script(&mut tx, &bootstrap).await?;
     let applied: Vec<i32> = sqlx::query_scalar(&format!(
         "SELECT version FROM {schema}.tenure_migrations ORDER BY version"
     ))
@@ -70,11 +69,12 @@ pub(crate) async fn run(pool: &PgPool, schema: &str) -> Result<()> {
             ));
         }
     }
-    for m in MIGRATIONS.iter().filter(|m| !applied.contains(&m.version)) {
-        sqlx::raw_sql(&m.sql.replace("__SCHEMA__", schema))
-            .execute(&mut *tx)
-            .await
-            .map_err(map)?;
+    let missing: Vec<&Migration> = MIGRATIONS
+        .iter()
+        .filter(|m| !applied.contains(&m.version))
+        .collect();
+    for m in missing {
+        execute_script(&mut tx, &m.sql.replace("__SCHEMA__", schema)).await?;
         sqlx::query(&format!(
             "INSERT INTO {schema}.tenure_migrations (version, name) VALUES ($1, $2)"
         ))
@@ -85,4 +85,11 @@ pub(crate) async fn run(pool: &PgPool, schema: &str) -> Result<()> {
         .map_err(map)?;
     }
     tx.commit().await.map_err(map)
+}
+
+/// Runs a multi-statement script inside `tx`: a query without arguments goes over the
+/// simple query protocol, which accepts several statements.
+async fn execute_script(tx: &mut sqlx::PgConnection, script: &str) -> Result<()> {
+    sqlx::Executor::execute(tx, script).await.map_err(map)?;
+    Ok(())
 }

@@ -143,7 +143,7 @@ impl PgStore {
     /// Safe to run from several processes at once; a schema newer than this code
     /// answers [`Error::Conflict`].
     pub async fn migrate(&self) -> Result<()> {
-        migrate::run(&self.inner.pool, &self.inner.schema).await
+        migrate::run(self.inner.pool.clone(), self.inner.schema.clone()).await
     }
 
     /// The statements of this store (for tests that read their plans).

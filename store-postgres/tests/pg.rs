@@ -1,0 +1,559 @@
+//! PostgreSQL-specific behaviour beyond the conformance suite: faults, transactional
+//! enqueue, migrations, wake-ups and the stream-head write path under concurrency.
+mod common;
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use common::Ctx;
+use tenure_core::*;
+use tenure_postgres::{PgConfig, PgStore};
+
+const LEASE: Duration = Duration::from_secs(30);
+
+fn q() -> QueueName {
+    QueueName::new("q").unwrap()
+}
+
+fn owner(n: usize) -> OwnerId {
+    OwnerId::new(format!("w{n}")).unwrap()
+}
+
+mod faults {
+    use super::*;
+
+    /// Every connection of the store is killed three times while four workers claim
+    /// and complete. Calls in the window answer Unavailable (nothing else), the same
+    /// store works again afterwards, and every item is finalized exactly once.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn killed_connections_answer_unavailable_and_no_item_is_lost_or_finalized_twice() {
+        let Some(mut ctx) = Ctx::new().await else {
+            return;
+        };
+        // Only this store's connections carry this name.
+        let store =
+            PgStore::connect(common::config(&ctx.schema, &ctx.clock).application_name(&ctx.schema))
+                .await
+                .unwrap();
+        let total = 2_000usize;
+        let mut ids = Vec::new();
+        for chunk in 0..4 {
+            let items: Vec<NewItem> = (0..total / 4)
+                .map(|i| NewItem::new(q(), format!("{chunk}-{i}").into_bytes()))
+                .collect();
+            ids.extend(items.iter().map(|it| it.id));
+            store.enqueue(EnqueueParams::new(items)).await.unwrap();
+        }
+        let accepted: Arc<Mutex<HashMap<ItemId, u32>>> = Arc::default();
+        let errors = Arc::new(Mutex::new(0u32));
+        let done_count = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let kills = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let mut workers = Vec::new();
+        for w in 0..4 {
+            let store = store.clone();
+            let accepted = accepted.clone();
+            let errors = errors.clone();
+            let done_count = done_count.clone();
+            workers.push(tokio::spawn(async move {
+                let mut empty_since: Option<Instant> = None;
+                loop {
+                    let leases = match store
+                        .claim(ClaimParams::new(q(), owner(w), 10, LEASE))
+                        .await
+                    {
+                        Ok(l) => l,
+                        Err(e) => {
+                            assert!(e.is_retryable(), "claim answered {e}");
+                            *errors.lock().unwrap() += 1;
+                            continue;
+                        }
+                    };
+                    if leases.is_empty() {
+                        // Claims whose answer was lost stay running until their lease
+                        // expires: the controller moves the clock on.
+                        let since = *empty_since.get_or_insert_with(Instant::now);
+                        if done_count.load(std::sync::atomic::Ordering::SeqCst) >= total
+                            || since.elapsed() > Duration::from_secs(30)
+                        {
+                            return;
+                        }
+                        tokio::time::sleep(Duration::from_millis(5)).await;
+                        continue;
+                    }
+                    empty_since = None;
+                    let tokens: Vec<LeaseToken> = leases.iter().map(|l| l.token).collect();
+                    match store.complete(CompleteParams::new(tokens.clone())).await {
+                        Ok(out) => {
+                            let mut acc = accepted.lock().unwrap();
+                            for (t, o) in tokens.iter().zip(out) {
+                                if o == TokenOutcome::Accepted {
+                                    *acc.entry(t.id).or_default() += 1;
+                                    done_count.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                                }
+                            }
+                        }
+                        Err(e) => {
+                            assert!(e.is_retryable(), "complete answered {e}");
+                            *errors.lock().unwrap() += 1;
+                        }
+                    }
+                }
+            }));
+        }
+        let kill_sql = "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity \
+                        WHERE application_name = $1 AND pid <> pg_backend_pid()";
+        for at in [300usize, 800, 1300] {
+            while done_count.load(std::sync::atomic::Ordering::SeqCst) < at {
+                tokio::time::sleep(Duration::from_millis(2)).await;
+            }
+            let n: i64 = sqlx::query_scalar(kill_sql)
+                .bind(&ctx.schema)
+                .fetch_one(&mut ctx.admin)
+                .await
+                .unwrap();
+            assert!(n > 0, "there were connections to kill");
+            kills.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        }
+        // Orphaned claims (committed, answer lost) come back once their lease expires.
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while done_count.load(std::sync::atomic::Ordering::SeqCst) < total {
+            assert!(Instant::now() < deadline, "items were lost");
+            let counts = store.queue_counts(&q()).await.unwrap();
+            if counts.ready == 0 && counts.running > 0 {
+                ctx.clock.advance(LEASE);
+            }
+            // A complete whose answer was lost removed its items: count them as done.
+            let mut gone = 0;
+            let acc = accepted.lock().unwrap().clone();
+            for id in &ids {
+                if !acc.contains_key(id) && store.item_get(*id).await.unwrap().is_none() {
+                    gone += 1;
+                }
+            }
+            if acc.len() + gone == total {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        for w in workers {
+            w.await.unwrap();
+        }
+        let acc = accepted.lock().unwrap().clone();
+        assert!(acc.values().all(|n| *n == 1), "an item was finalized twice");
+        for id in &ids {
+            assert!(
+                store.item_get(*id).await.unwrap().is_none(),
+                "{id} is not finished"
+            );
+        }
+        let counts = store.queue_counts(&q()).await.unwrap();
+        assert_eq!(counts.pending() + counts.dead, 0);
+        assert!(
+            *errors.lock().unwrap() > 0,
+            "the kills were seen as Unavailable"
+        );
+        // The same store still works.
+        store
+            .enqueue_one(NewItem::new(q(), b"after".to_vec()))
+            .await
+            .unwrap();
+        let l = store
+            .claim_one(q(), owner(9), LEASE)
+            .await
+            .unwrap()
+            .unwrap();
+        store.complete_one(l.token).await.unwrap();
+        store.close().await;
+        ctx.finish().await;
+    }
+
+    #[tokio::test]
+    async fn a_closed_port_answers_unavailable_quickly_and_never_follower() {
+        let store = PgStore::connect(
+            PgConfig::new("postgres://postgres@127.0.0.1:1/test")
+                .migrate_on_connect(false)
+                .listen(false)
+                .acquire_timeout(Duration::from_millis(500)),
+        )
+        .await
+        .expect("construction is lazy");
+        let started = Instant::now();
+        let e = store.claim_one(q(), owner(1), LEASE).await.unwrap_err();
+        assert!(e.is_retryable(), "{e}");
+        let e = store
+            .leader_acquire(LeaderParams::new(
+                LeaderName::new("m").unwrap(),
+                owner(1),
+                LEASE,
+            ))
+            .await
+            .unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::Unavailable);
+        assert!(
+            started.elapsed() < Duration::from_secs(5),
+            "{:?}",
+            started.elapsed()
+        );
+        let e = store.migrate().await.unwrap_err();
+        assert!(e.is_retryable());
+    }
+}
+
+mod transactional_enqueue {
+    use super::*;
+    use sqlx::Connection;
+
+    #[tokio::test]
+    async fn items_enqueued_in_a_committed_transaction_are_claimable() {
+        let Some(ctx) = Ctx::new().await else { return };
+        let mut conn = sqlx::PgConnection::connect(&common::url()).await.unwrap();
+        let mut tx = conn.begin().await.unwrap();
+        let out = ctx
+            .store
+            .enqueue_with(
+                &mut tx,
+                EnqueueParams::one(NewItem::new(q(), b"x".to_vec())),
+            )
+            .await
+            .unwrap();
+        assert!(
+            ctx.store
+                .claim_one(q(), owner(1), LEASE)
+                .await
+                .unwrap()
+                .is_none(),
+            "invisible before the commit"
+        );
+        tx.commit().await.unwrap();
+        let l = ctx
+            .store
+            .claim_one(q(), owner(1), LEASE)
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(l.item.id, out[0].id);
+        ctx.finish().await;
+    }
+
+    #[tokio::test]
+    async fn a_rolled_back_transaction_leaves_no_item_no_stream_count_and_no_dedup_key() {
+        let Some(ctx) = Ctx::new().await else { return };
+        let mut conn = sqlx::PgConnection::connect(&common::url()).await.unwrap();
+        let key = DedupKey::new("order-1").unwrap();
+        let stream = StreamKey::new("s").unwrap();
+        let mut tx = conn.begin().await.unwrap();
+        let out = ctx
+            .store
+            .enqueue_with(
+                &mut tx,
+                EnqueueParams::one(
+                    NewItem::new(q(), b"x".to_vec())
+                        .dedup_key(key.clone())
+                        .stream(stream.clone()),
+                ),
+            )
+            .await
+            .unwrap();
+        tx.rollback().await.unwrap();
+        assert!(ctx.store.item_get(out[0].id).await.unwrap().is_none());
+        let again = ctx
+            .store
+            .enqueue_one(
+                NewItem::new(q(), b"y".to_vec())
+                    .dedup_key(key)
+                    .stream(stream),
+            )
+            .await
+            .unwrap();
+        assert!(!again.duplicate, "the rolled-back key was never recorded");
+        let l = ctx
+            .store
+            .claim_one(q(), owner(1), LEASE)
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(l.item.id, again.id, "the stream has no phantom head");
+        ctx.finish().await;
+    }
+
+    #[tokio::test]
+    async fn a_failed_enqueue_leaves_the_callers_transaction_usable() {
+        let Some(ctx) = Ctx::new().await else { return };
+        let mut conn = sqlx::PgConnection::connect(&common::url()).await.unwrap();
+        let mut tx = conn.begin().await.unwrap();
+        let first = NewItem::new(q(), b"a".to_vec());
+        let id = first.id;
+        ctx.store
+            .enqueue_with(&mut tx, EnqueueParams::one(first))
+            .await
+            .unwrap();
+        // The same id again violates the primary key inside the savepoint.
+        let dup = NewItem::new(q(), b"b".to_vec()).with_id(id);
+        assert!(ctx
+            .store
+            .enqueue_with(&mut tx, EnqueueParams::one(dup))
+            .await
+            .is_err());
+        let n: i64 = sqlx::query_scalar("SELECT 1::int8")
+            .fetch_one(&mut *tx)
+            .await
+            .expect("the transaction is still usable");
+        assert_eq!(n, 1);
+        tx.commit().await.unwrap();
+        assert!(ctx.store.item_get(id).await.unwrap().is_some());
+        ctx.finish().await;
+    }
+}
+
+mod migrations {
+    use super::*;
+
+    #[tokio::test]
+    async fn an_unsafe_schema_name_is_refused_before_anything_runs() {
+        // The URL points nowhere: an attempt to run anything would answer Unavailable.
+        for bad in [
+            "Tenure",
+            "a;drop table x",
+            "a\"b",
+            "1abc",
+            "",
+            &"x".repeat(49),
+        ] {
+            let e =
+                PgStore::connect(PgConfig::new("postgres://postgres@127.0.0.1:1/test").schema(bad))
+                    .await
+                    .unwrap_err();
+            assert_eq!(e.invalid_field(), Some("schema"), "{bad:?}: {e}");
+        }
+    }
+
+    #[tokio::test]
+    async fn concurrent_connects_migrate_once_into_our_own_table() {
+        let Some(mut admin) = common::admin().await else {
+            return;
+        };
+        let schema = common::fresh_schema();
+        let clock = ManualClock::starting_now();
+        let mut joins = Vec::new();
+        for _ in 0..4 {
+            let cfg = common::config(&schema, &clock)
+                .max_connections(1)
+                .listen(false);
+            joins.push(tokio::spawn(PgStore::connect(cfg)));
+        }
+        for j in joins {
+            j.await.unwrap().expect("every connect succeeds");
+        }
+        let versions: Vec<i32> = sqlx::query_scalar(&format!(
+            "SELECT version FROM {schema}.tenure_migrations ORDER BY version"
+        ))
+        .fetch_all(&mut admin)
+        .await
+        .unwrap();
+        assert_eq!(versions, vec![1]);
+        let sqlx_table: Option<String> = sqlx::query_scalar(&format!(
+            "SELECT to_regclass('{schema}._sqlx_migrations')::text"
+        ))
+        .fetch_one(&mut admin)
+        .await
+        .unwrap();
+        assert_eq!(sqlx_table, None, "we never touch sqlx's bookkeeping");
+        common::drop_schema(&mut admin, &schema).await;
+    }
+
+    #[tokio::test]
+    async fn an_applications_own_sqlx_migrations_and_ours_share_a_schema_without_clashing() {
+        let Some(mut admin) = common::admin().await else {
+            return;
+        };
+        let schema = common::fresh_schema();
+        sqlx::raw_sql(&format!("CREATE SCHEMA {schema}"))
+            .execute(&mut admin)
+            .await
+            .unwrap();
+        let dir = std::env::temp_dir().join(format!("tenure-app-migrations-{schema}"));
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join("1_app.sql"), "CREATE TABLE app_things (id int);").unwrap();
+        let opts: sqlx::postgres::PgConnectOptions = common::url().parse().unwrap();
+        let app_pool = sqlx::postgres::PgPoolOptions::new()
+            .max_connections(1)
+            .connect_with(opts.options([("search_path", schema.as_str())]))
+            .await
+            .unwrap();
+        let migrator = sqlx::migrate::Migrator::new(dir.as_path()).await.unwrap();
+        migrator.run(&app_pool).await.unwrap();
+        let clock = ManualClock::starting_now();
+        let store = PgStore::connect(common::config(&schema, &clock))
+            .await
+            .unwrap();
+        // The application's migrator still agrees with what it finds.
+        migrator.run(&app_pool).await.expect("no clash with ours");
+        store.migrate().await.expect("no clash with theirs");
+        store
+            .enqueue_one(NewItem::new(q(), b"x".to_vec()))
+            .await
+            .unwrap();
+        app_pool.close().await;
+        store.close().await;
+        std::fs::remove_dir_all(&dir).ok();
+        common::drop_schema(&mut admin, &schema).await;
+    }
+
+    #[tokio::test]
+    async fn a_schema_newer_than_this_code_is_a_conflict() {
+        let Some(mut ctx) = Ctx::new().await else {
+            return;
+        };
+        sqlx::query(&format!(
+            "INSERT INTO {}.tenure_migrations (version, name) VALUES (999, 'future')",
+            ctx.schema
+        ))
+        .execute(&mut ctx.admin)
+        .await
+        .unwrap();
+        let e = ctx.store.migrate().await.unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::Conflict, "{e}");
+        ctx.finish().await;
+    }
+}
+
+mod wakeups {
+    use super::*;
+
+    #[tokio::test]
+    async fn an_enqueue_through_another_pool_wakes_a_listening_store() {
+        let Some(ctx) = Ctx::new().await else { return };
+        assert!(ctx.store.capabilities().cross_process_wakeups);
+        let signal = ctx.store.wake_signal().unwrap();
+        // The listener fires once when its LISTEN is in place.
+        tokio::time::timeout(Duration::from_secs(10), signal.notified())
+            .await
+            .expect("the listener started");
+        let peer = ctx.peer().await;
+        peer.enqueue_one(NewItem::new(q(), b"x".to_vec()))
+            .await
+            .unwrap();
+        tokio::time::timeout(Duration::from_secs(10), signal.notified())
+            .await
+            .expect("the NOTIFY of the peer's enqueue arrived");
+        peer.close().await;
+        ctx.finish().await;
+    }
+
+    #[tokio::test]
+    async fn without_listen_there_are_no_cross_process_wakeups() {
+        let Some(ctx) = Ctx::with(|c| c.listen(false)).await else {
+            return;
+        };
+        assert!(!ctx.store.capabilities().cross_process_wakeups);
+        assert!(
+            ctx.store.wake_signal().is_some(),
+            "the in-process signal remains"
+        );
+        ctx.finish().await;
+    }
+
+    #[tokio::test]
+    async fn without_statement_caching_every_operation_still_works() {
+        let Some(ctx) = Ctx::with(|c| c.statement_cache(false).listen(false)).await else {
+            return;
+        };
+        for _ in 0..3 {
+            ctx.store
+                .enqueue_one(NewItem::new(q(), b"x".to_vec()))
+                .await
+                .unwrap();
+            let l = ctx
+                .store
+                .claim_one(q(), owner(1), LEASE)
+                .await
+                .unwrap()
+                .unwrap();
+            ctx.store.complete_one(l.token).await.unwrap();
+        }
+        ctx.finish().await;
+    }
+}
+
+mod g09_stream_fifo {
+    use super::*;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    /// Producers enqueue into three streams one item at a time while four claimers
+    /// take and complete batches: the enqueue/promote race is exercised on every
+    /// item. Each stream is claimed exactly in enqueue order, item k+1 only after
+    /// item k's complete began, and no stream is left without a head.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn enqueues_racing_completes_keep_each_stream_in_order_and_moving() {
+        let Some(ctx) = Ctx::with(|c| c.max_connections(8)).await else {
+            return;
+        };
+        const STREAMS: usize = 3;
+        const PER: usize = 60;
+        let total = STREAMS * PER;
+        // (stream, index) -> started completing
+        let completing: Arc<Mutex<Vec<Vec<bool>>>> =
+            Arc::new(Mutex::new(vec![vec![false; PER]; STREAMS]));
+        let claimed: Arc<Mutex<Vec<Vec<usize>>>> = Arc::new(Mutex::new(vec![vec![]; STREAMS]));
+        let finished = Arc::new(AtomicUsize::new(0));
+        let mut tasks = Vec::new();
+        for s in 0..STREAMS {
+            let store = ctx.store.clone();
+            tasks.push(tokio::spawn(async move {
+                for i in 0..PER {
+                    let item = NewItem::new(q(), format!("{s}:{i}").into_bytes())
+                        .stream(StreamKey::new(format!("s{s}")).unwrap());
+                    store.enqueue_one(item).await.unwrap();
+                    tokio::task::yield_now().await;
+                }
+            }));
+        }
+        for w in 0..4 {
+            let store = ctx.store.clone();
+            let completing = completing.clone();
+            let claimed = claimed.clone();
+            let finished = finished.clone();
+            tasks.push(tokio::spawn(async move {
+                let deadline = Instant::now() + Duration::from_secs(60);
+                while finished.load(Ordering::SeqCst) < total {
+                    assert!(Instant::now() < deadline, "a stream stopped moving");
+                    let leases = store
+                        .claim(ClaimParams::new(q(), owner(w), 5, LEASE))
+                        .await
+                        .unwrap();
+                    if leases.is_empty() {
+                        tokio::time::sleep(Duration::from_millis(1)).await;
+                        continue;
+                    }
+                    for l in &leases {
+                        let text = String::from_utf8(l.item.payload.clone()).unwrap();
+                        let (s, i) = text.split_once(':').unwrap();
+                        let (s, i): (usize, usize) = (s.parse().unwrap(), i.parse().unwrap());
+                        if i > 0 {
+                            assert!(
+                                completing.lock().unwrap()[s][i - 1],
+                                "stream {s}: item {i} claimed before item {} was completed",
+                                i - 1
+                            );
+                        }
+                        claimed.lock().unwrap()[s].push(i);
+                        completing.lock().unwrap()[s][i] = true;
+                    }
+                    let tokens = leases.iter().map(|l| l.token).collect();
+                    let out = store.complete(CompleteParams::new(tokens)).await.unwrap();
+                    assert!(out.iter().all(|o| *o == TokenOutcome::Accepted));
+                    finished.fetch_add(out.len(), Ordering::SeqCst);
+                }
+            }));
+        }
+        for t in tasks {
+            t.await.unwrap();
+        }
+        let claimed = claimed.lock().unwrap().clone();
+        for (s, order) in claimed.iter().enumerate() {
+            assert_eq!(*order, (0..PER).collect::<Vec<_>>(), "stream {s}");
+        }
+        ctx.finish().await;
+    }
+}
