@@ -131,12 +131,13 @@ pub struct Failure {
 
 impl Failure {
     /// A failure of the case being run; the runner fills in its group and name.
+    /// Long texts (a whole item with a large payload) are cut to a readable length.
     pub fn new(expectation: impl Into<String>, observed: impl Into<String>) -> Self {
         Failure {
             group: "",
             case: "",
-            expectation: expectation.into(),
-            observed: observed.into(),
+            expectation: shorten(expectation.into()),
+            observed: shorten(observed.into()),
         }
     }
 
@@ -146,6 +147,22 @@ impl Failure {
         self.case = case;
         self
     }
+}
+
+/// The longest expectation or observation a failure keeps, in bytes.
+const MAX_FAILURE_TEXT: usize = 1_500;
+
+fn shorten(mut text: String) -> String {
+    if text.len() > MAX_FAILURE_TEXT {
+        let mut cut = MAX_FAILURE_TEXT;
+        while !text.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        let dropped = text.len() - cut;
+        text.truncate(cut);
+        text.push_str(&format!("... ({dropped} more bytes)"));
+    }
+    text
 }
 
 impl fmt::Display for Failure {

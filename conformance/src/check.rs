@@ -37,7 +37,9 @@ pub(crate) fn ensure(
     }
 }
 
-/// `observed` must equal `expected`; `what` names the value.
+/// `observed` must equal `expected`; `what` names the value. Takes both by value so
+/// call sites read as plain expressions.
+#[allow(clippy::needless_pass_by_value)]
 pub(crate) fn ensure_eq<T: PartialEq + Debug>(
     observed: T,
     expected: T,
