@@ -84,7 +84,7 @@
 //!   AND head = 1`, walked one priority level at a time so scheduled items are never
 //!   stepped over.
 //! - G11 (dedup): keys live in `tenure_dedup` with their expiry, purged by
-//!   [`Store::purge`](tenure_core::Store::purge).
+//!   [`Store::purge`].
 //! - Time is stored as INTEGER microseconds from the store's [`Clock`](tenure_core::Clock);
 //!   SQLite's own time functions are never used.
 //!

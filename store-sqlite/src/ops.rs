@@ -49,9 +49,16 @@ pub(crate) struct Cx<'a> {
     pub(crate) keep_done: bool,
 }
 
-const ITEM_COLS: &str = "seq, id, queue, payload, stream, scope, dedup_key, priority, run_at, \
-     state, attempt, owner, lease_expires_at, renewals, stalls, max_attempts, max_stalls, \
-     max_renewals, last_error, created_at, updated_at";
+/// The columns [`read_item`] reads, in its order.
+macro_rules! item_cols {
+    () => {
+        "seq, id, queue, payload, stream, scope, dedup_key, priority, run_at, state, attempt, \
+         owner, lease_expires_at, renewals, stalls, max_attempts, max_stalls, max_renewals, \
+         last_error, created_at, updated_at"
+    };
+}
+
+const ITEM_COLS: &str = item_cols!();
 
 /// As [`ITEM_COLS`] without the payload, for operations that never return it.
 const ITEM_COLS_LEAN: &str = "seq, id, queue, x'' AS payload, stream, scope, dedup_key, \
@@ -68,11 +75,14 @@ const SQL_NEXT_LEVEL: &str = "SELECT priority FROM tenure_items INDEXED BY tenur
      ORDER BY priority LIMIT 1";
 
 /// Due heads of one priority level after a key, in claim order (G7, G8, G9).
-const SQL_LEVEL_SCAN: &str = "SELECT seq, priority, run_at, scope
-     FROM tenure_items INDEXED BY tenure_items_ready
+const SQL_LEVEL_SCAN: &str = concat!(
+    "SELECT ",
+    item_cols!(),
+    " FROM tenure_items INDEXED BY tenure_items_ready
      WHERE queue = ?1 AND state = 'ready' AND head = 1 AND priority = ?2
        AND run_at <= ?3 AND (run_at, seq) > (?4, ?5)
-     ORDER BY run_at, seq LIMIT ?6";
+     ORDER BY run_at, seq LIMIT ?6"
+);
 
 /// Is the scope busy (G10)?
 const SQL_SCOPE_RUNNING: &str = "SELECT 1 FROM tenure_items INDEXED BY tenure_items_running_scope
@@ -290,14 +300,12 @@ pub(crate) fn enqueue(cx: &Cx<'_>, params: &EnqueueParams) -> OpResult<Vec<Enque
 /// A claimable head found in the ready index.
 struct Candidate {
     seq: i64,
-    priority: i64,
-    run_at: i64,
-    scope: Option<String>,
+    item: Item,
 }
 
 impl Candidate {
-    fn order(&self) -> (i64, i64, i64) {
-        (self.priority, self.run_at, self.seq)
+    fn order(&self) -> (i16, Timestamp, i64) {
+        (self.item.priority, self.item.run_at, self.seq)
     }
 }
 
@@ -348,29 +356,19 @@ impl<'q> QueueCursor<'q> {
             let Some(level) = self.level else { break };
             let mut stmt = conn.prepare_cached(SQL_LEVEL_SCAN)?;
             let limit = i64::try_from(want.max(1)).unwrap_or(i64::MAX);
-            let rows = stmt.query_map(
-                params![
-                    self.queue,
-                    level,
-                    now.as_micros(),
-                    self.after.0,
-                    self.after.1,
-                    limit
-                ],
-                |r| {
-                    Ok(Candidate {
-                        seq: r.get(0)?,
-                        priority: r.get(1)?,
-                        run_at: r.get(2)?,
-                        scope: r.get(3)?,
-                    })
-                },
-            )?;
+            let mut rows = stmt.query(params![
+                self.queue,
+                level,
+                now.as_micros(),
+                self.after.0,
+                self.after.1,
+                limit
+            ])?;
             let mut got = 0usize;
-            for c in rows {
-                let c = c?;
-                self.after = (c.run_at, c.seq);
-                self.buf.push_back(c);
+            while let Some(row) = rows.next()? {
+                let (seq, item) = read_item(row)?;
+                self.after = (item.run_at.as_micros(), seq);
+                self.buf.push_back(Candidate { seq, item });
                 got += 1;
             }
             if got < want.max(1) {
@@ -429,7 +427,7 @@ pub(crate) fn claim(cx: &Cx<'_>, params: &ClaimParams) -> OpResult<Vec<Lease>> {
     let mut scope_running = conn.prepare_cached(SQL_SCOPE_RUNNING)?;
     // Scopes known busy: running before this claim, or taken earlier in this batch (G10).
     let mut busy: HashSet<String> = HashSet::new();
-    let mut picked: Vec<i64> = Vec::with_capacity(limit.min(1024));
+    let mut picked: Vec<Candidate> = Vec::with_capacity(limit.min(1024));
     while picked.len() < limit {
         let want = limit - picked.len();
         for c in cursors.iter_mut() {
@@ -442,33 +440,36 @@ pub(crate) fn claim(cx: &Cx<'_>, params: &ClaimParams) -> OpResult<Vec<Lease>> {
         let Some(cand) = best.and_then(|c| c.buf.pop_front()) else {
             break;
         };
-        if let Some(scope) = cand.scope {
-            if busy.contains(&scope) || scope_running.exists([scope.as_str()])? {
-                busy.insert(scope);
+        if let Some(scope) = &cand.item.scope {
+            if busy.contains(scope.as_str()) || scope_running.exists([scope.as_str()])? {
+                busy.insert(scope.as_str().to_owned());
                 continue;
             }
-            busy.insert(scope);
+            busy.insert(scope.as_str().to_owned());
         }
-        picked.push(cand.seq);
+        picked.push(cand);
     }
 
-    let mut take = conn.prepare_cached(&format!(
-        "UPDATE tenure_items SET state = 'running', attempt = attempt + 1, owner = ?2,
-             lease_expires_at = ?3, renewals = 0, updated_at = ?4
-         WHERE seq = ?1 AND state = 'ready'
-         RETURNING {ITEM_COLS}"
-    ))?;
-    let expires = (now + params.lease_for).as_micros();
+    // machine::claim on the loaded row, then the same change written under the
+    // `state = 'ready'` guard.
+    let mut take = conn.prepare_cached(
+        "UPDATE tenure_items SET state = 'running', attempt = ?2, owner = ?3,
+             lease_expires_at = ?4, renewals = 0, updated_at = ?5
+         WHERE seq = ?1 AND state = 'ready'",
+    )?;
     let mut leases = Vec::with_capacity(picked.len());
-    for seq in picked {
-        let mut rows = take.query(params![
+    for Candidate { seq, mut item } in picked {
+        if !machine::claim(&mut item, &params.owner, now, params.lease_for) {
+            continue;
+        }
+        let changed = take.execute(params![
             seq,
+            item.attempt,
             params.owner.as_str(),
-            expires,
+            item.lease_expires_at.map(Timestamp::as_micros),
             now.as_micros()
         ])?;
-        if let Some(row) = rows.next()? {
-            let (_, item) = read_item(row)?;
+        if changed == 1 {
             leases.push(Lease::from_item(item)?);
         }
     }
@@ -482,31 +483,29 @@ pub(crate) fn claim(cx: &Cx<'_>, params: &ClaimParams) -> OpResult<Vec<Lease>> {
 /// (then deletes the row unless finished items are kept) and moves the stream head.
 pub(crate) fn complete(cx: &Cx<'_>, params: &CompleteParams) -> OpResult<Vec<TokenOutcome>> {
     let conn = cx.conn;
-    let mut stmt = if cx.keep_done {
+    let mut find = conn.prepare_cached(
+        "SELECT seq, stream FROM tenure_items WHERE id = ?1 AND state = 'running' AND attempt = ?2",
+    )?;
+    let mut finish = if cx.keep_done {
         conn.prepare_cached(
             "UPDATE tenure_items SET state = 'done', owner = NULL, lease_expires_at = NULL,
-                 updated_at = ?3
-             WHERE id = ?1 AND state = 'running' AND attempt = ?2
-             RETURNING stream",
+                 updated_at = ?2
+             WHERE seq = ?1",
         )?
     } else {
-        conn.prepare_cached(
-            "DELETE FROM tenure_items
-             WHERE id = ?1 AND state = 'running' AND attempt = ?2 AND ?3 IS NOT NULL
-             RETURNING stream",
-        )?
+        conn.prepare_cached("DELETE FROM tenure_items WHERE seq = ?1 AND ?2 IS NOT NULL")?
     };
     let mut out = Vec::with_capacity(params.tokens.len());
     for t in &params.tokens {
-        let row: Option<Option<String>> = stmt
-            .query_row(
-                params![&t.id.as_bytes()[..], t.attempt, cx.now.as_micros()],
-                |r| r.get(0),
-            )
+        let row: Option<(i64, Option<String>)> = find
+            .query_row(params![&t.id.as_bytes()[..], t.attempt], |r| {
+                Ok((r.get(0)?, r.get(1)?))
+            })
             .optional()?;
         match row {
             None => out.push(TokenOutcome::LeaseLost),
-            Some(stream) => {
+            Some((seq, stream)) => {
+                finish.execute(params![seq, cx.now.as_micros()])?;
                 if let Some(s) = stream {
                     promote(conn, &s)?;
                 }
@@ -876,7 +875,7 @@ mod tests {
         conn.execute_batch(crate::schema::V1).unwrap();
         let p = plan(
             &conn,
-            "DELETE FROM tenure_items WHERE id = ?1 AND state = 'running' AND attempt = ?2",
+            "SELECT seq, stream FROM tenure_items WHERE id = ?1 AND state = 'running' AND attempt = ?2",
         );
         assert!(
             p.contains("USING INDEX sqlite_autoindex_tenure_items_1 (id=?)"),
