@@ -1,0 +1,235 @@
+//! The shared conformance suite against PostgreSQL: every case on a fresh schema
+//! (random suffix), peers as second pools on that schema, unreachable as a pool aimed
+//! at a closed port. The schemas are dropped when the run ends.
+//!
+//! The server comes from `TENURE_POSTGRES_URL` (default
+//! `postgres://postgres@127.0.0.1:5432/test`). When it is missing the run fails if
+//! `TENURE_REQUIRE_STORES=1` and is otherwise skipped with a message.
+
+use std::process::ExitCode;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use sqlx::{Connection, PgConnection};
+use tenure_core::{
+    async_trait, Capabilities, ClaimParams, CompleteParams, DiscardParams, EnqueueParams, Enqueued,
+    EvictParams, Evicted, FailOutcome, FailParams, HeartbeatParams, Instance, Item, ItemId,
+    LeaderParams, LeaderStatus, Lease, Limits, ManualClock, PurgeParams, Purged, QueueCounts,
+    QueueName, RecoverParams, Recovered, ReleaseParams, RenewOutcome, RenewParams, RequeueParams,
+    Result, Store, TokenOutcome, WakeSignal,
+};
+use tenure_postgres::{PgConfig, PgStore};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+
+/// Cases whose stores may be alive at once, whatever the test thread count: each holds
+/// up to 3 + 2 per peer pooled connections (opened lazily) and one listener, and the
+/// server allows 100 connections in all.
+const CONCURRENT_CASES: usize = 6;
+
+fn url() -> String {
+    std::env::var("TENURE_POSTGRES_URL")
+        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".to_owned())
+}
+
+/// A case's store; the permit is given back when the case's last handle is dropped.
+#[derive(Clone, Debug)]
+struct CaseStore {
+    store: PgStore,
+    _permit: Arc<OwnedSemaphorePermit>,
+}
+
+struct PgHarness {
+    slots: Arc<Semaphore>,
+    schemas: Arc<Mutex<Vec<String>>>,
+}
+
+#[async_trait]
+impl tenure_conformance::Harness for PgHarness {
+    type Store = CaseStore;
+
+    async fn open(&self, clock: ManualClock) -> Result<CaseStore> {
+        let permit = self
+            .slots
+            .clone()
+            .acquire_owned()
+            .await
+            .map_err(|e| tenure_core::Error::internal("postgres", e))?;
+        let schema = format!("c_{}", uuid::Uuid::now_v7().simple());
+        if let Ok(mut s) = self.schemas.lock() {
+            s.push(schema.clone());
+        }
+        let store = PgStore::connect(
+            PgConfig::new(url())
+                .schema(&schema)
+                .clock(clock)
+                .max_connections(3)
+                .acquire_timeout(Duration::from_secs(20)),
+        )
+        .await?;
+        Ok(CaseStore {
+            store,
+            _permit: Arc::new(permit),
+        })
+    }
+
+    async fn open_peer(&self, store: &CaseStore, clock: ManualClock) -> Result<CaseStore> {
+        let peer = PgStore::connect(
+            PgConfig::new(url())
+                .schema(store.store.schema())
+                .clock(clock)
+                .max_connections(2)
+                .acquire_timeout(Duration::from_secs(20))
+                .listen(false)
+                .migrate_on_connect(false),
+        )
+        .await?;
+        Ok(CaseStore {
+            store: peer,
+            _permit: store._permit.clone(),
+        })
+    }
+
+    async fn open_unreachable(&self, clock: ManualClock) -> Result<Option<CaseStore>> {
+        // Port 1 refuses connections; construction is lazy, every call answers
+        // Unavailable within the acquire timeout.
+        let store = PgStore::connect(
+            PgConfig::new("postgres://postgres@127.0.0.1:1/test")
+                .clock(clock)
+                .acquire_timeout(Duration::from_millis(500))
+                .listen(false)
+                .migrate_on_connect(false),
+        )
+        .await?;
+        let permit = self
+            .slots
+            .clone()
+            .acquire_owned()
+            .await
+            .map_err(|e| tenure_core::Error::internal("postgres", e))?;
+        Ok(Some(CaseStore {
+            store,
+            _permit: Arc::new(permit),
+        }))
+    }
+}
+
+#[async_trait]
+impl Store for CaseStore {
+    fn name(&self) -> &'static str {
+        self.store.name()
+    }
+    fn capabilities(&self) -> Capabilities {
+        self.store.capabilities()
+    }
+    fn limits(&self) -> Limits {
+        self.store.limits()
+    }
+    fn wake_signal(&self) -> Option<WakeSignal> {
+        self.store.wake_signal()
+    }
+    async fn enqueue(&self, p: EnqueueParams) -> Result<Vec<Enqueued>> {
+        self.store.enqueue(p).await
+    }
+    async fn claim(&self, p: ClaimParams) -> Result<Vec<Lease>> {
+        self.store.claim(p).await
+    }
+    async fn renew(&self, p: RenewParams) -> Result<Vec<RenewOutcome>> {
+        self.store.renew(p).await
+    }
+    async fn complete(&self, p: CompleteParams) -> Result<Vec<TokenOutcome>> {
+        self.store.complete(p).await
+    }
+    async fn fail(&self, p: FailParams) -> Result<Vec<FailOutcome>> {
+        self.store.fail(p).await
+    }
+    async fn release(&self, p: ReleaseParams) -> Result<Vec<TokenOutcome>> {
+        self.store.release(p).await
+    }
+    async fn recover_expired(&self, p: RecoverParams) -> Result<Recovered> {
+        self.store.recover_expired(p).await
+    }
+    async fn purge(&self, p: PurgeParams) -> Result<Purged> {
+        self.store.purge(p).await
+    }
+    async fn dead_requeue(&self, p: RequeueParams) -> Result<u64> {
+        self.store.dead_requeue(p).await
+    }
+    async fn dead_discard(&self, p: DiscardParams) -> Result<u64> {
+        self.store.dead_discard(p).await
+    }
+    async fn item_get(&self, id: ItemId) -> Result<Option<Item>> {
+        self.store.item_get(id).await
+    }
+    async fn queue_counts(&self, q: &QueueName) -> Result<QueueCounts> {
+        self.store.queue_counts(q).await
+    }
+    async fn instance_heartbeat(&self, p: HeartbeatParams) -> Result<()> {
+        self.store.instance_heartbeat(p).await
+    }
+    async fn instance_list(&self) -> Result<Vec<Instance>> {
+        self.store.instance_list().await
+    }
+    async fn instance_evict_stale(&self, p: EvictParams) -> Result<Evicted> {
+        self.store.instance_evict_stale(p).await
+    }
+    async fn leader_acquire(&self, p: LeaderParams) -> Result<LeaderStatus> {
+        self.store.leader_acquire(p).await
+    }
+    async fn leader_resign(&self, p: LeaderParams) -> Result<bool> {
+        self.store.leader_resign(p).await
+    }
+}
+
+/// Runs `f` with a direct connection on a small runtime of its own.
+fn with_admin<T>(f: impl AsyncFnOnce(&mut PgConnection) -> T) -> std::result::Result<T, String> {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| e.to_string())?;
+    rt.block_on(async {
+        let mut conn = PgConnection::connect(&url())
+            .await
+            .map_err(|e| e.to_string())?;
+        Ok(f(&mut conn).await)
+    })
+}
+
+fn main() -> ExitCode {
+    if let Err(e) = with_admin(async |_| ()) {
+        if std::env::var("TENURE_REQUIRE_STORES").is_ok_and(|v| v == "1") {
+            eprintln!(
+                "PostgreSQL at {} is required (TENURE_REQUIRE_STORES=1): {e}",
+                url()
+            );
+            return ExitCode::FAILURE;
+        }
+        eprintln!(
+            "skipped: PostgreSQL at {} is unreachable ({e}); set TENURE_POSTGRES_URL, or \
+             TENURE_REQUIRE_STORES=1 to fail instead",
+            url()
+        );
+        return ExitCode::SUCCESS;
+    }
+    let schemas = Arc::new(Mutex::new(Vec::new()));
+    let code = tenure_conformance::main(PgHarness {
+        slots: Arc::new(Semaphore::new(CONCURRENT_CASES)),
+        schemas: schemas.clone(),
+    });
+    let names = schemas.lock().map(|s| s.clone()).unwrap_or_default();
+    let dropped = with_admin(async |conn| {
+        for chunk in names.chunks(50) {
+            let sql = chunk
+                .iter()
+                .map(|s| format!("DROP SCHEMA IF EXISTS {s} CASCADE;"))
+                .collect::<String>();
+            sqlx::Executor::execute(&mut *conn, sql.as_str()).await?;
+        }
+        Ok::<(), sqlx::Error>(())
+    });
+    match dropped {
+        Ok(Ok(())) => {}
+        Ok(Err(e)) => eprintln!("could not drop the case schemas: {e}"),
+        Err(e) => eprintln!("could not drop the case schemas: {e}"),
+    }
+    code
+}
