@@ -1,6 +1,8 @@
 //! The claim loop: claims only up to free slots, polls adaptively, wakes on a signal.
 
+use std::future::Future;
 use std::sync::Arc;
+use std::task::{Context, Waker};
 
 use tokio::time::{sleep, Instant};
 
@@ -13,6 +15,16 @@ async fn woken(signal: Option<&WakeSignal>) {
     match signal {
         Some(s) => s.notified().await,
         None => std::future::pending().await,
+    }
+}
+
+/// Takes a wake the signal may have stored for an enqueue that the claim about to be
+/// sent will see anyway, so it does not cause a second, empty poll.
+fn absorb_wake(signal: Option<&WakeSignal>) {
+    if let Some(s) = signal {
+        let notified = std::pin::pin!(s.notified());
+        let mut cx = Context::from_waker(Waker::noop());
+        let _ = notified.poll(&mut cx);
     }
 }
 
@@ -61,6 +73,7 @@ pub(crate) async fn claim_loop(shared: Arc<Shared>) {
         let limit = u32::try_from(asked).unwrap_or(u32::MAX);
         let params = ClaimParams::new(s.queues[0].clone(), s.instance.clone(), limit, s.lease)
             .queues(s.queues.clone());
+        absorb_wake(wake.as_ref());
         let sent = Instant::now();
         match shared.store.claim(params).await {
             Ok(leases) => {

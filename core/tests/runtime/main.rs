@@ -1,0 +1,15 @@
+//! The worker runtime, one test per behaviour, on MemoryStore with tokio's paused time
+//! (and a manual store clock where the store's time must move on its own).
+
+// Helpers outside #[test] functions unwrap too: a failure there is a failed test.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod support;
+
+mod finalize;
+mod instances;
+mod outcomes;
+mod poll;
+mod renewal;
+mod self_stop;
+mod shutdown;

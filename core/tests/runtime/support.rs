@@ -1,0 +1,234 @@
+//! Test aids: a clock on tokio's paused time, a recording store wrapper that can park
+//! renewals, a tracing capture, and small helpers.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use tenure_core::{
+    async_trait, ClaimParams, Clock, CompleteParams, DiscardParams, EnqueueParams, Enqueued,
+    EvictParams, Evicted, FailOutcome, FailParams, HeartbeatParams, Instance, Item, ItemId,
+    LeaderParams, LeaderStatus, Lease, Limits, NewItem, PurgeParams, Purged, QueueCounts,
+    QueueName, RecoverParams, Recovered, ReleaseParams, RenewOutcome, RenewParams, RequeueParams,
+    Result, Store, Timestamp, TokenOutcome, WakeSignal,
+};
+use tenure_memory::MemoryStore;
+use tokio::sync::Notify;
+use tokio::time::Instant;
+
+/// A store clock that follows tokio's (paused) clock, so one `advance` moves both the
+/// runtime's timers and the store's notion of lease expiry.
+#[derive(Clone, Debug)]
+pub(crate) struct TokioClock {
+    start: Timestamp,
+    base: Instant,
+}
+
+impl TokioClock {
+    pub(crate) fn new() -> Self {
+        TokioClock {
+            start: Timestamp::from_micros(1_700_000_000_000_000),
+            base: Instant::now(),
+        }
+    }
+}
+
+impl Clock for TokioClock {
+    fn now(&self) -> Timestamp {
+        self.start + (Instant::now() - self.base)
+    }
+}
+
+pub(crate) fn queue() -> QueueName {
+    QueueName::new("jobs").unwrap()
+}
+
+/// A memory store on tokio's clock that keeps finished items.
+pub(crate) fn memory() -> MemoryStore {
+    MemoryStore::new(TokioClock::new()).keep_done(true)
+}
+
+pub(crate) async fn enqueue(store: &impl Store, payloads: &[&str]) -> Vec<ItemId> {
+    enqueue_items(
+        store,
+        payloads
+            .iter()
+            .map(|p| NewItem::new(queue(), p.as_bytes().to_vec()))
+            .collect(),
+    )
+    .await
+}
+
+pub(crate) async fn enqueue_items(store: &impl Store, items: Vec<NewItem>) -> Vec<ItemId> {
+    store
+        .enqueue(EnqueueParams::new(items))
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|e| e.id)
+        .collect()
+}
+
+/// Every call a [`Probe`] saw, with the tokio instant it arrived.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Calls {
+    /// (when, asked, got)
+    pub(crate) claims: Vec<(Instant, u32, usize)>,
+    /// (when, tokens)
+    pub(crate) renews: Vec<(Instant, usize)>,
+    /// (when, tokens)
+    pub(crate) completes: Vec<(Instant, usize)>,
+    /// (when, failures)
+    pub(crate) fails: Vec<(Instant, usize)>,
+    pub(crate) releases: Vec<usize>,
+    pub(crate) heartbeats: Vec<Instant>,
+    pub(crate) recovers: usize,
+    pub(crate) purges: usize,
+    pub(crate) evicts: usize,
+}
+
+/// A store wrapper that records every call and can park `renew` forever (a hung
+/// database call).
+#[derive(Clone, Debug)]
+pub(crate) struct Probe<S> {
+    pub(crate) inner: S,
+    pub(crate) calls: Arc<Mutex<Calls>>,
+    hang_renew: Arc<AtomicBool>,
+    parked: Arc<Notify>,
+}
+
+impl<S: Store> Probe<S> {
+    pub(crate) fn new(inner: S) -> Self {
+        Probe {
+            inner,
+            calls: Arc::default(),
+            hang_renew: Arc::default(),
+            parked: Arc::default(),
+        }
+    }
+
+    /// While true, every `renew` call waits on a `Notify` nobody fires.
+    pub(crate) fn hang_renewals(&self, hang: bool) {
+        self.hang_renew.store(hang, Ordering::SeqCst);
+    }
+
+    /// A copy of the calls so far.
+    pub(crate) fn calls(&self) -> Calls {
+        self.log().clone()
+    }
+
+    fn log(&self) -> std::sync::MutexGuard<'_, Calls> {
+        self.calls.lock().unwrap()
+    }
+}
+
+#[async_trait]
+impl<S: Store> Store for Probe<S> {
+    fn name(&self) -> &'static str {
+        self.inner.name()
+    }
+    fn capabilities(&self) -> tenure_core::Capabilities {
+        self.inner.capabilities()
+    }
+    fn limits(&self) -> Limits {
+        self.inner.limits()
+    }
+    fn wake_signal(&self) -> Option<WakeSignal> {
+        self.inner.wake_signal()
+    }
+    async fn enqueue(&self, params: EnqueueParams) -> Result<Vec<Enqueued>> {
+        self.inner.enqueue(params).await
+    }
+    async fn claim(&self, params: ClaimParams) -> Result<Vec<Lease>> {
+        let at = Instant::now();
+        let asked = params.limit;
+        let out = self.inner.claim(params).await;
+        let got = out.as_ref().map(Vec::len).unwrap_or(0);
+        self.log().claims.push((at, asked, got));
+        out
+    }
+    async fn renew(&self, params: RenewParams) -> Result<Vec<RenewOutcome>> {
+        self.log()
+            .renews
+            .push((Instant::now(), params.tokens.len()));
+        if self.hang_renew.load(Ordering::SeqCst) {
+            self.parked.notified().await;
+        }
+        self.inner.renew(params).await
+    }
+    async fn complete(&self, params: CompleteParams) -> Result<Vec<TokenOutcome>> {
+        self.log()
+            .completes
+            .push((Instant::now(), params.tokens.len()));
+        self.inner.complete(params).await
+    }
+    async fn fail(&self, params: FailParams) -> Result<Vec<FailOutcome>> {
+        self.log()
+            .fails
+            .push((Instant::now(), params.failures.len()));
+        self.inner.fail(params).await
+    }
+    async fn release(&self, params: ReleaseParams) -> Result<Vec<TokenOutcome>> {
+        self.log().releases.push(params.tokens.len());
+        self.inner.release(params).await
+    }
+    async fn recover_expired(&self, params: RecoverParams) -> Result<Recovered> {
+        self.log().recovers += 1;
+        self.inner.recover_expired(params).await
+    }
+    async fn purge(&self, params: PurgeParams) -> Result<Purged> {
+        self.log().purges += 1;
+        self.inner.purge(params).await
+    }
+    async fn dead_requeue(&self, params: RequeueParams) -> Result<u64> {
+        self.inner.dead_requeue(params).await
+    }
+    async fn dead_discard(&self, params: DiscardParams) -> Result<u64> {
+        self.inner.dead_discard(params).await
+    }
+    async fn item_get(&self, id: ItemId) -> Result<Option<Item>> {
+        self.inner.item_get(id).await
+    }
+    async fn queue_counts(&self, queue: &QueueName) -> Result<QueueCounts> {
+        self.inner.queue_counts(queue).await
+    }
+    async fn instance_heartbeat(&self, params: HeartbeatParams) -> Result<()> {
+        self.log().heartbeats.push(Instant::now());
+        self.inner.instance_heartbeat(params).await
+    }
+    async fn instance_list(&self) -> Result<Vec<Instance>> {
+        self.inner.instance_list().await
+    }
+    async fn instance_evict_stale(&self, params: EvictParams) -> Result<Evicted> {
+        self.log().evicts += 1;
+        self.inner.instance_evict_stale(params).await
+    }
+    async fn leader_acquire(&self, params: LeaderParams) -> Result<LeaderStatus> {
+        self.inner.leader_acquire(params).await
+    }
+    async fn leader_resign(&self, params: LeaderParams) -> Result<bool> {
+        self.inner.leader_resign(params).await
+    }
+}
+
+/// What a test handler saw: (attempt, stalls, stop reason, when it returned).
+pub(crate) type Seen =
+    Arc<Mutex<Vec<(u32, u32, Option<tenure_core::runtime::StopReason>, Instant)>>>;
+
+/// Advances paused time in small steps until `cond` holds, failing after `max`.
+pub(crate) async fn until(max: Duration, mut cond: impl FnMut() -> bool) {
+    let end = Instant::now() + max;
+    while !cond() {
+        assert!(Instant::now() < end, "condition not met within {max:?}");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+}
+
+pub(crate) async fn item(store: &impl Store, id: ItemId) -> Item {
+    store.item_get(id).await.unwrap().expect("item exists")
+}
+
+/// Milliseconds between consecutive instants.
+pub(crate) fn gaps_ms(at: &[Instant]) -> Vec<u128> {
+    at.windows(2).map(|w| (w[1] - w[0]).as_millis()).collect()
+}
