@@ -342,21 +342,25 @@ impl Harness for FlawedHarness {
 // ---------------------------------------------------------------------------------------
 // The assertions.
 
-async fn must_fail(flaw: Flaw, group: &str) {
+/// Runs the whole suite against the flawed store: the group of the broken guarantee
+/// must fail, and in it the case that names the behaviour most directly. Prints the
+/// other groups it also failed.
+async fn must_fail(flaw: Flaw, group: &str, case: &str) {
     let report = run_all(&FlawedHarness(flaw)).await;
     let failed = report.failed_groups();
-    let failing_cases: Vec<String> = report
+    let in_group: Vec<&str> = report
         .failures()
         .filter(|f| f.group == group)
-        .map(|f| f.to_string())
+        .map(|f| f.case)
         .collect();
-    eprintln!(
-        "{flaw:?}: failed groups {failed:?}; in {group}:\n  {}",
-        failing_cases.join("\n  ")
-    );
+    eprintln!("{flaw:?}: failed groups {failed:?}; failed in {group}: {in_group:?}",);
     assert!(
         failed.contains(group),
         "{flaw:?} must fail {group}, but it failed only {failed:?}\n{report}"
+    );
+    assert!(
+        in_group.contains(&case),
+        "{flaw:?} must fail {group}::{case}; it failed {in_group:?}\n{report}"
     );
 }
 
@@ -417,72 +421,142 @@ mod broken_wrappers {
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn ignoring_the_attempt_on_complete_fails_g03() {
-        must_fail(Flaw::IgnoresAttemptOnComplete, "g03_fenced_finalize").await;
+        must_fail(
+            Flaw::IgnoresAttemptOnComplete,
+            "g03_fenced_finalize",
+            "stale_complete_after_a_reclaim_is_lease_lost_and_changes_nothing",
+        )
+        .await;
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn handing_one_item_to_two_claimers_fails_g01() {
-        must_fail(Flaw::HandsOneItemToTwoClaimers, "g01_exclusive_claim").await;
+        must_fail(
+            Flaw::HandsOneItemToTwoClaimers,
+            "g01_exclusive_claim",
+            "a_claimed_item_is_not_claimed_again_while_its_lease_is_live",
+        )
+        .await;
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn ignoring_scope_fails_g10() {
-        must_fail(Flaw::IgnoresScope, "g10_scope").await;
+        must_fail(
+            Flaw::IgnoresScope,
+            "g10_scope",
+            "a_busy_scope_is_passed_over_for_the_next_eligible_item",
+        )
+        .await;
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn ignoring_stream_order_fails_g09() {
-        must_fail(Flaw::IgnoresStreamOrder, "g09_stream_fifo").await;
+        must_fail(
+            Flaw::IgnoresStreamOrder,
+            "g09_stream_fifo",
+            "a_running_item_blocks_later_items_of_its_stream",
+        )
+        .await;
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn no_renewal_cap_fails_g04() {
-        must_fail(Flaw::NoRenewalCap, "g04_renewal_cap").await;
+        must_fail(
+            Flaw::NoRenewalCap,
+            "g04_renewal_cap",
+            "renewal_beyond_the_cap_is_refused_and_keeps_the_expiry",
+        )
+        .await;
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn claiming_future_items_fails_g07() {
-        must_fail(Flaw::ClaimsFutureItems, "g07_schedule").await;
+        must_fail(
+            Flaw::ClaimsFutureItems,
+            "g07_schedule",
+            "a_delayed_item_is_invisible_until_due",
+        )
+        .await;
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn answering_follower_when_unreachable_fails_g13() {
-        must_fail(Flaw::FollowerWhenUnreachable, "g13_leader").await;
+        must_fail(
+            Flaw::FollowerWhenUnreachable,
+            "g13_leader",
+            "an_unreachable_store_is_an_error_never_a_follower",
+        )
+        .await;
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn writing_before_validating_fails_g15() {
-        must_fail(Flaw::WritesBeforeValidating, "g15_bad_input").await;
+        must_fail(
+            Flaw::WritesBeforeValidating,
+            "g15_bad_input",
+            "an_oversized_payload_names_payload_and_writes_nothing",
+        )
+        .await;
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn losing_reclaimed_leases_fails_g02() {
-        must_fail(Flaw::LosesReclaimedLeases, "g02_expiry").await;
+        must_fail(
+            Flaw::LosesReclaimedLeases,
+            "g02_expiry",
+            "an_expired_lease_is_reclaimed_with_the_next_attempt",
+        )
+        .await;
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn ignoring_the_retry_delay_fails_g05() {
-        must_fail(Flaw::IgnoresRetryDelay, "g05_retry").await;
+        must_fail(
+            Flaw::IgnoresRetryDelay,
+            "g05_retry",
+            "a_retryable_failure_waits_for_its_delay_keeping_the_attempt",
+        )
+        .await;
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn ignoring_max_stalls_fails_g06() {
-        must_fail(Flaw::IgnoresMaxStalls, "g06_stalls").await;
+        must_fail(
+            Flaw::IgnoresMaxStalls,
+            "g06_stalls",
+            "dead_after_max_stalls_with_a_stalled_error",
+        )
+        .await;
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn ignoring_priority_fails_g08() {
-        must_fail(Flaw::IgnoresPriority, "g08_order").await;
+        must_fail(
+            Flaw::IgnoresPriority,
+            "g08_order",
+            "smaller_priority_goes_first",
+        )
+        .await;
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn ignoring_dedup_keys_fails_g11() {
-        must_fail(Flaw::IgnoresDedupKeys, "g11_dedup").await;
+        must_fail(
+            Flaw::IgnoresDedupKeys,
+            "g11_dedup",
+            "a_second_enqueue_within_the_window_is_a_duplicate_of_the_first",
+        )
+        .await;
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn never_evicting_fails_g12() {
-        must_fail(Flaw::NeverEvicts, "g12_instances").await;
+        must_fail(
+            Flaw::NeverEvicts,
+            "g12_instances",
+            "a_silent_instance_is_evicted_and_its_leases_released_at_once",
+        )
+        .await;
     }
 }
 
