@@ -95,11 +95,24 @@ pub use case::{
 pub use harness::Harness;
 pub use run::{cases, main, run_all, run_case, CASE_TIME_LIMIT};
 
-/// Registers a group's cases: `register![GROUP; case_fn, ...]`, each named after its fn.
+/// Registers a group's cases, each named after its fn: `register![GROUP; case_fn, ...]`
+/// for a mandatory group, `register![GROUP, Capability::X; case_fn, ...]` for an
+/// optional one (G14 partitioned claiming), whose cases run only when the store
+/// declares the capability.
 macro_rules! register {
     ($group:expr; $($case:ident),* $(,)?) => {
         vec![$(
             $crate::case::Case::new($group, stringify!($case), None, |env| Box::pin($case(env)))
+        ),*]
+    };
+    ($group:expr, $capability:expr; $($case:ident),* $(,)?) => {
+        vec![$(
+            $crate::case::Case::new(
+                $group,
+                stringify!($case),
+                Some($capability),
+                |env| Box::pin($case(env)),
+            )
         ),*]
     };
 }
