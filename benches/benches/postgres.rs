@@ -1,0 +1,329 @@
+//! Claim + complete on PostgreSQL beside a raw-SQL loop doing the same claim and
+//! fenced delete with sqlx directly, in the same run, so the library's overhead reads
+//! as a ratio.
+//!
+//! Each measured iteration drains `N` ready items (N = 2,000 at B = 1, 20,000 at
+//! B = 100) with `W` tokio tasks (multi-thread runtime, one worker thread per core),
+//! each claiming `B` items at a time and completing each claimed batch in one call.
+//! Seeding (through the store's enqueue) and a `VACUUM ANALYZE` after it are not timed.
+//!
+//! - `tenure`: one `PgStore` with a pool of `W` connections; each task loops
+//!   `claim(B)` then `complete(tokens)` and checks every answer is `Accepted`.
+//! - `raw`: one dedicated `PgConnection` per task on the same table; the claim is one
+//!   `UPDATE ... WHERE id = ANY(ARRAY(SELECT ... FOR UPDATE SKIP LOCKED))` over the
+//!   same partial index, the finalize one `DELETE` fenced on `(id, attempt)` over
+//!   `unnest`; no recovery guard, no scope rule, no pool.
+//! - `streams`: the library alone draining 100,000 items over 1,000 streams (G9,
+//!   strict FIFO per stream) at W = 4, B = 100; compare with the `raw` and `tenure`
+//!   cells `b100_w4`.
+//!
+//! Needs PostgreSQL at `TENURE_POSTGRES_URL` (default
+//! `postgres://postgres@127.0.0.1:5432/test`); without it the bench prints why and
+//! measures nothing. Run: `cargo bench -p tenure-benches --bench postgres` (about
+//! four minutes).
+
+// criterion_group! generates an undocumented pub fn.
+#![allow(missing_docs)]
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use criterion::{
+    criterion_group, criterion_main, BenchmarkId, Criterion, SamplingMode, Throughput,
+};
+use sqlx::{Connection, PgConnection, Row};
+use tenure_core::{
+    ClaimParams, Clock, CompleteParams, EnqueueParams, NewItem, OwnerId, QueueName, Store,
+    StreamKey, SystemClock, TokenOutcome,
+};
+use tenure_postgres::{PgConfig, PgStore};
+
+const LEASE: Duration = Duration::from_secs(60);
+
+fn url() -> String {
+    std::env::var("TENURE_POSTGRES_URL")
+        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".to_owned())
+}
+
+fn items_for(batch: usize) -> usize {
+    if batch == 1 {
+        2_000
+    } else {
+        20_000
+    }
+}
+
+fn queue() -> QueueName {
+    QueueName::new("bench").expect("valid queue")
+}
+
+/// One schema for the whole run, dropped at the end.
+struct Bench {
+    schema: String,
+    admin: PgConnection,
+}
+
+impl Bench {
+    async fn store(&self, workers: usize) -> PgStore {
+        PgStore::connect(
+            PgConfig::new(url())
+                .schema(&self.schema)
+                .max_connections(u32::try_from(workers).expect("workers"))
+                .listen(false),
+        )
+        .await
+        .expect("store")
+    }
+
+    /// Seeds `n` ready items (streams round-robin when `streams > 0`), then vacuums.
+    async fn seed(&mut self, store: &PgStore, n: usize, streams: usize) {
+        let all: Vec<NewItem> = (0..n)
+            .map(|i| {
+                let it = NewItem::new(queue(), (i as u64).to_le_bytes().to_vec());
+                if streams > 0 {
+                    it.stream(StreamKey::new(format!("s{}", i % streams)).expect("stream"))
+                } else {
+                    it
+                }
+            })
+            .collect();
+        for chunk in all.chunks(10_000) {
+            store
+                .enqueue(EnqueueParams::new(chunk.to_vec()))
+                .await
+                .expect("seed");
+        }
+        sqlx::Executor::execute(
+            &mut self.admin,
+            format!(
+                "VACUUM ANALYZE {s}.items; VACUUM ANALYZE {s}.streams",
+                s = self.schema
+            )
+            .as_str(),
+        )
+        .await
+        .expect("vacuum");
+    }
+}
+
+// ----------------------------------------------------------------------------- tenure
+
+async fn tenure_drain(store: &PgStore, n: usize, batch: usize, workers: usize) -> Duration {
+    let done = Arc::new(AtomicU64::new(0));
+    let start = Instant::now();
+    let tasks: Vec<_> = (0..workers)
+        .map(|w| {
+            let store = store.clone();
+            let done = done.clone();
+            tokio::spawn(async move {
+                let owner = OwnerId::new(format!("w{w}")).expect("owner");
+                let limit = u32::try_from(batch).expect("batch");
+                let mut idle = 0;
+                loop {
+                    let leases = store
+                        .claim(ClaimParams::new(queue(), owner.clone(), limit, LEASE))
+                        .await
+                        .expect("claim");
+                    if leases.is_empty() {
+                        // With streams, every head may be held by another worker for
+                        // a moment; stop once the queue is really drained.
+                        if done.load(Ordering::Relaxed) >= n as u64 || idle > 1_000 {
+                            return;
+                        }
+                        idle += 1;
+                        tokio::time::sleep(Duration::from_millis(1)).await;
+                        continue;
+                    }
+                    idle = 0;
+                    let tokens = leases.iter().map(|l| l.token).collect();
+                    let outs = store
+                        .complete(CompleteParams::new(tokens))
+                        .await
+                        .expect("complete");
+                    assert!(outs.iter().all(|o| *o == TokenOutcome::Accepted));
+                    done.fetch_add(outs.len() as u64, Ordering::Relaxed);
+                }
+            })
+        })
+        .collect();
+    for t in tasks {
+        t.await.expect("worker");
+    }
+    let elapsed = start.elapsed();
+    assert_eq!(done.load(Ordering::Relaxed), n as u64, "every item once");
+    elapsed
+}
+
+// ----------------------------------------------------------------------------- raw
+
+async fn raw_drain(schema: &str, n: usize, batch: usize, workers: usize) -> Duration {
+    let claim = format!(
+        "UPDATE {schema}.items SET state = 'running', attempt = attempt + 1, owner = $1, \
+             lease_expires_at = $2, renewals = 0, updated_at = $3 \
+         WHERE id = ANY(ARRAY( \
+             SELECT id FROM {schema}.items \
+             WHERE queue = $4 AND state = 'ready' AND head AND run_at <= $3 \
+             ORDER BY priority, run_at, seq LIMIT $5 \
+             FOR UPDATE SKIP LOCKED)) \
+         RETURNING id, attempt, payload"
+    );
+    let finalize = format!(
+        "DELETE FROM {schema}.items i USING unnest($1::uuid[], $2::int4[]) AS t(id, attempt) \
+         WHERE i.id = t.id AND i.attempt = t.attempt AND i.state = 'running' \
+         RETURNING i.id"
+    );
+    let mut conns = Vec::with_capacity(workers);
+    for _ in 0..workers {
+        conns.push(PgConnection::connect(&url()).await.expect("connect"));
+    }
+    let done = Arc::new(AtomicU64::new(0));
+    let start = Instant::now();
+    let tasks: Vec<_> = conns
+        .into_iter()
+        .enumerate()
+        .map(|(w, mut conn)| {
+            let done = done.clone();
+            let (claim, finalize) = (claim.clone(), finalize.clone());
+            tokio::spawn(async move {
+                let owner = format!("w{w}");
+                loop {
+                    let now = SystemClock.now();
+                    let rows = sqlx::query(&claim)
+                        .bind(&owner)
+                        .bind((now + LEASE).as_micros())
+                        .bind(now.as_micros())
+                        .bind("bench")
+                        .bind(batch as i64)
+                        .fetch_all(&mut conn)
+                        .await
+                        .expect("claim");
+                    if rows.is_empty() {
+                        return;
+                    }
+                    let mut ids = Vec::with_capacity(rows.len());
+                    let mut attempts = Vec::with_capacity(rows.len());
+                    for r in &rows {
+                        ids.push(r.get::<uuid::Uuid, _>(0));
+                        attempts.push(r.get::<i32, _>(1));
+                        let _payload: Vec<u8> = r.get(2);
+                    }
+                    let fin = sqlx::query(&finalize)
+                        .bind(&ids)
+                        .bind(&attempts)
+                        .fetch_all(&mut conn)
+                        .await
+                        .expect("finalize");
+                    assert_eq!(fin.len(), ids.len());
+                    done.fetch_add(fin.len() as u64, Ordering::Relaxed);
+                }
+            })
+        })
+        .collect();
+    for t in tasks {
+        t.await.expect("worker");
+    }
+    let elapsed = start.elapsed();
+    assert_eq!(done.load(Ordering::Relaxed), n as u64, "every item once");
+    elapsed
+}
+
+// ----------------------------------------------------------------------------- groups
+
+fn postgres(c: &mut Criterion) {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let bench = rt.block_on(async {
+        match PgConnection::connect(&url()).await {
+            Ok(admin) => Some(Bench {
+                schema: format!("bench_{}", uuid::Uuid::now_v7().simple()),
+                admin,
+            }),
+            Err(e) => {
+                eprintln!("skipped: PostgreSQL at {} is unreachable: {e}", url());
+                None
+            }
+        }
+    });
+    let Some(bench) = bench else { return };
+    let bench = Arc::new(tokio::sync::Mutex::new(bench));
+
+    let mut group = c.benchmark_group("postgres_claim_complete");
+    group
+        .sample_size(10)
+        .sampling_mode(SamplingMode::Flat)
+        .warm_up_time(Duration::from_millis(100))
+        .measurement_time(Duration::from_secs(2));
+    for batch in [1usize, 100] {
+        for workers in [1usize, 4, 16] {
+            let n = items_for(batch);
+            group.throughput(Throughput::Elements(n as u64));
+            let cell = format!("b{batch}_w{workers}");
+            let store = rt.block_on(async { bench.lock().await.store(workers).await });
+            group.bench_function(BenchmarkId::new("tenure", &cell), |b| {
+                b.iter_custom(|iters| {
+                    rt.block_on(async {
+                        let mut total = Duration::ZERO;
+                        for _ in 0..iters {
+                            bench.lock().await.seed(&store, n, 0).await;
+                            total += tenure_drain(&store, n, batch, workers).await;
+                        }
+                        total
+                    })
+                })
+            });
+            group.bench_function(BenchmarkId::new("raw", &cell), |b| {
+                b.iter_custom(|iters| {
+                    rt.block_on(async {
+                        let mut total = Duration::ZERO;
+                        for _ in 0..iters {
+                            bench.lock().await.seed(&store, n, 0).await;
+                            let schema = bench.lock().await.schema.clone();
+                            total += raw_drain(&schema, n, batch, workers).await;
+                        }
+                        total
+                    })
+                })
+            });
+            rt.block_on(store.close());
+        }
+    }
+    group.finish();
+
+    let mut group = c.benchmark_group("postgres_streams");
+    group
+        .sample_size(10)
+        .sampling_mode(SamplingMode::Flat)
+        .warm_up_time(Duration::from_millis(100))
+        .measurement_time(Duration::from_secs(5));
+    let n = 100_000;
+    group.throughput(Throughput::Elements(n as u64));
+    let store = rt.block_on(async { bench.lock().await.store(4).await });
+    group.bench_function(BenchmarkId::new("tenure", "s1000_b100_w4"), |b| {
+        b.iter_custom(|iters| {
+            rt.block_on(async {
+                let mut total = Duration::ZERO;
+                for _ in 0..iters {
+                    bench.lock().await.seed(&store, n, 1_000).await;
+                    total += tenure_drain(&store, n, 100, 4).await;
+                }
+                total
+            })
+        })
+    });
+    rt.block_on(store.close());
+    group.finish();
+
+    rt.block_on(async {
+        let mut b = bench.lock().await;
+        let sql = format!("DROP SCHEMA {} CASCADE", b.schema);
+        sqlx::Executor::execute(&mut b.admin, sql.as_str())
+            .await
+            .expect("drop schema");
+    });
+}
+
+criterion_group!(benches, postgres);
+criterion_main!(benches);
