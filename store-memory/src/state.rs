@@ -1,6 +1,12 @@
 //! The store's data, its indexes, and every operation as a synchronous function of
 //! `now`. All of it runs under the store's one mutex; nothing here awaits.
 //!
+//! # Layout
+//!
+//! Items live in a slab (a vector of slots, in enqueue order until slots are reused);
+//! every index names slots, so a claim walks from an index entry straight to its item
+//! without hashing. A map from id to slot serves calls that name items by id or token.
+//!
 //! # Indexes
 //!
 //! An item that is `ready` and the head of its stream (or has no stream) is a
@@ -35,19 +41,71 @@ use tenure_core::{
 type OrderKey = (i16, Timestamp, u64);
 /// An instant, then the enqueue sequence to keep keys unique.
 type TimeKey = (Timestamp, u64);
+/// A position in the slab.
+type Slot = usize;
 
-/// One stored item and where it sits in the indexes.
+/// One stored item and where it sits.
 struct Entry {
     item: Item,
     /// Enqueue sequence: global, assigned in enqueue order (G8, G9).
     seq: u64,
     /// Index of its queue in [`Indexes::queues`].
     queue: usize,
+    /// Its own slot.
+    slot: Slot,
 }
 
 impl Entry {
     fn order_key(&self) -> OrderKey {
         (self.item.priority, self.item.run_at, self.seq)
+    }
+}
+
+/// Items by slot, with free slots reused and a map from id to slot.
+#[derive(Default)]
+struct Slab {
+    entries: Vec<Option<Entry>>,
+    free: Vec<Slot>,
+    by_id: HashMap<ItemId, Slot>,
+}
+
+impl Slab {
+    fn get(&self, slot: Slot) -> Option<&Entry> {
+        self.entries.get(slot).and_then(Option::as_ref)
+    }
+
+    fn get_mut(&mut self, slot: Slot) -> Option<&mut Entry> {
+        self.entries.get_mut(slot).and_then(Option::as_mut)
+    }
+
+    fn find(&self, id: ItemId) -> Option<&Entry> {
+        self.by_id.get(&id).and_then(|&s| self.get(s))
+    }
+
+    fn find_mut(&mut self, id: ItemId) -> Option<&mut Entry> {
+        let slot = *self.by_id.get(&id)?;
+        self.get_mut(slot)
+    }
+
+    fn contains(&self, id: ItemId) -> bool {
+        self.by_id.contains_key(&id)
+    }
+
+    /// Stores the entry `make` builds for the slot it is given.
+    fn insert(&mut self, id: ItemId, make: impl FnOnce(Slot) -> Entry) -> &Entry {
+        let slot = self.free.pop().unwrap_or(self.entries.len());
+        if slot == self.entries.len() {
+            self.entries.push(None);
+        }
+        self.by_id.insert(id, slot);
+        self.entries[slot].insert(make(slot))
+    }
+
+    fn remove(&mut self, slot: Slot) -> Option<Entry> {
+        let e = self.entries.get_mut(slot)?.take()?;
+        self.by_id.remove(&e.item.id);
+        self.free.push(slot);
+        Some(e)
     }
 }
 
@@ -60,13 +118,13 @@ struct DedupEntry {
 #[derive(Default)]
 struct QueueIndex {
     /// Claimable now (see the module docs).
-    ready: BTreeMap<OrderKey, ItemId>,
+    ready: BTreeMap<OrderKey, Slot>,
     /// Candidates whose `run_at` was in the future when they were placed.
-    scheduled: BTreeMap<TimeKey, ItemId>,
+    scheduled: BTreeMap<TimeKey, Slot>,
     /// Running items by lease expiry (G2).
-    running: BTreeMap<TimeKey, ItemId>,
-    /// Every item of the queue, for `queue_counts`.
-    members: HashSet<ItemId>,
+    running: BTreeMap<TimeKey, Slot>,
+    /// Every item of the queue by enqueue sequence, for `queue_counts`.
+    members: BTreeMap<u64, Slot>,
     /// Dedup keys of the queue (G11).
     dedup: HashMap<DedupKey, DedupEntry>,
 }
@@ -74,22 +132,22 @@ struct QueueIndex {
 #[derive(Default)]
 struct ScopeState {
     /// The one running item of the scope (G10).
-    running: Option<ItemId>,
+    running: Option<Slot>,
     /// Due candidates of the scope, per queue, in claim order.
-    waiting: HashMap<usize, BTreeMap<OrderKey, ItemId>>,
+    waiting: HashMap<usize, BTreeMap<OrderKey, Slot>>,
 }
 
 #[derive(Default)]
 struct Indexes {
     queues: Vec<QueueIndex>,
-    /// Unfinished items (ready, running, dead) of each stream in enqueue order; the
+    /// Unfinished items (ready, running, dead) of each stream by enqueue sequence; the
     /// first is the head (G9).
-    streams: HashMap<StreamKey, BTreeMap<u64, ItemId>>,
+    streams: HashMap<StreamKey, BTreeMap<u64, Slot>>,
     scopes: HashMap<ScopeKey, ScopeState>,
     /// Running items per owner, for eviction (G12).
-    owners: HashMap<OwnerId, HashSet<ItemId>>,
+    owners: HashMap<OwnerId, HashSet<Slot>>,
     /// Kept finished items by finish time, for purge.
-    done: BTreeMap<TimeKey, ItemId>,
+    done: BTreeMap<TimeKey, Slot>,
     /// Index entries a claim looked at; tests assert claims do not scan.
     visits: u64,
 }
@@ -101,7 +159,7 @@ impl Indexes {
         if e.item.run_at > now {
             self.queues[e.queue]
                 .scheduled
-                .insert((e.item.run_at, e.seq), e.item.id);
+                .insert((e.item.run_at, e.seq), e.slot);
         } else {
             self.place_due(e);
         }
@@ -111,9 +169,8 @@ impl Indexes {
     /// when it is the first of that set and the scope is free).
     fn place_due(&mut self, e: &Entry) {
         let key = e.order_key();
-        let id = e.item.id;
         let Some(scope) = &e.item.scope else {
-            self.queues[e.queue].ready.insert(key, id);
+            self.queues[e.queue].ready.insert(key, e.slot);
             return;
         };
         if !self.scopes.contains_key(scope) {
@@ -124,7 +181,7 @@ impl Indexes {
         };
         let waiting = sc.waiting.entry(e.queue).or_default();
         let first = waiting.first_key_value().map(|(k, _)| *k);
-        waiting.insert(key, id);
+        waiting.insert(key, e.slot);
         if sc.running.is_some() {
             return;
         }
@@ -133,17 +190,17 @@ impl Indexes {
             Some(f) if f < key => {}
             Some(f) => {
                 ready.remove(&f);
-                ready.insert(key, id);
+                ready.insert(key, e.slot);
             }
             None => {
-                ready.insert(key, id);
+                ready.insert(key, e.slot);
             }
         }
     }
 
-    /// Marks `scope` busy with `id`, just claimed from `queue` under `key`: the scope's
-    /// waiting items leave `ready` (G10).
-    fn scope_taken(&mut self, scope: &ScopeKey, queue: usize, key: OrderKey, id: ItemId) {
+    /// Marks `scope` busy with `slot`, just claimed from `queue` under `key`: the
+    /// scope's waiting items leave `ready` (G10).
+    fn scope_taken(&mut self, scope: &ScopeKey, queue: usize, key: OrderKey, slot: Slot) {
         if !self.scopes.contains_key(scope) {
             self.scopes.insert(scope.clone(), ScopeState::default());
         }
@@ -157,7 +214,7 @@ impl Indexes {
             }
         }
         debug_assert!(sc.running.is_none(), "two running items in one scope");
-        sc.running = Some(id);
+        sc.running = Some(slot);
         for (&q, w) in &sc.waiting {
             if let Some((k, _)) = w.first_key_value() {
                 self.queues[q].ready.remove(k);
@@ -172,8 +229,8 @@ impl Indexes {
         };
         sc.running = None;
         for (&q, w) in &sc.waiting {
-            if let Some((k, id)) = w.first_key_value() {
-                self.queues[q].ready.insert(*k, *id);
+            if let Some((k, slot)) = w.first_key_value() {
+                self.queues[q].ready.insert(*k, *slot);
             }
         }
         if sc.waiting.is_empty() {
@@ -190,7 +247,7 @@ impl Indexes {
         }
         if let Some(owner) = &e.item.owner {
             if let Some(set) = self.owners.get_mut(owner) {
-                set.remove(&e.item.id);
+                set.remove(&e.slot);
                 if set.is_empty() {
                     self.owners.remove(owner);
                 }
@@ -203,13 +260,13 @@ impl Indexes {
 
     /// Takes a finished or deleted item out of its stream. Returns the new head when
     /// the item was the head and another item follows (G9).
-    fn stream_leave(&mut self, e: &Entry) -> Option<ItemId> {
+    fn stream_leave(&mut self, e: &Entry) -> Option<Slot> {
         let stream = e.item.stream.as_ref()?;
         let list = self.streams.get_mut(stream)?;
         let was_head = list.first_key_value().map(|(s, _)| *s) == Some(e.seq);
         list.remove(&e.seq);
         let next = if was_head {
-            list.first_key_value().map(|(_, id)| *id)
+            list.first_key_value().map(|(_, slot)| *slot)
         } else {
             None
         };
@@ -251,7 +308,7 @@ pub(crate) struct State {
     /// Keep finished items as `done` until purged instead of deleting them at once.
     pub(crate) keep_done: bool,
     next_seq: u64,
-    items: HashMap<ItemId, Entry>,
+    items: Slab,
     queue_ids: HashMap<QueueName, usize>,
     idx: Indexes,
     /// Dedup keys by expiry (then queue and key), for purge.
@@ -278,9 +335,9 @@ impl State {
         q
     }
 
-    /// Places the item `id` if it exists, is ready and heads its stream.
-    fn place_if_candidate(&mut self, id: ItemId, now: Timestamp) {
-        if let Some(e) = self.items.get(&id) {
+    /// Places the item in `slot` if it is ready and heads its stream.
+    fn place_if_candidate(&mut self, slot: Slot, now: Timestamp) {
+        if let Some(e) = self.items.get(slot) {
             if e.item.state == ItemState::Ready && self.idx.is_stream_head(e) {
                 self.idx.place(e, now);
             }
@@ -288,9 +345,9 @@ impl State {
     }
 
     /// Deletes an item that is in no claim index (done or dead).
-    fn delete(&mut self, id: ItemId) {
-        if let Some(e) = self.items.remove(&id) {
-            self.idx.queues[e.queue].members.remove(&id);
+    fn delete(&mut self, slot: Slot) {
+        if let Some(e) = self.items.remove(slot) {
+            self.idx.queues[e.queue].members.remove(&e.seq);
             if e.item.state == ItemState::Done {
                 self.idx.done.remove(&(e.item.updated_at, e.seq));
             }
@@ -322,7 +379,7 @@ impl State {
                     seen.insert((&new.queue, key), new.id);
                 }
             }
-            if dup.is_none() && self.items.contains_key(&new.id) {
+            if dup.is_none() && self.items.contains(new.id) {
                 return Err(tenure_core::Error::conflict(
                     "item",
                     format!("an item with id {} already exists", new.id),
@@ -339,8 +396,7 @@ impl State {
                 });
                 continue;
             }
-            let item = machine::enqueue(new, now);
-            let id = item.id;
+            let id = new.id;
             let seq = self.next_seq;
             self.next_seq += 1;
             let q = self.queue_id(&new.queue);
@@ -356,24 +412,25 @@ impl State {
                 self.dedup_expiry
                     .insert((expires_at, new.queue.clone(), key.clone()));
             }
-            self.idx.queues[q].members.insert(id);
+            let e = self.items.insert(id, |slot| Entry {
+                item: machine::enqueue(new, now),
+                seq,
+                queue: q,
+                slot,
+            });
+            let slot = e.slot;
+            self.idx.queues[q].members.insert(seq, slot);
             let head = match &new.stream {
                 None => true,
                 Some(s) => {
                     let list = self.idx.streams.entry(s.clone()).or_default();
-                    list.insert(seq, id);
+                    list.insert(seq, slot);
                     list.len() == 1
                 }
             };
-            let e = Entry {
-                item,
-                seq,
-                queue: q,
-            };
             if head {
-                self.idx.place(&e, now);
+                self.idx.place(e, now);
             }
-            self.items.insert(id, e);
             out.push(Enqueued {
                 id,
                 duplicate: false,
@@ -391,16 +448,16 @@ impl State {
             if at > now {
                 break;
             }
-            let Some((_, id)) = self.idx.queues[q].running.pop_first() else {
+            let Some((_, slot)) = self.idx.queues[q].running.pop_first() else {
                 break;
             };
             self.idx.visits += 1;
-            self.recover_one(id, now, counts);
+            self.recover_one(slot, now, counts);
         }
     }
 
-    fn recover_one(&mut self, id: ItemId, now: Timestamp, counts: &mut Recovered) {
-        let Some(e) = self.items.get_mut(&id) else {
+    fn recover_one(&mut self, slot: Slot, now: Timestamp, counts: &mut Recovered) {
+        let Some(e) = self.items.get_mut(slot) else {
             return;
         };
         if !machine::is_expired(&e.item, now) {
@@ -445,17 +502,18 @@ impl State {
                     Some((&(at, _), _)) if at <= now => {}
                     _ => break,
                 }
-                let Some((_, id)) = qi.scheduled.pop_first() else {
+                let Some((_, slot)) = qi.scheduled.pop_first() else {
                     break;
                 };
                 self.idx.visits += 1;
-                if let Some(e) = self.items.get(&id) {
+                if let Some(e) = self.items.get(slot) {
                     self.idx.place_due(e);
                 }
             }
         }
         let expires_at = now + lease_for;
         let mut leases = Vec::new();
+        let mut claimed = Vec::new();
         while leases.len() < limit {
             let mut best: Option<(OrderKey, usize)> = None;
             for &q in &qs {
@@ -469,21 +527,23 @@ impl State {
             let Some((key, q)) = best else {
                 break;
             };
-            let Some(id) = self.idx.queues[q].ready.remove(&key) else {
+            // The chosen key is the first of its queue's ready index.
+            let Some((_, slot)) = self.idx.queues[q].ready.pop_first() else {
                 break;
             };
-            let Some(e) = self.items.get_mut(&id) else {
-                debug_assert!(false, "ready index names a missing item");
+            let Some(e) = self.items.get_mut(slot) else {
+                debug_assert!(false, "the ready index names an empty slot");
                 continue;
             };
             if !machine::claim(&mut e.item, owner, now, lease_for) {
-                debug_assert!(false, "ready index names an unclaimable item");
+                debug_assert!(false, "the ready index names an unclaimable item");
                 continue;
             }
             if let Some(scope) = &e.item.scope {
-                self.idx.scope_taken(scope, q, key, id);
+                self.idx.scope_taken(scope, q, key, slot);
             }
-            self.idx.queues[q].running.insert((expires_at, e.seq), id);
+            self.idx.queues[q].running.insert((expires_at, e.seq), slot);
+            claimed.push(slot);
             leases.push(Lease {
                 token: e.item.token(),
                 owner: owner.clone(),
@@ -491,9 +551,12 @@ impl State {
                 item: e.item.clone(),
             });
         }
-        if !leases.is_empty() {
-            let set = self.idx.owners.entry(owner.clone()).or_default();
-            set.extend(leases.iter().map(|l| l.token.id));
+        if !claimed.is_empty() {
+            self.idx
+                .owners
+                .entry(owner.clone())
+                .or_default()
+                .extend(claimed);
         }
         leases
     }
@@ -507,7 +570,7 @@ impl State {
     ) -> Vec<RenewOutcome> {
         let mut out = Vec::with_capacity(tokens.len());
         for t in tokens {
-            let Some(e) = self.items.get_mut(&t.id) else {
+            let Some(e) = self.items.find_mut(t.id) else {
                 out.push(RenewOutcome::LeaseLost);
                 continue;
             };
@@ -518,7 +581,7 @@ impl State {
                 if let Some(at) = before {
                     running.remove(&(at, e.seq));
                 }
-                running.insert((expires_at, e.seq), t.id);
+                running.insert((expires_at, e.seq), e.slot);
             }
             out.push(answer);
         }
@@ -529,7 +592,7 @@ impl State {
     pub(crate) fn complete(&mut self, tokens: &[LeaseToken], now: Timestamp) -> Vec<TokenOutcome> {
         let mut out = Vec::with_capacity(tokens.len());
         for t in tokens {
-            let Some(e) = self.items.get_mut(&t.id) else {
+            let Some(e) = self.items.find_mut(t.id) else {
                 out.push(TokenOutcome::LeaseLost);
                 continue;
             };
@@ -541,10 +604,11 @@ impl State {
             let answer = machine::complete(&mut e.item, t, now);
             debug_assert_eq!(answer, TokenOutcome::Accepted);
             let next = self.idx.stream_leave(e);
+            let slot = e.slot;
             if self.keep_done {
-                self.idx.done.insert((e.item.updated_at, e.seq), t.id);
+                self.idx.done.insert((e.item.updated_at, e.seq), slot);
             } else {
-                self.delete(t.id);
+                self.delete(slot);
             }
             if let Some(next) = next {
                 self.place_if_candidate(next, now);
@@ -558,7 +622,7 @@ impl State {
     pub(crate) fn fail(&mut self, failures: &[Failure], now: Timestamp) -> Vec<FailOutcome> {
         let mut out = Vec::with_capacity(failures.len());
         for f in failures {
-            let Some(e) = self.items.get_mut(&f.token.id) else {
+            let Some(e) = self.items.find_mut(f.token.id) else {
                 out.push(FailOutcome::LeaseLost);
                 continue;
             };
@@ -581,7 +645,7 @@ impl State {
     pub(crate) fn release(&mut self, tokens: &[LeaseToken], now: Timestamp) -> Vec<TokenOutcome> {
         let mut out = Vec::with_capacity(tokens.len());
         for t in tokens {
-            let Some(e) = self.items.get_mut(&t.id) else {
+            let Some(e) = self.items.find_mut(t.id) else {
                 out.push(TokenOutcome::LeaseLost);
                 continue;
             };
@@ -612,10 +676,10 @@ impl State {
             let Some((key, q)) = oldest else {
                 break;
             };
-            let Some(id) = self.idx.queues[q].running.remove(&key) else {
+            let Some(slot) = self.idx.queues[q].running.remove(&key) else {
                 break;
             };
-            self.recover_one(id, now, &mut counts);
+            self.recover_one(slot, now, &mut counts);
         }
         counts
     }
@@ -626,13 +690,14 @@ impl State {
         let mut purged = Purged::default();
         let cutoff = now - keep_done_for;
         while purged.items < limit {
-            let Some((&(at, _), &id)) = self.idx.done.first_key_value() else {
+            let Some((&(at, _), &slot)) = self.idx.done.first_key_value() else {
                 break;
             };
             if at > cutoff {
                 break;
             }
-            self.delete(id);
+            self.idx.done.pop_first();
+            self.delete(slot);
             purged.items += 1;
         }
         while purged.dedup_keys < limit {
@@ -655,12 +720,13 @@ impl State {
     pub(crate) fn dead_requeue(&mut self, ids: &[ItemId], additional: u32, now: Timestamp) -> u64 {
         let mut n = 0;
         for id in ids {
-            let Some(e) = self.items.get_mut(id) else {
+            let Some(e) = self.items.find_mut(*id) else {
                 continue;
             };
             if machine::requeue(&mut e.item, now, additional) {
                 n += 1;
-                self.place_if_candidate(*id, now);
+                let slot = e.slot;
+                self.place_if_candidate(slot, now);
             }
         }
         n
@@ -670,14 +736,15 @@ impl State {
     pub(crate) fn dead_discard(&mut self, ids: &[ItemId], now: Timestamp) -> u64 {
         let mut n = 0;
         for id in ids {
-            let Some(e) = self.items.get(id) else {
+            let Some(e) = self.items.find(*id) else {
                 continue;
             };
             if !machine::discard(&e.item) {
                 continue;
             }
             let next = self.idx.stream_leave(e);
-            self.delete(*id);
+            let slot = e.slot;
+            self.delete(slot);
             if let Some(next) = next {
                 self.place_if_candidate(next, now);
             }
@@ -688,7 +755,7 @@ impl State {
 
     /// `Store::item_get`.
     pub(crate) fn item_get(&self, id: ItemId) -> Option<Item> {
-        self.items.get(&id).map(|e| e.item.clone())
+        self.items.find(id).map(|e| e.item.clone())
     }
 
     /// `Store::queue_counts`: visits the queue's own items only.
@@ -697,8 +764,8 @@ impl State {
         let Some(&q) = self.queue_ids.get(queue) else {
             return c;
         };
-        for id in &self.idx.queues[q].members {
-            let Some(e) = self.items.get(id) else {
+        for &slot in self.idx.queues[q].members.values() {
+            let Some(e) = self.items.get(slot) else {
                 continue;
             };
             match e.item.state {
@@ -752,15 +819,15 @@ impl State {
         let mut evicted = Evicted::default();
         for (_, owner) in stale {
             self.instances.remove(&owner);
-            let mut running: Vec<ItemId> = self
+            let mut running: Vec<Slot> = self
                 .idx
                 .owners
                 .remove(&owner)
                 .map(|s| s.into_iter().collect())
                 .unwrap_or_default();
-            running.sort();
-            for id in running {
-                let Some(e) = self.items.get_mut(&id) else {
+            running.sort_unstable();
+            for slot in running {
+                let Some(e) = self.items.get_mut(slot) else {
                     continue;
                 };
                 if e.item.state != ItemState::Running {
