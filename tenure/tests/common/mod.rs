@@ -151,3 +151,126 @@ pub fn quiet_panics() {
         }));
     });
 }
+
+/// A store wrapper that appends one line `<id> <attempt>` per completion the store
+/// accepted to a file, written once the answer is in. A process killed between the
+/// commit and the write leaves a completion out, never in twice.
+#[derive(Debug)]
+pub struct LedgerStore {
+    inner: DynStore,
+    file: std::sync::Mutex<std::fs::File>,
+}
+
+impl LedgerStore {
+    pub fn new(inner: DynStore, path: &std::path::Path) -> LedgerStore {
+        let file = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(path)
+            .unwrap();
+        LedgerStore {
+            inner,
+            file: std::sync::Mutex::new(file),
+        }
+    }
+
+    /// The `(id, attempt)` lines of a ledger file; a torn last line is ignored.
+    pub fn read(path: &std::path::Path) -> Vec<(tenure::ItemId, u32)> {
+        let text = std::fs::read_to_string(path).unwrap_or_default();
+        text.lines()
+            .filter_map(|l| {
+                let (id, attempt) = l.split_once(' ')?;
+                Some((id.parse().ok()?, attempt.parse().ok()?))
+            })
+            .collect()
+    }
+}
+
+use tenure::{
+    async_trait, Capabilities, ClaimParams, CompleteParams, DiscardParams, EnqueueParams, Enqueued,
+    EvictParams, Evicted, FailOutcome, FailParams, HeartbeatParams, Instance, Item, ItemId,
+    LeaderParams, LeaderStatus, Lease, Limits, PurgeParams, Purged, QueueCounts, QueueName,
+    RecoverParams, Recovered, ReleaseParams, RenewOutcome, RenewParams, RequeueParams, Store,
+    TokenOutcome, WakeSignal,
+};
+
+#[async_trait]
+impl Store for LedgerStore {
+    fn name(&self) -> &'static str {
+        self.inner.name()
+    }
+    fn capabilities(&self) -> Capabilities {
+        self.inner.capabilities()
+    }
+    fn limits(&self) -> Limits {
+        self.inner.limits()
+    }
+    fn wake_signal(&self) -> Option<WakeSignal> {
+        self.inner.wake_signal()
+    }
+    async fn enqueue(&self, p: EnqueueParams) -> tenure::Result<Vec<Enqueued>> {
+        self.inner.enqueue(p).await
+    }
+    async fn claim(&self, p: ClaimParams) -> tenure::Result<Vec<Lease>> {
+        self.inner.claim(p).await
+    }
+    async fn renew(&self, p: RenewParams) -> tenure::Result<Vec<RenewOutcome>> {
+        self.inner.renew(p).await
+    }
+    async fn complete(&self, p: CompleteParams) -> tenure::Result<Vec<TokenOutcome>> {
+        let tokens = p.tokens.clone();
+        let out = self.inner.complete(p).await?;
+        let mut lines = String::new();
+        for (t, o) in tokens.iter().zip(&out) {
+            if *o == TokenOutcome::Accepted {
+                lines.push_str(&format!("{} {}\n", t.id, t.attempt));
+            }
+        }
+        use std::io::Write;
+        self.file
+            .lock()
+            .unwrap()
+            .write_all(lines.as_bytes())
+            .unwrap();
+        Ok(out)
+    }
+    async fn fail(&self, p: FailParams) -> tenure::Result<Vec<FailOutcome>> {
+        self.inner.fail(p).await
+    }
+    async fn release(&self, p: ReleaseParams) -> tenure::Result<Vec<TokenOutcome>> {
+        self.inner.release(p).await
+    }
+    async fn recover_expired(&self, p: RecoverParams) -> tenure::Result<Recovered> {
+        self.inner.recover_expired(p).await
+    }
+    async fn purge(&self, p: PurgeParams) -> tenure::Result<Purged> {
+        self.inner.purge(p).await
+    }
+    async fn dead_requeue(&self, p: RequeueParams) -> tenure::Result<u64> {
+        self.inner.dead_requeue(p).await
+    }
+    async fn dead_discard(&self, p: DiscardParams) -> tenure::Result<u64> {
+        self.inner.dead_discard(p).await
+    }
+    async fn item_get(&self, id: ItemId) -> tenure::Result<Option<Item>> {
+        self.inner.item_get(id).await
+    }
+    async fn queue_counts(&self, q: &QueueName) -> tenure::Result<QueueCounts> {
+        self.inner.queue_counts(q).await
+    }
+    async fn instance_heartbeat(&self, p: HeartbeatParams) -> tenure::Result<()> {
+        self.inner.instance_heartbeat(p).await
+    }
+    async fn instance_list(&self) -> tenure::Result<Vec<Instance>> {
+        self.inner.instance_list().await
+    }
+    async fn instance_evict_stale(&self, p: EvictParams) -> tenure::Result<Evicted> {
+        self.inner.instance_evict_stale(p).await
+    }
+    async fn leader_acquire(&self, p: LeaderParams) -> tenure::Result<LeaderStatus> {
+        self.inner.leader_acquire(p).await
+    }
+    async fn leader_resign(&self, p: LeaderParams) -> tenure::Result<bool> {
+        self.inner.leader_resign(p).await
+    }
+}
