@@ -598,8 +598,7 @@ fn check(ops: Vec<Op>, keep_done: bool) -> Result<(), TestCaseError> {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 300, ..ProptestConfig::default() })]
-
+    // 256 cases by default; PROPTEST_CASES=n runs more.
     /// Every answer and every item of the store equals the reference model's, and the
     /// invariants of G1, G3, G9 and G10 hold after every step.
     #[test]
