@@ -76,7 +76,16 @@ pub(crate) async fn claim_loop(shared: Arc<Shared>) {
         absorb_wake(wake.as_ref());
         let sent = Instant::now();
         match shared.store.claim(params).await {
-            Ok(leases) => {
+            Ok(mut leases) => {
+                if leases.len() > asked {
+                    let extra = leases.split_off(asked);
+                    tracing::error!(
+                        asked,
+                        got = asked + extra.len(),
+                        "the store answered more leases than asked; releasing the extra ones"
+                    );
+                    release_unstarted(&shared, extra).await;
+                }
                 let got = leases.len();
                 if stop.is_cancelled() {
                     if got > 0 {

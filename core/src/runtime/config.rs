@@ -182,8 +182,11 @@ impl WorkerBuilder {
         self
     }
 
-    /// How long each lease lasts unless renewed (default 30 s). Renewal starts a third
-    /// of a lease after the last successful one; the self-stop fires at half a lease.
+    /// How long each lease lasts unless renewed (default 30 s). Renewal happens a third
+    /// of a lease after the last successful one; the self-stop fires half a lease after
+    /// it. An item's `max_renewals` (G4, default 6) therefore bounds one attempt to
+    /// about `max_renewals * lease / 3 + lease / 2` (75 s with the defaults); give
+    /// long handlers a longer lease or more renewals.
     pub fn lease_duration(mut self, lease: Duration) -> Self {
         self.lease = lease;
         self

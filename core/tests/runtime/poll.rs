@@ -130,3 +130,26 @@ async fn the_loop_claims_only_up_to_its_free_slots() {
         "no poll wait in between"
     );
 }
+
+#[tokio::test(start_paused = true)]
+async fn leases_beyond_what_was_asked_are_released_at_once() {
+    let store = Probe::new(memory());
+    let ids = enqueue(&store, &["a", "b"]).await;
+    store.greedy_claims(true);
+    let worker = Worker::builder(store.clone())
+        .queue(queue())
+        .concurrency(1)
+        .maintenance(false)
+        .handler(|_job: Job| async { Ok(()) })
+        .spawn()
+        .unwrap();
+    until(Duration::from_secs(5), || worker.metrics().completed == 2).await;
+    let calls = store.calls();
+    assert_eq!((calls.claims[0].1, calls.claims[0].2), (1, 2));
+    assert_eq!(calls.releases[0], 1, "the extra lease went back at once");
+    let attempts = [
+        crate::support::item(&store, ids[0]).await.attempt,
+        crate::support::item(&store, ids[1]).await.attempt,
+    ];
+    assert_eq!(attempts, [1, 2], "the released item ran on its next claim");
+}

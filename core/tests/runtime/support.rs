@@ -94,6 +94,7 @@ pub(crate) struct Probe<S> {
     pub(crate) inner: S,
     pub(crate) calls: Arc<Mutex<Calls>>,
     hang_renew: Arc<AtomicBool>,
+    greedy: Arc<AtomicBool>,
     parked: Arc<Notify>,
 }
 
@@ -103,6 +104,7 @@ impl<S: Store> Probe<S> {
             inner,
             calls: Arc::default(),
             hang_renew: Arc::default(),
+            greedy: Arc::default(),
             parked: Arc::default(),
         }
     }
@@ -110,6 +112,11 @@ impl<S: Store> Probe<S> {
     /// While true, every `renew` call waits on a `Notify` nobody fires.
     pub(crate) fn hang_renewals(&self, hang: bool) {
         self.hang_renew.store(hang, Ordering::SeqCst);
+    }
+
+    /// While true, every claim takes one item more than asked (a broken store).
+    pub(crate) fn greedy_claims(&self, greedy: bool) {
+        self.greedy.store(greedy, Ordering::SeqCst);
     }
 
     /// A copy of the calls so far.
@@ -139,9 +146,12 @@ impl<S: Store> Store for Probe<S> {
     async fn enqueue(&self, params: EnqueueParams) -> Result<Vec<Enqueued>> {
         self.inner.enqueue(params).await
     }
-    async fn claim(&self, params: ClaimParams) -> Result<Vec<Lease>> {
+    async fn claim(&self, mut params: ClaimParams) -> Result<Vec<Lease>> {
         let at = Instant::now();
         let asked = params.limit;
+        if self.greedy.load(Ordering::SeqCst) {
+            params.limit += 1;
+        }
         let out = self.inner.claim(params).await;
         let got = out.as_ref().map(Vec::len).unwrap_or(0);
         self.log().claims.push((at, asked, got));
