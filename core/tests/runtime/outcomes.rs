@@ -162,3 +162,45 @@ async fn a_retry_after_delay_overrides_the_policy() {
         "retried after the asked delay, within one capped poll: {gap:?}"
     );
 }
+
+/// A handler type of its own, shared as a trait object.
+struct Doubler {
+    seen: Mutex<Vec<u64>>,
+}
+
+#[tenure_core::async_trait]
+impl tenure_core::runtime::Handler for Doubler {
+    async fn handle(&self, job: Job) -> Result<(), JobError> {
+        let n: u64 = job.json()?;
+        self.seen.lock().unwrap().push(n * 2);
+        Ok(())
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_handler_type_shared_as_a_trait_object_runs_like_a_closure() {
+    let store = Probe::new(memory());
+    enqueue(&store, &["1", "2", "oops"]).await;
+    let handler = Arc::new(Doubler {
+        seen: Mutex::new(Vec::new()),
+    });
+    let worker = Worker::builder(store.clone())
+        .queue(queue())
+        .concurrency(1)
+        .maintenance(false)
+        .retry(RetryPolicy::exponential(
+            Duration::from_secs(3600),
+            Duration::from_secs(3600),
+        ))
+        .handler_arc(handler.clone() as Arc<dyn tenure_core::runtime::Handler>)
+        .spawn()
+        .unwrap();
+    until(Duration::from_secs(5), || worker.metrics().failed == 1).await;
+    assert_eq!(*handler.seen.lock().unwrap(), vec![2, 4]);
+    assert_eq!(worker.metrics().completed, 2);
+    let counts = store.queue_counts(&queue()).await.unwrap();
+    assert_eq!(
+        counts.scheduled, 1,
+        "a `?` on a bad payload is a retryable failure"
+    );
+}
