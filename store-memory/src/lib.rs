@@ -27,8 +27,10 @@
 //! Claims never scan. Claimable items are indexed by `(priority, run_at, enqueue
 //! order)`; items waiting for their `run_at`, behind their stream's head or behind a
 //! busy scope sit in other indexes and are not looked at, so claiming `B` items costs
-//! about `O(B log n)`. Recovering `k` expired leases costs `O(k log n)`, evicting an
-//! instance costs its running items. `queue_counts` visits the queue's own items.
+//! about `O(B log n)`, plus `O(log n)` for each expired lease the claim recovers and
+//! each scheduled item that has come due since the last claim (each is moved once).
+//! Recovering `k` expired leases costs `O(k log n)`; evicting an instance costs its
+//! running items. `queue_counts` visits the queue's own items, as a SQL count would.
 //!
 //! # Concurrency
 //!
