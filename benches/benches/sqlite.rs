@@ -13,14 +13,18 @@
 //!   run_at, id LIMIT B) RETURNING`) and one `BEGIN IMMEDIATE` transaction of fenced
 //!   deletes (`DELETE .. WHERE id = ? AND state = 'running' AND attempt = ?`).
 //!
-//! Run: `cargo bench -p tenure-benches --bench sqlite` (about three minutes).
+//! A second group, `sqlite_contention_full`, runs 16 claimers at B=1 with
+//! `synchronous=FULL` on both sides and prints claim-latency percentiles: the case in
+//! which `shared/research/limits.md` saw a 3.5 s p99 claim wait with raw connections.
+//!
+//! Run: `cargo bench -p tenure-benches --bench sqlite` (about four minutes).
 
 // criterion_group! generates an undocumented pub fn.
 #![allow(missing_docs)]
 
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Barrier};
+use std::sync::{Arc, Barrier, Mutex};
 use std::time::{Duration, Instant};
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
@@ -30,7 +34,7 @@ use tenure_core::{
     ClaimParams, Clock, CompleteParams, EnqueueParams, NewItem, OwnerId, QueueName, Store,
     SystemClock, TokenOutcome,
 };
-use tenure_sqlite::{SqliteConfig, SqliteStore};
+use tenure_sqlite::{SqliteConfig, SqliteStore, Synchronous};
 
 const LEASE: Duration = Duration::from_secs(60);
 
@@ -48,17 +52,44 @@ fn queue() -> QueueName {
 
 // ----------------------------------------------------------------------------- tenure
 
+/// How a run is set up: durability, and where to record claim latencies (µs).
+#[derive(Clone, Copy)]
+struct Mode<'a> {
+    full: bool,
+    latencies: Option<&'a Mutex<Vec<u64>>>,
+}
+
+const NORMAL: Mode<'static> = Mode {
+    full: false,
+    latencies: None,
+};
+
+fn record(mode: Mode<'_>, started: Instant) {
+    if let Some(l) = mode.latencies {
+        let us = u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX);
+        l.lock().expect("latencies").push(us);
+    }
+}
+
 fn tenure_iteration(
     rt: &tokio::runtime::Runtime,
     n: usize,
     batch: usize,
     workers: usize,
+    mode: Mode<'_>,
 ) -> Duration {
     let dir = TempDir::new().expect("temp dir");
     rt.block_on(async {
-        let store = SqliteStore::open(SqliteConfig::new(dir.path().join("bench.db")))
-            .await
-            .expect("open");
+        let sync = if mode.full {
+            Synchronous::Full
+        } else {
+            Synchronous::Normal
+        };
+        let store =
+            SqliteStore::open(SqliteConfig::new(dir.path().join("bench.db")).synchronous(sync))
+                .await
+                .expect("open");
+        let lat: Arc<Mutex<Vec<u64>>> = Arc::default();
         for chunk in (0..n).collect::<Vec<_>>().chunks(10_000) {
             let items = chunk
                 .iter()
@@ -75,16 +106,28 @@ fn tenure_iteration(
         for w in 0..workers {
             let store = store.clone();
             let done = done.clone();
+            let lat = lat.clone();
+            let record_lat = mode.latencies.is_some();
             tasks.push(tokio::spawn(async move {
                 let owner = OwnerId::new(format!("w{w}")).expect("owner");
                 let limit = u32::try_from(batch).expect("batch");
                 loop {
+                    let started = Instant::now();
                     let leases = store
                         .claim(ClaimParams::new(queue(), owner.clone(), limit, LEASE))
                         .await
                         .expect("claim");
                     if leases.is_empty() {
                         return;
+                    }
+                    if record_lat {
+                        record(
+                            Mode {
+                                full: false,
+                                latencies: Some(&lat),
+                            },
+                            started,
+                        );
                     }
                     let tokens = leases.iter().map(|l| l.token).collect();
                     let outs = store
@@ -105,25 +148,31 @@ fn tenure_iteration(
             n as u64,
             "every item finished once"
         );
+        if let Some(out) = mode.latencies {
+            out.lock()
+                .expect("latencies")
+                .extend(lat.lock().expect("latencies").drain(..));
+        }
         elapsed
     })
 }
 
 // ----------------------------------------------------------------------------- raw
 
-fn raw_connect(path: &Path) -> Connection {
+fn raw_connect(path: &Path, full: bool) -> Connection {
     let conn = Connection::open(path).expect("open");
     conn.busy_timeout(Duration::from_secs(30))
         .expect("busy timeout");
     conn.query_row("PRAGMA journal_mode = WAL", [], |_| Ok(()))
         .expect("wal");
-    conn.execute_batch("PRAGMA synchronous = NORMAL")
+    let sync = if full { "FULL" } else { "NORMAL" };
+    conn.execute_batch(&format!("PRAGMA synchronous = {sync}"))
         .expect("sync");
     conn
 }
 
 fn raw_seed(path: &Path, n: usize) {
-    let mut conn = raw_connect(path);
+    let mut conn = raw_connect(path, false);
     conn.execute_batch(
         "CREATE TABLE jobs (id INTEGER PRIMARY KEY, queue TEXT NOT NULL, payload BLOB NOT NULL,
              priority INTEGER NOT NULL, run_at INTEGER NOT NULL, state TEXT NOT NULL,
@@ -145,9 +194,10 @@ fn raw_seed(path: &Path, n: usize) {
     tx.commit().expect("commit");
 }
 
-fn raw_worker(path: &Path, owner: &str, batch: usize, done: &AtomicU64) {
-    let mut conn = raw_connect(path);
+fn raw_worker(path: &Path, owner: &str, batch: usize, done: &AtomicU64, mode: Mode<'_>) {
+    let mut conn = raw_connect(path, mode.full);
     loop {
+        let started = Instant::now();
         let now = SystemClock.now().as_micros();
         let claimed: Vec<(i64, i64)> = {
             let tx = conn
@@ -179,6 +229,7 @@ fn raw_worker(path: &Path, owner: &str, batch: usize, done: &AtomicU64) {
         if claimed.is_empty() {
             return;
         }
+        record(mode, started);
         let tx = conn
             .transaction_with_behavior(TransactionBehavior::Immediate)
             .expect("begin");
@@ -197,29 +248,26 @@ fn raw_worker(path: &Path, owner: &str, batch: usize, done: &AtomicU64) {
     }
 }
 
-fn raw_iteration(n: usize, batch: usize, workers: usize) -> Duration {
+fn raw_iteration(n: usize, batch: usize, workers: usize, mode: Mode<'_>) -> Duration {
     let dir = TempDir::new().expect("temp dir");
     let path = dir.path().join("raw.db");
     raw_seed(&path, n);
-    let done = Arc::new(AtomicU64::new(0));
-    let barrier = Arc::new(Barrier::new(workers + 1));
-    let handles: Vec<_> = (0..workers)
-        .map(|w| {
-            let path = path.clone();
-            let done = done.clone();
-            let barrier = barrier.clone();
-            std::thread::spawn(move || {
+    let done = AtomicU64::new(0);
+    let barrier = Barrier::new(workers + 1);
+    let elapsed = std::thread::scope(|s| {
+        for w in 0..workers {
+            let (path, done, barrier) = (&path, &done, &barrier);
+            s.spawn(move || {
                 barrier.wait();
-                raw_worker(&path, &format!("w{w}"), batch, &done);
-            })
-        })
-        .collect();
-    barrier.wait();
-    let start = Instant::now();
-    for h in handles {
-        h.join().expect("worker");
-    }
-    let elapsed = start.elapsed();
+                raw_worker(path, &format!("w{w}"), batch, done, mode);
+            });
+        }
+        barrier.wait();
+        let start = Instant::now();
+        // The scope joins every worker before it returns.
+        start
+    })
+    .elapsed();
     assert_eq!(
         done.load(Ordering::Relaxed),
         n as u64,
@@ -248,17 +296,84 @@ fn claim_complete(c: &mut Criterion) {
             group.bench_function(BenchmarkId::new("tenure", &cell), |b| {
                 b.iter_custom(|iters| {
                     (0..iters)
-                        .map(|_| tenure_iteration(&rt, n, batch, workers))
+                        .map(|_| tenure_iteration(&rt, n, batch, workers, NORMAL))
                         .sum()
                 })
             });
             group.bench_function(BenchmarkId::new("raw", &cell), |b| {
-                b.iter_custom(|iters| (0..iters).map(|_| raw_iteration(n, batch, workers)).sum())
+                b.iter_custom(|iters| {
+                    (0..iters)
+                        .map(|_| raw_iteration(n, batch, workers, NORMAL))
+                        .sum()
+                })
             });
         }
     }
     group.finish();
 }
 
-criterion_group!(benches, claim_complete);
+fn percentiles(name: &str, lat: &Mutex<Vec<u64>>) {
+    let mut v = std::mem::take(&mut *lat.lock().expect("latencies"));
+    if v.is_empty() {
+        return;
+    }
+    v.sort_unstable();
+    let at = |q: f64| v[((v.len() - 1) as f64 * q) as usize];
+    println!(
+        "{name}: claim latency over {} claims: p50 {} us, p99 {} us, max {} us",
+        v.len(),
+        at(0.5),
+        at(0.99),
+        v[v.len() - 1]
+    );
+}
+
+/// 16 claimers at `synchronous=FULL`, B=1: the case where limits.md saw a 3.5 s p99
+/// claim wait with 16 raw connections. Prints claim-latency percentiles.
+fn contention(c: &mut Criterion) {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let mut group = c.benchmark_group("sqlite_contention_full");
+    group
+        .sample_size(10)
+        .warm_up_time(Duration::from_millis(200))
+        .measurement_time(Duration::from_secs(4));
+    let (n, batch, workers) = (600, 1, 16);
+    group.throughput(Throughput::Elements(n as u64));
+    let cell = format!("b{batch}_w{workers}");
+    let lat = Mutex::new(Vec::new());
+    group.bench_function(BenchmarkId::new("tenure", &cell), |b| {
+        b.iter_custom(|iters| {
+            (0..iters)
+                .map(|_| {
+                    let mode = Mode {
+                        full: true,
+                        latencies: Some(&lat),
+                    };
+                    tenure_iteration(&rt, n, batch, workers, mode)
+                })
+                .sum()
+        })
+    });
+    percentiles("tenure b1_w16 FULL", &lat);
+    group.bench_function(BenchmarkId::new("raw", &cell), |b| {
+        b.iter_custom(|iters| {
+            (0..iters)
+                .map(|_| {
+                    let mode = Mode {
+                        full: true,
+                        latencies: Some(&lat),
+                    };
+                    raw_iteration(n, batch, workers, mode)
+                })
+                .sum()
+        })
+    });
+    percentiles("raw b1_w16 FULL", &lat);
+    group.finish();
+}
+
+criterion_group!(benches, claim_complete, contention);
 criterion_main!(benches);

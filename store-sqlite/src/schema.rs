@@ -166,7 +166,7 @@ pub(crate) fn tune(conn: &Connection, config: &SqliteConfig, phase: Phase) -> Re
         ));
     }
     conn.execute_batch(&format!(
-        "PRAGMA synchronous = {}; PRAGMA temp_store = MEMORY;",
+        "PRAGMA synchronous = {}; PRAGMA temp_store = MEMORY; PRAGMA cache_size = -16384;",
         config.synchronous.pragma()
     ))
     .map_err(|e| error::map(&e, path, phase))
