@@ -450,28 +450,40 @@ pub(crate) fn claim(cx: &Cx<'_>, params: &ClaimParams) -> OpResult<Vec<Lease>> {
         picked.push(cand);
     }
 
-    // machine::claim on the loaded row, then the same change written under the
-    // `state = 'ready'` guard.
-    let mut take = conn.prepare_cached(
-        "UPDATE tenure_items SET state = 'running', attempt = ?2, owner = ?3,
-             lease_expires_at = ?4, renewals = 0, updated_at = ?5
-         WHERE seq = ?1 AND state = 'ready'",
-    )?;
+    // machine::claim on each loaded row, then the same change written for the whole
+    // batch in one statement under the `state = 'ready'` guard.
     let mut leases = Vec::with_capacity(picked.len());
+    let mut seqs = Vec::with_capacity(picked.len());
     for Candidate { seq, mut item } in picked {
-        if !machine::claim(&mut item, &params.owner, now, params.lease_for) {
-            continue;
-        }
-        let changed = take.execute(params![
-            seq,
-            item.attempt,
-            params.owner.as_str(),
-            item.lease_expires_at.map(Timestamp::as_micros),
-            now.as_micros()
-        ])?;
-        if changed == 1 {
+        if machine::claim(&mut item, &params.owner, now, params.lease_for) {
+            seqs.push(seq);
             leases.push(Lease::from_item(item)?);
         }
+    }
+    if seqs.is_empty() {
+        return Ok(leases);
+    }
+    let changed = conn
+        .prepare_cached(
+            "UPDATE tenure_items SET state = 'running', attempt = attempt + 1, owner = ?2,
+                 lease_expires_at = ?3, renewals = 0, updated_at = ?4
+             WHERE seq IN (SELECT value FROM json_each(?1)) AND state = 'ready'",
+        )?
+        .execute(params![
+            json_list(&seqs),
+            params.owner.as_str(),
+            (now + params.lease_for).as_micros(),
+            now.as_micros()
+        ])?;
+    if changed != seqs.len() {
+        return Err(Error::internal(
+            STORE,
+            format!(
+                "claim changed {changed} rows for {} picked items",
+                seqs.len()
+            ),
+        )
+        .into());
     }
     Ok(leases)
 }
@@ -486,16 +498,9 @@ pub(crate) fn complete(cx: &Cx<'_>, params: &CompleteParams) -> OpResult<Vec<Tok
     let mut find = conn.prepare_cached(
         "SELECT seq, stream FROM tenure_items WHERE id = ?1 AND state = 'running' AND attempt = ?2",
     )?;
-    let mut finish = if cx.keep_done {
-        conn.prepare_cached(
-            "UPDATE tenure_items SET state = 'done', owner = NULL, lease_expires_at = NULL,
-                 updated_at = ?2
-             WHERE seq = ?1",
-        )?
-    } else {
-        conn.prepare_cached("DELETE FROM tenure_items WHERE seq = ?1 AND ?2 IS NOT NULL")?
-    };
     let mut out = Vec::with_capacity(params.tokens.len());
+    let mut seqs = Vec::with_capacity(params.tokens.len());
+    let mut streams = Vec::new();
     for t in &params.tokens {
         let row: Option<(i64, Option<String>)> = find
             .query_row(params![&t.id.as_bytes()[..], t.attempt], |r| {
@@ -505,50 +510,78 @@ pub(crate) fn complete(cx: &Cx<'_>, params: &CompleteParams) -> OpResult<Vec<Tok
         match row {
             None => out.push(TokenOutcome::LeaseLost),
             Some((seq, stream)) => {
-                finish.execute(params![seq, cx.now.as_micros()])?;
-                if let Some(s) = stream {
-                    promote(conn, &s)?;
-                }
+                seqs.push(seq);
+                streams.extend(stream);
                 out.push(TokenOutcome::Accepted);
             }
         }
     }
+    if seqs.is_empty() {
+        return Ok(out);
+    }
+    // The accepted rows, finished in one statement.
+    let sql = if cx.keep_done {
+        "UPDATE tenure_items SET state = 'done', owner = NULL, lease_expires_at = NULL,
+             updated_at = ?2
+         WHERE seq IN (SELECT value FROM json_each(?1))"
+    } else {
+        "DELETE FROM tenure_items WHERE seq IN (SELECT value FROM json_each(?1)) AND ?2 IS NOT NULL"
+    };
+    conn.prepare_cached(sql)?
+        .execute(params![json_list(&seqs), cx.now.as_micros()])?;
+    for s in &streams {
+        promote(conn, s)?;
+    }
     Ok(out)
 }
 
-/// [`Store::renew`](tenure_core::Store::renew); mirrors [`machine::renew`].
+/// `[1,2,3]`: a list of row ids bound as one parameter and read with `json_each`.
+fn json_list(seqs: &[i64]) -> String {
+    let mut out = String::with_capacity(seqs.len() * 8 + 2);
+    out.push('[');
+    for (i, s) in seqs.iter().enumerate() {
+        if i > 0 {
+            out.push(',');
+        }
+        out.push_str(&s.to_string());
+    }
+    out.push(']');
+    out
+}
+
+/// [`Store::renew`](tenure_core::Store::renew); mirrors [`machine::renew`]: the fenced
+/// row is read, the cap checked, and the new expiry written by seq.
 pub(crate) fn renew(cx: &Cx<'_>, params: &RenewParams) -> OpResult<Vec<RenewOutcome>> {
     let conn = cx.conn;
     let now = cx.now.as_micros();
     let expires = (cx.now + params.lease_for).as_micros();
-    let mut extend = conn.prepare_cached(
-        "UPDATE tenure_items SET lease_expires_at = ?3, renewals = renewals + 1, updated_at = ?4
-         WHERE id = ?1 AND state = 'running' AND attempt = ?2 AND renewals < max_renewals
-         RETURNING renewals",
+    let mut find = conn.prepare_cached(
+        "SELECT seq, renewals, max_renewals FROM tenure_items
+         WHERE id = ?1 AND state = 'running' AND attempt = ?2",
     )?;
-    let mut cap = conn.prepare_cached(
-        "SELECT max_renewals FROM tenure_items WHERE id = ?1 AND state = 'running' AND attempt = ?2",
+    let mut extend = conn.prepare_cached(
+        "UPDATE tenure_items SET lease_expires_at = ?2, renewals = ?3, updated_at = ?4
+         WHERE seq = ?1",
     )?;
     let mut out = Vec::with_capacity(params.tokens.len());
     for t in &params.tokens {
-        let id = &t.id.as_bytes()[..];
-        let renewed: Option<i64> = extend
-            .query_row(params![id, t.attempt, expires, now], |r| r.get(0))
+        let row: Option<(i64, i64, i64)> = find
+            .query_row(params![&t.id.as_bytes()[..], t.attempt], |r| {
+                Ok((r.get(0)?, r.get(1)?, r.get(2)?))
+            })
             .optional()?;
-        out.push(match renewed {
-            Some(n) => RenewOutcome::Renewed {
-                expires_at: Timestamp::from_micros(expires),
-                renewals: to_u32(n, "renewals")?,
+        out.push(match row {
+            None => RenewOutcome::LeaseLost,
+            Some((_, renewals, limit)) if renewals >= limit => RenewOutcome::LimitReached {
+                limit: to_u32(limit, "max_renewals")?,
             },
-            None => match cap
-                .query_row(params![id, t.attempt], |r| r.get::<_, i64>(0))
-                .optional()?
-            {
-                Some(limit) => RenewOutcome::LimitReached {
-                    limit: to_u32(limit, "max_renewals")?,
-                },
-                None => RenewOutcome::LeaseLost,
-            },
+            Some((seq, renewals, _)) => {
+                extend.execute(params![seq, expires, renewals + 1, now])?;
+                RenewOutcome::Renewed {
+                    expires_at: Timestamp::from_micros(expires),
+                    renewals: to_u32(renewals + 1, "renewals")?,
+                }
+            }
         });
     }
     Ok(out)
