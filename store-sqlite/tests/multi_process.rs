@@ -1,7 +1,7 @@
 //! G1 across OS processes: two child processes (this test binary re-executed with
 //! `TENURE_SQLITE_CHILD_DB` set) and this one claim from one database file at once.
-//! Every item must be claimed exactly once and completed exactly once, and every
-//! process must have been told only about its own claims.
+//! Every item must be claimed exactly once and completed exactly once (by what each
+//! process was told), and at least two processes must have claimed items.
 
 // A test binary without libtest's #[test] markers: clippy.toml's test allowance does
 // not reach it.
@@ -138,6 +138,7 @@ fn parent() -> Result<(), Failed> {
     // What each process was told.
     let mut claims: HashMap<String, Vec<String>> = HashMap::new();
     let mut completions: HashMap<String, Vec<String>> = HashMap::new();
+    let mut per_process: Vec<(String, usize)> = Vec::new();
     for (who, lines) in &told {
         let mut mine = 0;
         for l in lines {
@@ -163,9 +164,14 @@ fn parent() -> Result<(), Failed> {
                 _ => return Err(format!("{who} printed {l:?}").into()),
             }
         }
-        if mine == 0 {
-            return Err(format!("{who} claimed nothing: the processes did not overlap").into());
-        }
+        per_process.push((who.clone(), mine));
+    }
+    // The race must have happened: at least two processes took items. (A process that
+    // was starved on a loaded machine may legitimately get none.)
+    if per_process.iter().filter(|(_, n)| *n > 0).count() < 2 {
+        return Err(
+            format!("the processes did not overlap: claims per process {per_process:?}").into(),
+        );
     }
     for id in &ids {
         let key = id.to_string();
