@@ -32,6 +32,7 @@ pub(crate) struct Sql {
     pub(crate) dedup_existing: String,
     pub(crate) stream_reserve: String,
     pub(crate) claim: String,
+    pub(crate) claim_locked: String,
     pub(crate) recover: String,
     pub(crate) renew: String,
     pub(crate) complete_fast: String,
@@ -58,6 +59,20 @@ impl Sql {
     /// The statements for `schema` (already validated).
     pub(crate) fn new(schema: &str, keep_done: bool) -> Sql {
         let s = schema;
+        // A claimable item of the queue `q.name` (alias `p`): a ready stream head, due,
+        // with recovery not pending, and either unscoped or the first eligible item of
+        // a scope that has no running item.
+        let eligible = format!(
+            "p.queue = q.name AND p.state = 'ready' AND p.head AND p.run_at <= $2 \
+             AND NOT (SELECT g.expired FROM guard g) \
+             AND (p.scope IS NULL OR ( \
+                 NOT EXISTS (SELECT 1 FROM {s}.items r \
+                     WHERE r.scope = p.scope AND r.state = 'running') \
+                 AND NOT EXISTS (SELECT 1 FROM {s}.items e \
+                     WHERE e.scope = p.scope AND e.state = 'ready' AND e.head \
+                         AND e.run_at <= $2 AND e.queue = ANY($1::text[]) \
+                         AND (e.priority, e.run_at, e.seq) < (p.priority, p.run_at, p.seq))))"
+        );
         let insert = format!(
             "INSERT INTO {s}.items (id, queue, payload, stream, scope, dedup_key, priority, \
                  run_at, state, head, attempt, renewals, stalls, max_attempts, max_stalls, \
@@ -128,17 +143,7 @@ impl Sql {
                      SELECT c.id FROM unnest($1::text[]) AS q(name) \
                      CROSS JOIN LATERAL ( \
                          SELECT p.id, p.priority, p.run_at, p.seq FROM {s}.items p \
-                         WHERE p.queue = q.name AND p.state = 'ready' AND p.head \
-                             AND p.run_at <= $2 \
-                             AND NOT (SELECT g.expired FROM guard g) \
-                             AND (p.scope IS NULL OR ( \
-                                 NOT EXISTS (SELECT 1 FROM {s}.items r \
-                                     WHERE r.scope = p.scope AND r.state = 'running') \
-                                 AND NOT EXISTS (SELECT 1 FROM {s}.items e \
-                                     WHERE e.scope = p.scope AND e.state = 'ready' AND e.head \
-                                         AND e.run_at <= $2 AND e.queue = ANY($1::text[]) \
-                                         AND (e.priority, e.run_at, e.seq) \
-                                             < (p.priority, p.run_at, p.seq)))) \
+                         WHERE {eligible} \
                          ORDER BY p.priority, p.run_at, p.seq \
                          LIMIT $3 \
                          FOR UPDATE OF p SKIP LOCKED \
@@ -154,6 +159,23 @@ impl Sql {
                  SELECT (SELECT g.expired FROM guard g) AS expired, i.* \
                  FROM (VALUES (1)) AS one(x) LEFT JOIN claimed i ON true"
             ),
+            // The second pass of a claim for one row it recovered itself but found
+            // locked when it picked (a stale finalize racing the recovery holds the row
+            // until its fence fails and it commits): a plain UPDATE that waits for the
+            // lock and re-checks the row, so a row another claimer took is left alone
+            // and a row still claimable is claimed. One row per statement, so it never
+            // holds one lock while waiting for another. The scope index stays the
+            // backstop for G10.
+            // $1 ids (one), $2 now, $3 queues, $4 owner, $5 lease expiry.
+            claim_locked: format!(
+                "UPDATE {s}.items i SET state = 'running', attempt = i.attempt + 1, \
+                     owner = $4, lease_expires_at = $5, renewals = 0, updated_at = $2 \
+                 WHERE i.id = ANY($1::uuid[]) AND i.state = 'ready' AND i.head \
+                     AND i.run_at <= $2 AND i.queue = ANY($3::text[]) \
+                     AND (i.scope IS NULL OR NOT EXISTS (SELECT 1 FROM {s}.items r \
+                         WHERE r.scope = i.scope AND r.state = 'running')) \
+                 RETURNING {ITEM_COLS}"
+            ),
             // machine::recover over up to $2 expired leases, in the queues $3 (all when
             // NULL), oldest expiry first.
             recover: format!(
@@ -166,10 +188,9 @@ impl Sql {
                          ORDER BY x.lease_expires_at LIMIT $2 \
                          FOR UPDATE SKIP LOCKED)) \
                          AND i.state = 'running' AND i.lease_expires_at <= $1 \
-                     RETURNING i.state \
+                     RETURNING i.id, i.state \
                  ) \
-                 SELECT count(*) FILTER (WHERE state = 'ready'), \
-                        count(*) FILTER (WHERE state = 'dead') FROM r"
+                 SELECT id, state FROM r"
             ),
             // machine::renew, fenced on (id, attempt); rows of current tokens come back
             // with the cap check's result.

@@ -81,7 +81,8 @@ impl fmt::Debug for PgStore {
 pub(crate) enum ClaimRun {
     /// Expired leases of these queues exist: recover them, then pick.
     RecoverFirst,
-    Claimed(Vec<Lease>),
+    /// What the pick claimed, with enqueue sequence numbers.
+    Claimed(Vec<(i64, Item)>),
 }
 
 impl PgStore {
@@ -98,7 +99,13 @@ impl PgStore {
         let mut options = PgConnectOptions::from_str(&config.url)
             .map_err(|e| Error::invalid("url", e.to_string()))?
             .application_name(&config.application_name);
-        if !config.statement_cache {
+        if config.statement_cache {
+            // Our statements are planned once per connection: their generic plans are
+            // the ones the plan tests check (partial-index scans), and re-planning the
+            // claim on every call would cost more than running it. Sent as a startup
+            // option, never as a SET on the claim or finalize path.
+            options = options.options([("plan_cache_mode", "force_generic_plan")]);
+        } else {
             options = options.statement_cache_capacity(0);
         }
         let pool = PgPoolOptions::new()
@@ -428,40 +435,62 @@ impl PgStore {
                 return Ok(ClaimRun::RecoverFirst);
             }
             let id: Option<Uuid> = row.try_get("id")?;
-            if id.is_none() {
-                continue;
+            if id.is_some() {
+                items.push(seq_item(row)?);
             }
-            let seq: i64 = row.try_get("seq")?;
-            let item = rows::item(row).map_err(|e| sqlx::Error::Decode(Box::new(e)))?;
-            items.push((seq, item));
         }
-        // Claim order (G8): priority, run_at, enqueue order.
-        items.sort_by_key(|(seq, it)| (it.priority, it.run_at, *seq));
-        let mut leases = Vec::with_capacity(items.len());
-        for (_, item) in items {
-            leases.push(Lease::from_item(item).map_err(|e| sqlx::Error::Decode(Box::new(e)))?);
-        }
-        Ok(ClaimRun::Claimed(leases))
+        Ok(ClaimRun::Claimed(items))
     }
 
-    /// machine::recover over up to `limit` expired leases of `queues` (all when None).
+    /// The second pass of a claim: claims one row this call recovered but its pick
+    /// found locked, waiting for that lock.
+    async fn claim_locked(
+        &self,
+        id: Uuid,
+        queues: &[String],
+        now: Timestamp,
+        params: &ClaimParams,
+    ) -> std::result::Result<Vec<(i64, Item)>, sqlx::Error> {
+        let expires = now + params.lease_for;
+        let rows = sqlx::query(&self.inner.sql.claim_locked)
+            .bind([id])
+            .bind(now.as_micros())
+            .bind(queues)
+            .bind(params.owner.as_str())
+            .bind(expires.as_micros())
+            .fetch_all(&self.inner.pool)
+            .await?;
+        rows.iter().map(seq_item).collect()
+    }
+
+    /// machine::recover over up to `limit` expired leases of `queues` (all when None);
+    /// answers the counts and the ids put back to ready.
     async fn recover(
         &self,
         now: Timestamp,
         limit: i64,
         queues: Option<&[String]>,
-    ) -> Result<Recovered> {
-        let row = sqlx::query(&self.inner.sql.recover)
+    ) -> Result<(Recovered, Vec<Uuid>)> {
+        let rows = sqlx::query(&self.inner.sql.recover)
             .bind(now.as_micros())
             .bind(limit)
             .bind(queues)
-            .fetch_one(&self.inner.pool)
+            .fetch_all(&self.inner.pool)
             .await
             .map_err(map)?;
-        Ok(Recovered {
-            requeued: count(&row, 0)?,
-            dead: count(&row, 1)?,
-        })
+        let mut out = Recovered::default();
+        let mut ready = Vec::new();
+        for r in rows {
+            let id: Uuid = r.try_get(0).map_err(map)?;
+            let state: String = r.try_get(1).map_err(map)?;
+            if state == ItemState::Ready.as_str() {
+                out.requeued += 1;
+                ready.push(id);
+            } else {
+                out.dead += 1;
+            }
+        }
+        Ok((out, ready))
     }
 
     /// Finishes `fin`'s rows with their streams in one transaction: the finish with
@@ -499,6 +528,22 @@ impl PgStore {
         tx.commit().await.map_err(map)?;
         Ok(done)
     }
+}
+
+/// An item row with its enqueue sequence (the last claim-order key).
+fn seq_item(row: &PgRow) -> std::result::Result<(i64, Item), sqlx::Error> {
+    let seq: i64 = row.try_get("seq")?;
+    let item = rows::item(row).map_err(|e| sqlx::Error::Decode(Box::new(e)))?;
+    Ok((seq, item))
+}
+
+/// Leases in claim order (G8): priority, run_at, enqueue order.
+fn leases(mut items: Vec<(i64, Item)>) -> Result<Vec<Lease>> {
+    items.sort_by_key(|(seq, it)| (it.priority, it.run_at, *seq));
+    items
+        .into_iter()
+        .map(|(_, it)| Lease::from_item(it))
+        .collect()
 }
 
 fn count(row: &PgRow, idx: usize) -> Result<u64> {
@@ -583,7 +628,15 @@ impl Store for PgStore {
             .iter()
             .map(|q| q.as_str().to_owned())
             .collect();
+        // A queue named twice would be scanned twice and fill the limit with repeats.
+        let queues = {
+            let mut q = queues;
+            q.sort();
+            q.dedup();
+            q
+        };
         let mut check_expired = true;
+        let mut recovered: Vec<Uuid> = Vec::new();
         let mut races = 0;
         loop {
             match self
@@ -592,11 +645,37 @@ impl Store for PgStore {
             {
                 Ok(ClaimRun::RecoverFirst) => {
                     // Contract: recover the queues' expired leases first, then pick.
-                    self.recover(now, CLAIM_RECOVER_LIMIT, Some(&queues))
+                    let (_, ready) = self
+                        .recover(now, CLAIM_RECOVER_LIMIT, Some(&queues))
                         .await?;
+                    recovered = ready;
                     check_expired = false;
                 }
-                Ok(ClaimRun::Claimed(leases)) => {
+                Ok(ClaimRun::Claimed(mut items)) => {
+                    // A row this call recovered may have been locked at the pick by a
+                    // stale finalize whose fence then failed: the row is claimable,
+                    // so wait for it instead of passing it over. Best effort: the
+                    // first pass's claims are committed, so an error here keeps them.
+                    let limit = usize::try_from(params.limit).unwrap_or(usize::MAX);
+                    for id in recovered.drain(..) {
+                        if items.len() >= limit {
+                            break;
+                        }
+                        if items.iter().any(|(_, it)| *it.id.as_uuid() == id) {
+                            continue;
+                        }
+                        match self.claim_locked(id, &queues, now, &params).await {
+                            Ok(more) => items.extend(more),
+                            Err(e) => {
+                                if is_scope_race(&e) {
+                                    self.inner.scope_races.fetch_add(1, Ordering::Relaxed);
+                                }
+                                tracing::debug!(error = %e, "tenure-postgres: second claim pass");
+                                break;
+                            }
+                        }
+                    }
+                    let leases = leases(items)?;
                     if leases.iter().any(|l| l.item.stream.is_some()) {
                         self.inner.streams_seen.store(true, Ordering::Relaxed);
                     }
@@ -778,7 +857,7 @@ impl Store for PgStore {
     async fn recover_expired(&self, params: RecoverParams) -> Result<Recovered> {
         params.validate(&self.inner.limits)?;
         let now = self.inner.clock.now();
-        self.recover(now, i64::from(params.limit), None).await
+        Ok(self.recover(now, i64::from(params.limit), None).await?.0)
     }
 
     async fn purge(&self, params: PurgeParams) -> Result<Purged> {

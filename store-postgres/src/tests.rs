@@ -239,7 +239,7 @@ mod g10_scope {
             panic!("nothing expired here")
         };
         assert_eq!(got_a.len(), 1);
-        assert_eq!(got_a[0].item.id, a.id);
+        assert_eq!(got_a[0].1.id, a.id);
 
         // Claimer B, through the store, in another task.
         let peer = store.clone();
