@@ -94,16 +94,14 @@ impl Bench {
                 .await
                 .expect("seed");
         }
-        sqlx::Executor::execute(
-            &mut self.admin,
-            format!(
-                "VACUUM ANALYZE {s}.items; VACUUM ANALYZE {s}.streams",
-                s = self.schema
-            )
-            .as_str(),
-        )
-        .await
-        .expect("vacuum");
+        // One statement each: VACUUM cannot run inside the implicit transaction of a
+        // multi-statement query.
+        for table in ["items", "streams"] {
+            let sql = format!("VACUUM ANALYZE {}.{table}", self.schema);
+            sqlx::Executor::execute(&mut self.admin, sql.as_str())
+                .await
+                .expect("vacuum");
+        }
     }
 }
 

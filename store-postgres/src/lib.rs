@@ -133,7 +133,7 @@ mod tests;
 /// runtime (their futures are `Send`).
 #[cfg(test)]
 #[allow(dead_code)]
-fn futures_are_send(store: PgStore, conn: &mut sqlx::PgConnection) {
+fn futures_are_send(store: &PgStore, conn: &mut sqlx::PgConnection) {
     fn is_send<T: Send>(_: &T) {}
     is_send(&PgStore::connect(PgConfig::new("")));
     is_send(&store.migrate());
