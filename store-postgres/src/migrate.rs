@@ -38,7 +38,10 @@ pub(crate) fn latest() -> i32 {
 pub(crate) async fn run(pool: PgPool, schema: String) -> Result<()> {
     let schema = schema.as_str();
     let mut tx = pool.begin().await.map_err(map)?;
+    // Unnamed statements throughout: migrations run rarely, and a named statement
+    // would outlive the transaction on a server connection a proxy shares.
     sqlx::query("SELECT pg_advisory_xact_lock(hashtext($1))")
+        .persistent(false)
         .bind(format!("tenure-migrate:{schema}"))
         .execute(&mut *tx)
         .await
@@ -55,6 +58,7 @@ pub(crate) async fn run(pool: PgPool, schema: String) -> Result<()> {
     let applied: Vec<i32> = sqlx::query_scalar(&format!(
         "SELECT version FROM {schema}.tenure_migrations ORDER BY version"
     ))
+    .persistent(false)
     .fetch_all(&mut *tx)
     .await
     .map_err(map)?;
@@ -78,6 +82,7 @@ pub(crate) async fn run(pool: PgPool, schema: String) -> Result<()> {
         sqlx::query(&format!(
             "INSERT INTO {schema}.tenure_migrations (version, name) VALUES ($1, $2)"
         ))
+        .persistent(false)
         .bind(m.version)
         .bind(m.name)
         .execute(&mut *tx)

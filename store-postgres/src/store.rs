@@ -7,7 +7,12 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions, PgRow};
-use sqlx::{Acquire, PgConnection, PgPool, Row};
+use std::ops::{Deref, DerefMut};
+
+use sqlx::pool::PoolConnection;
+use sqlx::postgres::PgArguments;
+use sqlx::query::Query;
+use sqlx::{Acquire, PgConnection, PgPool, Postgres, Row, Transaction};
 use tenure_core::{
     async_trait, validate_identifier, Capabilities, ClaimParams, CompleteParams, DiscardParams,
     EnqueueParams, Enqueued, Error, EvictParams, Evicted, FailOutcome, FailParams, HeartbeatParams,
@@ -45,6 +50,7 @@ struct Inner {
     clock: SharedClock,
     limits: Limits,
     keep_done: bool,
+    statement_cache: bool,
     wake: WakeSignal,
     listening: bool,
     channel: String,
@@ -126,6 +132,7 @@ impl PgStore {
                 clock: config.clock.clone(),
                 limits: config.limits,
                 keep_done: config.keep_done,
+                statement_cache: config.statement_cache,
                 wake: wake.clone(),
                 listening: config.listen,
                 channel: channel.clone(),
@@ -151,6 +158,58 @@ impl PgStore {
     /// answers [`Error::Conflict`].
     pub async fn migrate(&self) -> Result<()> {
         migrate::run(self.inner.pool.clone(), self.inner.schema.clone()).await
+    }
+
+    /// A statement, prepared and cached per connection unless statement caching is
+    /// off (then unnamed, parsed anew each time).
+    fn query<'q>(&self, sql: &'q str) -> PgQuery<'q> {
+        sqlx::query(sql).persistent(self.inner.statement_cache)
+    }
+
+    /// A connection for one call (see [`Session`]).
+    async fn raw_session(&self) -> std::result::Result<Session, sqlx::Error> {
+        if self.inner.statement_cache {
+            Ok(Session::Auto(self.inner.pool.acquire().await?))
+        } else {
+            Ok(Session::Tx(self.inner.pool.begin().await?))
+        }
+    }
+
+    /// [`PgStore::raw_session`], mapped.
+    async fn session(&self) -> Result<Session> {
+        self.raw_session().await.map_err(map)
+    }
+
+    /// Runs one statement in its own session and returns its rows.
+    async fn fetch_all(&self, q: PgQuery<'_>) -> Result<Vec<PgRow>> {
+        let mut s = self.session().await?;
+        let rows = q.fetch_all(&mut *s).await.map_err(map)?;
+        s.finish().await?;
+        Ok(rows)
+    }
+
+    /// Runs one statement in its own session and returns its one row.
+    async fn fetch_one(&self, q: PgQuery<'_>) -> Result<PgRow> {
+        let mut s = self.session().await?;
+        let row = q.fetch_one(&mut *s).await.map_err(map)?;
+        s.finish().await?;
+        Ok(row)
+    }
+
+    /// Runs one statement in its own session and returns its row, if any.
+    async fn fetch_optional(&self, q: PgQuery<'_>) -> Result<Option<PgRow>> {
+        let mut s = self.session().await?;
+        let row = q.fetch_optional(&mut *s).await.map_err(map)?;
+        s.finish().await?;
+        Ok(row)
+    }
+
+    /// Runs one statement in its own session and returns the rows it changed.
+    async fn execute(&self, q: PgQuery<'_>) -> Result<u64> {
+        let mut s = self.session().await?;
+        let n = q.execute(&mut *s).await.map_err(map)?.rows_affected();
+        s.finish().await?;
+        Ok(n)
     }
 
     /// The statements of this store (for tests that read their plans).
@@ -238,7 +297,8 @@ impl PgStore {
                 ids.push(*it.id.as_uuid());
                 exp.push((now + it.dedup_window).as_micros());
             }
-            let rows = sqlx::query(&sql.dedup_claim_keys)
+            let rows = self
+                .query(&sql.dedup_claim_keys)
                 .bind(now.as_micros())
                 .bind(&q)
                 .bind(&k)
@@ -258,7 +318,8 @@ impl PgStore {
                 }
             }
             if !dq.is_empty() {
-                let rows = sqlx::query(&sql.dedup_existing)
+                let rows = self
+                    .query(&sql.dedup_existing)
                     .bind(&dq)
                     .bind(&dk)
                     .fetch_all(&mut *conn)
@@ -325,7 +386,8 @@ impl PgStore {
         if !per_stream.is_empty() {
             let names: Vec<String> = per_stream.keys().map(|s| s.to_string()).collect();
             let added: Vec<i64> = per_stream.values().copied().collect();
-            let rows = sqlx::query(&sql.stream_reserve)
+            let rows = self
+                .query(&sql.stream_reserve)
                 .bind(&names)
                 .bind(&added)
                 .fetch_all(&mut *conn)
@@ -388,7 +450,8 @@ impl PgStore {
         } else {
             &self.inner.sql.enqueue
         };
-        let mut q = sqlx::query(sql)
+        let mut q = self
+            .query(sql)
             .bind(now.as_micros())
             .bind(&ids)
             .bind(&queues)
@@ -419,7 +482,8 @@ impl PgStore {
         check_expired: bool,
     ) -> std::result::Result<ClaimRun, sqlx::Error> {
         let expires = now + params.lease_for;
-        let rows = sqlx::query(&self.inner.sql.claim)
+        let rows = self
+            .query(&self.inner.sql.claim)
             .bind(queues)
             .bind(now.as_micros())
             .bind(i64::from(params.limit))
@@ -452,14 +516,17 @@ impl PgStore {
         params: &ClaimParams,
     ) -> std::result::Result<Vec<(i64, Item)>, sqlx::Error> {
         let expires = now + params.lease_for;
-        let rows = sqlx::query(&self.inner.sql.claim_locked)
+        let mut s = self.raw_session().await?;
+        let rows = self
+            .query(&self.inner.sql.claim_locked)
             .bind([id])
             .bind(now.as_micros())
             .bind(queues)
             .bind(params.owner.as_str())
             .bind(expires.as_micros())
-            .fetch_all(&self.inner.pool)
+            .fetch_all(&mut *s)
             .await?;
+        s.commit().await?;
         rows.iter().map(seq_item).collect()
     }
 
@@ -471,13 +538,14 @@ impl PgStore {
         limit: i64,
         queues: Option<&[String]>,
     ) -> Result<(Recovered, Vec<Uuid>)> {
-        let rows = sqlx::query(&self.inner.sql.recover)
-            .bind(now.as_micros())
-            .bind(limit)
-            .bind(queues)
-            .fetch_all(&self.inner.pool)
-            .await
-            .map_err(map)?;
+        let rows = self
+            .fetch_all(
+                self.query(&self.inner.sql.recover)
+                    .bind(now.as_micros())
+                    .bind(limit)
+                    .bind(queues),
+            )
+            .await?;
         let mut out = Recovered::default();
         let mut ready = Vec::new();
         for r in rows {
@@ -503,7 +571,7 @@ impl PgStore {
         attempts: Option<&[i32]>,
     ) -> Result<Vec<Uuid>> {
         let mut tx = self.inner.pool.begin().await.map_err(map)?;
-        let mut q = sqlx::query(sql).bind(now.as_micros()).bind(ids);
+        let mut q = self.query(sql).bind(now.as_micros()).bind(ids);
         if let Some(a) = attempts {
             q = q.bind(a);
         }
@@ -519,7 +587,7 @@ impl PgStore {
         if !streams.is_empty() {
             streams.sort();
             streams.dedup();
-            sqlx::query(&self.inner.sql.promote)
+            self.query(&self.inner.sql.promote)
                 .bind(&streams)
                 .execute(&mut *tx)
                 .await
@@ -545,6 +613,50 @@ fn leases(mut items: Vec<(i64, Item)>) -> Result<Vec<Lease>> {
         .map(|(_, it)| Lease::from_item(it))
         .collect()
 }
+
+/// A connection for one call: in autocommit, or (without statement caching, for a
+/// transaction-pooling proxy) inside a transaction of its own, so that the proxy keeps
+/// one server connection from a statement's parse to its execution.
+enum Session {
+    Auto(PoolConnection<Postgres>),
+    Tx(Transaction<'static, Postgres>),
+}
+
+impl Session {
+    /// Commits the call's transaction, if it has one.
+    async fn commit(self) -> std::result::Result<(), sqlx::Error> {
+        match self {
+            Session::Auto(_) => Ok(()),
+            Session::Tx(tx) => tx.commit().await,
+        }
+    }
+
+    /// [`Session::commit`], mapped.
+    async fn finish(self) -> Result<()> {
+        self.commit().await.map_err(map)
+    }
+}
+
+impl Deref for Session {
+    type Target = PgConnection;
+    fn deref(&self) -> &PgConnection {
+        match self {
+            Session::Auto(c) => c,
+            Session::Tx(t) => t,
+        }
+    }
+}
+
+impl DerefMut for Session {
+    fn deref_mut(&mut self) -> &mut PgConnection {
+        match self {
+            Session::Auto(c) => c,
+            Session::Tx(t) => t,
+        }
+    }
+}
+
+type PgQuery<'q> = Query<'q, Postgres, PgArguments>;
 
 fn count(row: &PgRow, idx: usize) -> Result<u64> {
     let n: i64 = row.try_get(idx).map_err(map)?;
@@ -602,8 +714,9 @@ impl Store for PgStore {
             // One statement: rows and NOTIFY, atomically.
             let all: Vec<&NewItem> = params.items.iter().collect();
             let heads = vec![true; all.len()];
-            let mut conn = self.inner.pool.acquire().await.map_err(map)?;
-            self.insert_rows(&mut conn, &all, &heads, now).await?;
+            let mut s = self.session().await?;
+            self.insert_rows(&mut s, &all, &heads, now).await?;
+            s.finish().await?;
             all.iter()
                 .map(|it| Enqueued {
                     id: it.id,
@@ -639,10 +752,17 @@ impl Store for PgStore {
         let mut recovered: Vec<Uuid> = Vec::new();
         let mut races = 0;
         loop {
-            match self
-                .claim_run(&self.inner.pool, &queues, now, &params, check_expired)
-                .await
-            {
+            let run = {
+                let mut s = self.session().await?;
+                let run = self
+                    .claim_run(&mut *s, &queues, now, &params, check_expired)
+                    .await;
+                if run.is_ok() {
+                    s.finish().await?;
+                }
+                run
+            };
+            match run {
                 Ok(ClaimRun::RecoverFirst) => {
                     // Contract: recover the queues' expired leases first, then pick.
                     let (_, ready) = self
@@ -701,14 +821,15 @@ impl Store for PgStore {
         let now = self.inner.clock.now();
         let expires = now + params.lease_for;
         let (ids, attempts) = token_arrays(params.tokens.iter())?;
-        let rows = sqlx::query(&self.inner.sql.renew)
-            .bind(now.as_micros())
-            .bind(&ids)
-            .bind(&attempts)
-            .bind(expires.as_micros())
-            .fetch_all(&self.inner.pool)
-            .await
-            .map_err(map)?;
+        let rows = self
+            .fetch_all(
+                self.query(&self.inner.sql.renew)
+                    .bind(now.as_micros())
+                    .bind(&ids)
+                    .bind(&attempts)
+                    .bind(expires.as_micros()),
+            )
+            .await?;
         let mut by_id: HashMap<Uuid, RenewOutcome> = HashMap::with_capacity(rows.len());
         for r in rows {
             let id: Uuid = r.try_get(0).map_err(map)?;
@@ -743,13 +864,14 @@ impl Store for PgStore {
         let mut accepted: HashSet<Uuid> = HashSet::with_capacity(ids.len());
         let mut streamed = false;
         if !self.inner.streams_seen.load(Ordering::Relaxed) {
-            let rows = sqlx::query(&self.inner.sql.complete_fast)
-                .bind(now.as_micros())
-                .bind(&ids)
-                .bind(&attempts)
-                .fetch_all(&self.inner.pool)
-                .await
-                .map_err(map)?;
+            let rows = self
+                .fetch_all(
+                    self.query(&self.inner.sql.complete_fast)
+                        .bind(now.as_micros())
+                        .bind(&ids)
+                        .bind(&attempts),
+                )
+                .await?;
             for r in rows {
                 let id: Uuid = r.try_get(0).map_err(map)?;
                 if r.try_get::<bool, _>(1).map_err(map)? {
@@ -800,15 +922,16 @@ impl Store for PgStore {
             })
             .collect();
         let errors: Vec<&str> = params.failures.iter().map(|f| f.error.as_str()).collect();
-        let rows = sqlx::query(&self.inner.sql.fail)
-            .bind(now.as_micros())
-            .bind(&ids)
-            .bind(&attempts)
-            .bind(&retry_at)
-            .bind(&errors)
-            .fetch_all(&self.inner.pool)
-            .await
-            .map_err(map)?;
+        let rows = self
+            .fetch_all(
+                self.query(&self.inner.sql.fail)
+                    .bind(now.as_micros())
+                    .bind(&ids)
+                    .bind(&attempts)
+                    .bind(&retry_at)
+                    .bind(&errors),
+            )
+            .await?;
         let mut by_id: HashMap<Uuid, FailOutcome> = HashMap::with_capacity(rows.len());
         for r in rows {
             let id: Uuid = r.try_get(0).map_err(map)?;
@@ -833,15 +956,18 @@ impl Store for PgStore {
         params.validate(&self.inner.limits)?;
         let now = self.inner.clock.now();
         let (ids, attempts) = token_arrays(params.tokens.iter())?;
-        let done: HashSet<Uuid> = sqlx::query_scalar(&self.inner.sql.release)
-            .bind(now.as_micros())
-            .bind(&ids)
-            .bind(&attempts)
-            .fetch_all(&self.inner.pool)
-            .await
-            .map_err(map)?
-            .into_iter()
-            .collect();
+        let rows = self
+            .fetch_all(
+                self.query(&self.inner.sql.release)
+                    .bind(now.as_micros())
+                    .bind(&ids)
+                    .bind(&attempts),
+            )
+            .await?;
+        let mut done: HashSet<Uuid> = HashSet::with_capacity(rows.len());
+        for r in rows {
+            done.insert(r.try_get(0).map_err(map)?);
+        }
         Ok(ids
             .iter()
             .map(|id| {
@@ -865,25 +991,31 @@ impl Store for PgStore {
         let now = self.inner.clock.now();
         let cutoff = now - params.keep_done_for;
         let limit = i64::from(params.limit);
-        let items: i64 = sqlx::query_scalar(&self.inner.sql.purge_done)
-            .bind(cutoff.as_micros())
-            .bind(limit)
-            .fetch_one(&self.inner.pool)
-            .await
-            .map_err(map)?;
-        let keys: i64 = sqlx::query_scalar(&self.inner.sql.purge_dedup)
-            .bind(now.as_micros())
-            .bind(limit)
-            .fetch_one(&self.inner.pool)
-            .await
-            .map_err(map)?;
-        sqlx::query(&self.inner.sql.purge_streams)
-            .execute(&self.inner.pool)
-            .await
-            .map_err(map)?;
+        let items = count(
+            &self
+                .fetch_one(
+                    self.query(&self.inner.sql.purge_done)
+                        .bind(cutoff.as_micros())
+                        .bind(limit),
+                )
+                .await?,
+            0,
+        )?;
+        let keys = count(
+            &self
+                .fetch_one(
+                    self.query(&self.inner.sql.purge_dedup)
+                        .bind(now.as_micros())
+                        .bind(limit),
+                )
+                .await?,
+            0,
+        )?;
+        self.execute(self.query(&self.inner.sql.purge_streams))
+            .await?;
         Ok(Purged {
-            items: u64::try_from(items).unwrap_or(0),
-            dedup_keys: u64::try_from(keys).unwrap_or(0),
+            items,
+            dedup_keys: keys,
         })
     }
 
@@ -891,14 +1023,14 @@ impl Store for PgStore {
         params.validate(&self.inner.limits)?;
         let now = self.inner.clock.now();
         let ids: Vec<Uuid> = params.ids.iter().map(|i| *i.as_uuid()).collect();
-        let n = sqlx::query(&self.inner.sql.requeue)
-            .bind(now.as_micros())
-            .bind(&ids)
-            .bind(i32_of("additional_attempts", params.additional_attempts)?)
-            .execute(&self.inner.pool)
-            .await
-            .map_err(map)?
-            .rows_affected();
+        let n = self
+            .execute(
+                self.query(&self.inner.sql.requeue)
+                    .bind(now.as_micros())
+                    .bind(&ids)
+                    .bind(i32_of("additional_attempts", params.additional_attempts)?),
+            )
+            .await?;
         Ok(n)
     }
 
@@ -913,22 +1045,21 @@ impl Store for PgStore {
     }
 
     async fn item_get(&self, id: ItemId) -> Result<Option<Item>> {
-        let row = sqlx::query(&self.inner.sql.item_get)
-            .bind(id.as_uuid())
-            .fetch_optional(&self.inner.pool)
-            .await
-            .map_err(map)?;
+        let row = self
+            .fetch_optional(self.query(&self.inner.sql.item_get).bind(id.as_uuid()))
+            .await?;
         row.as_ref().map(rows::item).transpose()
     }
 
     async fn queue_counts(&self, queue: &QueueName) -> Result<QueueCounts> {
         let now = self.inner.clock.now();
-        let row = sqlx::query(&self.inner.sql.queue_counts)
-            .bind(queue.as_str())
-            .bind(now.as_micros())
-            .fetch_one(&self.inner.pool)
-            .await
-            .map_err(map)?;
+        let row = self
+            .fetch_one(
+                self.query(&self.inner.sql.queue_counts)
+                    .bind(queue.as_str())
+                    .bind(now.as_micros()),
+            )
+            .await?;
         Ok(QueueCounts {
             ready: count(&row, 0)?,
             scheduled: count(&row, 1)?,
@@ -940,20 +1071,19 @@ impl Store for PgStore {
 
     async fn instance_heartbeat(&self, params: HeartbeatParams) -> Result<()> {
         let now = self.inner.clock.now();
-        sqlx::query(&self.inner.sql.heartbeat)
-            .bind(params.instance.as_str())
-            .bind(now.as_micros())
-            .execute(&self.inner.pool)
-            .await
-            .map_err(map)?;
+        self.execute(
+            self.query(&self.inner.sql.heartbeat)
+                .bind(params.instance.as_str())
+                .bind(now.as_micros()),
+        )
+        .await?;
         Ok(())
     }
 
     async fn instance_list(&self) -> Result<Vec<Instance>> {
-        let rows = sqlx::query(&self.inner.sql.instance_list)
-            .fetch_all(&self.inner.pool)
-            .await
-            .map_err(map)?;
+        let rows = self
+            .fetch_all(self.query(&self.inner.sql.instance_list))
+            .await?;
         rows.iter()
             .map(|r| {
                 let id: String = r.try_get(0).map_err(map)?;
@@ -971,12 +1101,13 @@ impl Store for PgStore {
         params.validate(&self.inner.limits)?;
         let now = self.inner.clock.now();
         let cutoff = now - params.stale_after;
-        let row = sqlx::query(&self.inner.sql.evict)
-            .bind(now.as_micros())
-            .bind(cutoff.as_micros())
-            .fetch_one(&self.inner.pool)
-            .await
-            .map_err(map)?;
+        let row = self
+            .fetch_one(
+                self.query(&self.inner.sql.evict)
+                    .bind(now.as_micros())
+                    .bind(cutoff.as_micros()),
+            )
+            .await?;
         let ids: Vec<String> = row.try_get(0).map_err(map)?;
         let instances = ids
             .into_iter()
@@ -995,14 +1126,15 @@ impl Store for PgStore {
         params.validate(&self.inner.limits)?;
         let now = self.inner.clock.now();
         let expires = now + params.lease_for;
-        let won = sqlx::query(&self.inner.sql.leader_acquire)
-            .bind(params.name.as_str())
-            .bind(params.holder.as_str())
-            .bind(now.as_micros())
-            .bind(expires.as_micros())
-            .fetch_optional(&self.inner.pool)
-            .await
-            .map_err(map)?;
+        let won = self
+            .fetch_optional(
+                self.query(&self.inner.sql.leader_acquire)
+                    .bind(params.name.as_str())
+                    .bind(params.holder.as_str())
+                    .bind(now.as_micros())
+                    .bind(expires.as_micros()),
+            )
+            .await?;
         if let Some(r) = won {
             let term: i64 = r.try_get(0).map_err(map)?;
             let at: i64 = r.try_get(1).map_err(map)?;
@@ -1011,11 +1143,12 @@ impl Store for PgStore {
                 expires_at: Timestamp::from_micros(at),
             });
         }
-        let r = sqlx::query(&self.inner.sql.leader_read)
-            .bind(params.name.as_str())
-            .fetch_one(&self.inner.pool)
-            .await
-            .map_err(map)?;
+        let r = self
+            .fetch_one(
+                self.query(&self.inner.sql.leader_read)
+                    .bind(params.name.as_str()),
+            )
+            .await?;
         let holder: String = r.try_get(0).map_err(map)?;
         let term: i64 = r.try_get(1).map_err(map)?;
         let at: i64 = r.try_get(2).map_err(map)?;
@@ -1030,13 +1163,14 @@ impl Store for PgStore {
     async fn leader_resign(&self, params: LeaderParams) -> Result<bool> {
         params.validate(&self.inner.limits)?;
         let now = self.inner.clock.now();
-        let row = sqlx::query(&self.inner.sql.leader_resign)
-            .bind(params.name.as_str())
-            .bind(params.holder.as_str())
-            .bind(now.as_micros())
-            .fetch_optional(&self.inner.pool)
-            .await
-            .map_err(map)?;
+        let row = self
+            .fetch_optional(
+                self.query(&self.inner.sql.leader_resign)
+                    .bind(params.name.as_str())
+                    .bind(params.holder.as_str())
+                    .bind(now.as_micros()),
+            )
+            .await?;
         Ok(row.is_some())
     }
 }

@@ -31,6 +31,16 @@ fn url() -> String {
         .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".to_owned())
 }
 
+/// With `TENURE_POSTGRES_PROXY=1` the URL points at a transaction-pooling proxy: no
+/// statement cache, no LISTEN.
+fn behind_proxy(config: PgConfig) -> PgConfig {
+    if std::env::var("TENURE_POSTGRES_PROXY").is_ok_and(|v| v == "1") {
+        config.statement_cache(false).listen(false)
+    } else {
+        config
+    }
+}
+
 /// A case's store; the permit is given back when the case's last handle is dropped.
 #[derive(Clone, Debug)]
 struct CaseStore {
@@ -58,13 +68,13 @@ impl tenure_conformance::Harness for PgHarness {
         if let Ok(mut s) = self.schemas.lock() {
             s.push(schema.clone());
         }
-        let store = PgStore::connect(
+        let store = PgStore::connect(behind_proxy(
             PgConfig::new(url())
                 .schema(&schema)
                 .clock(clock)
                 .max_connections(3)
                 .acquire_timeout(Duration::from_secs(20)),
-        )
+        ))
         .await?;
         Ok(CaseStore {
             store,
@@ -73,7 +83,7 @@ impl tenure_conformance::Harness for PgHarness {
     }
 
     async fn open_peer(&self, store: &CaseStore, clock: ManualClock) -> Result<CaseStore> {
-        let peer = PgStore::connect(
+        let peer = PgStore::connect(behind_proxy(
             PgConfig::new(url())
                 .schema(store.store.schema())
                 .clock(clock)
@@ -81,7 +91,7 @@ impl tenure_conformance::Harness for PgHarness {
                 .acquire_timeout(Duration::from_secs(20))
                 .listen(false)
                 .migrate_on_connect(false),
-        )
+        ))
         .await?;
         Ok(CaseStore {
             store: peer,
