@@ -87,10 +87,23 @@
 //!
 //! Claim, renew, complete, fail and release use no session state: no `SET`, no
 //! session advisory locks, no temporary tables; each is one statement or one short
-//! transaction. Set [`PgConfig::statement_cache`] to `false` if the proxy does not
-//! track prepared statements, and [`PgConfig::listen`] to `false` (LISTEN needs a
-//! session; workers then poll). Migrations take a transaction-scoped advisory lock,
-//! which is also safe in transaction mode.
+//! transaction. Behind a proxy in transaction mode, set
+//! [`PgConfig::statement_cache`] to `false` and [`PgConfig::listen`] to `false`:
+//!
+//! - statements are then unnamed and parsed on every call, and each call runs in a
+//!   short transaction of its own, so the proxy keeps one server connection from a
+//!   statement's parse to its execution (a bare unnamed statement is parsed and
+//!   executed in two round trips, between which a proxy may switch servers);
+//! - no startup options are sent (with caching on, the store asks for
+//!   `plan_cache_mode=force_generic_plan` as a startup option, which PgBouncer
+//!   refuses unless told to ignore it);
+//! - LISTEN needs a session of its own, so workers poll instead.
+//!
+//! The whole conformance suite passes this way through PgBouncer 1.18 in
+//! `pool_mode = transaction` (run it with `TENURE_POSTGRES_PROXY=1` and
+//! `TENURE_POSTGRES_URL` pointing at the proxy). Migrations take a
+//! transaction-scoped advisory lock and use unnamed statements, which is also safe
+//! there.
 //!
 //! # Pool size versus worker count
 //!

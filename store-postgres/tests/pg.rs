@@ -458,7 +458,9 @@ mod wakeups {
 
     #[tokio::test]
     async fn without_statement_caching_every_operation_still_works() {
-        let Some(ctx) = Ctx::with(|c| c.statement_cache(false).listen(false)).await else {
+        let Some(ctx) =
+            Ctx::with(|c| c.statement_cache(false).listen(false).max_connections(1)).await
+        else {
             return;
         };
         for _ in 0..3 {
@@ -474,6 +476,16 @@ mod wakeups {
                 .unwrap();
             ctx.store.complete_one(l.token).await.unwrap();
         }
+        // No named statement is left on the server (a proxy's shared server
+        // connections would refuse a second one of the same name).
+        let mut conn = ctx.store.pool().acquire().await.unwrap();
+        let named: i64 = sqlx::query_scalar("SELECT count(*) FROM pg_prepared_statements")
+            .persistent(false)
+            .fetch_one(&mut *conn)
+            .await
+            .unwrap();
+        assert_eq!(named, 0);
+        drop(conn);
         ctx.finish().await;
     }
 }
