@@ -200,7 +200,7 @@ impl Sql {
                      SELECT i.id, i.renewals, i.max_renewals FROM {s}.items i \
                      JOIN unnest($2::uuid[], $3::int4[]) AS t(id, attempt) \
                          ON i.id = t.id AND i.attempt = t.attempt \
-                     WHERE i.state = 'running' \
+                     WHERE i.id = ANY($2::uuid[]) AND i.state = 'running' \
                      FOR UPDATE OF i \
                  ), upd AS ( \
                      UPDATE {s}.items i SET lease_expires_at = $4, \
@@ -223,20 +223,22 @@ impl Sql {
                  ) \
                  SELECT fin.id, false AS streamed FROM fin \
                  UNION ALL \
-                 SELECT i.id, true FROM {s}.items i JOIN t ON i.id = t.id \
-                     AND i.attempt = t.attempt \
-                 WHERE i.state = 'running' AND i.stream IS NOT NULL",
+                 SELECT t.id, true FROM t \
+                 WHERE NOT EXISTS (SELECT 1 FROM fin WHERE fin.id = t.id) \
+                     AND EXISTS (SELECT 1 FROM {s}.items i WHERE i.id = ANY($2::uuid[]) \
+                         AND i.id = t.id AND i.attempt = t.attempt AND i.state = 'running' \
+                         AND i.stream IS NOT NULL)",
                 if keep_done {
                     format!(
                         "UPDATE {s}.items i SET state = 'done', owner = NULL, \
                              lease_expires_at = NULL, updated_at = $1 \
-                         FROM t WHERE i.id = t.id AND i.attempt = t.attempt \
+                         FROM t WHERE i.id = ANY($2::uuid[]) AND i.id = t.id AND i.attempt = t.attempt \
                              AND i.state = 'running' AND i.stream IS NULL RETURNING i.id"
                     )
                 } else {
                     format!(
-                        "DELETE FROM {s}.items i USING t WHERE i.id = t.id \
-                             AND i.attempt = t.attempt AND i.state = 'running' \
+                        "DELETE FROM {s}.items i USING t WHERE i.id = ANY($2::uuid[]) \
+                             AND i.id = t.id AND i.attempt = t.attempt AND i.state = 'running' \
                              AND i.stream IS NULL AND $1::int8 IS NOT NULL RETURNING i.id"
                     )
                 }
@@ -250,14 +252,14 @@ impl Sql {
                         "UPDATE {s}.items i SET state = 'done', owner = NULL, \
                              lease_expires_at = NULL, updated_at = $1 \
                          FROM unnest($2::uuid[], $3::int4[]) AS t(id, attempt) \
-                         WHERE i.id = t.id AND i.attempt = t.attempt AND i.state = 'running' \
+                         WHERE i.id = ANY($2::uuid[]) AND i.id = t.id AND i.attempt = t.attempt AND i.state = 'running' \
                          RETURNING i.id, i.stream"
                     )
                 } else {
                     format!(
                         "DELETE FROM {s}.items i \
                          USING unnest($2::uuid[], $3::int4[]) AS t(id, attempt) \
-                         WHERE i.id = t.id AND i.attempt = t.attempt AND i.state = 'running' \
+                         WHERE i.id = ANY($2::uuid[]) AND i.id = t.id AND i.attempt = t.attempt AND i.state = 'running' \
                              AND $1::int8 IS NOT NULL \
                          RETURNING i.id, i.stream"
                     )
@@ -296,7 +298,7 @@ impl Sql {
                          THEN t.retry_at ELSE i.run_at END \
                  FROM unnest($2::uuid[], $3::int4[], $4::int8[], $5::text[]) \
                      AS t(id, attempt, retry_at, error) \
-                 WHERE i.id = t.id AND i.attempt = t.attempt AND i.state = 'running' \
+                 WHERE i.id = ANY($2::uuid[]) AND i.id = t.id AND i.attempt = t.attempt AND i.state = 'running' \
                  RETURNING i.id, i.state, i.run_at"
             ),
             // machine::release, fenced.
@@ -304,7 +306,7 @@ impl Sql {
                 "UPDATE {s}.items i SET state = 'ready', run_at = $1, owner = NULL, \
                      lease_expires_at = NULL, updated_at = $1 \
                  FROM unnest($2::uuid[], $3::int4[]) AS t(id, attempt) \
-                 WHERE i.id = t.id AND i.attempt = t.attempt AND i.state = 'running' \
+                 WHERE i.id = ANY($2::uuid[]) AND i.id = t.id AND i.attempt = t.attempt AND i.state = 'running' \
                  RETURNING i.id"
             ),
             purge_done: format!(
