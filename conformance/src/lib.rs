@@ -71,6 +71,7 @@
 mod case;
 mod check;
 mod fixtures;
+mod guarded;
 mod harness;
 mod run;
 
@@ -92,6 +93,7 @@ mod g15_bad_input;
 pub use case::{
     Capability, Case, CaseFn, CaseFuture, CaseResult, Entry, Env, Failure, Report, Status, Verdict,
 };
+pub use guarded::Guarded;
 pub use harness::Harness;
 pub use run::{cases, main, run_all, run_case, CASE_TIME_LIMIT};
 
