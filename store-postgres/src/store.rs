@@ -3,7 +3,7 @@
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::fmt;
 use std::str::FromStr;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions, PgRow};
@@ -54,9 +54,11 @@ struct Inner {
     wake: WakeSignal,
     listening: bool,
     channel: String,
-    /// Set once a claim or complete through this handle met a stream item: completes
-    /// then go straight to the transactional path. Only a performance hint.
-    streams_seen: AtomicBool,
+    /// Ids of stream items this handle claimed and has not completed: a complete
+    /// naming one goes straight to the transactional path. Only a performance hint
+    /// (the one-statement path finds stream items itself and hands them over), so it
+    /// is bounded and simply cleared when full.
+    stream_claims: Mutex<HashSet<Uuid>>,
     /// Claims refused by the scope index and picked again (G10), for tests and
     /// diagnostics.
     scope_races: AtomicU64,
@@ -136,7 +138,7 @@ impl PgStore {
                 wake: wake.clone(),
                 listening: config.listen,
                 channel: channel.clone(),
-                streams_seen: AtomicBool::new(false),
+                stream_claims: Mutex::new(HashSet::new()),
                 scope_races: AtomicU64::new(0),
                 listener: Mutex::new(None),
             }),
@@ -210,6 +212,39 @@ impl PgStore {
         let n = q.execute(&mut *s).await.map_err(map)?.rows_affected();
         s.finish().await?;
         Ok(n)
+    }
+
+    /// Remembers the stream items among `leases` (see `Inner::stream_claims`).
+    fn remember_stream_claims(&self, leases: &[Lease]) {
+        const CAP: usize = 100_000;
+        if leases.iter().all(|l| l.item.stream.is_none()) {
+            return;
+        }
+        if let Ok(mut set) = self.inner.stream_claims.lock() {
+            if set.len() + leases.len() > CAP {
+                set.clear();
+            }
+            set.extend(
+                leases
+                    .iter()
+                    .filter(|l| l.item.stream.is_some())
+                    .map(|l| *l.token.id.as_uuid()),
+            );
+        }
+    }
+
+    /// Forgets `ids`; true when any of them was a remembered stream claim.
+    fn forget_stream_claims(&self, ids: &[Uuid]) -> bool {
+        match self.inner.stream_claims.lock() {
+            Ok(mut set) if !set.is_empty() => {
+                let mut any = false;
+                for id in ids {
+                    any |= set.remove(id);
+                }
+                any
+            }
+            _ => false,
+        }
     }
 
     /// The statements of this store (for tests that read their plans).
@@ -796,9 +831,7 @@ impl Store for PgStore {
                         }
                     }
                     let leases = leases(items)?;
-                    if leases.iter().any(|l| l.item.stream.is_some()) {
-                        self.inner.streams_seen.store(true, Ordering::Relaxed);
-                    }
+                    self.remember_stream_claims(&leases);
                     return Ok(leases);
                 }
                 // G10: a racing claimer committed a running item of a scope we picked;
@@ -862,8 +895,10 @@ impl Store for PgStore {
         let now = self.inner.clock.now();
         let (ids, attempts) = token_arrays(params.tokens.iter())?;
         let mut accepted: HashSet<Uuid> = HashSet::with_capacity(ids.len());
-        let mut streamed = false;
-        if !self.inner.streams_seen.load(Ordering::Relaxed) {
+        // Stream items need the transactional path (finish, then promote); others are
+        // finished by one statement, which also reports stream items it left alone.
+        let mut transactional = self.forget_stream_claims(&ids);
+        if !transactional {
             let rows = self
                 .fetch_all(
                     self.query(&self.inner.sql.complete_fast)
@@ -875,16 +910,13 @@ impl Store for PgStore {
             for r in rows {
                 let id: Uuid = r.try_get(0).map_err(map)?;
                 if r.try_get::<bool, _>(1).map_err(map)? {
-                    streamed = true;
+                    transactional = true;
                 } else {
                     accepted.insert(id);
                 }
             }
-            if streamed {
-                self.inner.streams_seen.store(true, Ordering::Relaxed);
-            }
         }
-        if streamed || self.inner.streams_seen.load(Ordering::Relaxed) {
+        if transactional {
             let rest: Vec<usize> = (0..ids.len())
                 .filter(|i| !accepted.contains(&ids[*i]))
                 .collect();

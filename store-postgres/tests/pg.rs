@@ -494,6 +494,51 @@ mod g09_stream_fifo {
     use super::*;
     use std::sync::atomic::{AtomicUsize, Ordering};
 
+    /// The handle that completes a stream head may not be the one that claimed it:
+    /// its one-statement complete hands the stream item to the transactional path,
+    /// which promotes the next item.
+    #[tokio::test]
+    async fn a_head_completed_through_another_pool_promotes_the_next_item() {
+        let Some(ctx) = Ctx::new().await else { return };
+        let stream = StreamKey::new("s").unwrap();
+        let mut ids = Vec::new();
+        for i in 0..3 {
+            let it = NewItem::new(q(), vec![i]).stream(stream.clone());
+            ids.push(ctx.store.enqueue_one(it).await.unwrap().id);
+        }
+        let plain = ctx
+            .store
+            .enqueue_one(NewItem::new(q(), b"plain".to_vec()))
+            .await
+            .unwrap()
+            .id;
+        let peer = ctx.peer().await;
+        for expected in &ids {
+            let leases = ctx
+                .store
+                .claim(ClaimParams::new(q(), owner(1), 10, LEASE))
+                .await
+                .unwrap();
+            let claimed: Vec<ItemId> = leases.iter().map(|l| l.item.id).collect();
+            assert!(claimed.contains(expected), "{claimed:?}");
+            assert_eq!(
+                claimed.iter().filter(|id| ids.contains(id)).count(),
+                1,
+                "one item of the stream at a time"
+            );
+            let out = peer
+                .complete(CompleteParams::new(
+                    leases.iter().map(|l| l.token).collect(),
+                ))
+                .await
+                .unwrap();
+            assert!(out.iter().all(|o| *o == TokenOutcome::Accepted));
+        }
+        assert!(ctx.store.item_get(plain).await.unwrap().is_none());
+        peer.close().await;
+        ctx.finish().await;
+    }
+
     /// Producers enqueue into three streams one item at a time while four claimers
     /// take and complete batches: the enqueue/promote race is exercised on every
     /// item. Each stream is claimed exactly in enqueue order, item k+1 only after
