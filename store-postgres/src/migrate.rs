@@ -23,11 +23,18 @@ pub(crate) struct Migration {
 }
 
 /// Every migration this code knows, oldest first.
-pub(crate) const MIGRATIONS: &[Migration] = &[Migration {
-    version: 1,
-    name: "items, streams, dedup keys, instances, leader leases",
-    sql: include_str!("../migrations/0001_initial.sql"),
-}];
+pub(crate) const MIGRATIONS: &[Migration] = &[
+    Migration {
+        version: 1,
+        name: "items, streams, dedup keys, instances, leader leases",
+        sql: include_str!("../migrations/0001_initial.sql"),
+    },
+    Migration {
+        version: 2,
+        name: "complete in one round trip, stream heads included",
+        sql: include_str!("../migrations/0002_complete_function.sql"),
+    },
+];
 
 /// The newest version this code knows.
 pub(crate) fn latest() -> i32 {

@@ -35,8 +35,7 @@ pub(crate) struct Sql {
     pub(crate) claim_locked: String,
     pub(crate) recover: String,
     pub(crate) renew: String,
-    pub(crate) complete_fast: String,
-    pub(crate) complete_streams: String,
+    pub(crate) complete: String,
     pub(crate) promote: String,
     pub(crate) fail: String,
     pub(crate) release: String,
@@ -57,7 +56,7 @@ pub(crate) struct Sql {
 
 impl Sql {
     /// The statements for `schema` (already validated).
-    pub(crate) fn new(schema: &str, keep_done: bool) -> Sql {
+    pub(crate) fn new(schema: &str) -> Sql {
         let s = schema;
         // A claimable item of the queue `q.name` (alias `p`): a ready stream head, due,
         // with recovery not pending, and either unscoped or the first eligible item of
@@ -211,59 +210,12 @@ impl Sql {
                  SELECT cur.id, cur.max_renewals, upd.renewals \
                  FROM cur LEFT JOIN upd ON upd.id = cur.id"
             ),
-            // machine::complete, fenced, for items without a stream, in one statement.
-            // Current tokens of stream items are answered `streamed` and left alone;
-            // the caller finishes those with `complete_streams` in a transaction.
-            // $1 now, $2 ids, $3 attempts.
-            complete_fast: format!(
-                "WITH t AS MATERIALIZED ( \
-                     SELECT * FROM unnest($2::uuid[], $3::int4[]) AS t(id, attempt) \
-                 ), fin AS ( \
-                     {} \
-                 ) \
-                 SELECT fin.id, false AS streamed FROM fin \
-                 UNION ALL \
-                 SELECT t.id, true FROM t \
-                 WHERE NOT EXISTS (SELECT 1 FROM fin WHERE fin.id = t.id) \
-                     AND EXISTS (SELECT 1 FROM {s}.items i WHERE i.id = ANY($2::uuid[]) \
-                         AND i.id = t.id AND i.attempt = t.attempt AND i.state = 'running' \
-                         AND i.stream IS NOT NULL)",
-                if keep_done {
-                    format!(
-                        "UPDATE {s}.items i SET state = 'done', owner = NULL, \
-                             lease_expires_at = NULL, updated_at = $1 \
-                         FROM t WHERE i.id = ANY($2::uuid[]) AND i.id = t.id AND i.attempt = t.attempt \
-                             AND i.state = 'running' AND i.stream IS NULL RETURNING i.id"
-                    )
-                } else {
-                    format!(
-                        "DELETE FROM {s}.items i USING t WHERE i.id = ANY($2::uuid[]) \
-                             AND i.id = t.id AND i.attempt = t.attempt AND i.state = 'running' \
-                             AND i.stream IS NULL AND $1::int8 IS NOT NULL RETURNING i.id"
-                    )
-                }
-            ),
-            // machine::complete, fenced, for any items, followed in the same transaction
-            // by `promote`.
-            complete_streams: finish(
-                s,
-                &if keep_done {
-                    format!(
-                        "UPDATE {s}.items i SET state = 'done', owner = NULL, \
-                             lease_expires_at = NULL, updated_at = $1 \
-                         FROM unnest($2::uuid[], $3::int4[]) AS t(id, attempt) \
-                         WHERE i.id = ANY($2::uuid[]) AND i.id = t.id AND i.attempt = t.attempt AND i.state = 'running' \
-                         RETURNING i.id, i.stream"
-                    )
-                } else {
-                    format!(
-                        "DELETE FROM {s}.items i \
-                         USING unnest($2::uuid[], $3::int4[]) AS t(id, attempt) \
-                         WHERE i.id = ANY($2::uuid[]) AND i.id = t.id AND i.attempt = t.attempt AND i.state = 'running' \
-                             AND $1::int8 IS NOT NULL \
-                         RETURNING i.id, i.stream"
-                    )
-                },
+            // machine::complete, fenced, in one round trip: the function (migration
+            // 0002) finishes the rows, then, for stream heads, lowers their streams'
+            // counts and promotes the next items in statements of their own.
+            // $1 now, $2 ids, $3 attempts, $4 keep done rows.
+            complete: format!(
+                "SELECT c FROM {s}.tenure_complete($1, $2::uuid[], $3::int4[], $4) AS c"
             ),
             // machine::discard: dead items are deleted, followed in the same transaction
             // by `promote`. $1 now (unused), $2 ids.
@@ -380,7 +332,7 @@ impl Sql {
     }
 }
 
-/// A finish (complete or discard) of `fin`'s rows that also lowers the `pending` count
+/// A discard of `fin`'s rows that also lowers the `pending` count
 /// of their streams, locking the stream rows in sorted order so that it never
 /// deadlocks with an enqueue (which locks them sorted too). Returns `id, stream`.
 fn finish(s: &str, fin: &str) -> String {

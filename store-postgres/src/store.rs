@@ -54,11 +54,6 @@ struct Inner {
     wake: WakeSignal,
     listening: bool,
     channel: String,
-    /// Ids of stream items this handle claimed and has not completed: a complete
-    /// naming one goes straight to the transactional path. Only a performance hint
-    /// (the one-statement path finds stream items itself and hands them over), so it
-    /// is bounded and simply cleared when full.
-    stream_claims: Mutex<HashSet<Uuid>>,
     /// Claims refused by the scope index and picked again (G10), for tests and
     /// diagnostics.
     scope_races: AtomicU64,
@@ -129,7 +124,7 @@ impl PgStore {
         let store = PgStore {
             inner: Arc::new(Inner {
                 pool,
-                sql: Sql::new(&config.schema, config.keep_done),
+                sql: Sql::new(&config.schema),
                 schema: config.schema.clone(),
                 clock: config.clock.clone(),
                 limits: config.limits,
@@ -138,7 +133,6 @@ impl PgStore {
                 wake: wake.clone(),
                 listening: config.listen,
                 channel: channel.clone(),
-                stream_claims: Mutex::new(HashSet::new()),
                 scope_races: AtomicU64::new(0),
                 listener: Mutex::new(None),
             }),
@@ -212,39 +206,6 @@ impl PgStore {
         let n = q.execute(&mut *s).await.map_err(map)?.rows_affected();
         s.finish().await?;
         Ok(n)
-    }
-
-    /// Remembers the stream items among `leases` (see `Inner::stream_claims`).
-    fn remember_stream_claims(&self, leases: &[Lease]) {
-        const CAP: usize = 100_000;
-        if leases.iter().all(|l| l.item.stream.is_none()) {
-            return;
-        }
-        if let Ok(mut set) = self.inner.stream_claims.lock() {
-            if set.len() + leases.len() > CAP {
-                set.clear();
-            }
-            set.extend(
-                leases
-                    .iter()
-                    .filter(|l| l.item.stream.is_some())
-                    .map(|l| *l.token.id.as_uuid()),
-            );
-        }
-    }
-
-    /// Forgets `ids`; true when any of them was a remembered stream claim.
-    fn forget_stream_claims(&self, ids: &[Uuid]) -> bool {
-        match self.inner.stream_claims.lock() {
-            Ok(mut set) if !set.is_empty() => {
-                let mut any = false;
-                for id in ids {
-                    any |= set.remove(id);
-                }
-                any
-            }
-            _ => false,
-        }
     }
 
     /// The statements of this store (for tests that read their plans).
@@ -830,9 +791,7 @@ impl Store for PgStore {
                             }
                         }
                     }
-                    let leases = leases(items)?;
-                    self.remember_stream_claims(&leases);
-                    return Ok(leases);
+                    return leases(items);
                 }
                 // G10: a racing claimer committed a running item of a scope we picked;
                 // the partial unique index refused ours and the statement changed
@@ -894,40 +853,18 @@ impl Store for PgStore {
         params.validate(&self.inner.limits)?;
         let now = self.inner.clock.now();
         let (ids, attempts) = token_arrays(params.tokens.iter())?;
-        let mut accepted: HashSet<Uuid> = HashSet::with_capacity(ids.len());
-        // Stream items need the transactional path (finish, then promote); others are
-        // finished by one statement, which also reports stream items it left alone.
-        let mut transactional = self.forget_stream_claims(&ids);
-        if !transactional {
-            let rows = self
-                .fetch_all(
-                    self.query(&self.inner.sql.complete_fast)
-                        .bind(now.as_micros())
-                        .bind(&ids)
-                        .bind(&attempts),
-                )
-                .await?;
-            for r in rows {
-                let id: Uuid = r.try_get(0).map_err(map)?;
-                if r.try_get::<bool, _>(1).map_err(map)? {
-                    transactional = true;
-                } else {
-                    accepted.insert(id);
-                }
-            }
-        }
-        if transactional {
-            let rest: Vec<usize> = (0..ids.len())
-                .filter(|i| !accepted.contains(&ids[*i]))
-                .collect();
-            if !rest.is_empty() {
-                let rid: Vec<Uuid> = rest.iter().map(|i| ids[*i]).collect();
-                let rat: Vec<i32> = rest.iter().map(|i| attempts[*i]).collect();
-                let done = self
-                    .finish_with_streams(&self.inner.sql.complete_streams, now, &rid, Some(&rat))
-                    .await?;
-                accepted.extend(done);
-            }
+        let rows = self
+            .fetch_all(
+                self.query(&self.inner.sql.complete)
+                    .bind(now.as_micros())
+                    .bind(&ids)
+                    .bind(&attempts)
+                    .bind(self.inner.keep_done),
+            )
+            .await?;
+        let mut accepted: HashSet<Uuid> = HashSet::with_capacity(rows.len());
+        for r in rows {
+            accepted.insert(r.try_get(0).map_err(map)?);
         }
         Ok(ids
             .iter()

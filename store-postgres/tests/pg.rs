@@ -353,7 +353,7 @@ mod migrations {
         .fetch_all(&mut admin)
         .await
         .unwrap();
-        assert_eq!(versions, vec![1]);
+        assert_eq!(versions, vec![1, 2]);
         let sqlx_table: Option<String> = sqlx::query_scalar(&format!(
             "SELECT to_regclass('{schema}._sqlx_migrations')::text"
         ))
@@ -494,9 +494,7 @@ mod g09_stream_fifo {
     use super::*;
     use std::sync::atomic::{AtomicUsize, Ordering};
 
-    /// The handle that completes a stream head may not be the one that claimed it:
-    /// its one-statement complete hands the stream item to the transactional path,
-    /// which promotes the next item.
+    /// The handle that completes a stream head need not be the one that claimed it.
     #[tokio::test]
     async fn a_head_completed_through_another_pool_promotes_the_next_item() {
         let Some(ctx) = Ctx::new().await else { return };
