@@ -36,8 +36,8 @@
 //!   its stream's row in `<schema>.streams` (a count of unfinished items) and marks the
 //!   item head only when the stream had none; a complete or discard of a head lowers
 //!   the count and promotes the next waiting item in the same transaction, in a
-//!   statement of its own so that it sees every enqueue that committed while it
-//!   waited for the stream row. Retries, releases and expired leases leave the head
+//!   statement of its own (a fresh snapshot under READ COMMITTED) so that it sees
+//!   every enqueue that committed while it waited for the stream row. Retries, releases and expired leases leave the head
 //!   where it is, so a waiting, running or dead head blocks its stream.
 //! - **Scope exclusivity** (G10) is the partial unique index `items_scope_running
 //!   (scope) WHERE state = 'running'`. The claim passes over a scope with a running
@@ -48,8 +48,10 @@
 //! - **Finalize** (G3, G4, G5): `complete`, `fail`, `release` and `renew` are each one
 //!   statement over the whole batch, joined to `unnest($ids, $attempts)` and fenced on
 //!   `(id, attempt)` and `state = 'running'`; tokens not returned answer lease lost.
-//!   Finished rows are deleted unless [`PgConfig::keep_done`] is set. Completing
-//!   stream items takes a short transaction (finish, then promote).
+//!   Finished rows are deleted unless [`PgConfig::keep_done`] is set. `complete`
+//!   calls the function `tenure_complete` (migration 2): it finishes the rows, and
+//!   for stream heads locks their stream rows and promotes the next items in
+//!   statements of their own, all in one round trip.
 //! - **Dedup keys** (G11) live in `<schema>.dedup_keys` with their own expiry, purged
 //!   by [`purge`](tenure_core::Store::purge).
 //! - **Instances and leader leases** (G12, G13) are rows; the leader lease is an
@@ -74,13 +76,15 @@
 //!
 //! - To migrate: `CREATE` on the database (to create the schema), or an existing
 //!   schema owned by the migrating role.
-//! - To run: `USAGE` on the schema; `SELECT, INSERT, UPDATE, DELETE` on its tables;
-//!   `USAGE` on its sequences. For example:
+//! - To run: `USAGE` on the schema and `SELECT, INSERT, UPDATE, DELETE` on its
+//!   tables. The function `tenure_complete` runs with the caller's rights and is
+//!   executable by everyone unless that default was revoked (then grant `EXECUTE`).
+//!   LISTEN/NOTIFY need no privilege. For example (a test connects with exactly
+//!   these grants and runs every operation):
 //!
 //! ```sql
 //! GRANT USAGE ON SCHEMA tenure TO worker;
 //! GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA tenure TO worker;
-//! GRANT USAGE ON ALL SEQUENCES IN SCHEMA tenure TO worker;
 //! ```
 //!
 //! # Behind a transaction-pooling proxy (PgBouncer and the like)
