@@ -32,9 +32,12 @@ fn url() -> String {
 }
 
 /// With `TENURE_POSTGRES_PROXY=1` the URL points at a transaction-pooling proxy: no
-/// statement cache, no LISTEN.
+/// statement cache, no LISTEN. With `TENURE_POSTGRES_KEEP_DONE=1` finished items are
+/// kept as `done` rows instead of deleted.
 fn behind_proxy(config: PgConfig) -> PgConfig {
-    if std::env::var("TENURE_POSTGRES_PROXY").is_ok_and(|v| v == "1") {
+    let on = |name: &str| std::env::var(name).is_ok_and(|v| v == "1");
+    let config = config.keep_done(on("TENURE_POSTGRES_KEEP_DONE"));
+    if on("TENURE_POSTGRES_PROXY") {
         config.statement_cache(false).listen(false)
     } else {
         config
