@@ -117,7 +117,11 @@
 //! at most a claim, a renewal batch and a finalize batch at once, so 4 to 10
 //! connections per process serve hundreds of handlers. Keep the sum over all
 //! processes (plus one listening connection each, when [`PgConfig::listen`] is on)
-//! below the server's `max_connections`. When the pool is exhausted a call waits up
+//! below the server's `max_connections`. Give the pool one connection more than the
+//! calls you expect at once: sqlx checks each connection with a round trip when it
+//! goes back to the pool, and a call that needs that very connection waits for the
+//! check (about 12 % per item at one worker and B = 1 on the development machine).
+//! When the pool is exhausted a call waits up
 //! to [`PgConfig::acquire_timeout`] and then answers
 //! [`Error::Unavailable`](tenure_core::Error), as it does while the server is down.
 //!
