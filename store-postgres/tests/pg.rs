@@ -628,14 +628,18 @@ mod privileges {
         let role = format!("w_{}", ctx.schema);
         let s = &ctx.schema;
         let setup = format!(
-            "CREATE ROLE {role} LOGIN; \
+            "CREATE ROLE {role} LOGIN PASSWORD '{role}'; \
              GRANT USAGE ON SCHEMA {s} TO {role}; \
              GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA {s} TO {role};"
         );
         sqlx::Executor::execute(&mut ctx.admin, setup.as_str())
             .await
             .unwrap();
-        let url = common::url().replacen("postgres://postgres@", &format!("postgres://{role}@"), 1);
+        let url = common::url().replacen(
+            "postgres://postgres@",
+            &format!("postgres://{role}:{role}@"),
+            1,
+        );
         let worker = PgStore::connect(
             PgConfig::new(url)
                 .schema(s)
