@@ -11,15 +11,10 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use sqlx::{Connection, PgConnection};
-use tenure_core::{
-    async_trait, Capabilities, ClaimParams, CompleteParams, DiscardParams, EnqueueParams, Enqueued,
-    EvictParams, Evicted, FailOutcome, FailParams, HeartbeatParams, Instance, Item, ItemId,
-    LeaderParams, LeaderStatus, Lease, Limits, ManualClock, PurgeParams, Purged, QueueCounts,
-    QueueName, RecoverParams, Recovered, ReleaseParams, RenewOutcome, RenewParams, RequeueParams,
-    Result, Store, TokenOutcome, WakeSignal,
-};
+use tenure_conformance::Guarded;
+use tenure_core::{async_trait, ManualClock, Result};
 use tenure_postgres::{PgConfig, PgStore};
-use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use tokio::sync::Semaphore;
 
 /// Cases whose stores may be alive at once, whatever the test thread count: each holds
 /// up to 3 + 2 per peer pooled connections (opened lazily) and one listener, and the
@@ -44,12 +39,8 @@ fn behind_proxy(config: PgConfig) -> PgConfig {
     }
 }
 
-/// A case's store; the permit is given back when the case's last handle is dropped.
-#[derive(Clone, Debug)]
-struct CaseStore {
-    store: PgStore,
-    _permit: Arc<OwnedSemaphorePermit>,
-}
+/// A case's store; its permit is given back when the case's last handle is dropped.
+type CaseStore = Guarded<PgStore>;
 
 struct PgHarness {
     slots: Arc<Semaphore>,
@@ -79,16 +70,13 @@ impl tenure_conformance::Harness for PgHarness {
                 .acquire_timeout(Duration::from_secs(20)),
         ))
         .await?;
-        Ok(CaseStore {
-            store,
-            _permit: Arc::new(permit),
-        })
+        Ok(Guarded::new(store, permit))
     }
 
     async fn open_peer(&self, store: &CaseStore, clock: ManualClock) -> Result<CaseStore> {
         let peer = PgStore::connect(behind_proxy(
             PgConfig::new(url())
-                .schema(store.store.schema())
+                .schema(store.inner().schema())
                 .clock(clock)
                 .max_connections(2)
                 .acquire_timeout(Duration::from_secs(20))
@@ -96,10 +84,7 @@ impl tenure_conformance::Harness for PgHarness {
                 .migrate_on_connect(false),
         ))
         .await?;
-        Ok(CaseStore {
-            store: peer,
-            _permit: store._permit.clone(),
-        })
+        Ok(Guarded::sharing(peer, store))
     }
 
     async fn open_unreachable(&self, clock: ManualClock) -> Result<Option<CaseStore>> {
@@ -119,77 +104,7 @@ impl tenure_conformance::Harness for PgHarness {
             .acquire_owned()
             .await
             .map_err(|e| tenure_core::Error::internal("postgres", e))?;
-        Ok(Some(CaseStore {
-            store,
-            _permit: Arc::new(permit),
-        }))
-    }
-}
-
-#[async_trait]
-impl Store for CaseStore {
-    fn name(&self) -> &'static str {
-        self.store.name()
-    }
-    fn capabilities(&self) -> Capabilities {
-        self.store.capabilities()
-    }
-    fn limits(&self) -> Limits {
-        self.store.limits()
-    }
-    fn wake_signal(&self) -> Option<WakeSignal> {
-        self.store.wake_signal()
-    }
-    async fn enqueue(&self, p: EnqueueParams) -> Result<Vec<Enqueued>> {
-        self.store.enqueue(p).await
-    }
-    async fn claim(&self, p: ClaimParams) -> Result<Vec<Lease>> {
-        self.store.claim(p).await
-    }
-    async fn renew(&self, p: RenewParams) -> Result<Vec<RenewOutcome>> {
-        self.store.renew(p).await
-    }
-    async fn complete(&self, p: CompleteParams) -> Result<Vec<TokenOutcome>> {
-        self.store.complete(p).await
-    }
-    async fn fail(&self, p: FailParams) -> Result<Vec<FailOutcome>> {
-        self.store.fail(p).await
-    }
-    async fn release(&self, p: ReleaseParams) -> Result<Vec<TokenOutcome>> {
-        self.store.release(p).await
-    }
-    async fn recover_expired(&self, p: RecoverParams) -> Result<Recovered> {
-        self.store.recover_expired(p).await
-    }
-    async fn purge(&self, p: PurgeParams) -> Result<Purged> {
-        self.store.purge(p).await
-    }
-    async fn dead_requeue(&self, p: RequeueParams) -> Result<u64> {
-        self.store.dead_requeue(p).await
-    }
-    async fn dead_discard(&self, p: DiscardParams) -> Result<u64> {
-        self.store.dead_discard(p).await
-    }
-    async fn item_get(&self, id: ItemId) -> Result<Option<Item>> {
-        self.store.item_get(id).await
-    }
-    async fn queue_counts(&self, q: &QueueName) -> Result<QueueCounts> {
-        self.store.queue_counts(q).await
-    }
-    async fn instance_heartbeat(&self, p: HeartbeatParams) -> Result<()> {
-        self.store.instance_heartbeat(p).await
-    }
-    async fn instance_list(&self) -> Result<Vec<Instance>> {
-        self.store.instance_list().await
-    }
-    async fn instance_evict_stale(&self, p: EvictParams) -> Result<Evicted> {
-        self.store.instance_evict_stale(p).await
-    }
-    async fn leader_acquire(&self, p: LeaderParams) -> Result<LeaderStatus> {
-        self.store.leader_acquire(p).await
-    }
-    async fn leader_resign(&self, p: LeaderParams) -> Result<bool> {
-        self.store.leader_resign(p).await
+        Ok(Some(Guarded::new(store, permit)))
     }
 }
 
