@@ -177,3 +177,8 @@ mod tests {
         assert_eq!(err.invalid_field(), Some("tenure_schema"));
     }
 }
+
+/// The README's code blocks, compiled as doctests so they cannot drift from the API.
+#[cfg(doctest)]
+#[doc = include_str!("../../README.md")]
+struct ReadmeDoctests;
