@@ -6,11 +6,11 @@ use std::str::FromStr;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
-use sqlx::postgres::{PgConnectOptions, PgPoolOptions, PgRow};
 use std::ops::{Deref, DerefMut};
 
 use sqlx::pool::PoolConnection;
 use sqlx::postgres::PgArguments;
+use sqlx::postgres::{PgConnectOptions, PgPoolOptions, PgRow};
 use sqlx::query::Query;
 use sqlx::{Acquire, PgConnection, PgPool, Postgres, Row, Transaction};
 use tenure_core::{
@@ -631,6 +631,22 @@ impl Session {
     async fn finish(self) -> Result<()> {
         self.commit().await.map_err(map)
     }
+
+    /// Waits, after a failed statement, until its locks are gone before the caller
+    /// retries. The server sends the error before its backend has finished aborting,
+    /// and sqlx rolls a dropped transaction back only when the connection is next
+    /// used; a retry on another pooled connection could meanwhile find the rows the
+    /// failed statement held still locked and skip them. A round trip on the same
+    /// connection (a ping, or the explicit rollback) returns only after the abort.
+    async fn settle(self) {
+        let outcome = match self {
+            Session::Auto(mut c) => sqlx::Connection::ping(&mut *c).await,
+            Session::Tx(tx) => tx.rollback().await,
+        };
+        if let Err(e) = outcome {
+            tracing::debug!(error = %e, "tenure-postgres: settling a failed claim");
+        }
+    }
 }
 
 impl Deref for Session {
@@ -753,8 +769,10 @@ impl Store for PgStore {
                 let run = self
                     .claim_run(&mut *s, &queues, now, &params, check_expired)
                     .await;
-                if run.is_ok() {
-                    s.finish().await?;
+                match &run {
+                    Ok(_) => s.finish().await?,
+                    Err(e) if is_scope_race(e) => s.settle().await,
+                    Err(_) => {}
                 }
                 run
             };
