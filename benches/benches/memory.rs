@@ -6,7 +6,8 @@
 //! multi-thread runtime with one worker thread per core) claiming `B` items at a time
 //! and completing each claimed batch in one call. Seeding is not timed.
 //!
-//! - `tenure`: one `MemoryStore` on the system clock; each task loops `claim(B)` then
+//! - `tenure`: one `MemoryStore` on the system clock, seeded and drained by
+//!   `tenure_benches::{seed, drain}`: each task loops `claim(B)` then
 //!   `complete(tokens)`, and checks every answer is `Accepted`.
 //! - `raw`: one `std::sync::Mutex` around a `VecDeque` of ready indexes and a vector of
 //!   items; a claim pops `B` indexes, sets state, owner, attempt + 1 and expiry (one
@@ -24,25 +25,14 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
-use tenure_core::{
-    ClaimParams, Clock, CompleteParams, EnqueueParams, NewItem, OwnerId, QueueName, Store,
-    SystemClock, Timestamp, TokenOutcome,
-};
+use tenure_benches::{bench_queue, drain, runtime, seed, DrainSpec, Items, LEASE};
+use tenure_core::{Clock, SystemClock, Timestamp};
 use tenure_memory::MemoryStore;
 
-const LEASE: Duration = Duration::from_secs(60);
-
-fn items_for(batch: usize) -> usize {
-    if batch == 1 {
-        20_000
-    } else {
-        100_000
-    }
-}
-
-fn queue() -> QueueName {
-    QueueName::new("bench").expect("valid queue")
-}
+const ITEMS: Items = Items {
+    single: 20_000,
+    batched: 100_000,
+};
 
 // ----------------------------------------------------------------------------- tenure
 
@@ -54,49 +44,12 @@ fn tenure_iteration(
 ) -> Duration {
     rt.block_on(async {
         let store = MemoryStore::default();
-        let all: Vec<NewItem> = (0..n)
-            .map(|i| NewItem::new(queue(), (i as u64).to_le_bytes().to_vec()))
-            .collect();
-        for chunk in all.chunks(10_000) {
-            store
-                .enqueue(EnqueueParams::new(chunk.to_vec()))
-                .await
-                .expect("seed");
-        }
-        let done = Arc::new(AtomicU64::new(0));
-        let start = Instant::now();
-        let tasks: Vec<_> = (0..workers)
-            .map(|w| {
-                let store = store.clone();
-                let done = done.clone();
-                tokio::spawn(async move {
-                    let owner = OwnerId::new(format!("w{w}")).expect("owner");
-                    let limit = u32::try_from(batch).expect("batch");
-                    loop {
-                        let leases = store
-                            .claim(ClaimParams::new(queue(), owner.clone(), limit, LEASE))
-                            .await
-                            .expect("claim");
-                        if leases.is_empty() {
-                            return;
-                        }
-                        let tokens = leases.iter().map(|l| l.token).collect();
-                        let outs = store
-                            .complete(CompleteParams::new(tokens))
-                            .await
-                            .expect("complete");
-                        assert!(outs.iter().all(|o| *o == TokenOutcome::Accepted));
-                        done.fetch_add(outs.len() as u64, Ordering::Relaxed);
-                    }
-                })
-            })
-            .collect();
-        for t in tasks {
-            t.await.expect("worker");
-        }
-        let elapsed = start.elapsed();
-        assert_eq!(done.load(Ordering::Relaxed), n as u64, "every item once");
-        elapsed
+        let queue = bench_queue().expect("queue");
+        seed(&store, &queue, n).await.expect("seed");
+        drain(&store, &DrainSpec::new(queue, n, batch, workers))
+            .await
+            .expect("drain")
+            .elapsed
     })
 }
 
@@ -195,10 +148,7 @@ fn raw_iteration(rt: &tokio::runtime::Runtime, n: usize, batch: usize, workers: 
 // ----------------------------------------------------------------------------- groups
 
 fn claim_complete(c: &mut Criterion) {
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .expect("runtime");
+    let rt = runtime().expect("runtime");
     let mut group = c.benchmark_group("memory_claim_complete");
     group
         .sample_size(10)
@@ -206,7 +156,7 @@ fn claim_complete(c: &mut Criterion) {
         .measurement_time(Duration::from_secs(3));
     for batch in [1usize, 100] {
         for workers in [1usize, 4] {
-            let n = items_for(batch);
+            let n = ITEMS.for_batch(batch);
             group.throughput(Throughput::Elements(n as u64));
             let cell = format!("b{batch}_w{workers}");
             group.bench_function(BenchmarkId::new("tenure", &cell), |b| {

@@ -7,8 +7,10 @@
 //! each claiming `B` items at a time and completing each claimed batch in one call.
 //! Seeding (through the store's enqueue) and a `VACUUM ANALYZE` after it are not timed.
 //!
-//! - `tenure`: one `PgStore` with a pool of `W` connections; each task loops
-//!   `claim(B)` then `complete(tokens)` and checks every answer is `Accepted`.
+//! - `tenure`: one `PgStore` with a pool of `W` connections, drained by
+//!   `tenure_benches::drain`: each task loops `claim(B)` then `complete(tokens)` and
+//!   checks every answer is `Accepted`; on an empty claim it sleeps 1 ms and claims
+//!   again until every item has finished (or 1,000 empty claims in a row).
 //! - `raw`: one dedicated `PgConnection` per task on the same table; the claim is one
 //!   `UPDATE ... WHERE id = ANY(ARRAY(SELECT ... FOR UPDATE SKIP LOCKED))` over the
 //!   same partial index, the finalize one `DELETE` fenced on `(id, attempt)` over
@@ -33,29 +35,20 @@ use criterion::{
     criterion_group, criterion_main, BenchmarkId, Criterion, SamplingMode, Throughput,
 };
 use sqlx::{Connection, PgConnection, Row};
-use tenure_core::{
-    ClaimParams, Clock, CompleteParams, EnqueueParams, NewItem, OwnerId, QueueName, Store,
-    StreamKey, SystemClock, TokenOutcome,
+use tenure_benches::{
+    bench_queue, drain, runtime, seed_streams, DrainSpec, Items, OnEmpty, LEASE, QUEUE,
 };
+use tenure_core::{Clock, SystemClock};
 use tenure_postgres::{PgConfig, PgStore};
 
-const LEASE: Duration = Duration::from_secs(60);
+const ITEMS: Items = Items {
+    single: 2_000,
+    batched: 20_000,
+};
 
 fn url() -> String {
     std::env::var("TENURE_POSTGRES_URL")
         .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".to_owned())
-}
-
-fn items_for(batch: usize) -> usize {
-    if batch == 1 {
-        2_000
-    } else {
-        20_000
-    }
-}
-
-fn queue() -> QueueName {
-    QueueName::new("bench").expect("valid queue")
 }
 
 /// One schema for the whole run, dropped at the end.
@@ -78,22 +71,9 @@ impl Bench {
 
     /// Seeds `n` ready items (streams round-robin when `streams > 0`), then vacuums.
     async fn seed(&mut self, store: &PgStore, n: usize, streams: usize) {
-        let all: Vec<NewItem> = (0..n)
-            .map(|i| {
-                let it = NewItem::new(queue(), (i as u64).to_le_bytes().to_vec());
-                if streams > 0 {
-                    it.stream(StreamKey::new(format!("s{}", i % streams)).expect("stream"))
-                } else {
-                    it
-                }
-            })
-            .collect();
-        for chunk in all.chunks(10_000) {
-            store
-                .enqueue(EnqueueParams::new(chunk.to_vec()))
-                .await
-                .expect("seed");
-        }
+        seed_streams(store, &bench_queue().expect("queue"), n, streams)
+            .await
+            .expect("seed");
         // One statement each: VACUUM cannot run inside the implicit transaction of a
         // multi-statement query.
         for table in ["items", "streams"] {
@@ -108,49 +88,14 @@ impl Bench {
 // ----------------------------------------------------------------------------- tenure
 
 async fn tenure_drain(store: &PgStore, n: usize, batch: usize, workers: usize) -> Duration {
-    let done = Arc::new(AtomicU64::new(0));
-    let start = Instant::now();
-    let tasks: Vec<_> = (0..workers)
-        .map(|w| {
-            let store = store.clone();
-            let done = done.clone();
-            tokio::spawn(async move {
-                let owner = OwnerId::new(format!("w{w}")).expect("owner");
-                let limit = u32::try_from(batch).expect("batch");
-                let mut idle = 0;
-                loop {
-                    let leases = store
-                        .claim(ClaimParams::new(queue(), owner.clone(), limit, LEASE))
-                        .await
-                        .expect("claim");
-                    if leases.is_empty() {
-                        // With streams, every head may be held by another worker for
-                        // a moment; stop once the queue is really drained.
-                        if done.load(Ordering::Relaxed) >= n as u64 || idle > 1_000 {
-                            return;
-                        }
-                        idle += 1;
-                        tokio::time::sleep(Duration::from_millis(1)).await;
-                        continue;
-                    }
-                    idle = 0;
-                    let tokens = leases.iter().map(|l| l.token).collect();
-                    let outs = store
-                        .complete(CompleteParams::new(tokens))
-                        .await
-                        .expect("complete");
-                    assert!(outs.iter().all(|o| *o == TokenOutcome::Accepted));
-                    done.fetch_add(outs.len() as u64, Ordering::Relaxed);
-                }
-            })
-        })
-        .collect();
-    for t in tasks {
-        t.await.expect("worker");
-    }
-    let elapsed = start.elapsed();
-    assert_eq!(done.load(Ordering::Relaxed), n as u64, "every item once");
-    elapsed
+    // With streams, every head may be held by another worker for a moment; a worker
+    // stops once the queue is really drained.
+    let spec =
+        DrainSpec::new(bench_queue().expect("queue"), n, batch, workers).on_empty(OnEmpty::Retry {
+            pause: Duration::from_millis(1),
+            give_up_after: 1_000,
+        });
+    drain(store, &spec).await.expect("drain").elapsed
 }
 
 // ----------------------------------------------------------------------------- raw
@@ -191,7 +136,7 @@ async fn raw_drain(schema: &str, n: usize, batch: usize, workers: usize) -> Dura
                         .bind(&owner)
                         .bind((now + LEASE).as_micros())
                         .bind(now.as_micros())
-                        .bind("bench")
+                        .bind(QUEUE)
                         .bind(batch as i64)
                         .fetch_all(&mut conn)
                         .await
@@ -229,10 +174,7 @@ async fn raw_drain(schema: &str, n: usize, batch: usize, workers: usize) -> Dura
 // ----------------------------------------------------------------------------- groups
 
 fn postgres(c: &mut Criterion) {
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .expect("runtime");
+    let rt = runtime().expect("runtime");
     let bench = rt.block_on(async {
         match PgConnection::connect(&url()).await {
             Ok(admin) => Some(Bench {
@@ -256,7 +198,7 @@ fn postgres(c: &mut Criterion) {
         .measurement_time(Duration::from_secs(2));
     for batch in [1usize, 100] {
         for workers in [1usize, 4, 16] {
-            let n = items_for(batch);
+            let n = ITEMS.for_batch(batch);
             group.throughput(Throughput::Elements(n as u64));
             let cell = format!("b{batch}_w{workers}");
             let store = rt.block_on(async { bench.lock().await.store(workers).await });

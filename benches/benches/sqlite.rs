@@ -6,8 +6,9 @@
 //! attempt). Seeding is not timed. Both sides use WAL and `synchronous=NORMAL` (the
 //! store's default).
 //!
-//! - `tenure`: one `SqliteStore` (one writer thread), `W` tokio tasks each looping
-//!   `claim(B)` then `complete(tokens)`.
+//! - `tenure`: one `SqliteStore` (one writer thread), seeded and drained by
+//!   `tenure_benches::{seed, drain}`: `W` tokio tasks each looping `claim(B)` then
+//!   `complete(tokens)`, checking every answer is `Accepted`.
 //! - `raw`: `W` OS threads, each with its own connection, each looping one
 //!   `BEGIN IMMEDIATE` claim (`UPDATE .. WHERE id IN (SELECT .. ORDER BY priority,
 //!   run_at, id LIMIT B) RETURNING`) and one `BEGIN IMMEDIATE` transaction of fenced
@@ -24,33 +25,20 @@
 
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Barrier, Mutex};
+use std::sync::{Barrier, Mutex};
 use std::time::{Duration, Instant};
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use rusqlite::{params, Connection, TransactionBehavior};
 use tempfile::TempDir;
-use tenure_core::{
-    ClaimParams, Clock, CompleteParams, EnqueueParams, NewItem, OwnerId, QueueName, Store,
-    SystemClock, TokenOutcome,
-};
+use tenure_benches::{bench_queue, drain, runtime, seed, DrainSpec, Items, Percentiles};
+use tenure_core::{Clock, SystemClock};
 use tenure_sqlite::{SqliteConfig, SqliteStore, Synchronous};
 
-const LEASE: Duration = Duration::from_secs(60);
-
-fn items_for(batch: usize) -> usize {
-    if batch == 1 {
-        3_000
-    } else {
-        30_000
-    }
-}
-
-fn queue() -> QueueName {
-    QueueName::new("bench").expect("valid queue")
-}
-
-// ----------------------------------------------------------------------------- tenure
+const ITEMS: Items = Items {
+    single: 3_000,
+    batched: 30_000,
+};
 
 /// How a run is set up: durability, and where to record claim latencies (µs).
 #[derive(Clone, Copy)]
@@ -64,12 +52,7 @@ const NORMAL: Mode<'static> = Mode {
     latencies: None,
 };
 
-fn record(mode: Mode<'_>, started: Instant) {
-    if let Some(l) = mode.latencies {
-        let us = u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX);
-        l.lock().expect("latencies").push(us);
-    }
-}
+// ----------------------------------------------------------------------------- tenure
 
 fn tenure_iteration(
     rt: &tokio::runtime::Runtime,
@@ -89,75 +72,26 @@ fn tenure_iteration(
             SqliteStore::open(SqliteConfig::new(dir.path().join("bench.db")).synchronous(sync))
                 .await
                 .expect("open");
-        let lat: Arc<Mutex<Vec<u64>>> = Arc::default();
-        for chunk in (0..n).collect::<Vec<_>>().chunks(10_000) {
-            let items = chunk
-                .iter()
-                .map(|i| NewItem::new(queue(), (*i as u64).to_le_bytes().to_vec()))
-                .collect();
-            store
-                .enqueue(EnqueueParams::new(items))
-                .await
-                .expect("seed");
-        }
-        let done = Arc::new(AtomicU64::new(0));
-        let start = Instant::now();
-        let mut tasks = Vec::new();
-        for w in 0..workers {
-            let store = store.clone();
-            let done = done.clone();
-            let lat = lat.clone();
-            let record_lat = mode.latencies.is_some();
-            tasks.push(tokio::spawn(async move {
-                let owner = OwnerId::new(format!("w{w}")).expect("owner");
-                let limit = u32::try_from(batch).expect("batch");
-                loop {
-                    let started = Instant::now();
-                    let leases = store
-                        .claim(ClaimParams::new(queue(), owner.clone(), limit, LEASE))
-                        .await
-                        .expect("claim");
-                    if leases.is_empty() {
-                        return;
-                    }
-                    if record_lat {
-                        record(
-                            Mode {
-                                full: false,
-                                latencies: Some(&lat),
-                            },
-                            started,
-                        );
-                    }
-                    let tokens = leases.iter().map(|l| l.token).collect();
-                    let outs = store
-                        .complete(CompleteParams::new(tokens))
-                        .await
-                        .expect("complete");
-                    assert!(outs.iter().all(|o| *o == TokenOutcome::Accepted));
-                    done.fetch_add(outs.len() as u64, Ordering::Relaxed);
-                }
-            }));
-        }
-        for t in tasks {
-            t.await.expect("worker");
-        }
-        let elapsed = start.elapsed();
-        assert_eq!(
-            done.load(Ordering::Relaxed),
-            n as u64,
-            "every item finished once"
-        );
+        let queue = bench_queue().expect("queue");
+        seed(&store, &queue, n).await.expect("seed");
+        let spec =
+            DrainSpec::new(queue, n, batch, workers).record_latency(mode.latencies.is_some());
+        let run = drain(&store, &spec).await.expect("drain");
         if let Some(out) = mode.latencies {
-            out.lock()
-                .expect("latencies")
-                .extend(lat.lock().expect("latencies").drain(..));
+            out.lock().expect("latencies").extend(run.latencies);
         }
-        elapsed
+        run.elapsed
     })
 }
 
 // ----------------------------------------------------------------------------- raw
+
+fn record(mode: Mode<'_>, started: Instant) {
+    if let Some(l) = mode.latencies {
+        let us = u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX);
+        l.lock().expect("latencies").push(us);
+    }
+}
 
 fn raw_connect(path: &Path, full: bool) -> Connection {
     let conn = Connection::open(path).expect("open");
@@ -279,10 +213,7 @@ fn raw_iteration(n: usize, batch: usize, workers: usize, mode: Mode<'_>) -> Dura
 // ----------------------------------------------------------------------------- groups
 
 fn claim_complete(c: &mut Criterion) {
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .expect("runtime");
+    let rt = runtime().expect("runtime");
     let mut group = c.benchmark_group("sqlite_claim_complete");
     group
         .sample_size(10)
@@ -290,7 +221,7 @@ fn claim_complete(c: &mut Criterion) {
         .measurement_time(Duration::from_secs(4));
     for batch in [1usize, 100] {
         for workers in [1usize, 4] {
-            let n = items_for(batch);
+            let n = ITEMS.for_batch(batch);
             group.throughput(Throughput::Elements(n as u64));
             let cell = format!("b{batch}_w{workers}");
             group.bench_function(BenchmarkId::new("tenure", &cell), |b| {
@@ -314,27 +245,15 @@ fn claim_complete(c: &mut Criterion) {
 
 fn percentiles(name: &str, lat: &Mutex<Vec<u64>>) {
     let mut v = std::mem::take(&mut *lat.lock().expect("latencies"));
-    if v.is_empty() {
-        return;
+    if let Some(p) = Percentiles::of(&mut v) {
+        println!("{name}: claim latency {p}");
     }
-    v.sort_unstable();
-    let at = |q: f64| v[((v.len() - 1) as f64 * q) as usize];
-    println!(
-        "{name}: claim latency over {} claims: p50 {} us, p99 {} us, max {} us",
-        v.len(),
-        at(0.5),
-        at(0.99),
-        v[v.len() - 1]
-    );
 }
 
 /// 16 claimers at `synchronous=FULL`, B=1: the case where limits.md saw a 3.5 s p99
 /// claim wait with 16 raw connections. Prints claim-latency percentiles.
 fn contention(c: &mut Criterion) {
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .expect("runtime");
+    let rt = runtime().expect("runtime");
     let mut group = c.benchmark_group("sqlite_contention_full");
     group
         .sample_size(10)
