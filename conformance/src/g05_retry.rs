@@ -33,6 +33,7 @@ pub(crate) fn cases<H: Harness>() -> Vec<Case<H>> {
         requeue_and_discard_leave_items_that_are_not_dead_alone,
         discard_deletes_dead_items,
         a_release_gives_the_item_back_at_once_without_a_failure,
+        a_release_does_not_use_up_the_attempts,
     ]
 }
 
@@ -325,11 +326,46 @@ async fn a_release_gives_the_item_back_at_once_without_a_failure<H: Harness>(
         (0, None),
         "stalls and last_error after a release",
     )?;
+    ensure_eq(
+        it.max_attempts,
+        2,
+        "max_attempts after a release (one more)",
+    )?;
     let again = claim_one(env.store(), &q, &w, "the claim after a release").await?;
     ensure_eq(
         again.token,
         LeaseToken::new(id, 2),
         "the token after a release",
     )?;
+    pass()
+}
+
+async fn a_release_does_not_use_up_the_attempts<H: Harness>(env: Env<'_, H>) -> CaseResult {
+    let q = queue("g05")?;
+    let id = enqueue_one(env.store(), item(&q).max_attempts(2)).await?;
+    let w = owner("w1")?;
+    let first = claim_one(env.store(), &q, &w, "the first claim").await?;
+    ensure_eq(
+        release(env.store(), first.token).await?,
+        TokenOutcome::Accepted,
+        "the release",
+    )?;
+    let second = claim_one(env.store(), &q, &w, "the claim after the release").await?;
+    let delay = Duration::from_secs(1);
+    ensure_eq(
+        fail(env.store(), retry(second.token, delay, "first failure")).await?,
+        FailOutcome::Retrying {
+            run_at: env.now() + delay,
+        },
+        "the first failure after a release (one of two attempts used)",
+    )?;
+    env.advance(delay);
+    let third = claim_one(env.store(), &q, &w, "the claim after the retry").await?;
+    ensure_eq(
+        fail(env.store(), retry(third.token, delay, "second failure")).await?,
+        FailOutcome::Dead,
+        "the second failure (both attempts used)",
+    )?;
+    expect_state(env.store(), id, ItemState::Dead, "after two failures").await?;
     pass()
 }

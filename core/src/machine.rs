@@ -14,7 +14,7 @@
 //! | [`renew`] | current token; `renewals < max_renewals` | expiry `now + lease_for`, `renewals + 1` |
 //! | [`complete`] | current token | `done`, owner and expiry cleared |
 //! | [`fail`] | current token | `ready` at `now + delay` if retryable and `attempt < max_attempts`, else `dead`; `last_error` set |
-//! | [`release`] | current token | `ready` at `now`; `attempt` and `stalls` kept |
+//! | [`release`] | current token | `ready` at `now`; `attempt` and `stalls` kept; `max_attempts + 1` |
 //! | [`recover`] | `running`, `lease_expires_at <= now` | `stalls + 1`; `dead` when `stalls >= max_stalls`, else `ready` at `now` |
 //! | [`evict`] | `running` (owner evicted) | as [`recover`], without the expiry check |
 //! | [`requeue`] | `dead` | `ready` at `now`, `max_attempts >= attempt + n`, `stalls = 0`; `attempt` kept |
@@ -162,10 +162,15 @@ pub fn fail(item: &mut Item, failure: &Failure, now: Timestamp) -> FailOutcome {
 }
 
 /// Gives the current attempt's lease back unfinished: not a failure, not a stall.
+///
+/// The next claim is a new attempt (the fence needs a new number), so `max_attempts`
+/// goes up by one with it: a release, such as a graceful shutdown's, never uses up the
+/// item's budget of failures. As with [`requeue`], the limit moves, never the attempt.
 pub fn release(item: &mut Item, token: &LeaseToken, now: Timestamp) -> TokenOutcome {
     if !is_current(item, token) {
         return TokenOutcome::LeaseLost;
     }
+    item.max_attempts = item.max_attempts.saturating_add(1);
     item.state = ItemState::Ready;
     item.run_at = now;
     item.owner = None;

@@ -256,7 +256,8 @@ impl Sql {
             // machine::release, fenced.
             release: format!(
                 "UPDATE {s}.items i SET state = 'ready', run_at = $1, owner = NULL, \
-                     lease_expires_at = NULL, updated_at = $1 \
+                     lease_expires_at = NULL, updated_at = $1, \
+                     max_attempts = i.max_attempts + 1 \
                  FROM unnest($2::uuid[], $3::int4[]) AS t(id, attempt) \
                  WHERE i.id = ANY($2::uuid[]) AND i.id = t.id AND i.attempt = t.attempt AND i.state = 'running' \
                  RETURNING i.id"

@@ -591,7 +591,7 @@ pub(crate) fn renew(cx: &Cx<'_>, params: &RenewParams) -> OpResult<Vec<RenewOutc
 pub(crate) fn release(cx: &Cx<'_>, params: &ReleaseParams) -> OpResult<Vec<TokenOutcome>> {
     let mut stmt = cx.conn.prepare_cached(
         "UPDATE tenure_items SET state = 'ready', run_at = ?3, owner = NULL,
-             lease_expires_at = NULL, updated_at = ?3
+             lease_expires_at = NULL, updated_at = ?3, max_attempts = max_attempts + 1
          WHERE id = ?1 AND state = 'running' AND attempt = ?2",
     )?;
     let mut out = Vec::with_capacity(params.tokens.len());

@@ -186,7 +186,9 @@ pub trait Store: Send + Sync + fmt::Debug + 'static {
     /// - A token that is not the item's current `running` attempt answers
     ///   [`TokenOutcome::LeaseLost`] and changes nothing (G3; `g03_fenced_finalize`).
     /// - Accepted items go back to `ready` with `run_at = now`, keeping `attempt` and
-    ///   `stalls`: a release is not a failure. The next claim is a new attempt.
+    ///   `stalls`: a release is not a failure. The next claim is a new attempt, so
+    ///   `max_attempts` goes up by one: a release never uses up the item's attempts
+    ///   (G5; `g05_retry`).
     async fn release(&self, params: ReleaseParams) -> Result<Vec<TokenOutcome>>;
 
     /// Recovers up to `limit` expired leases (`lease_expires_at <= now`) in any queue.
