@@ -67,7 +67,12 @@
 //! With `synchronous=NORMAL` and one item per claim, 4 workers on the store made 11.9k
 //! items/s against 10.6k for four raw connections; with one worker, where there is
 //! nothing to batch, the hop to the writer thread and back costs about half the raw
-//! loop's throughput (6.2k against 13.3k items/s). At 100 items per claim the store
+//! loop's throughput (6.2k against 13.3k items/s). Most of that hop was two context
+//! switches per call (a profile shows futex wait and wake-up dominating), so the writer
+//! lingers up to 100 µs, yielding its core, for the next call before it sleeps: in
+//! alternating runs of the same cells that took one worker at one item per claim from
+//! 2.5k to 5.6k and 3.3k to 7.0k items/s, and one worker at 100 per claim from 51k to
+//! 81k and 69k to 100k items/s. At 100 items per claim the store
 //! runs at about half the raw loop (79k against 143k items/s with one worker): its
 //! items carry five partial indexes (ready, running scope, expiry, stream, done) and a
 //! unique id, where the raw table has one index.
