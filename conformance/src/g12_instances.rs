@@ -6,7 +6,8 @@ use std::time::Duration;
 
 use tenure_core::machine::STALLED_ERROR_PREFIX;
 use tenure_core::{
-    EvictParams, HeartbeatParams, Instance, ItemState, LeaseToken, OwnerId, Store, TokenOutcome,
+    DeregisterParams, EvictParams, HeartbeatParams, Instance, ItemState, LeaseToken, OwnerId,
+    Store, TokenOutcome,
 };
 
 use crate::case::{Case, CaseResult, Env, Failure};
@@ -26,6 +27,7 @@ pub(crate) fn cases<H: Harness>() -> Vec<Case<H>> {
         eviction_counts_a_stall_and_kills_at_max_stalls,
         an_evicted_instance_registers_again_with_its_next_heartbeat,
         eviction_leaves_live_instances_leases_alone,
+        a_deregistered_instance_leaves_at_once_releasing_its_leases,
     ]
 }
 
@@ -251,5 +253,79 @@ async fn eviction_leaves_live_instances_leases_alone<H: Harness>(env: Env<'_, H>
         "the eviction of an instance holding nothing (instances, released)",
     )?;
     expect_unchanged(env.store(), &before, "the eviction of another instance").await?;
+    pass()
+}
+
+async fn a_deregistered_instance_leaves_at_once_releasing_its_leases<H: Harness>(
+    env: Env<'_, H>,
+) -> CaseResult {
+    let q = queue("g12")?;
+    let (leaving, staying) = (owner("instance-leaving")?, owner("instance-staying")?);
+    beat(env.store(), &leaving).await?;
+    beat(env.store(), &staying).await?;
+    enqueue_n(env.store(), &q, 3).await?;
+    let held = claim_for(env.store(), &q, &leaving, 2, LONG_LEASE).await?;
+    let kept = claim_for(env.store(), &q, &staying, 1, LONG_LEASE).await?;
+    ensure_eq(
+        (held.len(), kept.len()),
+        (2, 1),
+        "leases claimed before leaving",
+    )?;
+    let gone = env
+        .store()
+        .instance_deregister(DeregisterParams::new(leaving.clone()))
+        .await
+        .or_fail("instance_deregister")?;
+    ensure_eq(
+        gone.instances,
+        vec![leaving.clone()],
+        "the instances removed",
+    )?;
+    ensure_eq(gone.released, 2, "leases released by leaving")?;
+    let listed: Vec<OwnerId> = env
+        .store()
+        .instance_list()
+        .await
+        .or_fail("instance_list")?
+        .into_iter()
+        .map(|i| i.id)
+        .collect();
+    ensure_eq(
+        listed,
+        vec![staying.clone()],
+        "the instances listed after leaving",
+    )?;
+    for lease in &held {
+        let it = expect_state(
+            env.store(),
+            lease.token.id,
+            ItemState::Ready,
+            "after leaving",
+        )
+        .await?;
+        ensure_eq(it.stalls, 1, "stalls of a released lease")?;
+        ensure_eq(
+            complete(env.store(), lease.token).await?,
+            TokenOutcome::LeaseLost,
+            "a late complete of a lease its instance gave up",
+        )?;
+    }
+    expect_state(
+        env.store(),
+        kept[0].token.id,
+        ItemState::Running,
+        "another instance's lease",
+    )
+    .await?;
+    let again = env
+        .store()
+        .instance_deregister(DeregisterParams::new(leaving))
+        .await
+        .or_fail("a second instance_deregister")?;
+    ensure_eq(
+        (again.instances.len(), again.released),
+        (0, 0),
+        "a second deregistration (nothing left to do)",
+    )?;
     pass()
 }

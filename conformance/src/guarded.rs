@@ -5,11 +5,11 @@ use std::fmt;
 use std::sync::Arc;
 
 use tenure_core::{
-    async_trait, Capabilities, ClaimParams, CompleteParams, DiscardParams, EnqueueParams, Enqueued,
-    EvictParams, Evicted, FailOutcome, FailParams, HeartbeatParams, Instance, Item, ItemId,
-    LeaderParams, LeaderStatus, Lease, Limits, PurgeParams, Purged, QueueCounts, QueueName,
-    RecoverParams, Recovered, ReleaseParams, RenewOutcome, RenewParams, RequeueParams, Result,
-    Store, TokenOutcome, WakeSignal,
+    async_trait, Capabilities, ClaimParams, CompleteParams, DeregisterParams, DiscardParams,
+    EnqueueParams, Enqueued, EvictParams, Evicted, FailOutcome, FailParams, HeartbeatParams,
+    Instance, Item, ItemId, LeaderParams, LeaderStatus, Lease, Limits, PurgeParams, Purged,
+    QueueCounts, QueueName, RecoverParams, Recovered, ReleaseParams, RenewOutcome, RenewParams,
+    RequeueParams, Result, Store, TokenOutcome, WakeSignal,
 };
 
 /// A store bundled with a guard that must outlive it: the temporary directory its file
@@ -112,6 +112,9 @@ impl<S: Store> Store for Guarded<S> {
     }
     async fn instance_evict_stale(&self, p: EvictParams) -> Result<Evicted> {
         self.store.instance_evict_stale(p).await
+    }
+    async fn instance_deregister(&self, p: DeregisterParams) -> Result<Evicted> {
+        self.store.instance_deregister(p).await
     }
     async fn leader_acquire(&self, p: LeaderParams) -> Result<LeaderStatus> {
         self.store.leader_acquire(p).await

@@ -10,12 +10,12 @@ use tenure_conformance::{
     cases, run_all, run_case, Capability, Case, CaseResult, Env, Harness, Report, Status, Verdict,
 };
 use tenure_core::{
-    async_trait, Capabilities, ClaimParams, CompleteParams, DiscardParams, EnqueueParams, Enqueued,
-    Error, EvictParams, Evicted, FailOutcome, FailParams, HeartbeatParams, Instance, Item, ItemId,
-    ItemState, LeaderParams, LeaderStatus, Lease, LeaseToken, Limits, ManualClock, PurgeParams,
-    Purged, QueueCounts, QueueName, RecoverParams, Recovered, ReleaseParams, RenewOutcome,
-    RenewParams, RequeueParams, Result, Retry, Schedule, ScopeKey, Store, StreamKey, TokenOutcome,
-    WakeSignal, MAX_ATTEMPTS_LIMIT,
+    async_trait, Capabilities, ClaimParams, CompleteParams, DeregisterParams, DiscardParams,
+    EnqueueParams, Enqueued, Error, EvictParams, Evicted, FailOutcome, FailParams, HeartbeatParams,
+    Instance, Item, ItemId, ItemState, LeaderParams, LeaderStatus, Lease, LeaseToken, Limits,
+    ManualClock, PurgeParams, Purged, QueueCounts, QueueName, RecoverParams, Recovered,
+    ReleaseParams, RenewOutcome, RenewParams, RequeueParams, Result, Retry, Schedule, ScopeKey,
+    Store, StreamKey, TokenOutcome, WakeSignal, MAX_ATTEMPTS_LIMIT,
 };
 use tenure_memory::MemoryStore;
 
@@ -293,6 +293,10 @@ impl Store for Flawed {
             return Ok(Evicted::default());
         }
         self.inner.instance_evict_stale(params).await
+    }
+
+    async fn instance_deregister(&self, params: DeregisterParams) -> Result<Evicted> {
+        self.inner.instance_deregister(params).await
     }
 
     async fn leader_acquire(&self, params: LeaderParams) -> Result<LeaderStatus> {

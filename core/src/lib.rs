@@ -76,10 +76,10 @@ pub use runtime::{
     WorkerBuilder,
 };
 pub use store::{
-    Capabilities, ClaimParams, CompleteParams, DiscardParams, EnqueueParams, EvictParams,
-    FailParams, Failure, HeartbeatParams, LeaderParams, Limits, PurgeParams, RecoverParams,
-    ReleaseParams, RenewParams, RequeueParams, Retry, Store, WakeSignal, DEFAULT_STALE_AFTER,
-    MAX_ERROR_BYTES,
+    Capabilities, ClaimParams, CompleteParams, DeregisterParams, DiscardParams, EnqueueParams,
+    EvictParams, FailParams, Failure, HeartbeatParams, LeaderParams, Limits, PurgeParams,
+    RecoverParams, ReleaseParams, RenewParams, RequeueParams, Retry, Store, WakeSignal,
+    DEFAULT_STALE_AFTER, MAX_ERROR_BYTES,
 };
 pub use time::{duration_micros, Clock, ManualClock, SharedClock, SystemClock, Timestamp};
 

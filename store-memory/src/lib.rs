@@ -59,11 +59,11 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
 use tenure_core::{
-    async_trait, ClaimParams, Clock, CompleteParams, DiscardParams, EnqueueParams, Enqueued, Error,
-    EvictParams, Evicted, FailOutcome, FailParams, HeartbeatParams, Instance, Item, ItemId,
-    LeaderParams, LeaderStatus, Lease, Limits, PurgeParams, Purged, QueueCounts, QueueName,
-    RecoverParams, Recovered, ReleaseParams, RenewOutcome, RenewParams, RequeueParams, Result,
-    SharedClock, Store, SystemClock, Timestamp, TokenOutcome, WakeSignal,
+    async_trait, ClaimParams, Clock, CompleteParams, DeregisterParams, DiscardParams,
+    EnqueueParams, Enqueued, Error, EvictParams, Evicted, FailOutcome, FailParams, HeartbeatParams,
+    Instance, Item, ItemId, LeaderParams, LeaderStatus, Lease, Limits, PurgeParams, Purged,
+    QueueCounts, QueueName, RecoverParams, Recovered, ReleaseParams, RenewOutcome, RenewParams,
+    RequeueParams, Result, SharedClock, Store, SystemClock, Timestamp, TokenOutcome, WakeSignal,
 };
 
 use crate::state::State;
@@ -259,6 +259,10 @@ impl Store for MemoryStore {
     async fn instance_evict_stale(&self, params: EvictParams) -> Result<Evicted> {
         params.validate(&self.inner.limits)?;
         self.with_state(|s, now| s.evict_stale(params.stale_after, now))
+    }
+
+    async fn instance_deregister(&self, params: DeregisterParams) -> Result<Evicted> {
+        self.with_state(|s, now| s.deregister(&params.instance, now))
     }
 
     async fn leader_acquire(&self, params: LeaderParams) -> Result<LeaderStatus> {

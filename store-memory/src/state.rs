@@ -819,33 +819,53 @@ impl State {
         let mut evicted = Evicted::default();
         for (_, owner) in stale {
             self.instances.remove(&owner);
-            let mut running: Vec<Slot> = self
-                .idx
-                .owners
-                .remove(&owner)
-                .map(|s| s.into_iter().collect())
-                .unwrap_or_default();
-            running.sort_unstable();
-            for slot in running {
-                let Some(e) = self.items.get_mut(slot) else {
-                    continue;
-                };
-                if e.item.state != ItemState::Running {
-                    continue;
-                }
-                self.idx.unlink_running(e);
-                match machine::evict(&mut e.item, now) {
-                    Some(Recovery::Requeued) => {
-                        self.idx.place(e, now);
-                        evicted.released += 1;
-                    }
-                    Some(Recovery::Dead) => evicted.released += 1,
-                    None => {}
-                }
-            }
+            evicted.released += self.release_owner(&owner, now);
             evicted.instances.push(owner);
         }
         evicted
+    }
+
+    /// `Store::instance_deregister`.
+    pub(crate) fn deregister(&mut self, owner: &OwnerId, now: Timestamp) -> Evicted {
+        let registered = self.instances.remove(owner).is_some();
+        Evicted {
+            released: self.release_owner(owner, now),
+            instances: if registered {
+                vec![owner.clone()]
+            } else {
+                Vec::new()
+            },
+        }
+    }
+
+    /// Applies `machine::evict` to every running item of `owner`; returns how many.
+    fn release_owner(&mut self, owner: &OwnerId, now: Timestamp) -> u64 {
+        let mut running: Vec<Slot> = self
+            .idx
+            .owners
+            .remove(owner)
+            .map(|s| s.into_iter().collect())
+            .unwrap_or_default();
+        running.sort_unstable();
+        let mut released = 0;
+        for slot in running {
+            let Some(e) = self.items.get_mut(slot) else {
+                continue;
+            };
+            if e.item.state != ItemState::Running {
+                continue;
+            }
+            self.idx.unlink_running(e);
+            match machine::evict(&mut e.item, now) {
+                Some(Recovery::Requeued) => {
+                    self.idx.place(e, now);
+                    released += 1;
+                }
+                Some(Recovery::Dead) => released += 1,
+                None => {}
+            }
+        }
+        released
     }
 
     /// `Store::leader_acquire`.

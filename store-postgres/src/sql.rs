@@ -49,6 +49,7 @@ pub(crate) struct Sql {
     pub(crate) heartbeat: String,
     pub(crate) instance_list: String,
     pub(crate) evict: String,
+    pub(crate) deregister: String,
     pub(crate) leader_acquire: String,
     pub(crate) leader_read: String,
     pub(crate) leader_resign: String,
@@ -309,6 +310,18 @@ impl Sql {
                      RETURNING 1 \
                  ) \
                  SELECT ARRAY(SELECT id FROM ev ORDER BY id), (SELECT count(*) FROM st)"
+            ),
+            // Store::instance_deregister: the instance leaves at once, and machine::evict
+            // applies to whatever it still runs. $1 now, $2 instance.
+            deregister: format!(
+                "WITH ev AS ( \
+                     DELETE FROM {s}.instances WHERE id = $2 RETURNING id \
+                 ), st AS ( \
+                     UPDATE {s}.items i SET {STALL_SET} \
+                     WHERE i.state = 'running' AND i.owner = $2 \
+                     RETURNING 1 \
+                 ) \
+                 SELECT ARRAY(SELECT id FROM ev), (SELECT count(*) FROM st)"
             ),
             // G13: take a free or expired lease with the next term, or extend our own.
             // $1 name, $2 holder, $3 now, $4 expiry.

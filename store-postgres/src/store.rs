@@ -14,12 +14,12 @@ use sqlx::postgres::{PgConnectOptions, PgPoolOptions, PgRow};
 use sqlx::query::Query;
 use sqlx::{Acquire, PgConnection, PgPool, Postgres, Row, Transaction};
 use tenure_core::{
-    async_trait, validate_identifier, Capabilities, ClaimParams, CompleteParams, DiscardParams,
-    EnqueueParams, Enqueued, Error, EvictParams, Evicted, FailOutcome, FailParams, HeartbeatParams,
-    Instance, Item, ItemId, ItemState, LeaderParams, LeaderStatus, Lease, Limits, NewItem, OwnerId,
-    PurgeParams, Purged, QueueCounts, QueueName, RecoverParams, Recovered, ReleaseParams,
-    RenewOutcome, RenewParams, RequeueParams, Result, Retry, SharedClock, Store, Timestamp,
-    TokenOutcome, WakeSignal,
+    async_trait, validate_identifier, Capabilities, ClaimParams, CompleteParams, DeregisterParams,
+    DiscardParams, EnqueueParams, Enqueued, Error, EvictParams, Evicted, FailOutcome, FailParams,
+    HeartbeatParams, Instance, Item, ItemId, ItemState, LeaderParams, LeaderStatus, Lease, Limits,
+    NewItem, OwnerId, PurgeParams, Purged, QueueCounts, QueueName, RecoverParams, Recovered,
+    ReleaseParams, RenewOutcome, RenewParams, RequeueParams, Result, Retry, SharedClock, Store,
+    Timestamp, TokenOutcome, WakeSignal,
 };
 use tokio::task::JoinHandle;
 use uuid::Uuid;
@@ -1105,6 +1105,26 @@ impl Store for PgStore {
             .collect::<Result<Vec<_>>>()?;
         Ok(Evicted {
             instances,
+            released: count(&row, 1)?,
+        })
+    }
+
+    async fn instance_deregister(&self, params: DeregisterParams) -> Result<Evicted> {
+        let now = self.inner.clock.now();
+        let row = self
+            .fetch_one(
+                self.query(&self.inner.sql.deregister)
+                    .bind(now.as_micros())
+                    .bind(params.instance.as_str()),
+            )
+            .await?;
+        let ids: Vec<String> = row.try_get(0).map_err(map)?;
+        Ok(Evicted {
+            instances: if ids.is_empty() {
+                Vec::new()
+            } else {
+                vec![params.instance]
+            },
             released: count(&row, 1)?,
         })
     }

@@ -136,11 +136,11 @@ use std::path::Path;
 use std::sync::Arc;
 
 use tenure_core::{
-    async_trait, Capabilities, ClaimParams, CompleteParams, DiscardParams, EnqueueParams, Enqueued,
-    Error, EvictParams, Evicted, FailOutcome, FailParams, HeartbeatParams, Instance, Item, ItemId,
-    LeaderParams, LeaderStatus, Lease, Limits, PurgeParams, Purged, QueueCounts, QueueName,
-    RecoverParams, Recovered, ReleaseParams, RenewOutcome, RenewParams, RequeueParams, Result,
-    Store, TokenOutcome, WakeSignal,
+    async_trait, Capabilities, ClaimParams, CompleteParams, DeregisterParams, DiscardParams,
+    EnqueueParams, Enqueued, Error, EvictParams, Evicted, FailOutcome, FailParams, HeartbeatParams,
+    Instance, Item, ItemId, LeaderParams, LeaderStatus, Lease, Limits, PurgeParams, Purged,
+    QueueCounts, QueueName, RecoverParams, Recovered, ReleaseParams, RenewOutcome, RenewParams,
+    RequeueParams, Result, Store, TokenOutcome, WakeSignal,
 };
 
 pub use config::{SqliteConfig, Synchronous, DEFAULT_BUSY_RETRIES, DEFAULT_BUSY_TIMEOUT};
@@ -446,6 +446,13 @@ impl Store for SqliteStore {
         self.inner
             .writer
             .call(move |cx| ops::instance_evict_stale(cx, &params))
+            .await
+    }
+
+    async fn instance_deregister(&self, params: DeregisterParams) -> Result<Evicted> {
+        self.inner
+            .writer
+            .call(move |cx| ops::instance_deregister(cx, &params))
             .await
     }
 

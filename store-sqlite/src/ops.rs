@@ -11,11 +11,11 @@ use std::collections::{HashSet, VecDeque};
 use rusqlite::{params, Connection, OptionalExtension, Row};
 use tenure_core::machine::{self, Recovery};
 use tenure_core::{
-    ClaimParams, CompleteParams, DedupKey, DiscardParams, EnqueueParams, Enqueued, Error,
-    EvictParams, Evicted, FailOutcome, FailParams, HeartbeatParams, Instance, Item, ItemId,
-    ItemState, LeaderParams, LeaderStatus, Lease, OwnerId, PurgeParams, Purged, QueueCounts,
-    QueueName, RecoverParams, Recovered, ReleaseParams, RenewOutcome, RenewParams, RequeueParams,
-    ScopeKey, StreamKey, Timestamp, TokenOutcome,
+    ClaimParams, CompleteParams, DedupKey, DeregisterParams, DiscardParams, EnqueueParams,
+    Enqueued, Error, EvictParams, Evicted, FailOutcome, FailParams, HeartbeatParams, Instance,
+    Item, ItemId, ItemState, LeaderParams, LeaderStatus, Lease, OwnerId, PurgeParams, Purged,
+    QueueCounts, QueueName, RecoverParams, Recovered, ReleaseParams, RenewOutcome, RenewParams,
+    RequeueParams, ScopeKey, StreamKey, Timestamp, TokenOutcome,
 };
 
 use crate::error::STORE;
@@ -788,26 +788,51 @@ pub(crate) fn instance_evict_stale(cx: &Cx<'_>, params: &EvictParams) -> OpResul
     for id in stale {
         conn.prepare_cached("DELETE FROM tenure_instances WHERE id = ?1")?
             .execute([&id])?;
-        let seqs: Vec<i64> = {
-            let mut stmt = conn.prepare_cached(
-                "SELECT seq FROM tenure_items INDEXED BY tenure_items_expiry
-                 WHERE state = 'running' AND owner = ?1",
-            )?;
-            let rows = stmt.query_map([&id], |r| r.get(0))?;
-            rows.collect::<rusqlite::Result<_>>()?
-        };
-        for seq in seqs {
-            let Some(mut item) = load_lean_by_seq(conn, seq)? else {
-                continue;
-            };
-            if machine::evict(&mut item, cx.now).is_some() {
-                store_item(conn, seq, &item)?;
-                evicted.released += 1;
-            }
-        }
+        evicted.released += release_owner(cx, &id)?;
         evicted.instances.push(OwnerId::new(id).map_err(corrupt)?);
     }
     Ok(evicted)
+}
+
+/// [`Store::instance_deregister`](tenure_core::Store::instance_deregister).
+pub(crate) fn instance_deregister(cx: &Cx<'_>, params: &DeregisterParams) -> OpResult<Evicted> {
+    let id = params.instance.as_str();
+    let removed = cx
+        .conn
+        .prepare_cached("DELETE FROM tenure_instances WHERE id = ?1")?
+        .execute([id])?;
+    Ok(Evicted {
+        released: release_owner(cx, id)?,
+        instances: if removed == 1 {
+            vec![params.instance.clone()]
+        } else {
+            Vec::new()
+        },
+    })
+}
+
+/// Applies [`machine::evict`] to every running item of `owner`; returns how many.
+fn release_owner(cx: &Cx<'_>, owner: &str) -> OpResult<u64> {
+    let conn = cx.conn;
+    let seqs: Vec<i64> = {
+        let mut stmt = conn.prepare_cached(
+            "SELECT seq FROM tenure_items INDEXED BY tenure_items_expiry
+             WHERE state = 'running' AND owner = ?1",
+        )?;
+        let rows = stmt.query_map([owner], |r| r.get(0))?;
+        rows.collect::<rusqlite::Result<_>>()?
+    };
+    let mut released = 0;
+    for seq in seqs {
+        let Some(mut item) = load_lean_by_seq(conn, seq)? else {
+            continue;
+        };
+        if machine::evict(&mut item, cx.now).is_some() {
+            store_item(conn, seq, &item)?;
+            released += 1;
+        }
+    }
+    Ok(released)
 }
 
 // ---------------------------------------------------------------------------------

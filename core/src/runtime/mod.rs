@@ -32,7 +32,9 @@
 //!   or Faulted (a store error is Faulted, never Follower).
 //! - **Graceful shutdown.** [`Worker::shutdown`] stops claiming, waits for in-flight
 //!   work up to a grace period, then cancels what still runs and releases those leases
-//!   so peers take them at once.
+//!   so peers take them at once; the instance then leaves the registry
+//!   ([`Store::instance_deregister`](crate::Store::instance_deregister)) unless a
+//!   handler would not stop, whose lease must run out instead.
 //! - **Observability.** `tracing` spans (`tenure.worker`, `tenure.job`) and events with
 //!   an `event` field: `claim`, `renew`, `complete`, `fail`, `lost`, `self-stop`,
 //!   `panic`, `release`, `role`, `recover`, `evict`. [`Worker::metrics`] returns a

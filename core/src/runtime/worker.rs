@@ -14,7 +14,7 @@ use tracing::Instrument;
 
 use crate::keys::OwnerId;
 use crate::model::{Lease, LeaseToken, TokenOutcome};
-use crate::store::{ReleaseParams, Store};
+use crate::store::{DeregisterParams, ReleaseParams, Store};
 
 use super::config::{Settings, WorkerBuilder};
 use super::finalize::Outcome;
@@ -73,6 +73,10 @@ pub struct ShutdownReport {
     /// outcomes and releases the store did not take. Their leases expire and are
     /// recovered.
     pub abandoned: u64,
+    /// True when the instance left the registry at once. It stays, to be evicted as
+    /// stale, when an attempt was abandoned: its lease must run out rather than be
+    /// released under a handler that may still be running.
+    pub deregistered: bool,
     /// The counters at the end.
     pub metrics: MetricsSnapshot,
 }
@@ -392,10 +396,12 @@ impl Worker {
                     task.abort();
                 }
             }
+            let deregistered = abandoned == 0 && deregister(&shared).await;
             let report = ShutdownReport {
                 drained,
                 released,
                 abandoned,
+                deregistered,
                 metrics: shared.metrics.snapshot(),
             };
             tracing::info!(drained, released, abandoned, "shutdown complete");
@@ -403,6 +409,25 @@ impl Worker {
         }
         .instrument(span)
         .await
+    }
+}
+
+/// Removes this instance from the registry (its heartbeat has stopped); true when the
+/// store took it.
+async fn deregister(shared: &Shared) -> bool {
+    let call = shared
+        .store
+        .instance_deregister(DeregisterParams::new(shared.settings.instance.clone()));
+    match tokio::time::timeout(FLUSH_WAIT, call).await {
+        Ok(Ok(_)) => true,
+        Ok(Err(e)) => {
+            tracing::warn!(error = %e, "deregistration failed; the instance will be evicted as stale");
+            false
+        }
+        Err(_) => {
+            tracing::warn!("deregistration timed out; the instance will be evicted as stale");
+            false
+        }
     }
 }
 

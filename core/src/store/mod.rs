@@ -20,9 +20,9 @@ use std::sync::Arc;
 use async_trait::async_trait;
 
 pub use params::{
-    ClaimParams, CompleteParams, DiscardParams, EnqueueParams, EvictParams, FailParams, Failure,
-    HeartbeatParams, LeaderParams, Limits, PurgeParams, RecoverParams, ReleaseParams, RenewParams,
-    RequeueParams, Retry, DEFAULT_STALE_AFTER, MAX_ERROR_BYTES,
+    ClaimParams, CompleteParams, DeregisterParams, DiscardParams, EnqueueParams, EvictParams,
+    FailParams, Failure, HeartbeatParams, LeaderParams, Limits, PurgeParams, RecoverParams,
+    ReleaseParams, RenewParams, RequeueParams, Retry, DEFAULT_STALE_AFTER, MAX_ERROR_BYTES,
 };
 
 use crate::error::Result;
@@ -237,6 +237,18 @@ pub trait Store: Send + Sync + fmt::Debug + 'static {
     ///   evicted owner's late finalizes answer lease lost (G12, G3; `g12_instances`).
     async fn instance_evict_stale(&self, params: EvictParams) -> Result<Evicted>;
 
+    /// Removes `instance` from the registry at once, as a worker does when it shuts down,
+    /// instead of leaving it to be evicted as stale.
+    ///
+    /// # Contract
+    /// - The instance no longer appears in [`Store::instance_list`] (G12; `g12_instances`).
+    /// - Every running item it still owns is released exactly as
+    ///   [`Store::instance_evict_stale`] releases an evicted instance's items (a stall
+    ///   each), so nothing it held waits for its lease to expire.
+    /// - An instance that is not registered is not an error: the answer lists no
+    ///   instance, and any running item with that owner is still released.
+    async fn instance_deregister(&self, params: DeregisterParams) -> Result<Evicted>;
+
     /// Tries to hold the leader lease `name` (G13; `g13_leader`).
     ///
     /// # Contract
@@ -311,6 +323,9 @@ impl<S: Store + ?Sized> Store for Arc<S> {
     }
     async fn instance_evict_stale(&self, params: EvictParams) -> Result<Evicted> {
         (**self).instance_evict_stale(params).await
+    }
+    async fn instance_deregister(&self, params: DeregisterParams) -> Result<Evicted> {
+        (**self).instance_deregister(params).await
     }
     async fn leader_acquire(&self, params: LeaderParams) -> Result<LeaderStatus> {
         (**self).leader_acquire(params).await

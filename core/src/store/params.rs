@@ -483,6 +483,21 @@ impl HeartbeatParams {
     }
 }
 
+/// Parameters of [`Store::instance_deregister`](super::Store::instance_deregister).
+#[derive(Clone, Debug)]
+#[non_exhaustive]
+pub struct DeregisterParams {
+    /// The instance that is leaving.
+    pub instance: OwnerId,
+}
+
+impl DeregisterParams {
+    /// `instance` leaves the registry.
+    pub fn new(instance: OwnerId) -> Self {
+        DeregisterParams { instance }
+    }
+}
+
 /// Default silence after which an instance is evicted (G12).
 pub const DEFAULT_STALE_AFTER: Duration = Duration::from_secs(30);
 

@@ -129,3 +129,39 @@ async fn a_handler_that_ignores_its_cancellation_is_dropped_before_its_lease_is_
     assert!(last_step <= released_at);
     assert_eq!(item(&store, id).await.state, ItemState::Ready);
 }
+
+#[tokio::test(start_paused = true)]
+async fn shutdown_removes_the_instance_from_the_registry_at_once() {
+    let store = Probe::new(memory());
+    let worker = Worker::builder(store.clone())
+        .queue(queue())
+        .maintenance(false)
+        .handler(|_job: Job| async { Ok(()) })
+        .spawn()
+        .unwrap();
+    let me = worker.instance().clone();
+    let listed = |store: Probe<_>| async move {
+        store
+            .instance_list()
+            .await
+            .unwrap()
+            .into_iter()
+            .map(|i| i.id)
+            .collect::<Vec<_>>()
+    };
+    let mut registered = false;
+    for _ in 0..100 {
+        if listed(store.clone()).await.contains(&me) {
+            registered = true;
+            break;
+        }
+        sleep(Duration::from_millis(10)).await;
+    }
+    assert!(registered, "the first heartbeat registers the instance");
+    let report = worker.shutdown(Duration::from_secs(1)).await;
+    assert!(report.deregistered);
+    assert!(
+        !listed(store.clone()).await.contains(&me),
+        "gone without waiting to be evicted as stale"
+    );
+}

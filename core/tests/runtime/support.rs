@@ -6,11 +6,11 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use tenure_core::{
-    async_trait, ClaimParams, Clock, CompleteParams, DiscardParams, EnqueueParams, Enqueued,
-    EvictParams, Evicted, FailOutcome, FailParams, HeartbeatParams, Instance, Item, ItemId,
-    LeaderParams, LeaderStatus, Lease, Limits, NewItem, PurgeParams, Purged, QueueCounts,
-    QueueName, RecoverParams, Recovered, ReleaseParams, RenewOutcome, RenewParams, RequeueParams,
-    Result, Store, Timestamp, TokenOutcome, WakeSignal,
+    async_trait, ClaimParams, Clock, CompleteParams, DeregisterParams, DiscardParams,
+    EnqueueParams, Enqueued, EvictParams, Evicted, FailOutcome, FailParams, HeartbeatParams,
+    Instance, Item, ItemId, LeaderParams, LeaderStatus, Lease, Limits, NewItem, PurgeParams,
+    Purged, QueueCounts, QueueName, RecoverParams, Recovered, ReleaseParams, RenewOutcome,
+    RenewParams, RequeueParams, Result, Store, Timestamp, TokenOutcome, WakeSignal,
 };
 use tenure_memory::MemoryStore;
 use tokio::sync::Notify;
@@ -212,6 +212,9 @@ impl<S: Store> Store for Probe<S> {
     async fn instance_evict_stale(&self, params: EvictParams) -> Result<Evicted> {
         self.log().evicts += 1;
         self.inner.instance_evict_stale(params).await
+    }
+    async fn instance_deregister(&self, params: DeregisterParams) -> Result<Evicted> {
+        self.inner.instance_deregister(params).await
     }
     async fn leader_acquire(&self, params: LeaderParams) -> Result<LeaderStatus> {
         self.inner.leader_acquire(params).await

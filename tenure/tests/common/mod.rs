@@ -187,11 +187,11 @@ impl LedgerStore {
 }
 
 use tenure::{
-    async_trait, Capabilities, ClaimParams, CompleteParams, DiscardParams, EnqueueParams, Enqueued,
-    EvictParams, Evicted, FailOutcome, FailParams, HeartbeatParams, Instance, Item, ItemId,
-    LeaderParams, LeaderStatus, Lease, Limits, PurgeParams, Purged, QueueCounts, QueueName,
-    RecoverParams, Recovered, ReleaseParams, RenewOutcome, RenewParams, RequeueParams, Store,
-    TokenOutcome, WakeSignal,
+    async_trait, Capabilities, ClaimParams, CompleteParams, DeregisterParams, DiscardParams,
+    EnqueueParams, Enqueued, EvictParams, Evicted, FailOutcome, FailParams, HeartbeatParams,
+    Instance, Item, ItemId, LeaderParams, LeaderStatus, Lease, Limits, PurgeParams, Purged,
+    QueueCounts, QueueName, RecoverParams, Recovered, ReleaseParams, RenewOutcome, RenewParams,
+    RequeueParams, Store, TokenOutcome, WakeSignal,
 };
 
 #[async_trait]
@@ -266,6 +266,9 @@ impl Store for LedgerStore {
     }
     async fn instance_evict_stale(&self, p: EvictParams) -> tenure::Result<Evicted> {
         self.inner.instance_evict_stale(p).await
+    }
+    async fn instance_deregister(&self, p: DeregisterParams) -> tenure::Result<Evicted> {
+        self.inner.instance_deregister(p).await
     }
     async fn leader_acquire(&self, p: LeaderParams) -> tenure::Result<LeaderStatus> {
         self.inner.leader_acquire(p).await
