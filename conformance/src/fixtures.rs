@@ -16,7 +16,7 @@ use tokio::sync::Barrier;
 use tokio::task::JoinSet;
 
 use crate::case::Failure;
-use crate::check::{ensure, OrFail};
+use crate::check::{ensure, ensure_eq, expect_counts, OrFail};
 
 /// Where every case's clock starts (2023-11-14, a fixed instant so runs repeat).
 pub(crate) const START: Timestamp = Timestamp::from_micros(1_700_000_000_000_000);
@@ -374,6 +374,37 @@ pub(crate) struct KeyedRun {
     pub(crate) overlaps: Vec<(usize, usize)>,
     /// Tokens completed, with the answer each claimer was told.
     pub(crate) completed: Vec<(LeaseToken, TokenOutcome)>,
+}
+
+impl KeyedRun {
+    /// Checks that every claimer's complete of its own lease was accepted and that all
+    /// `total` items of `queue` ended finished, none lost or left running.
+    pub(crate) async fn expect_all_finished<S: Store + ?Sized>(
+        &self,
+        store: &S,
+        queue: &QueueName,
+        total: usize,
+    ) -> Result<(), Failure> {
+        let lost: Vec<_> = self
+            .completed
+            .iter()
+            .filter(|(_, told)| *told != TokenOutcome::Accepted)
+            .collect();
+        ensure(
+            lost.is_empty(),
+            "every claimer's complete of its own lease to be Accepted",
+            lost,
+        )?;
+        ensure_eq(self.completed.len(), total, "items completed")?;
+        expect_counts(
+            store,
+            queue,
+            counts(0, 0, 0, 0, total as u64),
+            "after the race",
+        )
+        .await?;
+        Ok(())
+    }
 }
 
 #[derive(Default)]

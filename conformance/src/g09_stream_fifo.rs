@@ -345,23 +345,6 @@ async fn concurrent_batch_claimers_keep_every_stream_in_order<H: Harness>(
             &format!("the claim order of stream s{s}"),
         )?;
     }
-    let lost: Vec<_> = run
-        .completed
-        .iter()
-        .filter(|(_, told)| *told != TokenOutcome::Accepted)
-        .collect();
-    ensure(
-        lost.is_empty(),
-        "every claimer's complete of its own lease to be Accepted",
-        lost,
-    )?;
-    ensure_eq(run.completed.len(), total, "items completed")?;
-    expect_counts(
-        env.store(),
-        &q,
-        counts(0, 0, 0, 0, total as u64),
-        "after the race",
-    )
-    .await?;
+    run.expect_all_finished(env.store(), &q, total).await?;
     pass()
 }
