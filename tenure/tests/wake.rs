@@ -41,8 +41,13 @@ async fn an_enqueue_wakes_a_worker_waiting_10_s(backend: Backend, through_a_peer
         })
         .spawn()
         .unwrap();
-    // Let the first (empty) poll happen, so the worker is inside a 10 s wait.
-    tokio::time::sleep(Duration::from_secs(1)).await;
+    // Wait for the first (empty) poll to be answered: from then on the worker is in,
+    // or about to enter, a 10 s wait, and only the wake signal ends it early.
+    let deadline = Instant::now() + WAIT;
+    while worker.metrics().polls == 0 {
+        assert!(Instant::now() < deadline, "the worker never polled");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
     assert_eq!(worker.metrics().claimed, 0);
     let enqueued = Instant::now();
     producer

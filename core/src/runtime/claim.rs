@@ -94,6 +94,7 @@ pub(crate) async fn claim_loop(shared: Arc<Shared>) {
                     }
                     return;
                 }
+                add(&shared.metrics.polls, 1);
                 add(&shared.metrics.claimed, got as u64);
                 if got == 0 {
                     empty = empty.saturating_add(1);

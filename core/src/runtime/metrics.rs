@@ -6,6 +6,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct MetricsSnapshot {
+    /// Claim calls answered by the store, empty or not (failed calls are in
+    /// `store_errors`). Polls that find nothing mean an idle queue.
+    pub polls: u64,
     /// Leases claimed.
     pub claimed: u64,
     /// Completions the store accepted.
@@ -34,6 +37,7 @@ pub struct MetricsSnapshot {
 
 #[derive(Debug, Default)]
 pub(crate) struct Metrics {
+    pub(crate) polls: AtomicU64,
     pub(crate) claimed: AtomicU64,
     pub(crate) completed: AtomicU64,
     pub(crate) failed: AtomicU64,
@@ -56,6 +60,7 @@ impl Metrics {
     pub(crate) fn snapshot(&self) -> MetricsSnapshot {
         let get = |c: &AtomicU64| c.load(Ordering::Relaxed);
         MetricsSnapshot {
+            polls: get(&self.polls),
             claimed: get(&self.claimed),
             completed: get(&self.completed),
             failed: get(&self.failed),

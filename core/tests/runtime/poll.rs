@@ -12,7 +12,7 @@ use crate::support::{enqueue, gaps_ms, memory, queue, until, Probe};
 async fn empty_polls_wait_250_250_500_1000_2000_and_so_on_up_to_10000_ms() {
     let store = Probe::new(memory());
     enqueue(&store, &["one"]).await;
-    let _worker = Worker::builder(store.clone())
+    let worker = Worker::builder(store.clone())
         .queue(queue())
         .concurrency(4)
         .maintenance(false)
@@ -25,6 +25,12 @@ async fn empty_polls_wait_250_250_500_1000_2000_and_so_on_up_to_10000_ms() {
     .await;
 
     let calls = store.calls();
+    let polls = worker.metrics().polls;
+    assert!(
+        polls + 1 >= calls.claims.len() as u64 && polls <= calls.claims.len() as u64,
+        "every answered claim is a poll: {polls} polls, {} claims",
+        calls.claims.len()
+    );
     let (_, asked, got) = calls.claims[0];
     assert_eq!(
         (asked, got),
