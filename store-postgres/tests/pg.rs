@@ -126,8 +126,15 @@ mod faults {
         }
         let kill_sql = "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity \
                         WHERE application_name = $1 AND pid <> pg_backend_pid()";
+        let deadline = Instant::now() + Duration::from_secs(60);
         for at in [300usize, 800, 1300] {
             while done_count.load(std::sync::atomic::Ordering::SeqCst) < at {
+                // A worker whose assertion failed has ended: fail now, not at CI's limit.
+                assert!(
+                    !workers.iter().any(|w| w.is_finished()),
+                    "a worker stopped before the kills"
+                );
+                assert!(Instant::now() < deadline, "the workers made no progress");
                 tokio::time::sleep(Duration::from_millis(2)).await;
             }
             let n: i64 = sqlx::query_scalar(kill_sql)
@@ -512,6 +519,9 @@ mod wakeups {
         tokio::time::timeout(Duration::from_secs(10), signal.notified())
             .await
             .expect("the listener started");
+        // notify() also stores one wake-up for the next wait: drop it, so only the
+        // peer's NOTIFY can end the wait below.
+        let _ = tokio::time::timeout(Duration::ZERO, signal.notified()).await;
         let peer = ctx.peer().await;
         peer.enqueue_one(NewItem::new(q(), b"x".to_vec()))
             .await
@@ -617,10 +627,114 @@ mod g09_stream_fifo {
         ctx.finish().await;
     }
 
-    /// Producers enqueue into three streams one item at a time while four claimers
-    /// take and complete batches: the enqueue/promote race is exercised on every
-    /// item. Each stream is claimed exactly in enqueue order, item k+1 only after
-    /// item k's complete began, and no stream is left without a head.
+    /// Waits until `n` of the store's connections (named after the schema) wait on a
+    /// lock.
+    async fn wait_for_lock_waiters(ctx: &mut Ctx, n: i64) {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            let waiting: i64 = sqlx::query_scalar(
+                "SELECT count(*) FROM pg_stat_activity \
+                 WHERE application_name = $1 AND wait_event_type = 'Lock'",
+            )
+            .bind(&ctx.schema)
+            .fetch_one(&mut ctx.admin)
+            .await
+            .unwrap();
+            if waiting >= n {
+                return;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "{n} calls never queued on the lock"
+            );
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    }
+
+    /// The enqueue/promote race, forced in both orders: an admin transaction holds the
+    /// stream's row, so a complete of the running head and an enqueue of the next
+    /// item both queue on it (seen in pg_stat_activity, one after the other) before
+    /// it is let go. Whichever goes first, the new item ends up the stream's head: the
+    /// next claim takes it, and nothing else of the stream is claimable.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_complete_and_an_enqueue_queued_on_one_stream_row_leave_the_new_item_head() {
+        let Some(mut ctx) = Ctx::new().await else {
+            return;
+        };
+        // Only this store's connections carry this name.
+        let store =
+            PgStore::connect(common::config(&ctx.schema, &ctx.clock).application_name(&ctx.schema))
+                .await
+                .unwrap();
+        let stream = StreamKey::new("s").unwrap();
+        let item = |n: &str| NewItem::new(q(), n.as_bytes().to_vec()).stream(stream.clone());
+        let first = item("first");
+        store.enqueue_one(first.clone()).await.unwrap();
+        let mut running = store
+            .claim_one(q(), owner(1), LEASE)
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(running.item.id, first.id);
+        for complete_first in [true, false] {
+            let mut holder = common::admin().await.unwrap();
+            sqlx::raw_sql(&format!(
+                "BEGIN; SELECT 1 FROM {}.streams WHERE stream = 's' FOR UPDATE",
+                ctx.schema
+            ))
+            .execute(&mut holder)
+            .await
+            .unwrap();
+            let next = item(if complete_first { "second" } else { "third" });
+            let start_complete = {
+                let (store, token) = (store.clone(), running.token);
+                move || tokio::spawn(async move { store.complete_one(token).await })
+            };
+            let start_enqueue = {
+                let (store, next) = (store.clone(), next.clone());
+                move || tokio::spawn(async move { store.enqueue_one(next).await.map(|_| ()) })
+            };
+            // The first call queues on the row before the second is sent.
+            let (complete, enqueue) = if complete_first {
+                let complete = start_complete();
+                wait_for_lock_waiters(&mut ctx, 1).await;
+                let enqueue = start_enqueue();
+                wait_for_lock_waiters(&mut ctx, 2).await;
+                (complete, enqueue)
+            } else {
+                let enqueue = start_enqueue();
+                wait_for_lock_waiters(&mut ctx, 1).await;
+                let complete = start_complete();
+                wait_for_lock_waiters(&mut ctx, 2).await;
+                (complete, enqueue)
+            };
+            sqlx::raw_sql("COMMIT").execute(&mut holder).await.unwrap();
+            complete.await.unwrap().unwrap();
+            enqueue.await.unwrap().unwrap();
+            let claimed = store
+                .claim(ClaimParams::new(q(), owner(1), 10, LEASE))
+                .await
+                .unwrap();
+            let ids: Vec<ItemId> = claimed.iter().map(|l| l.item.id).collect();
+            assert_eq!(
+                ids,
+                vec![next.id],
+                "complete first: {complete_first}; the new item is the one head"
+            );
+            running = claimed.into_iter().next().unwrap();
+        }
+        store.complete_one(running.token).await.unwrap();
+        let counts = store.queue_counts(&q()).await.unwrap();
+        assert_eq!(counts.pending() + counts.dead, 0);
+        store.close().await;
+        ctx.finish().await;
+    }
+
+    /// A stress run beside the forced test below: producers enqueue into three streams
+    /// one item at a time while four claimers take and complete batches, so enqueues
+    /// and completes of one stream often overlap. Each stream is claimed exactly in
+    /// enqueue order, item k+1 only after item k's complete began, and no stream is
+    /// left without a head.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn enqueues_racing_completes_keep_each_stream_in_order_and_moving() {
         let Some(ctx) = Ctx::with(|c| c.max_connections(8)).await else {

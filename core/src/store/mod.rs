@@ -69,7 +69,10 @@ impl WakeSignal {
         WakeSignal::default()
     }
 
-    /// Wakes every current waiter; if none waits, the next wait returns at once.
+    /// Wakes every current waiter, and leaves one wake-up stored so the next wait
+    /// returns at once too (a waiter about to wait must not miss it). A consumer that
+    /// is about to look for work anyway drops that stored wake-up first, as the
+    /// runtime's claim loop does before each claim.
     pub fn notify(&self) {
         self.0.notify_waiters();
         self.0.notify_one();
