@@ -413,6 +413,9 @@ struct KeyedShared {
     run: KeyedRun,
 }
 
+/// How long a keyed drain may go without any item finishing before it fails.
+const STALL_LIMIT: Duration = Duration::from_secs(30);
+
 /// `racers` claimers drain `total` items of `queue` in batches of `batch`, completing
 /// each batch, while recording, for items listed in `keys` (id -> (key, position)),
 /// the claim order per key and any two items of one key running at once.
@@ -435,9 +438,23 @@ pub(crate) async fn drain_keyed<S: Store>(
         );
         async move {
             let me = owner(&format!("drainer-{i}"))?;
-            for _ in 0..5_000 {
-                if done.load(Ordering::SeqCst) >= total {
+            // Empty claims are not counted: near the end of a drain most racers find
+            // nothing while one holds the last head, however long it is descheduled.
+            // Only a drain in which nobody finishes anything for STALL_LIMIT fails.
+            let mut batches = 0usize;
+            let mut last_seen = (usize::MAX, std::time::Instant::now());
+            loop {
+                let finished = done.load(Ordering::SeqCst);
+                if finished >= total {
                     return Ok(());
+                }
+                if finished != last_seen.0 {
+                    last_seen = (finished, std::time::Instant::now());
+                } else if last_seen.1.elapsed() > STALL_LIMIT {
+                    return Err(Failure::new(
+                        format!("{total} items drained"),
+                        format!("{finished} finished, then none for {STALL_LIMIT:?}"),
+                    ));
                 }
                 let leases = retrying("claim", || {
                     store.claim(ClaimParams::new(q.clone(), me.clone(), batch, LEASE))
@@ -447,6 +464,13 @@ pub(crate) async fn drain_keyed<S: Store>(
                 if leases.is_empty() {
                     tokio::task::yield_now().await;
                     continue;
+                }
+                batches += 1;
+                if batches > total {
+                    return Err(Failure::new(
+                        format!("{total} items drained in at most {total} batches"),
+                        format!("{me} claimed its batch number {batches}"),
+                    ));
                 }
                 let held: Vec<(usize, usize)> = leases
                     .iter()
@@ -468,10 +492,6 @@ pub(crate) async fn drain_keyed<S: Store>(
                     .extend(tokens.iter().copied().zip(told));
                 done.fetch_add(tokens.len(), Ordering::SeqCst);
             }
-            Err(Failure::new(
-                format!("{total} items to be drained"),
-                format!("{me} was still claiming after 5000 rounds"),
-            ))
         }
     })
     .await?;
