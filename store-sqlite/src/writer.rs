@@ -322,3 +322,101 @@ fn run_batch(
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A queued call for the tests: `f` run against the batch's connection.
+    fn call<F>(f: F) -> (Box<dyn Job>, oneshot::Receiver<Result<()>>)
+    where
+        F: FnMut(&Cx<'_>) -> OpResult<()> + Send + 'static,
+    {
+        let (tx, rx) = oneshot::channel();
+        let job = Call {
+            f,
+            answer: None,
+            tx,
+        };
+        (Box::new(job), rx)
+    }
+
+    fn insert(n: i64) -> impl FnMut(&Cx<'_>) -> OpResult<()> + Send + 'static {
+        move |cx: &Cx<'_>| {
+            cx.conn.execute("INSERT INTO t (n) VALUES (?1)", [n])?;
+            Ok(())
+        }
+    }
+
+    fn rows(conn: &Connection) -> Vec<i64> {
+        let mut stmt = conn.prepare("SELECT n FROM t ORDER BY n").unwrap();
+        let rows = stmt.query_map([], |r| r.get(0)).unwrap();
+        rows.map(|r| r.unwrap()).collect()
+    }
+
+    fn setup() -> (tempfile::TempDir, Connection, SqliteConfig) {
+        let dir = tempfile::TempDir::new().unwrap();
+        let path = dir.path().join("batch.db");
+        let conn = Connection::open(&path).unwrap();
+        conn.execute_batch("CREATE TABLE t (n INTEGER NOT NULL)")
+            .unwrap();
+        (dir, conn, SqliteConfig::new(path))
+    }
+
+    /// The savepoint path, forced: three calls in one batch, the middle one writes and
+    /// then fails. Its write is undone alone; the others commit, and each caller gets
+    /// its own answer.
+    #[test]
+    fn a_call_that_fails_inside_a_batch_is_undone_alone_and_the_batch_commits() {
+        let (_dir, conn, config) = setup();
+        let (a, a_rx) = call(insert(1));
+        let mut write_then_fail = insert(2);
+        let (b, b_rx) = call(move |cx: &Cx<'_>| {
+            write_then_fail(cx)?;
+            Err(OpError::Store(Error::conflict(
+                "item",
+                "refused on purpose",
+            )))
+        });
+        let (c, c_rx) = call(insert(3));
+        let mut batch = vec![a, b, c];
+        run_batch(&conn, &config, &mut batch).unwrap();
+        batch.into_iter().for_each(|j| j.finish(None));
+        assert!(a_rx.blocking_recv().unwrap().is_ok());
+        let e = b_rx.blocking_recv().unwrap().unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::Conflict, "{e}");
+        assert!(c_rx.blocking_recv().unwrap().is_ok());
+        assert_eq!(rows(&conn), vec![1, 3]);
+        assert!(conn.is_autocommit(), "no transaction is left open");
+    }
+
+    /// A batch in which every call failed commits nothing, also on the one-call path
+    /// that skips the savepoint.
+    #[test]
+    fn a_batch_whose_calls_all_failed_writes_nothing() {
+        let (_dir, conn, config) = setup();
+        for size in [1, 2] {
+            let mut batch = Vec::new();
+            let mut answers = Vec::new();
+            for n in 0..size {
+                let mut write = insert(n);
+                let (job, rx) = call(move |cx: &Cx<'_>| {
+                    write(cx)?;
+                    Err(OpError::Store(Error::conflict(
+                        "item",
+                        "refused on purpose",
+                    )))
+                });
+                batch.push(job);
+                answers.push(rx);
+            }
+            run_batch(&conn, &config, &mut batch).unwrap();
+            batch.into_iter().for_each(|j| j.finish(None));
+            for rx in answers {
+                assert!(rx.blocking_recv().unwrap().is_err());
+            }
+            assert_eq!(rows(&conn), Vec::<i64>::new(), "batch of {size}");
+            assert!(conn.is_autocommit());
+        }
+    }
+}

@@ -1,7 +1,8 @@
 //! G1 across OS processes: two child processes (this test binary re-executed with
 //! `TENURE_SQLITE_CHILD_DB` set) and this one claim from one database file at once.
 //! Every item must be claimed exactly once and completed exactly once (by what each
-//! process was told), and at least two processes must have claimed items.
+//! process was told). A handshake makes all three hold claimed leases at the same
+//! moment before any completes, so the processes certainly overlap.
 
 // A test binary without libtest's #[test] markers: clippy.toml's test allowance does
 // not reach it.
@@ -36,10 +37,12 @@ fn runtime() -> tokio::runtime::Runtime {
 }
 
 /// Claims in batches of 5 and completes each batch until the queue is empty, returning
-/// one line per claim and per completion answer.
-async fn drain(store: &SqliteStore, owner: &str) -> Vec<String> {
+/// one line per claim and per completion answer. `holding` runs once, while the first
+/// batch is claimed and not yet completed.
+async fn drain(store: &SqliteStore, owner: &str, holding: impl FnOnce()) -> Vec<String> {
     let owner = OwnerId::new(owner).unwrap();
     let mut lines = Vec::new();
+    let mut holding = Some(holding);
     loop {
         let leases = store
             .claim(ClaimParams::new(queue(), owner.clone(), 5, LEASE))
@@ -47,6 +50,9 @@ async fn drain(store: &SqliteStore, owner: &str) -> Vec<String> {
             .unwrap();
         if leases.is_empty() {
             return lines;
+        }
+        if let Some(hook) = holding.take() {
+            hook();
         }
         let tokens: Vec<_> = leases.iter().map(|l| l.token).collect();
         for t in &tokens {
@@ -71,6 +77,8 @@ fn config(path: &str) -> SqliteConfig {
 }
 
 /// The child's side: open, say ready, wait for "go", drain, print what it was told.
+/// Holding its first batch, it says "holding" and waits for "continue", so every
+/// process is certain to hold leases at the same moment.
 fn child(path: &str) -> ExitCode {
     let rt = runtime();
     let store = rt.block_on(SqliteStore::open(config(path))).unwrap();
@@ -78,7 +86,13 @@ fn child(path: &str) -> ExitCode {
     let mut go = String::new();
     std::io::stdin().read_line(&mut go).unwrap();
     let me = format!("child-{}", std::process::id());
-    for line in rt.block_on(drain(&store, &me)) {
+    let hold = || {
+        println!("holding");
+        let mut line = String::new();
+        std::io::stdin().read_line(&mut line).unwrap();
+        assert_eq!(line.trim(), "continue");
+    };
+    for line in rt.block_on(drain(&store, &me, hold)) {
         println!("{line}");
     }
     println!("done");
@@ -113,17 +127,42 @@ fn parent() -> Result<(), Failed> {
         }
         children.push((c, out));
     }
-    // Start every process at once: children on "go", this one right after.
+    // Start every process at once: children on "go", this one right after. Each
+    // process then holds its first batch until all three do, so the processes overlap
+    // whatever the scheduler does; then every one drains the rest.
+    let mut stdins = Vec::new();
+    for (c, _) in &mut children {
+        let mut stdin = c.stdin.take().ok_or("no stdin")?;
+        writeln!(stdin, "go")?;
+        stdins.push(stdin);
+    }
+    let mut handshake: std::result::Result<(), String> = Ok(());
+    let hold = || {
+        handshake = (|| {
+            for (n, (_, out)) in children.iter_mut().enumerate() {
+                let mut line = String::new();
+                out.read_line(&mut line).map_err(|e| e.to_string())?;
+                if line.trim() != "holding" {
+                    return Err(format!("child {n} said {line:?} instead of holding"));
+                }
+            }
+            for stdin in &mut stdins {
+                writeln!(stdin, "continue").map_err(|e| e.to_string())?;
+            }
+            Ok(())
+        })();
+    };
+    let parent_lines = rt.block_on(drain(&store, "parent", hold));
+    handshake?;
     let mut readers = Vec::new();
     for (mut c, out) in children {
-        writeln!(c.stdin.take().ok_or("no stdin")?, "go")?;
         readers.push(std::thread::spawn(move || {
             let lines: Vec<String> = out.lines().map(|l| l.unwrap()).collect();
             (c.wait().unwrap(), lines)
         }));
     }
-    let mut told: Vec<(String, Vec<String>)> =
-        vec![("parent".into(), rt.block_on(drain(&store, "parent")))];
+    drop(stdins);
+    let mut told: Vec<(String, Vec<String>)> = vec![("parent".into(), parent_lines)];
     for (n, r) in readers.into_iter().enumerate() {
         let (status, lines) = r.join().map_err(|_| "reader thread panicked")?;
         if !status.success() {
@@ -166,9 +205,8 @@ fn parent() -> Result<(), Failed> {
         }
         per_process.push((who.clone(), mine));
     }
-    // The race must have happened: at least two processes took items. (A process that
-    // was starved on a loaded machine may legitimately get none.)
-    if per_process.iter().filter(|(_, n)| *n > 0).count() < 2 {
+    // The handshake made every process hold a batch at once.
+    if per_process.iter().any(|(_, n)| *n == 0) {
         return Err(
             format!("the processes did not overlap: claims per process {per_process:?}").into(),
         );

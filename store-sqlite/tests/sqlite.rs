@@ -407,8 +407,11 @@ mod faults {
         assert!(store.claim_one(q(), me(1), LEASE).await.unwrap().is_some());
     }
 
+    /// Through the public API: twenty concurrent calls, one of which must fail whole,
+    /// while the others all commit. Whether they share writer batches is up to timing
+    /// here; the writer's unit tests force a batch and check the savepoint path itself.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn a_failing_call_rolls_back_alone_while_its_batch_commits() {
+    async fn a_failing_call_rolls_back_alone_while_the_calls_around_it_commit() {
         let dir = TempDir::new().unwrap();
         let c = clock();
         let store = open(&db(&dir), &c).await;
