@@ -30,12 +30,16 @@ const LEDGER: &str = "TENURE_KILL_LEDGER";
 const ITEMS: usize = 3_000;
 const KILL_AFTER: u64 = 500;
 const CHILD_LEASE: Duration = Duration::from_secs(2);
+/// In the child, handlers of items from this number on never return (their leases are
+/// renewed meanwhile), so the child still holds leases when it is killed, however late
+/// the kill comes.
+const PARK_FROM: usize = 1_000;
 
 fn queue() -> QueueName {
     QueueName::new("kill").unwrap()
 }
 
-fn worker_on(store: impl Store, lease: Duration) -> Worker {
+fn worker_on(store: impl Store, lease: Duration, park: bool) -> Worker {
     Worker::builder(store)
         .queue(queue())
         .concurrency(16)
@@ -45,7 +49,14 @@ fn worker_on(store: impl Store, lease: Duration) -> Worker {
             Duration::from_millis(25),
             Duration::from_millis(250),
         ))
-        .handler(|_job: Job| async {
+        .handler(move |job: Job| async move {
+            let n: usize = std::str::from_utf8(job.payload())
+                .ok()
+                .and_then(|s| s.parse().ok())
+                .expect("payloads are item numbers");
+            if park && n >= PARK_FROM {
+                std::future::pending::<()>().await;
+            }
             tokio::time::sleep(Duration::from_millis(2)).await;
             Ok(())
         })
@@ -59,7 +70,7 @@ async fn child() {
     let url = std::env::var(URL).unwrap();
     let ledger = std::env::var(LEDGER).unwrap();
     let store = LedgerStore::new(tenure::open(&url).await.unwrap(), ledger.as_ref());
-    let worker = worker_on(store, CHILD_LEASE);
+    let worker = worker_on(store, CHILD_LEASE, true);
     let end = Instant::now() + Duration::from_secs(60);
     while Instant::now() < end {
         tokio::time::sleep(Duration::from_millis(5)).await;
@@ -86,7 +97,10 @@ async fn killed_mid_batch(backend: Backend, test_name: &str) {
     let (child_ledger, parent_ledger) = (dir.path().join("child"), dir.path().join("parent"));
     let store = place.open().await.unwrap();
     let items: Vec<NewItem> = (0..ITEMS)
-        .map(|n| NewItem::new(queue(), n.to_string().into_bytes()))
+        .map(|n| {
+            // Parked items may be renewed for as long as the test could take.
+            NewItem::new(queue(), n.to_string().into_bytes()).max_renewals(10_000)
+        })
         .collect();
     let ids: Vec<ItemId> = store
         .enqueue(EnqueueParams::new(items))
@@ -155,6 +169,7 @@ async fn killed_mid_batch(backend: Backend, test_name: &str) {
     let survivor = worker_on(
         LedgerStore::new(place.open().await.unwrap(), &parent_ledger),
         Duration::from_secs(30),
+        false,
     );
     let deadline = Instant::now() + Duration::from_secs(120);
     while store.queue_counts(&queue()).await.unwrap().pending() > 0 {

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use common::{Backend, Place};
 use tenure::runtime::{Job, PollPolicy, Worker};
-use tenure::{NewItem, QueueName, StoreExt};
+use tenure::{NewItem, QueueName, Store, StoreExt};
 use tokio::sync::mpsc;
 
 const WAIT: Duration = Duration::from_secs(10);
@@ -27,6 +27,16 @@ async fn an_enqueue_wakes_a_worker_waiting_10_s(backend: Backend, through_a_peer
     } else {
         worker_store.clone()
     };
+    if backend == Backend::Postgres {
+        // The listener fires once when its LISTEN is in place. Wait for that first, so
+        // the wake below can only come from the peer's NOTIFY.
+        let signal = worker_store
+            .wake_signal()
+            .expect("postgres hands out a signal");
+        tokio::time::timeout(WAIT, signal.notified())
+            .await
+            .expect("the listener started");
+    }
     let (tx, mut handled) = mpsc::unbounded_channel();
     let worker = Worker::builder(worker_store)
         .queue(queue.clone())
