@@ -51,6 +51,7 @@ mod ext;
 mod keys;
 pub mod machine;
 mod model;
+pub mod partition;
 mod retry;
 #[cfg(feature = "runtime")]
 pub mod runtime;
@@ -69,6 +70,7 @@ pub use model::{
     DEFAULT_DEDUP_WINDOW, DEFAULT_MAX_ATTEMPTS, DEFAULT_MAX_RENEWALS, DEFAULT_MAX_STALLS,
     MAX_ATTEMPTS_LIMIT,
 };
+pub use partition::Partitioning;
 pub use retry::RetryPolicy;
 #[cfg(feature = "runtime")]
 pub use runtime::{

@@ -145,6 +145,16 @@ pub trait Store: Send + Sync + fmt::Debug + 'static {
     ///   and `lease_expires_at = now + lease_for`.
     /// - MUST never hand one item to two concurrent callers (G1; `g01_exclusive_claim`).
     /// - Returns fewer than `limit` (possibly none) when fewer are claimable.
+    /// - With [`ClaimParams::partitioning`] (G14; `g14_partitioned_claiming`), only on
+    ///   stores that declare [`Capabilities::partitioned_claiming`] (others answer
+    ///   [`Error::Unsupported`](crate::Error::Unsupported), writing nothing): `owner`
+    ///   MUST be a registered instance, else [`Error::NotFound`](crate::Error::NotFound)
+    ///   with `what = "instance"` and nothing written. A claimable item is then also
+    ///   one of the owner's share: its stream is pinned to `owner`, or it is unpinned
+    ///   (no stream, or a stream pinned to nobody) and its partition is taken by the
+    ///   owner's rank ([`partition::takes`](crate::partition::takes)). Claiming an item
+    ///   of an unpinned stream pins the stream to `owner`. Instance eviction and
+    ///   deregistration drop the instance's pins. See [`crate::partition`].
     async fn claim(&self, params: ClaimParams) -> Result<Vec<Lease>>;
 
     /// Extends leases, answering per token, in order.
@@ -238,6 +248,8 @@ pub trait Store: Send + Sync + fmt::Debug + 'static {
     /// - Every running item owned by an evicted instance is released at once, counting
     ///   a stall as recovery does (dead at `max_stalls`), so peers can claim it and the
     ///   evicted owner's late finalizes answer lease lost (G12, G3; `g12_instances`).
+    /// - Streams pinned to an evicted instance are unpinned (G14, on stores that
+    ///   declare it; `g14_partitioned_claiming`).
     async fn instance_evict_stale(&self, params: EvictParams) -> Result<Evicted>;
 
     /// Removes `instance` from the registry at once, as a worker does when it shuts down,
@@ -247,7 +259,8 @@ pub trait Store: Send + Sync + fmt::Debug + 'static {
     /// - The instance no longer appears in [`Store::instance_list`] (G12; `g12_instances`).
     /// - Every running item it still owns is released exactly as
     ///   [`Store::instance_evict_stale`] releases an evicted instance's items (a stall
-    ///   each), so nothing it held waits for its lease to expire.
+    ///   each), so nothing it held waits for its lease to expire, and its streams are
+    ///   unpinned (G14).
     /// - An instance that is not registered is not an error: the answer lists no
     ///   instance, and any running item with that owner is still released.
     async fn instance_deregister(&self, params: DeregisterParams) -> Result<Evicted>;

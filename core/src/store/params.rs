@@ -10,6 +10,7 @@ use std::time::Duration;
 use crate::error::{Error, Result};
 use crate::keys::{LeaderName, OwnerId, QueueName};
 use crate::model::{ItemId, LeaseToken, NewItem, MAX_ATTEMPTS_LIMIT};
+use crate::partition::Partitioning;
 
 /// The bounds a store enforces on its input (G15). Stores hold one, usually the
 /// default, and pass it to every `validate` call.
@@ -169,6 +170,9 @@ pub struct ClaimParams {
     pub limit: u32,
     /// How long each lease lasts unless renewed.
     pub lease_for: Duration,
+    /// Partitioned claiming (G14), for stores that declare it; `None` (the default)
+    /// claims from all of the queues' work.
+    pub partitioning: Option<Partitioning>,
 }
 
 impl ClaimParams {
@@ -179,6 +183,7 @@ impl ClaimParams {
             owner,
             limit,
             lease_for,
+            partitioning: None,
         }
     }
 
@@ -188,14 +193,29 @@ impl ClaimParams {
         self
     }
 
-    /// Checks the batch limit, the lease duration and the queue list (G15).
+    /// Claims only this instance's share of the work, as
+    /// [`partition`](crate::partition) describes (G14). `owner` must be a registered
+    /// instance. Stores without
+    /// [`Capabilities::partitioned_claiming`](crate::Capabilities::partitioned_claiming)
+    /// answer [`Error::Unsupported`](crate::Error::Unsupported).
+    pub fn partitioned(mut self, partitioning: Partitioning) -> Self {
+        self.partitioning = Some(partitioning);
+        self
+    }
+
+    /// Checks the batch limit, the lease duration, the queue list and the number of
+    /// partitions (G15).
     pub fn validate(&self, limits: &Limits) -> Result<()> {
         if self.queues.is_empty() {
             return Err(Error::invalid("queues", "must name at least one queue"));
         }
         let limit = usize::try_from(self.limit).unwrap_or(usize::MAX);
         limits.check_batch("limit", limit, limits.max_batch)?;
-        limits.check_lease("lease_for", self.lease_for)
+        limits.check_lease("lease_for", self.lease_for)?;
+        match &self.partitioning {
+            Some(p) => p.validate(),
+            None => Ok(()),
+        }
     }
 }
 
