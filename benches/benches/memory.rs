@@ -9,24 +9,24 @@
 //! - `tenure`: one `MemoryStore` on the system clock, seeded and drained by
 //!   `tenure_benches::{seed, drain}`: each task loops `claim(B)` then
 //!   `complete(tokens)`, and checks every answer is `Accepted`.
-//! - `raw`: one `std::sync::Mutex` around a `VecDeque` of ready indexes and a vector of
-//!   items; a claim pops `B` indexes, sets state, owner, attempt + 1 and expiry (one
-//!   clock read) and copies each payload out; the finalize checks `(state, attempt)`
-//!   of each token under the lock, as the store's fence does, and marks it done.
+//! - `raw`: `tenure_benches::raw::memory::RawMemory`, one `std::sync::Mutex` around a
+//!   `VecDeque` of ready indexes and a vector of items; a claim pops `B` indexes, sets
+//!   state, owner, attempt + 1 and expiry (one clock read) and copies each payload out;
+//!   the finalize checks `(state, attempt)` of each token under the lock, as the
+//!   store's fence does, and marks it done.
 //!
 //! Run: `cargo bench -p tenure-benches --bench memory` (under a minute).
 
 // criterion_group! generates an undocumented pub fn.
 #![allow(missing_docs)]
 
-use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
-use tenure_benches::{bench_queue, drain, runtime, seed, DrainSpec, Items, LEASE};
-use tenure_core::{Clock, SystemClock, Timestamp};
+use tenure_benches::raw::memory::RawMemory;
+use tenure_benches::{bench_queue, drain, runtime, seed, DrainSpec, Items};
 use tenure_memory::MemoryStore;
 
 const ITEMS: Items = Items {
@@ -55,40 +55,9 @@ fn tenure_iteration(
 
 // ----------------------------------------------------------------------------- raw
 
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum RawState {
-    Ready,
-    Running,
-    Done,
-}
-
-struct RawItem {
-    payload: Vec<u8>,
-    state: RawState,
-    attempt: u32,
-    owner: Option<Arc<str>>,
-    lease_until: Timestamp,
-}
-
-struct Raw {
-    ready: VecDeque<usize>,
-    items: Vec<RawItem>,
-}
-
 fn raw_iteration(rt: &tokio::runtime::Runtime, n: usize, batch: usize, workers: usize) -> Duration {
     rt.block_on(async {
-        let raw = Arc::new(Mutex::new(Raw {
-            ready: (0..n).collect(),
-            items: (0..n)
-                .map(|i| RawItem {
-                    payload: (i as u64).to_le_bytes().to_vec(),
-                    state: RawState::Ready,
-                    attempt: 0,
-                    owner: None,
-                    lease_until: Timestamp::EPOCH,
-                })
-                .collect(),
-        }));
+        let raw = Arc::new(RawMemory::with_items(n));
         let done = Arc::new(AtomicU64::new(0));
         let start = Instant::now();
         let tasks: Vec<_> = (0..workers)
@@ -98,38 +67,11 @@ fn raw_iteration(rt: &tokio::runtime::Runtime, n: usize, batch: usize, workers: 
                 tokio::spawn(async move {
                     let owner: Arc<str> = Arc::from(format!("w{w}"));
                     loop {
-                        let claimed: Vec<(usize, u32, Vec<u8>)> = {
-                            let mut g = raw.lock().expect("lock");
-                            let now = SystemClock.now();
-                            let take = batch.min(g.ready.len());
-                            let mut out = Vec::with_capacity(take);
-                            for _ in 0..take {
-                                let Some(i) = g.ready.pop_front() else { break };
-                                let it = &mut g.items[i];
-                                it.state = RawState::Running;
-                                it.attempt += 1;
-                                it.owner = Some(owner.clone());
-                                it.lease_until = now + LEASE;
-                                out.push((i, it.attempt, it.payload.clone()));
-                            }
-                            out
-                        };
+                        let claimed = raw.claim(&owner, batch);
                         if claimed.is_empty() {
                             return;
                         }
-                        let accepted = {
-                            let mut g = raw.lock().expect("lock");
-                            let mut accepted = 0u64;
-                            for (i, attempt, _) in &claimed {
-                                let it = &mut g.items[*i];
-                                if it.state == RawState::Running && it.attempt == *attempt {
-                                    it.state = RawState::Done;
-                                    it.owner = None;
-                                    accepted += 1;
-                                }
-                            }
-                            accepted
-                        };
+                        let accepted = raw.finalize(&claimed);
                         assert_eq!(accepted, claimed.len() as u64);
                         done.fetch_add(accepted, Ordering::Relaxed);
                     }

@@ -14,7 +14,7 @@
 //! - `raw`: one dedicated `PgConnection` per task on the same table; the claim is one
 //!   `UPDATE ... WHERE id = ANY(ARRAY(SELECT ... FOR UPDATE SKIP LOCKED))` over the
 //!   same partial index, the finalize one `DELETE` fenced on `(id, attempt)` over
-//!   `unnest`; no recovery guard, no scope rule, no pool.
+//!   `unnest` (`tenure_benches::raw::pg`); no recovery guard, no scope rule, no pool.
 //! - `streams`: the library alone draining 100,000 items over 1,000 streams (G9,
 //!   strict FIFO per stream) at W = 4, B = 100; compare with the `raw` and `tenure`
 //!   cells `b100_w4`.
@@ -27,18 +27,15 @@
 // criterion_group! generates an undocumented pub fn.
 #![allow(missing_docs)]
 
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use criterion::{
     criterion_group, criterion_main, BenchmarkId, Criterion, SamplingMode, Throughput,
 };
-use sqlx::{Connection, PgConnection, Row};
-use tenure_benches::{
-    bench_queue, drain, runtime, seed_streams, DrainSpec, Items, OnEmpty, LEASE, QUEUE,
-};
-use tenure_core::{Clock, SystemClock};
+use sqlx::{Connection, PgConnection};
+use tenure_benches::raw::pg::{self as raw, PgRaw};
+use tenure_benches::{bench_queue, drain, runtime, seed_streams, DrainSpec, Items, OnEmpty};
 use tenure_postgres::{PgConfig, PgStore};
 
 const ITEMS: Items = Items {
@@ -101,73 +98,13 @@ async fn tenure_drain(store: &PgStore, n: usize, batch: usize, workers: usize) -
 // ----------------------------------------------------------------------------- raw
 
 async fn raw_drain(schema: &str, n: usize, batch: usize, workers: usize) -> Duration {
-    let claim = format!(
-        "UPDATE {schema}.items SET state = 'running', attempt = attempt + 1, owner = $1, \
-             lease_expires_at = $2, renewals = 0, updated_at = $3 \
-         WHERE id = ANY(ARRAY( \
-             SELECT id FROM {schema}.items \
-             WHERE queue = $4 AND state = 'ready' AND head AND run_at <= $3 \
-             ORDER BY priority, run_at, seq LIMIT $5 \
-             FOR UPDATE SKIP LOCKED)) \
-         RETURNING id, attempt, payload"
-    );
-    let finalize = format!(
-        "DELETE FROM {schema}.items i USING unnest($1::uuid[], $2::int4[]) AS t(id, attempt) \
-         WHERE i.id = t.id AND i.attempt = t.attempt AND i.state = 'running' \
-         RETURNING i.id"
-    );
     let mut conns = Vec::with_capacity(workers);
     for _ in 0..workers {
         conns.push(PgConnection::connect(&url()).await.expect("connect"));
     }
-    let done = Arc::new(AtomicU64::new(0));
-    let start = Instant::now();
-    let tasks: Vec<_> = conns
-        .into_iter()
-        .enumerate()
-        .map(|(w, mut conn)| {
-            let done = done.clone();
-            let (claim, finalize) = (claim.clone(), finalize.clone());
-            tokio::spawn(async move {
-                let owner = format!("w{w}");
-                loop {
-                    let now = SystemClock.now();
-                    let rows = sqlx::query(&claim)
-                        .bind(&owner)
-                        .bind((now + LEASE).as_micros())
-                        .bind(now.as_micros())
-                        .bind(QUEUE)
-                        .bind(batch as i64)
-                        .fetch_all(&mut conn)
-                        .await
-                        .expect("claim");
-                    if rows.is_empty() {
-                        return;
-                    }
-                    let mut ids = Vec::with_capacity(rows.len());
-                    let mut attempts = Vec::with_capacity(rows.len());
-                    for r in &rows {
-                        ids.push(r.get::<uuid::Uuid, _>(0));
-                        attempts.push(r.get::<i32, _>(1));
-                        let _payload: Vec<u8> = r.get(2);
-                    }
-                    let fin = sqlx::query(&finalize)
-                        .bind(&ids)
-                        .bind(&attempts)
-                        .fetch_all(&mut conn)
-                        .await
-                        .expect("finalize");
-                    assert_eq!(fin.len(), ids.len());
-                    done.fetch_add(fin.len() as u64, Ordering::Relaxed);
-                }
-            })
-        })
-        .collect();
-    for t in tasks {
-        t.await.expect("worker");
-    }
-    let elapsed = start.elapsed();
-    assert_eq!(done.load(Ordering::Relaxed), n as u64, "every item once");
+    let (elapsed, _conns) = raw::drain(&PgRaw::new(schema), conns, n, batch)
+        .await
+        .expect("raw drain");
     elapsed
 }
 

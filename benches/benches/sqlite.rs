@@ -12,7 +12,8 @@
 //! - `raw`: `W` OS threads, each with its own connection, each looping one
 //!   `BEGIN IMMEDIATE` claim (`UPDATE .. WHERE id IN (SELECT .. ORDER BY priority,
 //!   run_at, id LIMIT B) RETURNING`) and one `BEGIN IMMEDIATE` transaction of fenced
-//!   deletes (`DELETE .. WHERE id = ? AND state = 'running' AND attempt = ?`).
+//!   deletes (`DELETE .. WHERE id = ? AND state = 'running' AND attempt = ?`): the
+//!   statements of `tenure_benches::raw::sqlite`.
 //!
 //! A second group, `sqlite_contention_full`, runs 16 claimers at B=1 with
 //! `synchronous=FULL` on both sides and prints claim-latency percentiles: the case in
@@ -29,10 +30,9 @@ use std::sync::{Barrier, Mutex};
 use std::time::{Duration, Instant};
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
-use rusqlite::{params, Connection, TransactionBehavior};
 use tempfile::TempDir;
+use tenure_benches::raw::sqlite as raw;
 use tenure_benches::{bench_queue, drain, runtime, seed, DrainSpec, Items, Percentiles};
-use tenure_core::{Clock, SystemClock};
 use tenure_sqlite::{SqliteConfig, SqliteStore, Synchronous};
 
 const ITEMS: Items = Items {
@@ -93,91 +93,17 @@ fn record(mode: Mode<'_>, started: Instant) {
     }
 }
 
-fn raw_connect(path: &Path, full: bool) -> Connection {
-    let conn = Connection::open(path).expect("open");
-    conn.busy_timeout(Duration::from_secs(30))
-        .expect("busy timeout");
-    conn.query_row("PRAGMA journal_mode = WAL", [], |_| Ok(()))
-        .expect("wal");
-    let sync = if full { "FULL" } else { "NORMAL" };
-    conn.execute_batch(&format!("PRAGMA synchronous = {sync}"))
-        .expect("sync");
-    conn
-}
-
-fn raw_seed(path: &Path, n: usize) {
-    let mut conn = raw_connect(path, false);
-    conn.execute_batch(
-        "CREATE TABLE jobs (id INTEGER PRIMARY KEY, queue TEXT NOT NULL, payload BLOB NOT NULL,
-             priority INTEGER NOT NULL, run_at INTEGER NOT NULL, state TEXT NOT NULL,
-             owner TEXT, lease_until INTEGER, attempt INTEGER NOT NULL);
-         CREATE INDEX jobs_ready ON jobs (queue, priority, run_at, id) WHERE state = 'ready';",
-    )
-    .expect("schema");
-    let now = SystemClock.now().as_micros();
-    let tx = conn.transaction().expect("tx");
-    {
-        let mut ins = tx
-            .prepare("INSERT INTO jobs (queue, payload, priority, run_at, state, attempt) VALUES ('bench', ?1, 0, ?2, 'ready', 0)")
-            .expect("insert");
-        for i in 0..n {
-            ins.execute(params![(i as u64).to_le_bytes().to_vec(), now])
-                .expect("seed");
-        }
-    }
-    tx.commit().expect("commit");
-}
-
 fn raw_worker(path: &Path, owner: &str, batch: usize, done: &AtomicU64, mode: Mode<'_>) {
-    let mut conn = raw_connect(path, mode.full);
+    let mut conn = raw::connect(path, mode.full).expect("open");
     loop {
         let started = Instant::now();
-        let now = SystemClock.now().as_micros();
-        let claimed: Vec<(i64, i64)> = {
-            let tx = conn
-                .transaction_with_behavior(TransactionBehavior::Immediate)
-                .expect("begin");
-            let rows = {
-                let mut claim = tx
-                    .prepare_cached(
-                        "UPDATE jobs SET state = 'running', owner = ?1, lease_until = ?2,
-                             attempt = attempt + 1
-                         WHERE id IN (SELECT id FROM jobs
-                                      WHERE queue = 'bench' AND state = 'ready' AND run_at <= ?3
-                                      ORDER BY priority, run_at, id LIMIT ?4)
-                         RETURNING id, attempt",
-                    )
-                    .expect("claim");
-                let rows = claim
-                    .query_map(params![owner, now + 60_000_000, now, batch as i64], |r| {
-                        Ok((r.get(0)?, r.get(1)?))
-                    })
-                    .expect("claim")
-                    .collect::<rusqlite::Result<Vec<_>>>()
-                    .expect("rows");
-                rows
-            };
-            tx.commit().expect("commit");
-            rows
-        };
+        let claimed = raw::claim(&mut conn, owner, batch).expect("claim");
         if claimed.is_empty() {
             return;
         }
         record(mode, started);
-        let tx = conn
-            .transaction_with_behavior(TransactionBehavior::Immediate)
-            .expect("begin");
-        {
-            let mut fin = tx
-                .prepare_cached(
-                    "DELETE FROM jobs WHERE id = ?1 AND state = 'running' AND attempt = ?2",
-                )
-                .expect("finalize");
-            for (id, attempt) in &claimed {
-                assert_eq!(fin.execute(params![id, attempt]).expect("finalize"), 1);
-            }
-        }
-        tx.commit().expect("commit");
+        let finished = raw::finalize(&mut conn, &claimed).expect("finalize");
+        assert_eq!(finished, claimed.len());
         done.fetch_add(claimed.len() as u64, Ordering::Relaxed);
     }
 }
@@ -185,7 +111,7 @@ fn raw_worker(path: &Path, owner: &str, batch: usize, done: &AtomicU64, mode: Mo
 fn raw_iteration(n: usize, batch: usize, workers: usize, mode: Mode<'_>) -> Duration {
     let dir = TempDir::new().expect("temp dir");
     let path = dir.path().join("raw.db");
-    raw_seed(&path, n);
+    raw::seed(&path, n).expect("seed");
     let done = AtomicU64::new(0);
     let barrier = Barrier::new(workers + 1);
     let elapsed = std::thread::scope(|s| {

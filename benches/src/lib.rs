@@ -22,6 +22,8 @@
 //! ```
 #![deny(missing_docs)]
 
+pub mod raw;
+
 use std::fmt;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -71,6 +73,18 @@ pub enum BenchError {
     /// A drain worker panicked or was cancelled.
     #[error("a drain worker stopped: {0}")]
     Worker(#[from] tokio::task::JoinError),
+    /// A raw loop's driver (rusqlite, sqlx) refused an operation.
+    #[error("raw {op} failed: {source}")]
+    Raw {
+        /// The operation (`"claim"`, `"finalize"`, `"insert"`, ...).
+        op: &'static str,
+        /// The driver's error.
+        #[source]
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
+    /// A bench's closing check found items lost, handled twice, or left behind.
+    #[error("check failed: {0}")]
+    Check(String),
 }
 
 fn store_err(op: &'static str) -> impl FnOnce(tenure_core::Error) -> BenchError {
