@@ -23,6 +23,7 @@
 #![deny(missing_docs)]
 
 pub mod raw;
+pub mod sustained;
 
 use std::fmt;
 use std::sync::atomic::{AtomicU64, Ordering};
