@@ -108,6 +108,10 @@
 //!   stepped over.
 //! - G11 (dedup): keys live in `tenure_dedup` with their expiry, purged by
 //!   [`Store::purge`].
+//! - G14 (partitioned claiming): schema version 2 adds `phash`, the item's
+//!   [`key_hash`](tenure_core::partition::key_hash) computed in Rust at enqueue, and
+//!   `tenure_stream_pins (stream PRIMARY KEY, instance)`. Migrating a version 1 file
+//!   back-fills `phash` of every existing row in Rust, in the migration transaction.
 //! - Time is stored as INTEGER microseconds from the store's [`Clock`](tenure_core::Clock);
 //!   SQLite's own time functions are never used.
 //!
@@ -345,6 +349,12 @@ impl Store for SqliteStore {
 
     async fn claim(&self, params: ClaimParams) -> Result<Vec<Lease>> {
         params.validate(self.limits_ref())?;
+        if params.partitioning.is_some() && !self.capabilities().partitioned_claiming {
+            return Err(Error::Unsupported {
+                operation: "partitioned claim",
+                store: STORE,
+            });
+        }
         self.inner
             .writer
             .call(move |cx| ops::claim(cx, &params))

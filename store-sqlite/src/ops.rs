@@ -10,6 +10,7 @@ use std::collections::{HashSet, VecDeque};
 
 use rusqlite::{params, Connection, OptionalExtension, Row};
 use tenure_core::machine::{self, Recovery};
+use tenure_core::partition::key_hash;
 use tenure_core::{
     ClaimParams, CompleteParams, DedupKey, DeregisterParams, DiscardParams, EnqueueParams,
     Enqueued, Error, EvictParams, Evicted, FailOutcome, FailParams, HeartbeatParams, Instance,
@@ -221,9 +222,9 @@ pub(crate) fn enqueue(cx: &Cx<'_>, params: &EnqueueParams) -> OpResult<Vec<Enque
     let mut insert = conn.prepare_cached(
         "INSERT INTO tenure_items (id, queue, payload, stream, scope, dedup_key, priority,
              run_at, state, head, attempt, owner, lease_expires_at, renewals, stalls,
-             max_attempts, max_stalls, max_renewals, last_error, created_at, updated_at)
+             max_attempts, max_stalls, max_renewals, last_error, created_at, updated_at, phash)
          VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, 'ready', ?9, 0, NULL, NULL, 0, 0,
-             ?10, ?11, ?12, NULL, ?13, ?13)",
+             ?10, ?11, ?12, NULL, ?13, ?13, ?14)",
     )?;
     let mut record_key = conn.prepare_cached(
         "INSERT INTO tenure_dedup (queue, key, item_id, recorded_at, expires_at)
@@ -267,6 +268,7 @@ pub(crate) fn enqueue(cx: &Cx<'_>, params: &EnqueueParams) -> OpResult<Vec<Enque
             item.max_stalls,
             item.max_renewals,
             now.as_micros(),
+            key_hash(item.stream.as_ref(), item.id),
         ]);
         match inserted {
             Ok(_) => {}
@@ -909,7 +911,7 @@ mod tests {
     #[test]
     fn claim_path_statements_read_their_partial_indexes_without_sorting() {
         let conn = Connection::open_in_memory().unwrap();
-        conn.execute_batch(crate::schema::V1).unwrap();
+        crate::schema::create_all(&conn).unwrap();
         for (sql, index) in [
             (SQL_NEXT_LEVEL, "tenure_items_ready"),
             (SQL_LEVEL_SCAN, "tenure_items_ready"),
@@ -930,7 +932,7 @@ mod tests {
     #[test]
     fn fenced_finalizes_find_the_row_by_its_id() {
         let conn = Connection::open_in_memory().unwrap();
-        conn.execute_batch(crate::schema::V1).unwrap();
+        crate::schema::create_all(&conn).unwrap();
         let p = plan(
             &conn,
             "SELECT seq, stream FROM tenure_items WHERE id = ?1 AND state = 'running' AND attempt = ?2",

@@ -7,17 +7,27 @@
 
 use std::path::Path;
 
-use rusqlite::{Connection, OpenFlags, OptionalExtension};
-use tenure_core::{Error, Result};
+use rusqlite::{params, Connection, OpenFlags, OptionalExtension};
+use tenure_core::partition::key_hash;
+use tenure_core::{Error, ItemId, Result, StreamKey};
 
 use crate::config::SqliteConfig;
 use crate::error::{self, Phase};
 
 /// The schema version this code writes and understands.
-pub(crate) const SCHEMA_VERSION: i64 = 1;
+pub(crate) const SCHEMA_VERSION: i64 = 2;
 
-/// Migrations, in order: `MIGRATIONS[i]` takes version `i` to `i + 1`.
-const MIGRATIONS: &[&str] = &[V1];
+/// One migration step, run inside the migration transaction. A step is Rust, not just
+/// SQL, so it can compute what SQL cannot (v2 back-fills the FNV-1a partition hash).
+type Migration = fn(&Connection) -> rusqlite::Result<()>;
+
+/// Migrations, in order: `MIGRATIONS[i]` takes version `i` to `i + 1`. A new file runs
+/// them all, so a fresh schema and a migrated one are the same.
+const MIGRATIONS: &[Migration] = &[migrate_v1, migrate_v2];
+
+fn migrate_v1(conn: &Connection) -> rusqlite::Result<()> {
+    conn.execute_batch(V1)
+}
 
 /// Version 1.
 ///
@@ -89,6 +99,72 @@ CREATE TABLE tenure_leaders (
     expires_at INTEGER NOT NULL
 ) WITHOUT ROWID;
 ";
+
+/// Version 2: G14 partitioned claiming.
+///
+/// - `phash` is [`key_hash`] of the item's stream key, or of its id when it has none,
+///   computed in Rust at enqueue (never negative). A partitioned claim filters on
+///   `(phash % partitions) % live = rank`. The `DEFAULT 0` only exists because SQLite
+///   adds a `NOT NULL` column with a default; [`migrate_v2`] back-fills every existing
+///   row in the same transaction, and every insert after it writes the real hash.
+/// - `tenure_stream_pins` holds one row per pinned stream: the instance that claimed
+///   it in partitioned mode. A table rather than a column on the items, because a pin
+///   belongs to the stream, not to any one item: a column would have to be written on
+///   every item of the stream when it is pinned, copied onto each new item at enqueue
+///   (a cost on the ordinary enqueue path) and cleared on all of them at eviction. The
+///   table is one primary-key probe per candidate in the partitioned scan and one
+///   indexed delete per instance at eviction; ordinary claims never read it.
+pub(crate) const V2: &str = "
+ALTER TABLE tenure_items ADD COLUMN phash INTEGER NOT NULL DEFAULT 0;
+
+CREATE TABLE tenure_stream_pins (
+    stream   TEXT NOT NULL PRIMARY KEY,
+    instance TEXT NOT NULL
+) WITHOUT ROWID;
+CREATE INDEX tenure_stream_pins_instance ON tenure_stream_pins (instance);
+";
+
+/// Version 1 to 2: adds [`V2`], then back-fills `phash` of every existing row (finished
+/// ones too, so the column never lies) from its id and stream, one pass by rowid.
+fn migrate_v2(conn: &Connection) -> rusqlite::Result<()> {
+    conn.execute_batch(V2)?;
+    let mut read = conn.prepare("SELECT seq, id, stream FROM tenure_items")?;
+    let mut write = conn.prepare("UPDATE tenure_items SET phash = ?2 WHERE seq = ?1")?;
+    let mut rows = read.query([])?;
+    while let Some(row) = rows.next()? {
+        let seq: i64 = row.get(0)?;
+        let id: Vec<u8> = row.get(1)?;
+        let stream: Option<String> = row.get(2)?;
+        let hash = row_hash(&id, stream).map_err(|e| {
+            rusqlite::Error::FromSqlConversionFailure(
+                1,
+                rusqlite::types::Type::Blob,
+                format!("corrupt row: item seq {seq}: {e}").into(),
+            )
+        })?;
+        write.execute(params![seq, hash])?;
+    }
+    Ok(())
+}
+
+/// [`key_hash`] of a stored row's id and stream.
+fn row_hash(id: &[u8], stream: Option<String>) -> std::result::Result<i64, String> {
+    let bytes: [u8; 16] = id
+        .try_into()
+        .map_err(|_| format!("id of {} bytes", id.len()))?;
+    let id = ItemId::from_uuid(uuid::Uuid::from_bytes(bytes));
+    let stream = stream
+        .map(StreamKey::new)
+        .transpose()
+        .map_err(|e| e.to_string())?;
+    Ok(key_hash(stream.as_ref(), id))
+}
+
+/// Creates the whole current schema on a fresh connection (the unit tests' plans).
+#[cfg(test)]
+pub(crate) fn create_all(conn: &Connection) -> rusqlite::Result<()> {
+    MIGRATIONS.iter().try_for_each(|step| step(conn))
+}
 
 /// Opens a connection with the store's settings, without touching the schema.
 /// `create` allows creating a missing file (the first open); a reopen after the file
@@ -214,7 +290,7 @@ fn migrate(conn: &Connection, path: &Path) -> rusqlite::Result<()> {
         }
         let from = usize::try_from(found).unwrap_or(0);
         for step in &MIGRATIONS[from..] {
-            conn.execute_batch(step)?;
+            step(conn)?;
         }
         conn.execute(
             "INSERT INTO tenure_meta (key, value) VALUES ('schema_version', ?1)

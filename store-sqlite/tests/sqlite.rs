@@ -585,3 +585,107 @@ mod transactional_enqueue {
         assert!(e.to_string().contains("open a SqliteStore"), "{e}");
     }
 }
+
+mod partitioned {
+    //! G14 on SQLite: the `phash` column, the `tenure_stream_pins` table, and two opens
+    //! of one file acting as two instances.
+
+    use super::*;
+    use tenure_core::partition::key_hash;
+    use tenure_core::ItemId;
+
+    /// `(id, stream, phash)` of every row, in enqueue order.
+    fn hashes(path: &Path) -> Vec<(ItemId, Option<StreamKey>, i64)> {
+        let conn = rusqlite::Connection::open(path).unwrap();
+        let mut stmt = conn
+            .prepare("SELECT id, stream, phash FROM tenure_items ORDER BY seq")
+            .unwrap();
+        let rows = stmt
+            .query_map([], |r| {
+                let id: Vec<u8> = r.get(0)?;
+                let stream: Option<String> = r.get(1)?;
+                Ok((id, stream, r.get(2)?))
+            })
+            .unwrap()
+            .map(Result::unwrap)
+            .map(|(id, stream, h)| {
+                let id = ItemId::from_uuid(uuid::Uuid::from_slice(&id).unwrap());
+                (id, stream.map(|s| StreamKey::new(s).unwrap()), h)
+            })
+            .collect();
+        rows
+    }
+
+    #[tokio::test]
+    async fn enqueue_stores_the_fixed_hash_of_the_stream_or_the_id() {
+        let dir = TempDir::new().unwrap();
+        let path = db(&dir);
+        let store = open(&path, &clock()).await;
+        store
+            .enqueue(EnqueueParams::new(vec![
+                NewItem::new(q(), b"a".to_vec()),
+                NewItem::new(q(), b"b".to_vec()).stream(StreamKey::new("orders:42").unwrap()),
+            ]))
+            .await
+            .unwrap();
+        let rows = hashes(&path);
+        assert_eq!(rows.len(), 2);
+        for (id, stream, h) in rows {
+            assert_eq!(h, key_hash(stream.as_ref(), id));
+            assert!(h >= 0);
+        }
+    }
+
+    #[tokio::test]
+    async fn a_version_1_file_is_migrated_with_the_hash_of_every_existing_item() {
+        let dir = TempDir::new().unwrap();
+        let path = db(&dir);
+        let c = clock();
+        let (ready_ids, done_id) = {
+            let store =
+                SqliteStore::open(SqliteConfig::new(&path).clock(c.clone()).keep_done(true))
+                    .await
+                    .unwrap();
+            let mut ids = Vec::new();
+            for i in 0..20u32 {
+                let mut item = NewItem::new(q(), i.to_le_bytes().to_vec());
+                if i % 3 == 0 {
+                    item = item.stream(StreamKey::new(format!("s{}", i % 2)).unwrap());
+                }
+                ids.push(store.enqueue_one(item).await.unwrap().id);
+            }
+            let done = store.claim_one(q(), me(1), LEASE).await.unwrap().unwrap();
+            store.complete_one(done.token).await.unwrap();
+            (ids, done.item.id)
+        };
+        // Take the file back to version 1: no hash column, no pins table.
+        {
+            let conn = rusqlite::Connection::open(&path).unwrap();
+            conn.execute_batch(
+                "ALTER TABLE tenure_items DROP COLUMN phash;
+                 DROP TABLE tenure_stream_pins;
+                 UPDATE tenure_meta SET value = 1 WHERE key = 'schema_version';",
+            )
+            .unwrap();
+        }
+        assert_eq!(SCHEMA_VERSION, 2);
+        let store = open(&path, &c).await;
+        let rows = hashes(&path);
+        assert_eq!(rows.len(), 20, "the finished item was kept too");
+        assert!(rows.iter().any(|(id, _, _)| *id == done_id));
+        for (id, stream, h) in &rows {
+            assert_eq!(*h, key_hash(stream.as_ref(), *id), "item {id}");
+        }
+        assert!(ready_ids.iter().all(|id| rows.iter().any(|r| r.0 == *id)));
+        let version: i64 = rusqlite::Connection::open(&path)
+            .unwrap()
+            .query_row(
+                "SELECT value FROM tenure_meta WHERE key = 'schema_version'",
+                [],
+                |r| r.get(0),
+            )
+            .unwrap();
+        assert_eq!(version, SCHEMA_VERSION);
+        drop(store);
+    }
+}
