@@ -155,6 +155,19 @@ impl Error {
         }
     }
 
+    /// Shorthand for [`Error::NotFound`].
+    pub fn not_found(what: &'static str, id: impl Into<String>) -> Self {
+        Error::NotFound {
+            what,
+            id: id.into(),
+        }
+    }
+
+    /// Shorthand for [`Error::Unsupported`].
+    pub fn unsupported(operation: &'static str, store: &'static str) -> Self {
+        Error::Unsupported { operation, store }
+    }
+
     /// The variant without its fields.
     pub fn kind(&self) -> ErrorKind {
         match self {

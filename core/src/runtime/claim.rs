@@ -71,8 +71,11 @@ pub(crate) async fn claim_loop(shared: Arc<Shared>) {
         }
         let asked = permits.len();
         let limit = u32::try_from(asked).unwrap_or(u32::MAX);
-        let params = ClaimParams::new(s.queues[0].clone(), s.instance.clone(), limit, s.lease)
+        let mut params = ClaimParams::new(s.queues[0].clone(), s.instance.clone(), limit, s.lease)
             .queues(s.queues.clone());
+        if let Some(p) = s.partitioning {
+            params = params.partitioned(p);
+        }
         absorb_wake(wake.as_ref());
         let sent = Instant::now();
         match shared.store.claim(params).await {

@@ -5,6 +5,7 @@ use std::time::Duration;
 
 use crate::error::{Error, Result};
 use crate::keys::{LeaderName, OwnerId, QueueName};
+use crate::partition::Partitioning;
 use crate::retry::RetryPolicy;
 use crate::store::{Limits, Store, DEFAULT_STALE_AFTER};
 
@@ -26,6 +27,8 @@ pub(crate) struct Settings {
     pub(crate) instance: OwnerId,
     pub(crate) concurrency: usize,
     pub(crate) claim_batch: usize,
+    /// Partitioned claiming (G14), when asked for.
+    pub(crate) partitioning: Option<Partitioning>,
     pub(crate) lease: Duration,
     pub(crate) poll: PollPolicy,
     pub(crate) retry: RetryPolicy,
@@ -87,6 +90,7 @@ pub struct WorkerBuilder {
     instance: Option<OwnerId>,
     concurrency: usize,
     claim_batch: Option<usize>,
+    partitioning: Option<Partitioning>,
     lease: Duration,
     poll: PollPolicy,
     retry: RetryPolicy,
@@ -121,6 +125,7 @@ impl WorkerBuilder {
             instance: None,
             concurrency: DEFAULT_CONCURRENCY,
             claim_batch: None,
+            partitioning: None,
             lease: DEFAULT_LEASE,
             poll: PollPolicy::default(),
             retry: RetryPolicy::default(),
@@ -179,6 +184,17 @@ impl WorkerBuilder {
     /// store's batch limit).
     pub fn claim_batch(mut self, n: usize) -> Self {
         self.claim_batch = Some(n);
+        self
+    }
+
+    /// Claims only this instance's share of the work (G14; see
+    /// [`partition`](crate::partition)): every worker serving the queues must use the
+    /// same [`Partitioning`] and its own [`instance_id`](Self::instance_id). Needs a
+    /// store that declares
+    /// [`Capabilities::partitioned_claiming`](crate::Capabilities::partitioned_claiming);
+    /// [`spawn`](Self::spawn) refuses others. Default: off.
+    pub fn partitioned(mut self, partitioning: Partitioning) -> Self {
+        self.partitioning = Some(partitioning);
         self
     }
 
@@ -291,6 +307,15 @@ impl WorkerBuilder {
         if claim_batch == 0 {
             return Err(Error::invalid("claim_batch", "must be at least 1"));
         }
+        if let Some(p) = &self.partitioning {
+            p.validate()?;
+            if !self.store.capabilities().partitioned_claiming {
+                return Err(Error::unsupported(
+                    "partitioned claiming",
+                    self.store.name(),
+                ));
+            }
+        }
         if self.lease < limits.min_lease || self.lease > limits.max_lease {
             return Err(Error::invalid(
                 "lease_duration",
@@ -359,6 +384,7 @@ impl WorkerBuilder {
             instance,
             concurrency: self.concurrency,
             claim_batch,
+            partitioning: self.partitioning,
             lease: self.lease,
             poll: self.poll,
             retry: self.retry,

@@ -9,6 +9,7 @@ mod support;
 mod finalize;
 mod instances;
 mod outcomes;
+mod partitions;
 mod poll;
 mod renewal;
 mod self_stop;

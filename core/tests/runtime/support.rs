@@ -96,6 +96,7 @@ pub(crate) struct Probe<S> {
     hang_renew: Arc<AtomicBool>,
     greedy: Arc<AtomicBool>,
     parked: Arc<Notify>,
+    plain: Arc<AtomicBool>,
 }
 
 impl<S: Store> Probe<S> {
@@ -106,7 +107,13 @@ impl<S: Store> Probe<S> {
             hang_renew: Arc::default(),
             greedy: Arc::default(),
             parked: Arc::default(),
+            plain: Arc::default(),
         }
+    }
+
+    /// While true, the store declares no optional capability.
+    pub(crate) fn declare_nothing(&self, plain: bool) {
+        self.plain.store(plain, Ordering::SeqCst);
     }
 
     /// While true, every `renew` call waits on a `Notify` nobody fires.
@@ -135,6 +142,9 @@ impl<S: Store> Store for Probe<S> {
         self.inner.name()
     }
     fn capabilities(&self) -> tenure_core::Capabilities {
+        if self.plain.load(Ordering::SeqCst) {
+            return tenure_core::Capabilities::default();
+        }
         self.inner.capabilities()
     }
     fn limits(&self) -> Limits {
