@@ -59,7 +59,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
 use tenure_core::{
-    async_trait, ClaimParams, Clock, CompleteParams, DeregisterParams, DiscardParams,
+    async_trait, Capabilities, ClaimParams, Clock, CompleteParams, DeregisterParams, DiscardParams,
     EnqueueParams, Enqueued, Error, EvictParams, Evicted, FailOutcome, FailParams, HeartbeatParams,
     Instance, Item, ItemId, LeaderParams, LeaderStatus, Lease, Limits, PurgeParams, Purged,
     QueueCounts, QueueName, RecoverParams, Recovered, ReleaseParams, RenewOutcome, RenewParams,
@@ -195,9 +195,20 @@ impl Store for MemoryStore {
     async fn claim(&self, params: ClaimParams) -> Result<Vec<Lease>> {
         params.validate(&self.inner.limits)?;
         let limit = usize::try_from(params.limit).unwrap_or(usize::MAX);
+        let Some(partitioning) = params.partitioning else {
+            return self.with_state(|s, now| {
+                s.claim(&params.queues, &params.owner, limit, params.lease_for, now)
+            });
+        };
+        let (queues, owner, lease_for) = (&params.queues, &params.owner, params.lease_for);
         self.with_state(|s, now| {
-            s.claim(&params.queues, &params.owner, limit, params.lease_for, now)
-        })
+            s.claim_partitioned(queues, owner, limit, lease_for, partitioning, now)
+        })?
+        .ok_or_else(|| Error::not_found("instance", owner.to_string()))
+    }
+
+    fn capabilities(&self) -> Capabilities {
+        Capabilities::default().with_partitioned_claiming()
     }
 
     async fn renew(&self, params: RenewParams) -> Result<Vec<RenewOutcome>> {

@@ -31,6 +31,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::time::Duration;
 
 use tenure_core::machine::{self, Recovery};
+use tenure_core::partition::{self, Partitioning};
 use tenure_core::{
     DedupKey, Enqueued, Evicted, FailOutcome, Failure, Instance, Item, ItemId, ItemState,
     LeaderName, LeaderStatus, Lease, LeaseToken, NewItem, OwnerId, Purged, QueueCounts, QueueName,
@@ -146,6 +147,9 @@ struct Indexes {
     scopes: HashMap<ScopeKey, ScopeState>,
     /// Running items per owner, for eviction (G12).
     owners: HashMap<OwnerId, HashSet<Slot>>,
+    /// Streams pinned to an instance by partitioned claims (G14). A pin goes when its
+    /// instance leaves the registry or its stream has no unfinished items left.
+    pins: HashMap<StreamKey, OwnerId>,
     /// Kept finished items by finish time, for purge.
     done: BTreeMap<TimeKey, Slot>,
     /// Index entries a claim looked at; tests assert claims do not scan.
@@ -272,6 +276,7 @@ impl Indexes {
         };
         if list.is_empty() {
             self.streams.remove(stream);
+            self.pins.remove(stream);
         }
         next
     }
@@ -483,6 +488,124 @@ impl State {
         lease_for: Duration,
         now: Timestamp,
     ) -> Vec<Lease> {
+        let qs = self.prepare_claim(queues, now);
+        let mut leases = Vec::new();
+        let mut claimed = Vec::new();
+        while leases.len() < limit {
+            let mut best: Option<(OrderKey, usize)> = None;
+            for &q in &qs {
+                if let Some((k, _)) = self.idx.queues[q].ready.first_key_value() {
+                    self.idx.visits += 1;
+                    if best.is_none_or(|(b, _)| *k < b) {
+                        best = Some((*k, q));
+                    }
+                }
+            }
+            let Some((key, q)) = best else {
+                break;
+            };
+            // The chosen key is the first of its queue's ready index.
+            let Some((_, slot)) = self.idx.queues[q].ready.pop_first() else {
+                break;
+            };
+            if let Some(lease) = self.take(slot, q, key, owner, lease_for, now) {
+                claimed.push(slot);
+                leases.push(lease);
+            }
+        }
+        self.note_owner(owner, claimed);
+        leases
+    }
+
+    /// `Store::claim` with [`Partitioning`] (G14): the owner's share of the claimable
+    /// items, pinning the streams it takes. `None` when `owner` is not registered
+    /// (nothing changed).
+    ///
+    /// This walks every due candidate of the queues, the scoped ones waiting behind
+    /// their scope's first included, so it costs O(n log n) where an ordinary claim
+    /// costs O(B log n): partitioning buys nothing within one process, and this store
+    /// offers it so that code and tests written for it run here too.
+    pub(crate) fn claim_partitioned(
+        &mut self,
+        queues: &[QueueName],
+        owner: &OwnerId,
+        limit: usize,
+        lease_for: Duration,
+        partitioning: Partitioning,
+        now: Timestamp,
+    ) -> Option<Vec<Lease>> {
+        if !self.instances.contains_key(owner) {
+            return None;
+        }
+        let live = u32::try_from(self.instances.len()).unwrap_or(u32::MAX);
+        let rank = u32::try_from(self.instances.keys().filter(|id| *id < owner).count())
+            .unwrap_or(u32::MAX);
+        let qs = self.prepare_claim(queues, now);
+        // Every due candidate: the ready index, and the scoped items waiting behind
+        // the first of a free scope.
+        let mut candidates: Vec<(OrderKey, usize, Slot)> = Vec::new();
+        for &q in &qs {
+            for (k, slot) in &self.idx.queues[q].ready {
+                candidates.push((*k, q, *slot));
+            }
+        }
+        for sc in self.idx.scopes.values() {
+            if sc.running.is_some() {
+                continue;
+            }
+            for &q in &qs {
+                if let Some(w) = sc.waiting.get(&q) {
+                    // The first is in `ready` already.
+                    candidates.extend(w.iter().skip(1).map(|(k, slot)| (*k, q, *slot)));
+                }
+            }
+        }
+        self.idx.visits += candidates.len() as u64;
+        candidates.sort_unstable();
+        let mut leases = Vec::new();
+        let mut claimed = Vec::new();
+        for (key, q, slot) in candidates {
+            if leases.len() >= limit {
+                break;
+            }
+            let Some(e) = self.items.get(slot) else {
+                continue;
+            };
+            let mine = match e.item.stream.as_ref().and_then(|s| self.idx.pins.get(s)) {
+                Some(pinned_to) => pinned_to == owner,
+                None => {
+                    let hash = partition::key_hash(e.item.stream.as_ref(), e.item.id);
+                    partition::takes(partitioning.partition_of(hash), rank, live)
+                }
+            };
+            // An earlier item of this batch may have taken the scope.
+            let scope_busy = e
+                .item
+                .scope
+                .as_ref()
+                .and_then(|sc| self.idx.scopes.get(sc))
+                .is_some_and(|sc| sc.running.is_some());
+            if !mine || scope_busy {
+                continue;
+            }
+            let stream = e.item.stream.clone();
+            self.idx.queues[q].ready.remove(&key);
+            if let Some(lease) = self.take(slot, q, key, owner, lease_for, now) {
+                if let Some(stream) = stream {
+                    self.idx.pins.entry(stream).or_insert_with(|| owner.clone());
+                }
+                claimed.push(slot);
+                leases.push(lease);
+            }
+        }
+        self.note_owner(owner, claimed);
+        Some(leases)
+    }
+
+    /// What every claim does first: recovers the expired leases of `queues` (G2, G6)
+    /// and moves their scheduled candidates that have come due (G7). Returns the
+    /// indexes of the queues that exist.
+    fn prepare_claim(&mut self, queues: &[QueueName], now: Timestamp) -> Vec<usize> {
         let mut qs: Vec<usize> = queues
             .iter()
             .filter_map(|q| self.queue_ids.get(q).copied())
@@ -511,46 +634,43 @@ impl State {
                 }
             }
         }
+        qs
+    }
+
+    /// Claims the candidate in `slot` (already out of `ready`) of queue `q` for
+    /// `owner`: the transition, the scope marker and the running index.
+    fn take(
+        &mut self,
+        slot: Slot,
+        q: usize,
+        key: OrderKey,
+        owner: &OwnerId,
+        lease_for: Duration,
+        now: Timestamp,
+    ) -> Option<Lease> {
         let expires_at = now + lease_for;
-        let mut leases = Vec::new();
-        let mut claimed = Vec::new();
-        while leases.len() < limit {
-            let mut best: Option<(OrderKey, usize)> = None;
-            for &q in &qs {
-                if let Some((k, _)) = self.idx.queues[q].ready.first_key_value() {
-                    self.idx.visits += 1;
-                    if best.is_none_or(|(b, _)| *k < b) {
-                        best = Some((*k, q));
-                    }
-                }
-            }
-            let Some((key, q)) = best else {
-                break;
-            };
-            // The chosen key is the first of its queue's ready index.
-            let Some((_, slot)) = self.idx.queues[q].ready.pop_first() else {
-                break;
-            };
-            let Some(e) = self.items.get_mut(slot) else {
-                debug_assert!(false, "the ready index names an empty slot");
-                continue;
-            };
-            if !machine::claim(&mut e.item, owner, now, lease_for) {
-                debug_assert!(false, "the ready index names an unclaimable item");
-                continue;
-            }
-            if let Some(scope) = &e.item.scope {
-                self.idx.scope_taken(scope, q, key, slot);
-            }
-            self.idx.queues[q].running.insert((expires_at, e.seq), slot);
-            claimed.push(slot);
-            leases.push(Lease {
-                token: e.item.token(),
-                owner: owner.clone(),
-                expires_at,
-                item: e.item.clone(),
-            });
+        let Some(e) = self.items.get_mut(slot) else {
+            debug_assert!(false, "the ready index names an empty slot");
+            return None;
+        };
+        if !machine::claim(&mut e.item, owner, now, lease_for) {
+            debug_assert!(false, "the ready index names an unclaimable item");
+            return None;
         }
+        if let Some(scope) = &e.item.scope {
+            self.idx.scope_taken(scope, q, key, slot);
+        }
+        self.idx.queues[q].running.insert((expires_at, e.seq), slot);
+        Some(Lease {
+            token: e.item.token(),
+            owner: owner.clone(),
+            expires_at,
+            item: e.item.clone(),
+        })
+    }
+
+    /// Records the slots `owner` just claimed, for eviction (G12).
+    fn note_owner(&mut self, owner: &OwnerId, claimed: Vec<Slot>) {
         if !claimed.is_empty() {
             self.idx
                 .owners
@@ -558,7 +678,6 @@ impl State {
                 .or_default()
                 .extend(claimed);
         }
-        leases
     }
 
     /// `Store::renew`.
@@ -819,6 +938,7 @@ impl State {
         let mut evicted = Evicted::default();
         for (_, owner) in stale {
             self.instances.remove(&owner);
+            self.idx.pins.retain(|_, pinned_to| *pinned_to != owner);
             evicted.released += self.release_owner(&owner, now);
             evicted.instances.push(owner);
         }
@@ -828,6 +948,7 @@ impl State {
     /// `Store::instance_deregister`.
     pub(crate) fn deregister(&mut self, owner: &OwnerId, now: Timestamp) -> Evicted {
         let registered = self.instances.remove(owner).is_some();
+        self.idx.pins.retain(|_, pinned_to| pinned_to != owner);
         Evicted {
             released: self.release_owner(owner, now),
             instances: if registered {

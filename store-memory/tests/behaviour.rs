@@ -949,7 +949,7 @@ mod memory_store {
         };
         assert!(run(peer.item_get(id)).unwrap().is_some());
         assert_eq!(s.name(), "memory");
-        assert!(!s.capabilities().partitioned_claiming);
+        assert!(s.capabilities().partitioned_claiming);
     }
 
     #[tokio::test(flavor = "current_thread", start_paused = true)]
