@@ -108,12 +108,49 @@
 //!   stepped over.
 //! - G11 (dedup): keys live in `tenure_dedup` with their expiry, purged by
 //!   [`Store::purge`].
-//! - G14 (partitioned claiming): schema version 2 adds `phash`, the item's
+//! - G14 (partitioned claiming, declared): schema version 2 adds `phash`, the item's
 //!   [`key_hash`](tenure_core::partition::key_hash) computed in Rust at enqueue, and
-//!   `tenure_stream_pins (stream PRIMARY KEY, instance)`. Migrating a version 1 file
-//!   back-fills `phash` of every existing row in Rust, in the migration transaction.
+//!   `tenure_stream_pins (stream PRIMARY KEY, instance)`. See
+//!   [Partitioned claiming](#partitioned-claiming-g14).
 //! - Time is stored as INTEGER microseconds from the store's [`Clock`](tenure_core::Clock);
 //!   SQLite's own time functions are never used.
+//!
+//! # Partitioned claiming (G14)
+//!
+//! A claim with [`ClaimParams::partitioning`](tenure_core::ClaimParams::partitioning)
+//! first ranks its owner: one read of `tenure_instances` counts the registered ids and
+//! those below the owner's (SQLite's default BINARY collation is byte order). An owner
+//! that is not registered answers [`Error::NotFound`] (`instance`) before anything,
+//! expired-lease recovery included, is written. The claim then walks the same ready
+//! index as an ordinary claim with one more filter per candidate head:
+//!
+//! ```sql
+//! coalesce((SELECT p.instance = :owner FROM tenure_stream_pins p
+//!           WHERE p.stream = tenure_items.stream),
+//!          (phash % :partitions) % :live = :rank)
+//! ```
+//!
+//! so a head pinned to the owner is taken whatever its partition, a head pinned to
+//! another instance never, and an unpinned one (no stream, or no pin) by partition.
+//! Every claimed head of an unpinned stream is pinned to the owner in the same
+//! transaction (`INSERT .. ON CONFLICT DO NOTHING`). The filter cannot use an index
+//! (the share depends on `live`), so the walk also reads the heads it passes over
+//! (about `(live - 1) / live` of those it walks) with a primary-key probe each;
+//! ordinary claims run the unchanged statements and never read the pins.
+//!
+//! Pins are dropped with their instance by [`Store::instance_evict_stale`] and
+//! [`Store::instance_deregister`], in the same transaction that releases its leases.
+//! [`Store::purge`] also drops, up to its `limit`, the pins of streams that have no
+//! unfinished item left (and any pin of an instance no longer registered), so the
+//! table does not grow with every stream key ever seen; a later item of such a stream
+//! goes by its partition again. That pass probes every pin (two index lookups each),
+//! so a purge costs time in the number of pinned streams; finalizes never touch pins.
+//!
+//! Migrating a version 1 file back-fills `phash` of every existing row in Rust, in the
+//! migration transaction (one pass by rowid). A process still running a version 1
+//! build on the same file would keep inserting rows with `phash = 0` (the column's
+//! default) until it reopens and is refused as too old: such rows are never lost, they
+//! all fall to partition 0 (rank 0). Stop old writers before the upgrade.
 //!
 //! # The file going away
 //!
@@ -325,7 +362,7 @@ impl Store for SqliteStore {
     }
 
     fn capabilities(&self) -> Capabilities {
-        Capabilities::default()
+        Capabilities::default().with_partitioned_claiming()
     }
 
     fn limits(&self) -> Limits {

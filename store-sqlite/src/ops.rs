@@ -85,6 +85,38 @@ const SQL_LEVEL_SCAN: &str = concat!(
      ORDER BY run_at, seq LIMIT ?6"
 );
 
+/// As [`SQL_LEVEL_SCAN`], keeping only the owner's share (G14): heads whose stream is
+/// pinned to the owner (`?7`), and unpinned heads (no stream, or a stream without a
+/// pin) whose partition `phash % ?8` falls to the owner's rank `?10` among `?9` live
+/// instances. A head pinned to another instance fails the pin test and is never taken.
+/// The pin is one primary-key probe of `tenure_stream_pins` per candidate.
+const SQL_LEVEL_SCAN_PARTITIONED: &str = concat!(
+    "SELECT ",
+    item_cols!(),
+    " FROM tenure_items INDEXED BY tenure_items_ready
+     WHERE queue = ?1 AND state = 'ready' AND head = 1 AND priority = ?2
+       AND run_at <= ?3 AND (run_at, seq) > (?4, ?5)
+       AND coalesce(
+             (SELECT p.instance = ?7 FROM tenure_stream_pins p
+              WHERE p.stream = tenure_items.stream),
+             (phash % ?8) % ?9 = ?10)
+     ORDER BY run_at, seq LIMIT ?6"
+);
+
+/// The owner's place among the registered instances (G14): how many there are, how
+/// many ids sort before it (BINARY collation is byte order), and whether it is one.
+const SQL_RANK: &str = "SELECT count(*), count(CASE WHEN id < ?1 THEN 1 END),
+         count(CASE WHEN id = ?1 THEN 1 END)
+     FROM tenure_instances";
+
+/// Pins a stream to the instance that claimed its head in partitioned mode (G14).
+const SQL_PIN: &str = "INSERT INTO tenure_stream_pins (stream, instance) VALUES (?1, ?2)
+     ON CONFLICT (stream) DO NOTHING";
+
+/// Drops every pin of an instance that left the registry (G14).
+const SQL_UNPIN_INSTANCE: &str =
+    "DELETE FROM tenure_stream_pins INDEXED BY tenure_stream_pins_instance WHERE instance = ?1";
+
 /// Is the scope busy (G10)?
 const SQL_SCOPE_RUNNING: &str = "SELECT 1 FROM tenure_items INDEXED BY tenure_items_running_scope
      WHERE scope = ?1 AND state = 'running' LIMIT 1";
@@ -311,11 +343,44 @@ impl Candidate {
     }
 }
 
+/// The owner's share of a partitioned claim (G14).
+struct Share<'a> {
+    owner: &'a str,
+    partitions: i64,
+    live: i64,
+    rank: i64,
+}
+
+impl<'a> Share<'a> {
+    /// Ranks `owner` among the registered instances, or answers `NotFound` when it is
+    /// not one (before anything is written, recovery included).
+    fn of(conn: &Connection, owner: &'a OwnerId, partitions: u32) -> OpResult<Self> {
+        let (live, rank, registered): (i64, i64, i64) = conn
+            .prepare_cached(SQL_RANK)?
+            .query_row([owner.as_str()], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))?;
+        if registered == 0 {
+            return Err(Error::NotFound {
+                what: "instance",
+                id: owner.to_string(),
+            }
+            .into());
+        }
+        Ok(Share {
+            owner: owner.as_str(),
+            partitions: i64::from(partitions.max(1)),
+            live,
+            rank,
+        })
+    }
+}
+
 /// Walks one queue's due heads in claim order (G8), a priority level at a time, so
 /// items scheduled for later never have to be stepped over: within a level the ready
-/// index is ordered by `run_at`, and the scan of a level stops at `now`.
+/// index is ordered by `run_at`, and the scan of a level stops at `now`. With a
+/// [`Share`] it walks the same index and keeps only the owner's share.
 struct QueueCursor<'q> {
     queue: &'q str,
+    share: Option<&'q Share<'q>>,
     buf: VecDeque<Candidate>,
     level: Option<i64>,
     after: (i64, i64),
@@ -324,9 +389,10 @@ struct QueueCursor<'q> {
 }
 
 impl<'q> QueueCursor<'q> {
-    fn new(queue: &'q str) -> Self {
+    fn new(queue: &'q str, share: Option<&'q Share<'q>>) -> Self {
         QueueCursor {
             queue,
+            share,
             buf: VecDeque::new(),
             level: None,
             after: (i64::MIN, i64::MIN),
@@ -356,16 +422,36 @@ impl<'q> QueueCursor<'q> {
                 }
             }
             let Some(level) = self.level else { break };
-            let mut stmt = conn.prepare_cached(SQL_LEVEL_SCAN)?;
             let limit = i64::try_from(want.max(1)).unwrap_or(i64::MAX);
-            let mut rows = stmt.query(params![
-                self.queue,
-                level,
-                now.as_micros(),
-                self.after.0,
-                self.after.1,
-                limit
-            ])?;
+            let mut stmt;
+            let mut rows = match self.share {
+                None => {
+                    stmt = conn.prepare_cached(SQL_LEVEL_SCAN)?;
+                    stmt.query(params![
+                        self.queue,
+                        level,
+                        now.as_micros(),
+                        self.after.0,
+                        self.after.1,
+                        limit
+                    ])?
+                }
+                Some(share) => {
+                    stmt = conn.prepare_cached(SQL_LEVEL_SCAN_PARTITIONED)?;
+                    stmt.query(params![
+                        self.queue,
+                        level,
+                        now.as_micros(),
+                        self.after.0,
+                        self.after.1,
+                        limit,
+                        share.owner,
+                        share.partitions,
+                        share.live,
+                        share.rank,
+                    ])?
+                }
+            };
             let mut got = 0usize;
             while let Some(row) = rows.next()? {
                 let (seq, item) = read_item(row)?;
@@ -410,10 +496,16 @@ fn recover_where(
 }
 
 /// [`Store::claim`](tenure_core::Store::claim); mirrors [`machine::claim`] plus the
-/// collection rules (stream head, scope, order).
+/// collection rules (stream head, scope, order) and, with
+/// [`ClaimParams::partitioning`], the owner's share and its stream pins (G14).
 pub(crate) fn claim(cx: &Cx<'_>, params: &ClaimParams) -> OpResult<Vec<Lease>> {
     let conn = cx.conn;
     let now = cx.now;
+    // G14: the owner must be registered; checked before recovery writes anything.
+    let share = match &params.partitioning {
+        Some(p) => Some(Share::of(conn, &params.owner, p.partitions)?),
+        None => None,
+    };
     let mut queues: Vec<&str> = params.queues.iter().map(QueueName::as_str).collect();
     queues.sort_unstable();
     queues.dedup();
@@ -425,7 +517,10 @@ pub(crate) fn claim(cx: &Cx<'_>, params: &ClaimParams) -> OpResult<Vec<Lease>> {
     }
 
     let limit = usize::try_from(params.limit).unwrap_or(usize::MAX);
-    let mut cursors: Vec<QueueCursor<'_>> = queues.iter().map(|q| QueueCursor::new(q)).collect();
+    let mut cursors: Vec<QueueCursor<'_>> = queues
+        .iter()
+        .map(|q| QueueCursor::new(q, share.as_ref()))
+        .collect();
     let mut scope_running = conn.prepare_cached(SQL_SCOPE_RUNNING)?;
     // Scopes known busy: running before this claim, or taken earlier in this batch (G10).
     let mut busy: HashSet<String> = HashSet::new();
@@ -456,8 +551,16 @@ pub(crate) fn claim(cx: &Cx<'_>, params: &ClaimParams) -> OpResult<Vec<Lease>> {
     // batch in one statement under the `state = 'ready'` guard.
     let mut leases = Vec::with_capacity(picked.len());
     let mut seqs = Vec::with_capacity(picked.len());
+    let mut pin = match share {
+        Some(_) => Some(conn.prepare_cached(SQL_PIN)?),
+        None => None,
+    };
     for Candidate { seq, mut item } in picked {
         if machine::claim(&mut item, &params.owner, now, params.lease_for) {
+            // G14: a claimed stream stays with the owner (a no-op when it already is).
+            if let (Some(pin), Some(stream)) = (pin.as_mut(), &item.stream) {
+                pin.execute([stream.as_str(), params.owner.as_str()])?;
+            }
             seqs.push(seq);
             leases.push(Lease::from_item(item)?);
         }
@@ -651,6 +754,18 @@ pub(crate) fn purge(cx: &Cx<'_>, params: &PurgeParams) -> OpResult<Purged> {
              SELECT queue, key FROM tenure_dedup WHERE expires_at <= ?1 LIMIT ?2)",
         )?
         .execute(params![cx.now.as_micros(), params.limit])?;
+    // G14: forget pins of streams with no unfinished item left (a later item of the
+    // stream goes by its partition again), and any pin whose instance is no longer
+    // registered (eviction drops those already; this only guards the table).
+    conn.prepare_cached(
+        "DELETE FROM tenure_stream_pins WHERE stream IN (
+         SELECT p.stream FROM tenure_stream_pins p
+         WHERE NOT EXISTS (SELECT 1 FROM tenure_items INDEXED BY tenure_items_stream
+                           WHERE tenure_items.stream = p.stream AND state <> 'done')
+            OR NOT EXISTS (SELECT 1 FROM tenure_instances i WHERE i.id = p.instance)
+         LIMIT ?1)",
+    )?
+    .execute([params.limit])?;
     Ok(Purged {
         items: items as u64,
         dedup_keys: keys as u64,
@@ -791,6 +906,7 @@ pub(crate) fn instance_evict_stale(cx: &Cx<'_>, params: &EvictParams) -> OpResul
         conn.prepare_cached("DELETE FROM tenure_instances WHERE id = ?1")?
             .execute([&id])?;
         evicted.released += release_owner(cx, &id)?;
+        unpin_instance(conn, &id)?;
         evicted.instances.push(OwnerId::new(id).map_err(corrupt)?);
     }
     Ok(evicted)
@@ -803,14 +919,24 @@ pub(crate) fn instance_deregister(cx: &Cx<'_>, params: &DeregisterParams) -> OpR
         .conn
         .prepare_cached("DELETE FROM tenure_instances WHERE id = ?1")?
         .execute([id])?;
+    let released = release_owner(cx, id)?;
+    unpin_instance(cx.conn, id)?;
     Ok(Evicted {
-        released: release_owner(cx, id)?,
+        released,
         instances: if removed == 1 {
             vec![params.instance.clone()]
         } else {
             Vec::new()
         },
     })
+}
+
+/// Drops every stream pin of an instance that left the registry (G14), so its streams
+/// go by partition again.
+fn unpin_instance(conn: &Connection, instance: &str) -> OpResult<()> {
+    conn.prepare_cached(SQL_UNPIN_INSTANCE)?
+        .execute([instance])?;
+    Ok(())
 }
 
 /// Applies [`machine::evict`] to every running item of `owner`; returns how many.
@@ -915,6 +1041,8 @@ mod tests {
         for (sql, index) in [
             (SQL_NEXT_LEVEL, "tenure_items_ready"),
             (SQL_LEVEL_SCAN, "tenure_items_ready"),
+            (SQL_LEVEL_SCAN_PARTITIONED, "tenure_items_ready"),
+            (SQL_UNPIN_INSTANCE, "tenure_stream_pins_instance"),
             (SQL_SCOPE_RUNNING, "tenure_items_running_scope"),
             (SQL_EXPIRED, "tenure_items_expiry"),
             (SQL_STREAM_BUSY, "tenure_items_stream"),
@@ -924,9 +1052,20 @@ mod tests {
             assert!(p.contains(index), "{sql}: {p}");
             assert!(!p.contains("TEMP B-TREE"), "{sql} sorts: {p}");
         }
-        // The level scan seeks on (queue, priority) and ranges over run_at.
-        let p = plan(&conn, SQL_LEVEL_SCAN);
-        assert!(p.contains("queue=? AND priority=?"), "{p}");
+        // The level scans seek on (queue, priority) and range over run_at.
+        for sql in [SQL_LEVEL_SCAN, SQL_LEVEL_SCAN_PARTITIONED] {
+            let p = plan(&conn, sql);
+            assert!(p.contains("queue=? AND priority=?"), "{p}");
+        }
+        // The partitioned scan probes a candidate's pin by the pins' primary key.
+        let p = plan(&conn, SQL_LEVEL_SCAN_PARTITIONED);
+        assert!(
+            p.contains("SEARCH p USING PRIMARY KEY (stream=?)"),
+            "the pin probe: {p}"
+        );
+        // The rank reads the instances through their unique id index, sorting nothing.
+        let p = plan(&conn, SQL_RANK);
+        assert!(!p.contains("TEMP B-TREE"), "{p}");
     }
 
     #[test]
