@@ -54,6 +54,26 @@
 //!   statements of their own, all in one round trip.
 //! - **Dedup keys** (G11) live in `<schema>.dedup_keys` with their own expiry, purged
 //!   by [`purge`](tenure_core::Store::purge).
+//! - **Partitioned claiming** (G14, declared in
+//!   [`capabilities`](tenure_core::Store::capabilities); migration 3) adds two
+//!   columns. `items.phash` is [`key_hash`](tenure_core::partition::key_hash),
+//!   computed in Rust at enqueue; rows older than the migration (or written by older
+//!   code during a rolling deploy) keep NULL and the claim computes theirs with the
+//!   SQL function `tenure_key_hash`, which a test holds equal to Rust's, so nothing
+//!   is back-filled under the migration's lock. `streams.pinned_to` is a stream's
+//!   pin, on the row that exists while the stream has unfinished items (a purge that
+//!   drops the row drops the pin; no second table to keep in step), found by the
+//!   partial index `streams_pinned` when eviction and deregistration clear an
+//!   instance's pins. The partitioned claim is the ordinary one plus, in the same
+//!   statement: one read of `instances` (is the owner registered, its rank by id
+//!   under `COLLATE "C"`, the live count), the share filter on the same
+//!   `items_claim` scan (pinned to the owner, or unpinned and `(phash % partitions)
+//!   % live = rank`, the pin read by the stream's primary key), and an `UPDATE` that
+//!   pins the claimed items' unpinned streams. A pin to an instance no longer
+//!   registered counts as none and is replaced, so a pin committed by a claim that
+//!   raced its owner's eviction cannot strand a stream. An unregistered owner picks
+//!   nothing and is answered [`Error::NotFound`](tenure_core::Error) before any
+//!   recovery runs. The ordinary claim's statement is untouched.
 //! - **Instances and leader leases** (G12, G13) are rows; the leader lease is an
 //!   upsert that succeeds when the lease is free, expired or already ours, raising
 //!   the term on every change of holder.

@@ -34,6 +34,11 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
         name: "complete in one round trip, stream heads included",
         sql: include_str!("../migrations/0002_complete_function.sql"),
     },
+    Migration {
+        version: 3,
+        name: "partitioned claiming: partition hashes and stream pins",
+        sql: include_str!("../migrations/0003_partitioned_claiming.sql"),
+    },
 ];
 
 /// The newest version this code knows.

@@ -33,6 +33,8 @@ pub(crate) struct Sql {
     pub(crate) stream_reserve: String,
     pub(crate) claim: String,
     pub(crate) claim_locked: String,
+    pub(crate) claim_partitioned: String,
+    pub(crate) claim_locked_partitioned: String,
     pub(crate) recover: String,
     pub(crate) renew: String,
     pub(crate) complete: String,
@@ -73,18 +75,19 @@ impl Sql {
                          AND e.run_at <= $2 AND e.queue = ANY($1::text[]) \
                          AND (e.priority, e.run_at, e.seq) < (p.priority, p.run_at, p.seq))))"
         );
+        // G14: `phash` ($14) is tenure_core::partition::key_hash, computed in Rust.
         let insert = format!(
             "INSERT INTO {s}.items (id, queue, payload, stream, scope, dedup_key, priority, \
                  run_at, state, head, attempt, renewals, stalls, max_attempts, max_stalls, \
-                 max_renewals, created_at, updated_at) \
+                 max_renewals, created_at, updated_at, phash) \
              SELECT t.id, t.queue, t.payload, t.stream, t.scope, t.dedup_key, t.priority, \
                  t.run_at, 'ready', t.head, 0, 0, 0, t.max_attempts, t.max_stalls, \
-                 t.max_renewals, $1, $1 \
+                 t.max_renewals, $1, $1, t.phash \
              FROM unnest($2::uuid[], $3::text[], $4::bytea[], $5::text[], $6::text[], \
                  $7::text[], $8::int2[], $9::int8[], $10::bool[], $11::int4[], $12::int4[], \
-                 $13::int4[]) WITH ORDINALITY \
+                 $13::int4[], $14::int8[]) WITH ORDINALITY \
                  AS t(id, queue, payload, stream, scope, dedup_key, priority, run_at, head, \
-                      max_attempts, max_stalls, max_renewals, ord) \
+                      max_attempts, max_stalls, max_renewals, phash, ord) \
              ORDER BY t.ord"
         );
         Sql {
@@ -95,7 +98,7 @@ impl Sql {
             // notifications of one transaction, and delivers them on commit).
             enqueue_notify: format!(
                 "WITH ins AS ({insert} RETURNING 1) \
-                 SELECT count(*), pg_notify($14, '') FROM ins"
+                 SELECT count(*), pg_notify($15, '') FROM ins"
             ),
             // G11: record each new key, or take over a key whose window has passed.
             // Keys arrive sorted, so concurrent enqueues lock them in one order.
@@ -175,6 +178,65 @@ impl Sql {
                      AND (i.scope IS NULL OR NOT EXISTS (SELECT 1 FROM {s}.items r \
                          WHERE r.scope = i.scope AND r.state = 'running')) \
                  RETURNING {ITEM_COLS}"
+            ),
+            // G14: the claim above, restricted to the owner's share and pinning the
+            // streams it takes from. One statement, like the ordinary claim: `share`
+            // reads the registry once (is the owner in it, its rank by id in byte
+            // order, how many are live); the pick adds the share filter
+            // to the same scan of `items_claim`; `pinned` pins the claimed items'
+            // streams in the same statement. An unregistered owner picks nothing and
+            // the caller answers NotFound before looking at `expired`, so nothing is
+            // written, not even a recovery.
+            // $1..$6 as the claim, $7 partitions.
+            claim_partitioned: format!(
+                "WITH share AS MATERIALIZED ({share}), \
+                 guard AS MATERIALIZED ( \
+                     SELECT (SELECT h.registered FROM share h) AND $6::boolean AND EXISTS ( \
+                         SELECT 1 FROM {s}.items x WHERE x.state = 'running' \
+                             AND x.queue = ANY($1::text[]) AND x.lease_expires_at <= $2 \
+                     ) AS expired \
+                 ), picked AS MATERIALIZED ( \
+                     SELECT c.id FROM unnest($1::text[]) AS q(name) \
+                     CROSS JOIN LATERAL ( \
+                         SELECT p.id, p.priority, p.run_at, p.seq FROM {s}.items p \
+                         WHERE {eligible} AND {share_p} \
+                         ORDER BY p.priority, p.run_at, p.seq \
+                         LIMIT $3 \
+                         FOR UPDATE OF p SKIP LOCKED \
+                     ) c \
+                     ORDER BY c.priority, c.run_at, c.seq \
+                     LIMIT $3 \
+                 ), claimed AS ( \
+                     UPDATE {s}.items i SET state = 'running', attempt = i.attempt + 1, \
+                         owner = $4, lease_expires_at = $5, renewals = 0, updated_at = $2 \
+                     WHERE i.id = ANY(ARRAY(SELECT id FROM picked)) AND i.state = 'ready' \
+                     RETURNING {ITEM_COLS} \
+                 ), {pinned} \
+                 SELECT (SELECT h.registered FROM share h) AS registered, \
+                     (SELECT g.expired FROM guard g) AS expired, i.* \
+                 FROM (VALUES (1)) AS one(x) LEFT JOIN claimed i ON true",
+                share = share(s),
+                share_p = share_filter(s, "p", "$7"),
+                pinned = pin(s),
+            ),
+            // The second pass of a partitioned claim: `claim_locked` with the share
+            // filter and the pinning. $1 ids (one), $2 now, $3 queues, $4 owner,
+            // $5 lease expiry, $6 partitions.
+            claim_locked_partitioned: format!(
+                "WITH share AS MATERIALIZED ({share}), claimed AS ( \
+                     UPDATE {s}.items i SET state = 'running', attempt = i.attempt + 1, \
+                         owner = $4, lease_expires_at = $5, renewals = 0, updated_at = $2 \
+                     WHERE i.id = ANY($1::uuid[]) AND i.state = 'ready' AND i.head \
+                         AND i.run_at <= $2 AND i.queue = ANY($3::text[]) \
+                         AND (i.scope IS NULL OR NOT EXISTS (SELECT 1 FROM {s}.items r \
+                             WHERE r.scope = i.scope AND r.state = 'running')) \
+                         AND {share_i} \
+                     RETURNING {ITEM_COLS} \
+                 ), {pinned} \
+                 SELECT i.* FROM claimed i",
+                share = share(s),
+                share_i = share_filter(s, "i", "$6"),
+                pinned = pin(s),
             ),
             // machine::recover over up to $2 expired leases, in the queues $3 (all when
             // NULL), oldest expiry first.
@@ -301,9 +363,13 @@ impl Sql {
             ),
             // machine::evict over every running item of the evicted instances.
             // $1 now, $2 heartbeat cutoff.
+            // G14: the evicted instances' streams are unpinned.
             evict: format!(
                 "WITH ev AS ( \
                      DELETE FROM {s}.instances WHERE last_seen <= $2 RETURNING id \
+                 ), unpin AS ( \
+                     UPDATE {s}.streams SET pinned_to = NULL \
+                     WHERE pinned_to IN (SELECT id FROM ev) \
                  ), st AS ( \
                      UPDATE {s}.items i SET {STALL_SET} \
                      WHERE i.state = 'running' AND i.owner IN (SELECT id FROM ev) \
@@ -313,9 +379,12 @@ impl Sql {
             ),
             // Store::instance_deregister: the instance leaves at once, and machine::evict
             // applies to whatever it still runs. $1 now, $2 instance.
+            // G14: its streams are unpinned, registered or not.
             deregister: format!(
                 "WITH ev AS ( \
                      DELETE FROM {s}.instances WHERE id = $2 RETURNING id \
+                 ), unpin AS ( \
+                     UPDATE {s}.streams SET pinned_to = NULL WHERE pinned_to = $2 \
                  ), st AS ( \
                      UPDATE {s}.items i SET {STALL_SET} \
                      WHERE i.state = 'running' AND i.owner = $2 \
@@ -344,6 +413,61 @@ impl Sql {
             ),
         }
     }
+}
+
+/// G14: the registry as a partitioned claim sees it, one row: whether the owner ($4)
+/// is registered, its rank (how many registered ids are smaller in byte order) and how
+/// many instances are live.
+fn share(s: &str) -> String {
+    format!(
+        "SELECT coalesce(bool_or(n.id = $4), false) AS registered, \
+             count(*) FILTER (WHERE n.id COLLATE \"C\" < $4::text COLLATE \"C\") AS rank, \
+             count(*) AS live \
+         FROM {s}.instances n"
+    )
+}
+
+/// G14: whether the item `a` is in the share of the owner ($4), with the number of
+/// partitions in the parameter `partitions`, given the `share` CTE: its stream is
+/// pinned to the owner, or it is unpinned and its partition is the owner's by rank.
+/// An unregistered owner takes nothing.
+///
+/// A pin to an instance that is no longer registered counts as no pin: eviction
+/// clears pins, and this covers a claim that committed a pin while its owner was
+/// being evicted (or an older version's eviction). The pin is a primary-key lookup
+/// of the stream's row (none without a stream), and of its instance when it is
+/// pinned to another; the lookup names no `pinned_to` condition, so the planner
+/// cannot trade it for a walk over the partial index `streams_pinned` (it did, in a
+/// generic plan, before). A NULL `phash` (a row older than migration 3) is computed
+/// by `tenure_key_hash`, which agrees with Rust's.
+fn share_filter(s: &str, a: &str, partitions: &str) -> String {
+    format!(
+        "(SELECT h.registered FROM share h) \
+         AND coalesce( \
+             (SELECT CASE WHEN st.pinned_to IS NULL THEN NULL \
+                          WHEN st.pinned_to = $4 THEN true \
+                          WHEN EXISTS (SELECT 1 FROM {s}.instances n \
+                              WHERE n.id = st.pinned_to) THEN false END \
+              FROM {s}.streams st WHERE st.stream = {a}.stream), \
+             (coalesce({a}.phash, {s}.tenure_key_hash({a}.stream, {a}.id)) % {partitions}::int8) \
+                 % nullif((SELECT h.live FROM share h), 0) \
+                 = (SELECT h.rank FROM share h))"
+    )
+}
+
+/// G14: the `pinned` CTE: pins the streams of the `claimed` rows to the owner ($4)
+/// where they have no pin, or one to an instance no longer registered. A stream
+/// pinned to the owner already is not written.
+fn pin(s: &str) -> String {
+    format!(
+        "pinned AS ( \
+             UPDATE {s}.streams st SET pinned_to = $4 \
+             WHERE st.stream IN (SELECT c.stream FROM claimed c WHERE c.stream IS NOT NULL) \
+                 AND (st.pinned_to IS NULL \
+                      OR NOT EXISTS (SELECT 1 FROM {s}.instances n \
+                          WHERE n.id = st.pinned_to)) \
+         )"
+    )
 }
 
 /// A discard of `fin`'s rows that also lowers the `pending` count

@@ -13,6 +13,7 @@ use sqlx::postgres::PgArguments;
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions, PgRow};
 use sqlx::query::Query;
 use sqlx::{Acquire, PgConnection, PgPool, Postgres, Row, Transaction};
+use tenure_core::partition::key_hash;
 use tenure_core::{
     async_trait, validate_identifier, Capabilities, ClaimParams, CompleteParams, DeregisterParams,
     DiscardParams, EnqueueParams, Enqueued, Error, EvictParams, Evicted, FailOutcome, FailParams,
@@ -84,6 +85,9 @@ impl fmt::Debug for PgStore {
 pub(crate) enum ClaimRun {
     /// Expired leases of these queues exist: recover them, then pick.
     RecoverFirst,
+    /// A partitioned claim (G14) whose owner is not a registered instance; nothing
+    /// was written.
+    NotRegistered,
     /// What the pick claimed, with enqueue sequence numbers.
     Claimed(Vec<(i64, Item)>),
 }
@@ -428,6 +432,7 @@ impl PgStore {
         let mut max_attempts = Vec::with_capacity(n);
         let mut max_stalls = Vec::with_capacity(n);
         let mut max_renewals = Vec::with_capacity(n);
+        let mut phashes = Vec::with_capacity(n);
         for it in insert {
             ids.push(*it.id.as_uuid());
             queues.push(it.queue.as_str());
@@ -440,6 +445,7 @@ impl PgStore {
             max_attempts.push(i32_of("max_attempts", it.max_attempts)?);
             max_stalls.push(i32_of("max_stalls", it.max_stalls)?);
             max_renewals.push(i32_of("max_renewals", it.max_renewals)?);
+            phashes.push(key_hash(it.stream.as_ref(), it.id));
         }
         let sql = if self.inner.listening {
             &self.inner.sql.enqueue_notify
@@ -460,7 +466,8 @@ impl PgStore {
             .bind(heads)
             .bind(&max_attempts)
             .bind(&max_stalls)
-            .bind(&max_renewals);
+            .bind(&max_renewals)
+            .bind(&phashes);
         if self.inner.listening {
             q = q.bind(&self.inner.channel);
         }
@@ -478,18 +485,28 @@ impl PgStore {
         check_expired: bool,
     ) -> std::result::Result<ClaimRun, sqlx::Error> {
         let expires = now + params.lease_for;
-        let rows = self
-            .query(&self.inner.sql.claim)
+        let sql = &self.inner.sql;
+        let stmt = match params.partitioning {
+            None => &sql.claim,
+            Some(_) => &sql.claim_partitioned,
+        };
+        let mut q = self
+            .query(stmt)
             .bind(queues)
             .bind(now.as_micros())
             .bind(i64::from(params.limit))
             .bind(params.owner.as_str())
             .bind(expires.as_micros())
-            .bind(check_expired)
-            .fetch_all(exec)
-            .await?;
+            .bind(check_expired);
+        if let Some(p) = params.partitioning {
+            q = q.bind(i64::from(p.partitions));
+        }
+        let rows = q.fetch_all(exec).await?;
         let mut items = Vec::with_capacity(rows.len());
         for row in &rows {
+            if params.partitioning.is_some() && !row.try_get::<bool, _>("registered")? {
+                return Ok(ClaimRun::NotRegistered);
+            }
             let expired: bool = row.try_get("expired")?;
             if expired {
                 return Ok(ClaimRun::RecoverFirst);
@@ -512,16 +529,23 @@ impl PgStore {
         params: &ClaimParams,
     ) -> std::result::Result<Vec<(i64, Item)>, sqlx::Error> {
         let expires = now + params.lease_for;
-        let mut s = self.raw_session().await?;
-        let rows = self
-            .query(&self.inner.sql.claim_locked)
+        let sql = &self.inner.sql;
+        let stmt = match params.partitioning {
+            None => &sql.claim_locked,
+            Some(_) => &sql.claim_locked_partitioned,
+        };
+        let mut q = self
+            .query(stmt)
             .bind([id])
             .bind(now.as_micros())
             .bind(queues)
             .bind(params.owner.as_str())
-            .bind(expires.as_micros())
-            .fetch_all(&mut *s)
-            .await?;
+            .bind(expires.as_micros());
+        if let Some(p) = params.partitioning {
+            q = q.bind(i64::from(p.partitions));
+        }
+        let mut s = self.raw_session().await?;
+        let rows = q.fetch_all(&mut *s).await?;
         s.commit().await?;
         rows.iter().map(seq_item).collect()
     }
@@ -699,7 +723,7 @@ impl Store for PgStore {
     }
 
     fn capabilities(&self) -> Capabilities {
-        let caps = Capabilities::default();
+        let caps = Capabilities::default().with_partitioned_claiming();
         if self.inner.listening {
             caps.with_cross_process_wakeups()
         } else {
@@ -777,6 +801,9 @@ impl Store for PgStore {
                 run
             };
             match run {
+                Ok(ClaimRun::NotRegistered) => {
+                    return Err(Error::not_found("instance", params.owner.as_str()));
+                }
                 Ok(ClaimRun::RecoverFirst) => {
                     // Contract: recover the queues' expired leases first, then pick.
                     let (_, ready) = self

@@ -440,7 +440,7 @@ mod migrations {
         .fetch_all(&mut admin)
         .await
         .unwrap();
-        assert_eq!(versions, vec![1, 2]);
+        assert_eq!(versions, vec![1, 2, 3]);
         let sqlx_table: Option<String> = sqlx::query_scalar(&format!(
             "SELECT to_regclass('{schema}._sqlx_migrations')::text"
         ))
@@ -876,6 +876,15 @@ mod privileges {
             .unwrap();
         worker
             .instance_heartbeat(HeartbeatParams::new(owner(1)))
+            .await
+            .unwrap();
+        let partitioned = worker
+            .claim(ClaimParams::new(q(), owner(1), 10, LEASE).partitioned(Partitioning::default()))
+            .await
+            .unwrap();
+        worker.release_one(partitioned[0].token).await.unwrap();
+        worker
+            .instance_deregister(DeregisterParams::new(owner(1)))
             .await
             .unwrap();
         worker
