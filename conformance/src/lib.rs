@@ -57,7 +57,9 @@
 //! - Cases for optional features (G14 partitioned claiming) run only when
 //!   [`Store::capabilities`](tenure_core::Store::capabilities) declares them; otherwise
 //!   they are reported as skipped, with the missing capability. Mandatory guarantees
-//!   have no such switch.
+//!   have no such switch, and one mandatory G14 case holds a store to its declaration:
+//!   without the capability a partitioned claim must answer `Unsupported`, with it the
+//!   claim must be served.
 //! - A case that needs something the harness cannot give (an unreachable store, when
 //!   [`Harness::open_unreachable`] answers `None`) reports "did not apply": it is
 //!   neither a pass nor a silent skip.
@@ -88,6 +90,7 @@ mod g10_scope;
 mod g11_dedup;
 mod g12_instances;
 mod g13_leader;
+mod g14_partitioned_claiming;
 mod g15_bad_input;
 
 pub use case::{

@@ -22,7 +22,7 @@ pub const CASE_TIME_LIMIT: Duration = Duration::from_secs(180);
 
 /// Every case of the suite, group by group: the single registry both runners use.
 pub fn cases<H: Harness>() -> Vec<Case<H>> {
-    let groups: [fn() -> Vec<Case<H>>; 14] = [
+    let groups: [fn() -> Vec<Case<H>>; 15] = [
         crate::g01_exclusive_claim::cases::<H>,
         crate::g02_expiry::cases::<H>,
         crate::g03_fenced_finalize::cases::<H>,
@@ -36,6 +36,7 @@ pub fn cases<H: Harness>() -> Vec<Case<H>> {
         crate::g11_dedup::cases::<H>,
         crate::g12_instances::cases::<H>,
         crate::g13_leader::cases::<H>,
+        crate::g14_partitioned_claiming::cases::<H>,
         crate::g15_bad_input::cases::<H>,
     ];
     groups.iter().flat_map(|group| group()).collect()

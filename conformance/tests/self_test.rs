@@ -83,6 +83,11 @@ enum Flaw {
     IgnoresDedupKeys,
     /// Never evicts anyone (breaks G12).
     NeverEvicts,
+    /// Declares partitioned claiming but claims as if no partitioning were asked (G14).
+    IgnoresPartitions,
+    /// Does not declare partitioned claiming, yet serves partitioned claims as ordinary
+    /// ones instead of refusing them (G14's mandatory case).
+    ClaimsAllWithoutThePartitionCapability,
 }
 
 /// What the wrapper hid from the inner store, to show it again on reads.
@@ -134,6 +139,9 @@ impl Store for Flawed {
     }
 
     fn capabilities(&self) -> Capabilities {
+        if self.flaw == Flaw::ClaimsAllWithoutThePartitionCapability {
+            return Capabilities::default();
+        }
         self.inner.capabilities()
     }
 
@@ -182,7 +190,13 @@ impl Store for Flawed {
         self.inner.enqueue(params).await
     }
 
-    async fn claim(&self, params: ClaimParams) -> Result<Vec<Lease>> {
+    async fn claim(&self, mut params: ClaimParams) -> Result<Vec<Lease>> {
+        if matches!(
+            self.flaw,
+            Flaw::IgnoresPartitions | Flaw::ClaimsAllWithoutThePartitionCapability
+        ) {
+            params.partitioning = None;
+        }
         let limit = params.limit as usize;
         let owner = params.owner.clone();
         let mut leases = self.inner.claim(params).await?;
@@ -554,6 +568,26 @@ mod broken_wrappers {
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn ignoring_partitions_fails_g14() {
+        must_fail(
+            Flaw::IgnoresPartitions,
+            "g14_partitioned_claiming",
+            "each_instance_takes_exactly_the_share_its_rank_gives_it",
+        )
+        .await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn serving_partitioned_claims_without_the_capability_fails_g14() {
+        must_fail(
+            Flaw::ClaimsAllWithoutThePartitionCapability,
+            "g14_partitioned_claiming",
+            "partitioned_claims_are_served_only_by_stores_that_declare_them",
+        )
+        .await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn never_evicting_fails_g12() {
         must_fail(
             Flaw::NeverEvicts,
@@ -567,7 +601,7 @@ mod broken_wrappers {
 mod registry {
     use super::*;
 
-    const GROUPS: [&str; 14] = [
+    const GROUPS: [&str; 15] = [
         "g01_exclusive_claim",
         "g02_expiry",
         "g03_fenced_finalize",
@@ -581,6 +615,7 @@ mod registry {
         "g11_dedup",
         "g12_instances",
         "g13_leader",
+        "g14_partitioned_claiming",
         "g15_bad_input",
     ];
 
@@ -600,16 +635,28 @@ mod registry {
                 "{} is not a snake-case sentence",
                 c.full_name()
             );
-            assert_eq!(
-                c.capability,
-                None,
-                "{}: mandatory cases have no capability",
-                c.full_name()
-            );
+            if c.group != "g14_partitioned_claiming" {
+                assert_eq!(
+                    c.capability,
+                    None,
+                    "{}: mandatory cases have no capability",
+                    c.full_name()
+                );
+            }
         }
+        let optional = all.iter().filter(|c| c.capability.is_some()).count();
+        let g14 = all
+            .iter()
+            .filter(|c| c.group == "g14_partitioned_claiming")
+            .count();
+        assert_eq!(
+            optional + 1,
+            g14,
+            "G14's first case is mandatory, the rest optional"
+        );
     }
 
-    fn partitioned_case() -> Case<MemoryHarness> {
+    fn partitioned_case<H: Harness>() -> Case<H> {
         Case::new(
             "g14_partitioned_claiming",
             "a_capability_case",
@@ -620,10 +667,7 @@ mod registry {
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_case_needing_an_undeclared_capability_is_skipped_with_the_reason() {
-        let harness = MemoryHarness {
-            keep_done: false,
-            unreachable: true,
-        };
+        let harness = FlawedHarness(Flaw::ClaimsAllWithoutThePartitionCapability);
         match run_case(&harness, &partitioned_case()).await {
             Status::Skipped { reason } => {
                 assert!(reason.contains("partitioned_claiming"), "{reason}")

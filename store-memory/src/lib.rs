@@ -1,7 +1,7 @@
 //! In-memory Tenure store: every guarantee, no server, for tests and single-process use.
 //!
-//! [`MemoryStore`] keeps G1..G13 and G15 (not the optional G14) by running the pure
-//! state machine of [`tenure_core::machine`] directly: every transition a store method
+//! [`MemoryStore`] keeps G1..G15, the optional G14 partitioned claiming included, by
+//! running the pure state machine of [`tenure_core::machine`] directly: every transition a store method
 //! makes is one call to the machine function of the same name, under one lock.
 //!
 //! ```
