@@ -64,17 +64,26 @@ impl Sql {
         // A claimable item of the queue `q.name` (alias `p`): a ready stream head, due,
         // with recovery not pending, and either unscoped or the first eligible item of
         // a scope that has no running item.
-        let eligible = format!(
-            "p.queue = q.name AND p.state = 'ready' AND p.head AND p.run_at <= $2 \
-             AND NOT (SELECT g.expired FROM guard g) \
-             AND (p.scope IS NULL OR ( \
-                 NOT EXISTS (SELECT 1 FROM {s}.items r \
-                     WHERE r.scope = p.scope AND r.state = 'running') \
-                 AND NOT EXISTS (SELECT 1 FROM {s}.items e \
-                     WHERE e.scope = p.scope AND e.state = 'ready' AND e.head \
-                         AND e.run_at <= $2 AND e.queue = ANY($1::text[]) \
-                         AND (e.priority, e.run_at, e.seq) < (p.priority, p.run_at, p.seq))))"
-        );
+        //
+        // `earlier` narrows which earlier items of the scope count: in a partitioned
+        // claim only those of the owner's share, so an item of another instance's
+        // share does not hide the owner's items behind it (G14).
+        let eligible_with = |earlier: &str| {
+            format!(
+                "p.queue = q.name AND p.state = 'ready' AND p.head AND p.run_at <= $2 \
+                 AND NOT (SELECT g.expired FROM guard g) \
+                 AND (p.scope IS NULL OR ( \
+                     NOT EXISTS (SELECT 1 FROM {s}.items r \
+                         WHERE r.scope = p.scope AND r.state = 'running') \
+                     AND NOT EXISTS (SELECT 1 FROM {s}.items e \
+                         WHERE e.scope = p.scope AND e.state = 'ready' AND e.head \
+                             AND e.run_at <= $2 AND e.queue = ANY($1::text[]) \
+                             AND (e.priority, e.run_at, e.seq) < (p.priority, p.run_at, p.seq) \
+                             {earlier})))"
+            )
+        };
+        let eligible = eligible_with("");
+        let eligible_partitioned = eligible_with(&format!("AND {}", share_filter(s, "e", "$7")));
         // G14: `phash` ($14) is tenure_core::partition::key_hash, computed in Rust.
         let insert = format!(
             "INSERT INTO {s}.items (id, queue, payload, stream, scope, dedup_key, priority, \
@@ -199,7 +208,7 @@ impl Sql {
                      SELECT c.id FROM unnest($1::text[]) AS q(name) \
                      CROSS JOIN LATERAL ( \
                          SELECT p.id, p.priority, p.run_at, p.seq FROM {s}.items p \
-                         WHERE {eligible} AND {share_p} \
+                         WHERE {eligible_partitioned} AND {share_p} \
                          ORDER BY p.priority, p.run_at, p.seq \
                          LIMIT $3 \
                          FOR UPDATE OF p SKIP LOCKED \
