@@ -124,17 +124,25 @@ fn with_stream(queue: &QueueName, s: &StreamKey) -> NewItem {
     item(queue).stream(s.clone())
 }
 
-async fn partitioned_claims_are_served_only_by_stores_that_declare_them<H: Harness>(
-    env: Env<'_, H>,
-) -> CaseResult {
-    let declared = env.store().capabilities().partitioned_claiming;
+/// One registered instance and one ready item: the queue, the instance, the item.
+async fn one_instance_one_item<H: Harness>(
+    env: &Env<'_, H>,
+) -> Result<(QueueName, OwnerId, tenure_core::Item), Failure> {
     let q = queue("g14")?;
     let who = owner("instance-a")?;
     beat(env.store(), &who).await?;
     let [id] = enqueue_n(env.store(), &q, 1).await?[..] else {
         return Err(Failure::new("one id", "another count"));
     };
-    let before = get(env.store(), id).await?;
+    Ok((q, who, get(env.store(), id).await?))
+}
+
+async fn partitioned_claims_are_served_only_by_stores_that_declare_them<H: Harness>(
+    env: Env<'_, H>,
+) -> CaseResult {
+    let declared = env.store().capabilities().partitioned_claiming;
+    let (q, who, before) = one_instance_one_item(&env).await?;
+    let id = before.id;
     let answer = env
         .store()
         .claim(ClaimParams::new(q.clone(), who, 1, LEASE).partitioned(partitioning()))
@@ -242,13 +250,7 @@ async fn an_unregistered_owner_is_refused_and_nothing_changes<H: Harness>(
 }
 
 async fn zero_partitions_are_refused_naming_the_field<H: Harness>(env: Env<'_, H>) -> CaseResult {
-    let q = queue("g14")?;
-    let who = owner("instance-a")?;
-    beat(env.store(), &who).await?;
-    let [id] = enqueue_n(env.store(), &q, 1).await?[..] else {
-        return Err(Failure::new("one id", "another count"));
-    };
-    let before = get(env.store(), id).await?;
+    let (q, who, before) = one_instance_one_item(&env).await?;
     let answer = env
         .store()
         .claim(ClaimParams::new(q.clone(), who, 1, LEASE).partitioned(Partitioning::new(0)))

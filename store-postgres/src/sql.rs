@@ -147,29 +147,13 @@ impl Sql {
             // $1 queues, $2 now, $3 limit, $4 owner, $5 lease expiry, $6 check expiry.
             claim: format!(
                 "WITH guard AS MATERIALIZED ( \
-                     SELECT $6::boolean AND EXISTS ( \
-                         SELECT 1 FROM {s}.items x WHERE x.state = 'running' \
-                             AND x.queue = ANY($1::text[]) AND x.lease_expires_at <= $2 \
-                     ) AS expired \
-                 ), picked AS MATERIALIZED ( \
-                     SELECT c.id FROM unnest($1::text[]) AS q(name) \
-                     CROSS JOIN LATERAL ( \
-                         SELECT p.id, p.priority, p.run_at, p.seq FROM {s}.items p \
-                         WHERE {eligible} \
-                         ORDER BY p.priority, p.run_at, p.seq \
-                         LIMIT $3 \
-                         FOR UPDATE OF p SKIP LOCKED \
-                     ) c \
-                     ORDER BY c.priority, c.run_at, c.seq \
-                     LIMIT $3 \
-                 ), claimed AS ( \
-                     UPDATE {s}.items i SET state = 'running', attempt = i.attempt + 1, \
-                         owner = $4, lease_expires_at = $5, renewals = 0, updated_at = $2 \
-                     WHERE i.id = ANY(ARRAY(SELECT id FROM picked)) AND i.state = 'ready' \
-                     RETURNING {ITEM_COLS} \
-                 ) \
+                     SELECT $6::boolean AND {expired} AS expired \
+                 ), {picked}, {claimed} \
                  SELECT (SELECT g.expired FROM guard g) AS expired, i.* \
-                 FROM (VALUES (1)) AS one(x) LEFT JOIN claimed i ON true"
+                 FROM (VALUES (1)) AS one(x) LEFT JOIN claimed i ON true",
+                expired = expired_in_queues(s),
+                picked = picked(s, &eligible),
+                claimed = claimed(s),
             ),
             // The second pass of a claim for one row it recovered itself but found
             // locked when it picked (a stale finalize racing the recovery holds the row
@@ -200,32 +184,19 @@ impl Sql {
             claim_partitioned: format!(
                 "WITH share AS MATERIALIZED ({share}), \
                  guard AS MATERIALIZED ( \
-                     SELECT (SELECT h.registered FROM share h) AND $6::boolean AND EXISTS ( \
-                         SELECT 1 FROM {s}.items x WHERE x.state = 'running' \
-                             AND x.queue = ANY($1::text[]) AND x.lease_expires_at <= $2 \
-                     ) AS expired \
-                 ), picked AS MATERIALIZED ( \
-                     SELECT c.id FROM unnest($1::text[]) AS q(name) \
-                     CROSS JOIN LATERAL ( \
-                         SELECT p.id, p.priority, p.run_at, p.seq FROM {s}.items p \
-                         WHERE {eligible_partitioned} AND {share_p} \
-                         ORDER BY p.priority, p.run_at, p.seq \
-                         LIMIT $3 \
-                         FOR UPDATE OF p SKIP LOCKED \
-                     ) c \
-                     ORDER BY c.priority, c.run_at, c.seq \
-                     LIMIT $3 \
-                 ), claimed AS ( \
-                     UPDATE {s}.items i SET state = 'running', attempt = i.attempt + 1, \
-                         owner = $4, lease_expires_at = $5, renewals = 0, updated_at = $2 \
-                     WHERE i.id = ANY(ARRAY(SELECT id FROM picked)) AND i.state = 'ready' \
-                     RETURNING {ITEM_COLS} \
-                 ), {pinned} \
+                     SELECT (SELECT h.registered FROM share h) AND $6::boolean \
+                         AND {expired} AS expired \
+                 ), {picked}, {claimed}, {pinned} \
                  SELECT (SELECT h.registered FROM share h) AS registered, \
                      (SELECT g.expired FROM guard g) AS expired, i.* \
                  FROM (VALUES (1)) AS one(x) LEFT JOIN claimed i ON true",
                 share = share(s),
-                share_p = share_filter(s, "p", "$7"),
+                expired = expired_in_queues(s),
+                picked = picked(
+                    s,
+                    &format!("{eligible_partitioned} AND {}", share_filter(s, "p", "$7"))
+                ),
+                claimed = claimed(s),
                 pinned = pin(s),
             ),
             // The second pass of a partitioned claim: `claim_locked` with the share
@@ -461,6 +432,47 @@ fn share_filter(s: &str, a: &str, partitions: &str) -> String {
              (coalesce({a}.phash, {s}.tenure_key_hash({a}.stream, {a}.id)) % {partitions}::int8) \
                  % nullif((SELECT h.live FROM share h), 0) \
                  = (SELECT h.rank FROM share h))"
+    )
+}
+
+/// Whether any running item of the claimed queues ($1) has a lease expired at $2.
+fn expired_in_queues(s: &str) -> String {
+    format!(
+        "EXISTS (SELECT 1 FROM {s}.items x WHERE x.state = 'running' \
+             AND x.queue = ANY($1::text[]) AND x.lease_expires_at <= $2)"
+    )
+}
+
+/// The `picked` CTE of a claim: up to $3 items per queue of $1 that pass `filter`
+/// (alias `p`), each queue's by a scan of `items_claim` in claim order with FOR UPDATE
+/// SKIP LOCKED, then the first $3 of them all in claim order.
+fn picked(s: &str, filter: &str) -> String {
+    format!(
+        "picked AS MATERIALIZED ( \
+             SELECT c.id FROM unnest($1::text[]) AS q(name) \
+             CROSS JOIN LATERAL ( \
+                 SELECT p.id, p.priority, p.run_at, p.seq FROM {s}.items p \
+                 WHERE {filter} \
+                 ORDER BY p.priority, p.run_at, p.seq \
+                 LIMIT $3 \
+                 FOR UPDATE OF p SKIP LOCKED \
+             ) c \
+             ORDER BY c.priority, c.run_at, c.seq \
+             LIMIT $3 \
+         )"
+    )
+}
+
+/// The `claimed` CTE of a claim: machine::claim on the picked rows for owner $4, lease
+/// expiry $5, at $2. `id = ANY(ARRAY(...))` fences the pick from the UPDATE.
+fn claimed(s: &str) -> String {
+    format!(
+        "claimed AS ( \
+             UPDATE {s}.items i SET state = 'running', attempt = i.attempt + 1, \
+                 owner = $4, lease_expires_at = $5, renewals = 0, updated_at = $2 \
+             WHERE i.id = ANY(ARRAY(SELECT id FROM picked)) AND i.state = 'ready' \
+             RETURNING {ITEM_COLS} \
+         )"
     )
 }
 
