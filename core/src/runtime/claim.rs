@@ -4,9 +4,10 @@ use std::future::Future;
 use std::sync::Arc;
 use std::task::{Context, Waker};
 
-use tokio::time::{sleep, Instant};
+use tokio::time::{sleep, timeout, Instant};
 
-use crate::store::{ClaimParams, WakeSignal};
+use crate::error::Error;
+use crate::store::{ClaimParams, HeartbeatParams, WakeSignal};
 
 use super::metrics::add;
 use super::worker::{release_unstarted, Shared};
@@ -44,6 +45,9 @@ pub(crate) async fn claim_loop(shared: Arc<Shared>) {
     }
     let mut empty: u32 = 0;
     let mut poll_now = true;
+    // Set after registering again for a refused partitioned claim, so a store that
+    // keeps refusing gets the ordinary backoff, not a tight loop.
+    let mut registered_again = false;
     loop {
         if !poll_now {
             let wait = s.poll.wait(empty);
@@ -80,6 +84,7 @@ pub(crate) async fn claim_loop(shared: Arc<Shared>) {
         let sent = Instant::now();
         match shared.store.claim(params).await {
             Ok(mut leases) => {
+                registered_again = false;
                 if leases.len() > asked {
                     let extra = leases.split_off(asked);
                     tracing::error!(
@@ -112,7 +117,26 @@ pub(crate) async fn claim_loop(shared: Arc<Shared>) {
                     shared.start_job(lease, permit, sent);
                 }
             }
+            Err(Error::NotFound {
+                what: "instance", ..
+            }) if s.partitioning.is_some()
+                && !registered_again
+                && register_again(&shared).await =>
+            {
+                // A partitioned claim needs a registered owner (G14), and this instance
+                // was evicted (a long pause, say): it registered again at once instead
+                // of waiting for its next heartbeat, and claims again.
+                add(&shared.metrics.store_errors, 1);
+                registered_again = true;
+                poll_now = true;
+                tracing::warn!(
+                    event = "claim",
+                    "the instance was not registered; registered again"
+                );
+                continue;
+            }
             Err(e) => {
+                registered_again = false;
                 add(&shared.metrics.store_errors, 1);
                 empty = empty.saturating_add(1);
                 poll_now = false;
@@ -120,4 +144,14 @@ pub(crate) async fn claim_loop(shared: Arc<Shared>) {
             }
         }
     }
+}
+
+/// Registers the instance again (one heartbeat, limited to one heartbeat interval);
+/// true when the store recorded it.
+async fn register_again(shared: &Shared) -> bool {
+    let s = &shared.settings;
+    let call = shared
+        .store
+        .instance_heartbeat(HeartbeatParams::new(s.instance.clone()));
+    matches!(timeout(s.heartbeat_interval, call).await, Ok(Ok(())))
 }
