@@ -138,19 +138,30 @@ async fn an_evicted_partitioned_worker_registers_again_at_once_and_claims() {
     }
     // Taken out of the registry behind its back, as an eviction after a pause would.
     store
-        .instance_deregister(tenure_core::DeregisterParams::new(worker.instance().clone()))
+        .instance_deregister(tenure_core::DeregisterParams::new(
+            worker.instance().clone(),
+        ))
         .await
         .unwrap();
     let beats_before = store.calls().heartbeats.len();
     let enqueued_at = tokio::time::Instant::now();
     enqueue_items(&store, vec![NewItem::new(queue(), vec![1])]).await;
-    until(Duration::from_secs(60), || !handled.lock().unwrap().is_empty()).await;
+    until(Duration::from_secs(60), || {
+        !handled.lock().unwrap().is_empty()
+    })
+    .await;
     let took = enqueued_at.elapsed();
     assert!(
         took < Duration::from_secs(1),
         "handled {took:?} after the enqueue: the worker registered again at once, not at \
          its next heartbeat (10 s)"
     );
-    assert!(store.calls().heartbeats.len() > beats_before, "it registered again");
-    assert!(worker.metrics().store_errors >= 1, "the refused claim was counted");
+    assert!(
+        store.calls().heartbeats.len() > beats_before,
+        "it registered again"
+    );
+    assert!(
+        worker.metrics().store_errors >= 1,
+        "the refused claim was counted"
+    );
 }
