@@ -43,6 +43,8 @@ pub(crate) struct Settings {
     pub(crate) self_stop_after: Duration,
     /// A handler that ignores its cancellation is dropped this long after it.
     pub(crate) abort_after: Duration,
+    /// A handler still running this long after it started is stopped (Timeout).
+    pub(crate) handler_timeout: Option<Duration>,
     pub(crate) finalize_batch: usize,
     pub(crate) finalize_window: Duration,
     pub(crate) heartbeat_interval: Duration,
@@ -91,6 +93,7 @@ pub struct WorkerBuilder {
     concurrency: usize,
     claim_batch: Option<usize>,
     partitioning: Option<Partitioning>,
+    handler_timeout: Option<Duration>,
     lease: Duration,
     poll: PollPolicy,
     retry: RetryPolicy,
@@ -126,6 +129,7 @@ impl WorkerBuilder {
             concurrency: DEFAULT_CONCURRENCY,
             claim_batch: None,
             partitioning: None,
+            handler_timeout: None,
             lease: DEFAULT_LEASE,
             poll: PollPolicy::default(),
             retry: RetryPolicy::default(),
@@ -195,6 +199,17 @@ impl WorkerBuilder {
     /// [`spawn`](Self::spawn) refuses others. Default: off.
     pub fn partitioned(mut self, partitioning: Partitioning) -> Self {
         self.partitioning = Some(partitioning);
+        self
+    }
+
+    /// Stops a handler still running `timeout` after it started: its cancellation
+    /// token fires ([`StopReason::Timeout`](super::StopReason::Timeout)), a handler
+    /// that ignores it is dropped half a lease later, and the attempt is recorded as a
+    /// retryable failure (G5), so the item's `max_attempts` bounds how often it can
+    /// time out. Renewal keeps the lease meanwhile. Default: none, the lease and
+    /// renewal cap (G4) bound an attempt instead.
+    pub fn handler_timeout(mut self, timeout: Duration) -> Self {
+        self.handler_timeout = Some(timeout);
         self
     }
 
@@ -325,6 +340,9 @@ impl WorkerBuilder {
                 ),
             ));
         }
+        if self.handler_timeout.is_some_and(|t| t.is_zero()) {
+            return Err(Error::invalid("handler_timeout", "must be above 0"));
+        }
         if self.poll.base.is_zero() {
             return Err(Error::invalid("poll", "the base interval must be above 0"));
         }
@@ -393,6 +411,7 @@ impl WorkerBuilder {
             renew_timeout,
             self_stop_after: self.lease / 2,
             abort_after: self.lease / 2,
+            handler_timeout: self.handler_timeout,
             finalize_batch: self.finalize_batch,
             finalize_window: self.finalize_window,
             heartbeat_interval: self.heartbeat_interval,

@@ -25,6 +25,11 @@ pub enum StopReason {
     /// The worker is shutting down and the grace period ended; the lease is released so
     /// a peer takes the item at once. The outcome is discarded.
     Shutdown,
+    /// The handler ran longer than the worker's
+    /// [`handler_timeout`](super::WorkerBuilder::handler_timeout). Whatever it returns
+    /// afterwards, the attempt is recorded as a retryable failure (G5), so the item's
+    /// `max_attempts` bounds how often it can time out.
+    Timeout,
 }
 
 impl fmt::Display for StopReason {
@@ -33,6 +38,7 @@ impl fmt::Display for StopReason {
             StopReason::LeaseLost => "lease lost",
             StopReason::SelfStop => "self-stop",
             StopReason::Shutdown => "shutdown",
+            StopReason::Timeout => "timeout",
         })
     }
 }

@@ -27,6 +27,9 @@ pub struct MetricsSnapshot {
     pub renewal_capped: u64,
     /// Attempts cancelled by the self-stop.
     pub self_stopped: u64,
+    /// Attempts stopped by the handler timeout (each also counted in `failed` once the
+    /// store accepts the failure).
+    pub timed_out: u64,
     /// Leases given back unfinished (shutdown).
     pub released: u64,
     /// Store calls that failed (claim, renew, finalize, heartbeat, maintenance).
@@ -47,6 +50,7 @@ pub(crate) struct Metrics {
     pub(crate) renewed: AtomicU64,
     pub(crate) renewal_capped: AtomicU64,
     pub(crate) self_stopped: AtomicU64,
+    pub(crate) timed_out: AtomicU64,
     pub(crate) released: AtomicU64,
     pub(crate) store_errors: AtomicU64,
     pub(crate) in_flight: AtomicU64,
@@ -70,6 +74,7 @@ impl Metrics {
             renewed: get(&self.renewed),
             renewal_capped: get(&self.renewal_capped),
             self_stopped: get(&self.self_stopped),
+            timed_out: get(&self.timed_out),
             released: get(&self.released),
             store_errors: get(&self.store_errors),
             in_flight: get(&self.in_flight),

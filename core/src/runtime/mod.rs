@@ -25,7 +25,9 @@
 //!   at most one `complete` and one `fail` call per flush. `Ok` completes; a retryable
 //!   [`JobError`] retries after the [`RetryPolicy`](crate::RetryPolicy) delay; a
 //!   permanent one makes the item dead; a panic is a retryable failure carrying the
-//!   panic message, and the worker lives on.
+//!   panic message, and the worker lives on. With a
+//!   [`handler_timeout`](WorkerBuilder::handler_timeout), a handler still running when
+//!   it fires is cancelled and its attempt is a retryable failure too.
 //! - **Instances and maintenance.** The instance registers and heartbeats on its own
 //!   timer. Recovery of expired leases, the purge, and eviction of stale instances run
 //!   only on the holder of the leader lease; [`Worker::role`] reports Leader, Follower
@@ -37,8 +39,8 @@
 //!   handler would not stop, whose lease must run out instead.
 //! - **Observability.** `tracing` spans (`tenure.worker`, `tenure.job`) and events with
 //!   an `event` field: `claim`, `renew`, `complete`, `fail`, `lost`, `self-stop`,
-//!   `panic`, `release`, `role`, `recover`, `evict`. [`Worker::metrics`] returns a
-//!   [`MetricsSnapshot`].
+//!   `timeout`, `panic`, `release`, `role`, `recover`, `evict`. [`Worker::metrics`]
+//!   returns a [`MetricsSnapshot`].
 //!
 //! Timers run on tokio's clock, so tests drive them with paused time; lease expiry is
 //! the store's [`Clock`](crate::Clock).

@@ -45,6 +45,7 @@ pub(crate) async fn supervise(
     let mut deadline = sent + settings.self_stop_after;
     let mut abort_at: Option<Instant> = None;
     let mut aborted = false;
+    let mut time_out_at = settings.handler_timeout.map(|t| Instant::now() + t);
     let result = loop {
         tokio::select! {
             biased;
@@ -52,6 +53,18 @@ pub(crate) async fn supervise(
             _ = shared.killed.cancelled() => {
                 task.abort();
                 break None;
+            }
+            _ = sleep_until(time_out_at.unwrap_or(deadline)), if time_out_at.is_some() && abort_at.is_none() => {
+                time_out_at = None;
+                if shared.stop_attempt(&token, StopReason::Timeout) {
+                    add(&shared.metrics.timed_out, 1);
+                    tracing::warn!(
+                        parent: &span,
+                        event = "timeout",
+                        timeout = ?settings.handler_timeout,
+                        "the handler ran past its timeout; stopping it, the attempt fails",
+                    );
+                }
             }
             _ = cancel.cancelled(), if abort_at.is_none() => {
                 abort_at = Some(Instant::now() + settings.abort_after);
@@ -90,6 +103,11 @@ pub(crate) async fn supervise(
         let mut map = shared.inflight();
         match map.get_mut(&token) {
             Some(e) => match e.stop.get() {
+                Some(StopReason::Timeout) => {
+                    // Its failure is about to be sent, like any handler's outcome.
+                    e.handler_done = true;
+                    Some(StopReason::Timeout)
+                }
                 Some(reason) => Some(*reason),
                 None => {
                     e.handler_done = true;
@@ -102,6 +120,17 @@ pub(crate) async fn supervise(
     match stopped {
         Some(StopReason::Shutdown) => {
             tracing::debug!(parent: &span, "stopped by shutdown; the lease will be released");
+        }
+        Some(StopReason::Timeout) => {
+            // The lease is still this attempt's: record the failure (G5).
+            let timeout = settings.handler_timeout.unwrap_or_default();
+            shared.send_outcome(Outcome::Fail {
+                failure: Failure::retry_after(
+                    token,
+                    settings.retry.delay(&token),
+                    format!("handler timed out after {timeout:?}"),
+                ),
+            });
         }
         Some(reason) => {
             shared.remove(&token);

@@ -14,3 +14,4 @@ mod poll;
 mod renewal;
 mod self_stop;
 mod shutdown;
+mod timeout;
