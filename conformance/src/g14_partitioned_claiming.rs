@@ -68,6 +68,15 @@ fn in_share(stream: Option<&StreamKey>, id: ItemId, who: &OwnerId, instances: &[
     )
 }
 
+/// The ids `instance-a`, `instance-b` and `instance-c`, in rank order.
+fn three_instances() -> Result<(OwnerId, OwnerId, OwnerId), Failure> {
+    Ok((
+        owner("instance-a")?,
+        owner("instance-b")?,
+        owner("instance-c")?,
+    ))
+}
+
 /// A fresh item id whose partition falls in `who`'s share.
 fn id_in_share(who: &OwnerId, instances: &[&OwnerId]) -> ItemId {
     loop {
@@ -170,11 +179,7 @@ async fn each_instance_takes_exactly_the_share_its_rank_gives_it<H: Harness>(
     env: Env<'_, H>,
 ) -> CaseResult {
     let q = queue("g14")?;
-    let (a, b, c) = (
-        owner("instance-a")?,
-        owner("instance-b")?,
-        owner("instance-c")?,
-    );
+    let (a, b, c) = three_instances()?;
     // Registered out of rank order: the rank is by id, not by registration.
     for who in [&c, &a, &b] {
         beat(env.store(), who).await?;
@@ -264,11 +269,7 @@ async fn a_stream_goes_by_partition_then_stays_pinned_when_instances_join<H: Har
     env: Env<'_, H>,
 ) -> CaseResult {
     let q = queue("g14")?;
-    let (a, b, c) = (
-        owner("instance-a")?,
-        owner("instance-b")?,
-        owner("instance-c")?,
-    );
+    let (a, b, c) = three_instances()?;
     beat(env.store(), &a).await?;
     beat(env.store(), &b).await?;
     // A stream that is b's while a and b are registered, and not b's once c joins.
@@ -314,11 +315,7 @@ async fn a_stream_goes_by_partition_then_stays_pinned_when_instances_join<H: Har
 
 async fn eviction_unpins_the_evicted_instances_streams<H: Harness>(env: Env<'_, H>) -> CaseResult {
     let q = queue("g14")?;
-    let (a, b, c) = (
-        owner("instance-a")?,
-        owner("instance-b")?,
-        owner("instance-c")?,
-    );
+    let (a, b, c) = three_instances()?;
     let s = pin_to_b_then_check_takers(&env, &q, &a, &b, &c).await?;
     // b goes silent; a and c keep beating; b is evicted, its lease released.
     env.advance(Duration::from_secs(31));
@@ -335,11 +332,7 @@ async fn eviction_unpins_the_evicted_instances_streams<H: Harness>(env: Env<'_, 
 
 async fn deregistration_unpins_the_instances_streams<H: Harness>(env: Env<'_, H>) -> CaseResult {
     let q = queue("g14")?;
-    let (a, b, c) = (
-        owner("instance-a")?,
-        owner("instance-b")?,
-        owner("instance-c")?,
-    );
+    let (a, b, c) = three_instances()?;
     let s = pin_to_b_then_check_takers(&env, &q, &a, &b, &c).await?;
     let gone = env
         .store()
