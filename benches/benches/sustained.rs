@@ -176,6 +176,25 @@ where
     outcome
 }
 
+/// Waits for the raw tasks, checks every item produced was finalized, and summarises.
+async fn raw_summary(
+    loops: Vec<tokio::task::JoinHandle<()>>,
+    sent: Result<u64, BenchError>,
+    finalized: &AtomicU64,
+    pickups: &Pickups,
+) -> Summary {
+    for l in loops {
+        l.await.expect("raw loop");
+    }
+    let sent = sent.expect("produce and pick up");
+    assert_eq!(
+        finalized.load(Ordering::Relaxed),
+        sent,
+        "every item finalized"
+    );
+    pickups.summary(&plan(), sent).expect("summary")
+}
+
 async fn memory_raw() -> Summary {
     let epoch = Epoch::new();
     let pickups = Arc::new(Pickups::new(epoch));
@@ -210,16 +229,7 @@ async fn memory_raw() -> Summary {
         std::future::ready(Ok(()))
     })
     .await;
-    for l in loops {
-        l.await.expect("raw loop");
-    }
-    let sent = sent.expect("produce and pick up");
-    assert_eq!(
-        finalized.load(Ordering::Relaxed),
-        sent,
-        "every item finalized"
-    );
-    pickups.summary(&plan(), sent).expect("summary")
+    raw_summary(loops, sent, &finalized, &pickups).await
 }
 
 fn sqlite_raw(rt: &tokio::runtime::Runtime) -> Summary {
@@ -314,16 +324,7 @@ async fn postgres_raw(schema: &str, producer: &PgStore) -> Summary {
         }
     })
     .await;
-    for l in loops {
-        l.await.expect("raw loop");
-    }
-    let sent = sent.expect("produce and pick up");
-    assert_eq!(
-        finalized.load(Ordering::Relaxed),
-        sent,
-        "every item finalized"
-    );
-    pickups.summary(&plan(), sent).expect("summary")
+    raw_summary(loops, sent, &finalized, &pickups).await
 }
 
 // ----------------------------------------------------------------------------- stores

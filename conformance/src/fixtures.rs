@@ -131,6 +131,32 @@ pub(crate) async fn enqueue_n<S: Store + ?Sized>(
     enqueue(store, (0..n).map(|_| item(queue)).collect()).await
 }
 
+/// Each keyed item's (key, position within its key) in a keyed race.
+pub(crate) type KeyPositions = HashMap<ItemId, (usize, usize)>;
+
+/// Items for a keyed race: `per_key` rounds, each one item for every one of `keys`
+/// keys (`key` gives item and key number its stream or scope) then `loose` unkeyed
+/// items; with each keyed item's (key, position), as [`drain_keyed`] takes them.
+pub(crate) fn keyed_items(
+    queue: &QueueName,
+    keys: usize,
+    per_key: usize,
+    loose: usize,
+    key: impl Fn(NewItem, usize) -> Result<NewItem, Failure>,
+) -> Result<(Vec<NewItem>, KeyPositions), Failure> {
+    let mut items = Vec::new();
+    let mut positions = HashMap::new();
+    for pos in 0..per_key {
+        for k in 0..keys {
+            let it = key(item(queue), k)?;
+            positions.insert(it.id, (k, pos));
+            items.push(it);
+        }
+        items.extend((0..loose).map(|_| item(queue)));
+    }
+    Ok((items, positions))
+}
+
 /// Checks that the leases a claim answered are well formed: at most `limit`, no item
 /// twice in one answer (G1), each running for `owner` with a token matching its item.
 pub(crate) fn check_leases(leases: &[Lease], owner: &OwnerId, limit: u32) -> Result<(), Failure> {
@@ -422,7 +448,7 @@ const STALL_LIMIT: Duration = Duration::from_secs(30);
 pub(crate) async fn drain_keyed<S: Store>(
     handles: &[Arc<S>],
     queue: &QueueName,
-    keys: Arc<HashMap<ItemId, (usize, usize)>>,
+    keys: Arc<KeyPositions>,
     total: usize,
     racers: usize,
     batch: u32,

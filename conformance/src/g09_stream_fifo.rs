@@ -2,7 +2,7 @@
 //! While an item of stream S is running, waiting for a scheduled retry, or dead, no
 //! later item of S is claimable. Other streams are not held up, in batches too.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -13,8 +13,8 @@ use tenure_core::{
 use crate::case::{Case, CaseResult, Env};
 use crate::check::{ensure, ensure_eq, expect_counts, pass, OrFail};
 use crate::fixtures::{
-    claim, claim_none, claim_one, complete, counts, drain_keyed, enqueue, fail, item, kill_next,
-    owner, queue, retry, stream, HANDLES, LEASE,
+    claim, claim_none, claim_one, complete, counts, drain_keyed, enqueue, fail, item, keyed_items,
+    kill_next, owner, queue, retry, stream, HANDLES, LEASE,
 };
 use crate::harness::Harness;
 
@@ -316,18 +316,10 @@ async fn concurrent_batch_claimers_keep_every_stream_in_order<H: Harness>(
 ) -> CaseResult {
     let q = queue("g09-race")?;
     let (streams, per_stream) = (6, 6);
-    let mut items = Vec::new();
-    let mut keys = HashMap::new();
-    for pos in 0..per_stream {
-        for s in 0..streams {
-            let it = item(&q).stream(stream(&format!("s{s}"))?);
-            keys.insert(it.id, (s, pos));
-            items.push(it);
-        }
-        // Two unstreamed items per round, which no stream may hold up.
-        items.push(item(&q));
-        items.push(item(&q));
-    }
+    // Two unstreamed items per round, which no stream may hold up.
+    let (items, keys) = keyed_items(&q, streams, per_stream, 2, |it, s| {
+        Ok(it.stream(stream(&format!("s{s}"))?))
+    })?;
     let total = items.len();
     enqueue(env.store(), items).await?;
     let handles = env.handles(HANDLES).await?;

@@ -2,7 +2,7 @@
 //! A claimer passes over a busy scope and takes the next eligible item; unscoped items
 //! are never serialised.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -11,8 +11,8 @@ use tenure_core::{FailOutcome, ItemId, Lease, ScopeKey, TokenOutcome};
 use crate::case::{Case, CaseResult, Env};
 use crate::check::{ensure, ensure_eq, pass};
 use crate::fixtures::{
-    claim, claim_none, claim_one, complete, drain_keyed, enqueue, enqueue_n, fail, item, owner,
-    queue, release, retry, scope, HANDLES, LEASE,
+    claim, claim_none, claim_one, complete, drain_keyed, enqueue, enqueue_n, fail, item,
+    keyed_items, owner, queue, release, retry, scope, HANDLES, LEASE,
 };
 use crate::harness::Harness;
 
@@ -206,16 +206,9 @@ async fn concurrent_claimers_never_run_two_items_of_one_scope<H: Harness>(
 ) -> CaseResult {
     let q = queue("g10-race")?;
     let (scopes, per_scope) = (4, 8);
-    let mut items = Vec::new();
-    let mut keys = HashMap::new();
-    for pos in 0..per_scope {
-        for s in 0..scopes {
-            let it = item(&q).scope(scope(&format!("x{s}"))?);
-            keys.insert(it.id, (s, pos));
-            items.push(it);
-        }
-        items.push(item(&q));
-    }
+    let (items, keys) = keyed_items(&q, scopes, per_scope, 1, |it, s| {
+        Ok(it.scope(scope(&format!("x{s}"))?))
+    })?;
     let total = items.len();
     enqueue(env.store(), items).await?;
     let handles = env.handles(HANDLES).await?;

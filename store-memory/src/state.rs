@@ -294,6 +294,21 @@ impl Indexes {
     }
 }
 
+/// The first step of every finalize: the entry `t` is the current token of (G3), taken
+/// out of the running indexes; `None` when there is no such item or `t` is superseded.
+fn unlink_current<'a>(
+    items: &'a mut Slab,
+    idx: &mut Indexes,
+    t: &LeaseToken,
+) -> Option<&'a mut Entry> {
+    let e = items.find_mut(t.id)?;
+    if !machine::is_current(&e.item, t) {
+        return None;
+    }
+    idx.unlink_running(e);
+    Some(e)
+}
+
 /// A registered instance and the order it registered in.
 struct Registered {
     order: u64,
@@ -711,15 +726,10 @@ impl State {
     pub(crate) fn complete(&mut self, tokens: &[LeaseToken], now: Timestamp) -> Vec<TokenOutcome> {
         let mut out = Vec::with_capacity(tokens.len());
         for t in tokens {
-            let Some(e) = self.items.find_mut(t.id) else {
+            let Some(e) = unlink_current(&mut self.items, &mut self.idx, t) else {
                 out.push(TokenOutcome::LeaseLost);
                 continue;
             };
-            if !machine::is_current(&e.item, t) {
-                out.push(TokenOutcome::LeaseLost);
-                continue;
-            }
-            self.idx.unlink_running(e);
             let answer = machine::complete(&mut e.item, t, now);
             debug_assert_eq!(answer, TokenOutcome::Accepted);
             let next = self.idx.stream_leave(e);
@@ -741,15 +751,10 @@ impl State {
     pub(crate) fn fail(&mut self, failures: &[Failure], now: Timestamp) -> Vec<FailOutcome> {
         let mut out = Vec::with_capacity(failures.len());
         for f in failures {
-            let Some(e) = self.items.find_mut(f.token.id) else {
+            let Some(e) = unlink_current(&mut self.items, &mut self.idx, &f.token) else {
                 out.push(FailOutcome::LeaseLost);
                 continue;
             };
-            if !machine::is_current(&e.item, &f.token) {
-                out.push(FailOutcome::LeaseLost);
-                continue;
-            }
-            self.idx.unlink_running(e);
             let answer = machine::fail(&mut e.item, f, now);
             if let FailOutcome::Retrying { .. } = answer {
                 // A running item heads its stream, so it is a candidate again.
@@ -764,15 +769,10 @@ impl State {
     pub(crate) fn release(&mut self, tokens: &[LeaseToken], now: Timestamp) -> Vec<TokenOutcome> {
         let mut out = Vec::with_capacity(tokens.len());
         for t in tokens {
-            let Some(e) = self.items.find_mut(t.id) else {
+            let Some(e) = unlink_current(&mut self.items, &mut self.idx, t) else {
                 out.push(TokenOutcome::LeaseLost);
                 continue;
             };
-            if !machine::is_current(&e.item, t) {
-                out.push(TokenOutcome::LeaseLost);
-                continue;
-            }
-            self.idx.unlink_running(e);
             let answer = machine::release(&mut e.item, t, now);
             self.idx.place(e, now);
             out.push(answer);
