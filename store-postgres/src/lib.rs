@@ -119,7 +119,7 @@
 //!   statement's parse to its execution (a bare unnamed statement is parsed and
 //!   executed in two round trips, between which a proxy may switch servers);
 //! - no startup options are sent (with caching on, the store asks for
-//!   `plan_cache_mode=force_generic_plan` as a startup option, which PgBouncer
+//!   `plan_cache_mode=force_generic_plan` and `jit=off` as startup options, which PgBouncer
 //!   refuses unless told to ignore it);
 //! - LISTEN needs a session of its own, so workers poll instead.
 //!

@@ -110,8 +110,14 @@ impl PgStore {
             // Our statements are planned once per connection: their generic plans are
             // the ones the plan tests check (partial-index scans), and re-planning the
             // claim on every call would cost more than running it. Sent as a startup
-            // option, never as a SET on the claim or finalize path.
+            // option, never as a SET on the claim or finalize path. Generic plans
+            // estimate `LIMIT $n` as a share of the table, so their cost grows with it;
+            // JIT off keeps the server from compiling them once the estimate passes
+            // `jit_above_cost` (see `PgConfig::jit`).
             options = options.options([("plan_cache_mode", "force_generic_plan")]);
+            if !config.jit {
+                options = options.options([("jit", "off")]);
+            }
         } else {
             options = options.statement_cache_capacity(0);
         }
