@@ -1,16 +1,20 @@
-//! The claim loop: claims only up to free slots, polls adaptively, wakes on a signal.
+//! The claim loop: claims only up to free slots, keeps claims ahead of the handlers
+//! while there is work, polls adaptively, wakes on a signal.
 
 use std::future::Future;
 use std::sync::Arc;
 use std::task::{Context, Waker};
 
-use tokio::time::{sleep, timeout, Instant};
+use tokio::task::JoinSet;
+use tokio::time::{sleep, sleep_until, timeout, Instant};
+use tracing::Instrument;
 
 use crate::error::Error;
+use crate::model::Lease;
 use crate::store::{ClaimParams, HeartbeatParams, WakeSignal};
 
 use super::metrics::add;
-use super::worker::{release_unstarted, Shared};
+use super::worker::{release, release_unstarted, Shared};
 
 async fn woken(signal: Option<&WakeSignal>) {
     match signal {
@@ -29,10 +33,23 @@ fn absorb_wake(signal: Option<&WakeSignal>) {
     }
 }
 
-/// Claims until shutdown. After a claim that filled every slot it asked for, the loop
-/// claims again as soon as a slot is free; otherwise it waits
-/// [`PollPolicy::wait`](super::PollPolicy::wait) for the count of consecutive empty
-/// polls (a failed claim counts as empty), or less if the store's wake signal fires.
+/// What one claim call brought back, with how many leases it asked for.
+struct Answer {
+    leases: Result<Vec<Lease>, Error>,
+    asked: usize,
+    sent: Instant,
+}
+
+/// Claims until shutdown, keeping the handler slots full.
+///
+/// A claim asks for as many leases as the worker has room for (see
+/// [`Shared::room`]: the free slots, plus the prefetch while handlers are short), up
+/// to `claim_batch`. While the queue has work (the last answer filled what it asked),
+/// up to `claims_in_flight` claims are out at once, so claim round trips overlap the
+/// handlers and each other. After an answer that did not fill what it asked, the loop
+/// sends nothing new until [`PollPolicy::wait`](super::PollPolicy::wait) for the count
+/// of consecutive empty polls has passed (a failed claim counts as empty), or less if
+/// the store's wake signal fires; an idle queue thus sees one poll at a time.
 pub(crate) async fn claim_loop(shared: Arc<Shared>) {
     let s = &shared.settings;
     let stop = shared.stop_claiming.clone();
@@ -43,106 +60,193 @@ pub(crate) async fn claim_loop(shared: Arc<Shared>) {
         _ = stop.cancelled() => return,
         _ = sleep(s.heartbeat_interval) => {}
     }
+    let mut calls: JoinSet<Answer> = JoinSet::new();
     let mut empty: u32 = 0;
     let mut poll_now = true;
+    // The last answer filled what it asked: the queue has work.
+    let mut busy = false;
+    // When the next poll is due while `poll_now` is false.
+    let mut poll_at = Instant::now();
     // Set after registering again for a refused partitioned claim, so a store that
     // keeps refusing gets the ordinary backoff, not a tight loop.
     let mut registered_again = false;
     loop {
-        if !poll_now {
-            let wait = s.poll.wait(empty);
-            tokio::select! {
-                _ = stop.cancelled() => return,
-                _ = sleep(wait) => {}
-                _ = woken(wake.as_ref()) => {
-                    tracing::trace!(event = "wake", "woken: polling at once");
-                }
-            }
-        }
-        let first = tokio::select! {
-            _ = stop.cancelled() => return,
-            p = Arc::clone(&shared.slots).acquire_owned() => match p {
-                Ok(p) => p,
-                Err(_) => return,
-            },
-        };
-        let mut permits = vec![first];
-        while permits.len() < s.claim_batch {
-            match Arc::clone(&shared.slots).try_acquire_owned() {
-                Ok(p) => permits.push(p),
-                Err(_) => break,
-            }
-        }
-        let asked = permits.len();
-        let limit = u32::try_from(asked).unwrap_or(u32::MAX);
-        let mut params = ClaimParams::new(s.queues[0].clone(), s.instance.clone(), limit, s.lease)
-            .queues(s.queues.clone());
-        if let Some(p) = s.partitioning {
-            params = params.partitioned(p);
-        }
-        absorb_wake(wake.as_ref());
-        let sent = Instant::now();
-        match shared.store.claim(params).await {
-            Ok(mut leases) => {
-                registered_again = false;
-                if leases.len() > asked {
-                    let extra = leases.split_off(asked);
-                    tracing::error!(
-                        asked,
-                        got = asked + extra.len(),
-                        "the store answered more leases than asked; releasing the extra ones"
-                    );
-                    release_unstarted(&shared, extra).await;
-                }
-                let got = leases.len();
-                if stop.is_cancelled() {
-                    if got > 0 {
-                        tracing::info!(count = got, "claimed during shutdown; releasing at once");
-                        release_unstarted(&shared, leases).await;
-                    }
-                    return;
-                }
-                add(&shared.metrics.polls, 1);
-                add(&shared.metrics.claimed, got as u64);
-                if got == 0 {
+        let room = shared.room();
+        // Only a queue known to have work gets more than one claim at a time.
+        let out = if busy { s.claims_in_flight } else { 1 };
+        let may_send = poll_now && calls.len() < out && room > 0;
+        tokio::select! {
+            biased;
+            _ = stop.cancelled() => break,
+            Some(joined) = calls.join_next(), if !calls.is_empty() => {
+                let Ok(answer) = joined else {
+                    // A claim call that panicked in the store: a failed claim. What it
+                    // asked for is let go (nothing it may have leased is known).
+                    add(&shared.metrics.store_errors, 1);
                     empty = empty.saturating_add(1);
                     poll_now = false;
-                    tracing::trace!(event = "claim", asked, count = 0, empty, "nothing to claim");
-                } else {
-                    empty = 0;
-                    poll_now = got >= asked;
-                    tracing::debug!(event = "claim", asked, count = got, "claimed");
-                }
-                for (lease, permit) in leases.into_iter().zip(permits) {
-                    shared.start_job(lease, permit, sent);
+                    busy = false;
+                    poll_at = Instant::now() + s.poll.wait(empty);
+                    continue;
+                };
+                let asked = answer.asked;
+                match answer.leases {
+                    Ok(leases) => {
+                        registered_again = false;
+                        if stop.is_cancelled() {
+                            shared.let_go(asked);
+                            release_claimed(&shared, leases).await;
+                            break;
+                        }
+                        let got = start(&shared, leases, asked, answer.sent).await;
+                        if got == 0 {
+                            empty = empty.saturating_add(1);
+                            poll_now = false;
+                            busy = false;
+                            poll_at = Instant::now() + s.poll.wait(empty);
+                            tracing::trace!(event = "claim", asked, count = 0, empty, "nothing to claim");
+                        } else {
+                            empty = 0;
+                            // A short answer means the queue has run dry for now.
+                            poll_now = got >= asked;
+                            busy = poll_now;
+                            if !poll_now {
+                                poll_at = Instant::now() + s.poll.wait(0);
+                            }
+                            tracing::debug!(event = "claim", asked, count = got, "claimed");
+                        }
+                    }
+                    Err(Error::NotFound {
+                        what: "instance", ..
+                    }) if s.partitioning.is_some()
+                        && !registered_again
+                        && register_again(&shared).await =>
+                    {
+                        // A partitioned claim needs a registered owner (G14), and this
+                        // instance was evicted (a long pause, say): it registered again
+                        // at once instead of waiting for its next heartbeat, and claims
+                        // again.
+                        shared.let_go(asked);
+                        add(&shared.metrics.store_errors, 1);
+                        registered_again = true;
+                        poll_now = true;
+                        tracing::warn!(
+                            event = "claim",
+                            "the instance was not registered; registered again"
+                        );
+                    }
+                    Err(e) => {
+                        shared.let_go(asked);
+                        registered_again = false;
+                        add(&shared.metrics.store_errors, 1);
+                        empty = empty.saturating_add(1);
+                        poll_now = false;
+                        busy = false;
+                        poll_at = Instant::now() + s.poll.wait(empty);
+                        tracing::warn!(event = "claim", error = %e, "claim failed; backing off");
+                    }
                 }
             }
-            Err(Error::NotFound {
-                what: "instance", ..
-            }) if s.partitioning.is_some()
-                && !registered_again
-                && register_again(&shared).await =>
-            {
-                // A partitioned claim needs a registered owner (G14), and this instance
-                // was evicted (a long pause, say): it registered again at once instead
-                // of waiting for its next heartbeat, and claims again.
-                add(&shared.metrics.store_errors, 1);
-                registered_again = true;
+            _ = std::future::ready(()), if may_send => {
+                send(&shared, &mut calls, wake.as_ref()).await;
+            }
+            _ = shared.room_freed.notified(), if poll_now && room == 0 => {}
+            _ = sleep_until(poll_at), if !poll_now => {
                 poll_now = true;
-                tracing::warn!(
-                    event = "claim",
-                    "the instance was not registered; registered again"
-                );
-                continue;
             }
-            Err(e) => {
-                registered_again = false;
-                add(&shared.metrics.store_errors, 1);
-                empty = empty.saturating_add(1);
-                poll_now = false;
-                tracing::warn!(event = "claim", error = %e, "claim failed; backing off");
+            _ = woken(wake.as_ref()), if !poll_now => {
+                tracing::trace!(event = "wake", "woken: polling at once");
+                poll_now = true;
             }
         }
+    }
+    // Claims still out were sent before shutdown began: give back what they bring,
+    // and every lease still waiting for a slot.
+    while let Some(joined) = calls.join_next().await {
+        if let Ok(answer) = joined {
+            shared.let_go(answer.asked);
+            if let Ok(leases) = answer.leases {
+                release_claimed(&shared, leases).await;
+            }
+        }
+    }
+    let queued = shared.take_queued();
+    if !queued.is_empty() {
+        tracing::info!(
+            count = queued.len(),
+            "shutdown: giving back leases no slot had started"
+        );
+        shared.let_go(queued.len());
+        release(&shared, &queued).await;
+    }
+}
+
+/// Sends one claim for the room the worker has now (up to `claim_batch`).
+async fn send(shared: &Arc<Shared>, calls: &mut JoinSet<Answer>, wake: Option<&WakeSignal>) {
+    let s = &shared.settings;
+    if s.claim_batch > 1 && shared.room() < s.claim_batch {
+        // Handlers that are returning now free their slots within this turn of the
+        // scheduler: let them, so this claim asks for them too instead of leaving them
+        // to a claim of their own.
+        tokio::task::yield_now().await;
+    }
+    let asked = shared.room().min(s.claim_batch);
+    if asked == 0 {
+        return;
+    }
+    shared.hold(asked);
+    let limit = u32::try_from(asked).unwrap_or(u32::MAX);
+    let mut params = ClaimParams::new(s.queues[0].clone(), s.instance.clone(), limit, s.lease)
+        .queues(s.queues.clone());
+    if let Some(p) = s.partitioning {
+        params = params.partitioned(p);
+    }
+    absorb_wake(wake);
+    let sent = Instant::now();
+    let store = Arc::clone(&shared.store);
+    calls.spawn(
+        async move {
+            let leases = store.claim(params).await;
+            Answer {
+                leases,
+                asked,
+                sent,
+            }
+        }
+        .instrument(shared.span.clone()),
+    );
+}
+
+/// Starts the attempts of one answer to a claim that asked for `asked`; returns how
+/// many. What the answer did not fill is let go at once.
+async fn start(shared: &Arc<Shared>, mut leases: Vec<Lease>, asked: usize, sent: Instant) -> usize {
+    if leases.len() > asked {
+        let extra = leases.split_off(asked);
+        tracing::error!(
+            asked,
+            got = asked + extra.len(),
+            "the store answered more leases than asked; releasing the extra ones"
+        );
+        release_unstarted(shared, extra).await;
+    }
+    let got = leases.len();
+    add(&shared.metrics.polls, 1);
+    add(&shared.metrics.claimed, got as u64);
+    shared.let_go(asked - got);
+    if got > 0 {
+        shared.dispatch(leases, sent);
+    }
+    got
+}
+
+/// Gives back leases claimed by a call that was out when shutdown began.
+async fn release_claimed(shared: &Shared, leases: Vec<Lease>) {
+    if !leases.is_empty() {
+        tracing::info!(
+            count = leases.len(),
+            "claimed during shutdown; releasing at once"
+        );
+        release_unstarted(shared, leases).await;
     }
 }
 

@@ -15,6 +15,8 @@ use super::worker::Worker;
 
 /// Default handler slots per worker.
 pub const DEFAULT_CONCURRENCY: usize = 8;
+/// Default number of claim calls a busy worker keeps out at once.
+pub const DEFAULT_CLAIMS_IN_FLIGHT: usize = 2;
 /// Default lease length.
 pub const DEFAULT_LEASE: Duration = Duration::from_secs(30);
 /// Default name of the leader lease that gates maintenance (G13).
@@ -27,6 +29,10 @@ pub(crate) struct Settings {
     pub(crate) instance: OwnerId,
     pub(crate) concurrency: usize,
     pub(crate) claim_batch: usize,
+    /// How many claim calls may be out at once while the queue has work.
+    pub(crate) claims_in_flight: usize,
+    /// Leases held beyond the slots while handlers are short.
+    pub(crate) prefetch: usize,
     /// Partitioned claiming (G14), when asked for.
     pub(crate) partitioning: Option<Partitioning>,
     pub(crate) lease: Duration,
@@ -92,6 +98,8 @@ pub struct WorkerBuilder {
     instance: Option<OwnerId>,
     concurrency: usize,
     claim_batch: Option<usize>,
+    claims_in_flight: usize,
+    prefetch: Option<usize>,
     partitioning: Option<Partitioning>,
     handler_timeout: Option<Duration>,
     lease: Duration,
@@ -128,6 +136,8 @@ impl WorkerBuilder {
             instance: None,
             concurrency: DEFAULT_CONCURRENCY,
             claim_batch: None,
+            claims_in_flight: DEFAULT_CLAIMS_IN_FLIGHT,
+            prefetch: None,
             partitioning: None,
             handler_timeout: None,
             lease: DEFAULT_LEASE,
@@ -177,8 +187,8 @@ impl WorkerBuilder {
         self
     }
 
-    /// Most handlers running at once (default 8). The worker claims only up to its free
-    /// slots.
+    /// Most handlers running at once (default 8). The worker claims for its free slots,
+    /// plus the [`prefetch`](Self::prefetch) while its handlers are short.
     pub fn concurrency(mut self, n: usize) -> Self {
         self.concurrency = n;
         self
@@ -188,6 +198,37 @@ impl WorkerBuilder {
     /// store's batch limit).
     pub fn claim_batch(mut self, n: usize) -> Self {
         self.claim_batch = Some(n);
+        self
+    }
+
+    /// How many claim calls a worker keeps out at once while its queues have work
+    /// (default 2, at most 16). Slots that free while one claim is out are claimed by
+    /// the next, so the round trips overlap; an idle queue still sees one poll at a
+    /// time. Each claim holds a connection of the store's pool while it runs.
+    pub fn claims_in_flight(mut self, n: usize) -> Self {
+        self.claims_in_flight = n;
+        self
+    }
+
+    /// How many leases a worker may hold beyond its slots while its handlers are short
+    /// (default: the claim batch, so the next claim's leases arrive while the slots are
+    /// busy; 0 turns prefetch off; at most 10 times the concurrency).
+    ///
+    /// # Behavior
+    ///
+    /// - Applies only while a queued lease would wait well under a renewal interval
+    ///   for its slot: the moving average of handler run times, times
+    ///   `prefetch / concurrency`, must stay within a quarter of the renewal interval
+    ///   (a twelfth of the lease). Slow handlers, or none returned yet, turn it off and
+    ///   the worker claims only for free slots.
+    /// - A prefetched lease is leased in the store like a running one, so stream order
+    ///   (G9) and scope exclusivity (G10) hold exactly as for running items; it waits
+    ///   in claim order for a slot.
+    /// - One still waiting when its renewal comes due is given back (released), never
+    ///   renewed, so the worker holds no lease it did not start within a third of a
+    ///   lease; shutdown gives back every one at once.
+    pub fn prefetch(mut self, n: usize) -> Self {
+        self.prefetch = Some(n);
         self
     }
 
@@ -322,6 +363,22 @@ impl WorkerBuilder {
         if claim_batch == 0 {
             return Err(Error::invalid("claim_batch", "must be at least 1"));
         }
+        let prefetch = self.prefetch.unwrap_or(claim_batch);
+        if prefetch > self.concurrency.saturating_mul(10) {
+            return Err(Error::invalid(
+                "prefetch",
+                format!(
+                    "{prefetch} is above 10 times the concurrency ({})",
+                    self.concurrency
+                ),
+            ));
+        }
+        if self.claims_in_flight == 0 || self.claims_in_flight > 16 {
+            return Err(Error::invalid(
+                "claims_in_flight",
+                format!("{} is outside 1..=16", self.claims_in_flight),
+            ));
+        }
         if let Some(p) = &self.partitioning {
             p.validate()?;
             if !self.store.capabilities().partitioned_claiming {
@@ -402,6 +459,8 @@ impl WorkerBuilder {
             instance,
             concurrency: self.concurrency,
             claim_batch,
+            claims_in_flight: self.claims_in_flight,
+            prefetch,
             partitioning: self.partitioning,
             lease: self.lease,
             poll: self.poll,

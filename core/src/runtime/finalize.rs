@@ -5,8 +5,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::sync::mpsc;
+use tokio::task::{JoinError, JoinSet};
 use tokio::time::{sleep, sleep_until, Instant};
 use tokio_util::sync::CancellationToken;
+use tracing::Instrument;
 
 use crate::model::{FailOutcome, LeaseToken, TokenOutcome};
 use crate::store::{CompleteParams, FailParams, Failure};
@@ -23,10 +25,15 @@ pub(crate) enum Outcome {
 
 const RETRY_FIRST: Duration = Duration::from_millis(50);
 const RETRY_MAX: Duration = Duration::from_secs(2);
+/// How many flushes may be out at once: the next batch is written while the last one's
+/// answer is on its way back.
+const FLUSHES_IN_FLIGHT: usize = 2;
 
 /// Collects outcomes until `finalize_batch` wait or `finalize_window` has passed since
-/// the first, then flushes. Outcomes of a flush the store could not take (unavailable)
-/// are kept and retried with backoff. On `drain` it flushes what is left and returns.
+/// the first, then flushes, with up to [`FLUSHES_IN_FLIGHT`] flushes out at once.
+/// Outcomes of a flush the store could not take (unavailable) are kept and retried
+/// with backoff. On `drain` it flushes what is left, waits for the flushes out, and
+/// returns.
 pub(crate) async fn finalize_loop(
     shared: Arc<Shared>,
     mut rx: mpsc::UnboundedReceiver<Outcome>,
@@ -35,7 +42,9 @@ pub(crate) async fn finalize_loop(
     let max = shared.settings.finalize_batch;
     let window = shared.settings.finalize_window;
     let mut batch: Vec<Outcome> = Vec::new();
-    let mut backoff = RETRY_FIRST;
+    let mut flushes: JoinSet<Vec<Outcome>> = JoinSet::new();
+    // Some when the last flush answered had outcomes to retry: the wait before the next.
+    let mut backoff: Option<Duration> = None;
     loop {
         let draining = drain.is_cancelled();
         if batch.is_empty() {
@@ -44,15 +53,27 @@ pub(crate) async fn finalize_loop(
                     batch.push(o);
                 }
                 if batch.is_empty() {
-                    return;
+                    if flushes.is_empty() {
+                        return;
+                    }
+                    take_back(flushes.join_next().await, &mut batch, &mut backoff);
+                    continue;
                 }
             } else {
                 tokio::select! {
                     o = rx.recv() => match o {
                         Some(o) => batch.push(o),
-                        None => return,
+                        None if flushes.is_empty() => return,
+                        None => {
+                            take_back(flushes.join_next().await, &mut batch, &mut backoff);
+                            continue;
+                        }
                     },
                     _ = drain.cancelled() => continue,
+                    j = flushes.join_next(), if !flushes.is_empty() => {
+                        take_back(j, &mut batch, &mut backoff);
+                        continue;
+                    }
                 }
             }
         }
@@ -74,19 +95,37 @@ pub(crate) async fn finalize_loop(
                 Err(_) => break,
             }
         }
-        let take = batch.len().min(max);
-        let flushing: Vec<Outcome> = batch.drain(..take).collect();
-        let kept = flush(&shared, flushing).await;
-        if kept.is_empty() {
-            backoff = RETRY_FIRST;
-        } else {
-            batch.splice(0..0, kept);
+        while flushes.len() >= FLUSHES_IN_FLIGHT {
+            take_back(flushes.join_next().await, &mut batch, &mut backoff);
+        }
+        if let Some(wait) = backoff {
             tokio::select! {
-                _ = sleep(backoff) => {}
+                _ = sleep(wait) => {}
                 _ = shared.killed.cancelled() => return,
             }
-            backoff = (backoff * 2).min(RETRY_MAX);
         }
+        let take = batch.len().min(max);
+        let flushing: Vec<Outcome> = batch.drain(..take).collect();
+        let sh = Arc::clone(&shared);
+        flushes.spawn(async move { flush(&sh, flushing).await }.instrument(shared.span.clone()));
+    }
+}
+
+/// Takes the answer of a flush: outcomes it could not write go back to the front of
+/// `batch`, and `backoff` grows; a flush that wrote everything resets it.
+fn take_back(
+    joined: Option<Result<Vec<Outcome>, JoinError>>,
+    batch: &mut Vec<Outcome>,
+    backoff: &mut Option<Duration>,
+) {
+    match joined {
+        Some(Ok(kept)) if !kept.is_empty() => {
+            batch.splice(0..0, kept);
+            *backoff = Some(backoff.map_or(RETRY_FIRST, |b| (b * 2).min(RETRY_MAX)));
+        }
+        Some(Ok(_)) => *backoff = None,
+        // A flush that panicked or was aborted: its leases expire and are recovered.
+        Some(Err(_)) | None => {}
     }
 }
 
@@ -121,8 +160,8 @@ async fn flush(shared: &Shared, batch: Vec<Outcome>) -> Vec<Outcome> {
                             tracing::warn!(event = "lost", item = %t.id, attempt = t.attempt, "completion refused: lease lost");
                         }
                     }
-                    shared.remove(t);
                 }
+                shared.remove_all(&completes);
                 tracing::debug!(event = "complete", count, "completions flushed");
             }
             Ok(answers) => {
@@ -161,8 +200,8 @@ async fn flush(shared: &Shared, batch: Vec<Outcome>) -> Vec<Outcome> {
                             tracing::warn!(event = "lost", item = %t.id, attempt = t.attempt, "failure refused: lease lost");
                         }
                     }
-                    shared.remove(t);
                 }
+                shared.remove_all(failures.iter().map(|f| &f.token));
             }
             Ok(answers) => {
                 let tokens: Vec<LeaseToken> = failures.iter().map(|f| f.token).collect();
@@ -195,7 +234,5 @@ async fn flush(shared: &Shared, batch: Vec<Outcome>) -> Vec<Outcome> {
 fn give_up(shared: &Shared, tokens: &[LeaseToken], error: &str) {
     add(&shared.metrics.store_errors, 1);
     tracing::error!(%error, count = tokens.len(), "finalize refused; the leases will expire and be recovered");
-    for t in tokens {
-        shared.remove(t);
-    }
+    shared.remove_all(tokens);
 }

@@ -3,13 +3,22 @@
 //! A [`Worker`] serves one or more queues of any [`Store`](crate::Store) with a
 //! [`Handler`]:
 //!
-//! - **Claim loop.** Claims only up to its free handler slots. After a claim that filled
-//!   every slot it asked for it claims again as soon as a slot frees; otherwise it
-//!   waits by the [`PollPolicy`] (250 ms, doubling from the second consecutive empty
-//!   poll, capped at 10 s; reset by any non-empty claim). The store's
+//! - **Claim loop.** Claims for its free handler slots, plus a small
+//!   [`prefetch`](WorkerBuilder::prefetch) while handlers are short, so the next
+//!   leases arrive while the slots are busy. While the queue has work (the last answer
+//!   filled what it asked) up to [`claims_in_flight`](WorkerBuilder::claims_in_flight)
+//!   claims are out at once; otherwise one poll at a time, waiting by the
+//!   [`PollPolicy`] (250 ms, doubling from the second consecutive empty poll, capped
+//!   at 10 s; reset by any non-empty claim). The store's
 //!   [`wake_signal`](crate::Store::wake_signal) ends any wait at once.
+//! - **Slots.** Claimed leases queue in claim order; up to `concurrency` slot tasks
+//!   run them one after another (a task per busy slot, not per attempt). A prefetched
+//!   lease still waiting for a slot when its renewal comes due is given back, never
+//!   renewed; prefetched leases are leased in the store, so G9 and G10 hold for them
+//!   as for running items.
 //! - **Renewal.** In-flight leases are renewed a third of a lease after their last
-//!   successful renewal, in coalesced batches (one `renew` call per flush), each call
+//!   successful renewal, from a schedule ordered by due time (never a scan of every
+//!   attempt), in coalesced batches (one `renew` call per flush), each call
 //!   with its own timeout. The renewal cap of G4 applies: a capped lease is not renewed
 //!   again. A "lease lost" answer cancels that handler at once and its outcome is
 //!   discarded.
@@ -22,7 +31,8 @@
 //!   workers and the time a handler takes to honour its token. A handler that ignores
 //!   its token is dropped at its next `.await` half a lease after the cancellation.
 //! - **Finalize.** Outcomes are coalesced (up to N tokens or T ms) and written fenced:
-//!   at most one `complete` and one `fail` call per flush. `Ok` completes; a retryable
+//!   at most one `complete` and one `fail` call per flush, with up to two flushes out
+//!   at once. `Ok` completes; a retryable
 //!   [`JobError`] retries after the [`RetryPolicy`](crate::RetryPolicy) delay; a
 //!   permanent one makes the item dead; a panic is a retryable failure carrying the
 //!   panic message, and the worker lives on. With a
@@ -71,6 +81,7 @@
 
 mod claim;
 mod config;
+mod dispatch;
 mod finalize;
 mod handler;
 mod instance;
@@ -80,7 +91,10 @@ mod renew;
 mod supervise;
 mod worker;
 
-pub use config::{WorkerBuilder, DEFAULT_CONCURRENCY, DEFAULT_LEADER_NAME, DEFAULT_LEASE};
+pub use config::{
+    WorkerBuilder, DEFAULT_CLAIMS_IN_FLIGHT, DEFAULT_CONCURRENCY, DEFAULT_LEADER_NAME,
+    DEFAULT_LEASE,
+};
 pub use handler::{Handler, Job, JobError, StopReason};
 pub use metrics::MetricsSnapshot;
 pub use poll::PollPolicy;

@@ -10,7 +10,7 @@ use crate::store::RenewParams;
 
 use super::handler::StopReason;
 use super::metrics::add;
-use super::worker::Shared;
+use super::worker::{release, Shared};
 
 /// Renews every in-flight lease a third of a lease after its last successful renewal.
 ///
@@ -18,22 +18,49 @@ use super::worker::Shared;
 /// call renews many leases. A lease the store caps (G4) is not renewed again and its
 /// attempt self-stops at half a lease; one answered "lease lost" has its handler
 /// cancelled at once. A call that fails or outlives `renew_timeout` is retried
-/// `renew_timeout` after it was sent.
+/// `renew_timeout` after it was sent. The loop reads the schedule of
+/// [`InFlight`](super::worker::InFlight), never the whole set of attempts.
 pub(crate) async fn renew_loop(shared: Arc<Shared>, stop: CancellationToken) {
     let s = &shared.settings;
-    let mut retry_at: Option<Instant> = None;
     loop {
-        let next_due = earliest_due(&shared);
-        let wake_at = match (next_due, retry_at) {
-            (Some(due), Some(retry)) => Some(due.max(retry)),
-            (due, _) => due,
+        let wake_at = {
+            let mut map = shared.inflight();
+            let at = map.next_due(renewable);
+            map.armed = at;
+            at
         };
         tokio::select! {
             _ = stop.cancelled() => return,
             _ = shared.renew_wake.notified() => continue,
             _ = sleep_until(wake_at.unwrap_or_else(far_future)), if wake_at.is_some() => {}
         }
-        let tokens = due_tokens(&shared, Instant::now() + s.renew_coalesce);
+        let (tokens, unstarted) = {
+            let mut map = shared.inflight();
+            let due = map.take_due(
+                Instant::now() + s.renew_coalesce,
+                s.limits.max_batch.max(1),
+                renewable,
+            );
+            // A prefetched lease still waiting for a slot is given back rather than
+            // renewed: taken out of the map here, under the lock a slot takes it with,
+            // so no slot starts it afterwards.
+            let (tokens, unstarted): (Vec<LeaseToken>, Vec<LeaseToken>) = due
+                .into_iter()
+                .partition(|t| map.entries.get(t).is_some_and(|e| e.started));
+            for t in &unstarted {
+                map.entries.remove(t);
+            }
+            (tokens, unstarted)
+        };
+        if !unstarted.is_empty() {
+            tracing::debug!(
+                count = unstarted.len(),
+                "giving back prefetched leases that waited a renewal interval for a slot"
+            );
+            shared.prefetch_missed();
+            shared.let_go(unstarted.len());
+            release(&shared, &unstarted).await;
+        }
         if tokens.is_empty() {
             continue;
         }
@@ -42,30 +69,39 @@ pub(crate) async fn renew_loop(shared: Arc<Shared>, stop: CancellationToken) {
         let call = shared
             .store
             .renew(RenewParams::new(tokens.clone(), s.lease));
-        match timeout(s.renew_timeout, call).await {
+        let failed = match timeout(s.renew_timeout, call).await {
             Ok(Ok(outcomes)) if outcomes.len() == count => {
-                retry_at = None;
                 apply(&shared, &tokens, outcomes, sent);
                 tracing::debug!(event = "renew", count, "leases renewed");
+                false
             }
             Ok(Ok(outcomes)) => {
-                add(&shared.metrics.store_errors, 1);
                 tracing::warn!(
                     count,
                     answers = outcomes.len(),
                     "renewal answered the wrong number of tokens"
                 );
-                retry_at = Some(sent + s.renew_timeout);
+                true
             }
             Ok(Err(e)) => {
-                add(&shared.metrics.store_errors, 1);
                 tracing::warn!(event = "renew", error = %e, count, "renewal failed; retrying");
-                retry_at = Some(sent + s.renew_timeout);
+                true
             }
             Err(_) => {
-                add(&shared.metrics.store_errors, 1);
                 tracing::warn!(event = "renew", timeout = ?s.renew_timeout, count, "renewal timed out; retrying");
-                retry_at = Some(sent + s.renew_timeout);
+                true
+            }
+        };
+        if failed {
+            add(&shared.metrics.store_errors, 1);
+            // Retried `renew_timeout` after this call was sent; the self-stop, on its
+            // own timer, still fires half a lease after the last successful renewal.
+            let retry = sent + s.renew_timeout;
+            let mut map = shared.inflight();
+            for t in &tokens {
+                if map.entries.contains_key(t) {
+                    map.schedule(*t, retry);
+                }
             }
         }
     }
@@ -79,30 +115,6 @@ fn renewable(e: &super::worker::Entry) -> bool {
     !e.capped && !e.lost_counted && e.stop.get().is_none()
 }
 
-fn earliest_due(shared: &Shared) -> Option<Instant> {
-    let after = shared.settings.renew_after;
-    shared
-        .inflight()
-        .values()
-        .filter(|e| renewable(e))
-        .map(|e| e.renewed_at + after)
-        .min()
-}
-
-/// Tokens due by `by`, earliest first, at most one store batch.
-fn due_tokens(shared: &Shared, by: Instant) -> Vec<LeaseToken> {
-    let after = shared.settings.renew_after;
-    let mut due: Vec<(Instant, LeaseToken)> = shared
-        .inflight()
-        .iter()
-        .filter(|(_, e)| renewable(e) && e.renewed_at + after <= by)
-        .map(|(t, e)| (e.renewed_at, *t))
-        .collect();
-    due.sort();
-    due.truncate(shared.settings.limits.max_batch.max(1));
-    due.into_iter().map(|(_, t)| t).collect()
-}
-
 fn apply(shared: &Shared, tokens: &[LeaseToken], outcomes: Vec<RenewOutcome>, sent: Instant) {
     for (t, o) in tokens.iter().zip(outcomes) {
         match o {
@@ -110,14 +122,18 @@ fn apply(shared: &Shared, tokens: &[LeaseToken], outcomes: Vec<RenewOutcome>, se
                 expires_at,
                 renewals,
             } => {
-                if let Some(e) = shared.inflight().get_mut(t) {
+                let mut map = shared.inflight();
+                if let Some(e) = map.entries.get_mut(t) {
                     e.renewed_at = e.renewed_at.max(sent);
+                    let next = e.renewed_at + shared.settings.renew_after;
+                    map.schedule(*t, next);
                 }
+                drop(map);
                 add(&shared.metrics.renewed, 1);
                 tracing::trace!(event = "renew", item = %t.id, attempt = t.attempt, %expires_at, renewals, "renewed");
             }
             RenewOutcome::LimitReached { limit } => {
-                if let Some(e) = shared.inflight().get_mut(t) {
+                if let Some(e) = shared.inflight().entries.get_mut(t) {
                     e.capped = true;
                 }
                 add(&shared.metrics.renewal_capped, 1);

@@ -1,33 +1,37 @@
-//! One attempt from claim to outcome: runs the handler on its own task, fires the
-//! self-stop on a timer of its own, and turns the handler's answer into an outcome.
+//! One attempt from claim to outcome: runs the handler on the attempt's task, fires
+//! the self-stop on a timer of its own, and turns the handler's answer into an outcome.
 
 use std::any::Any;
-use std::sync::{Arc, OnceLock};
+use std::future::Future;
+use std::panic::AssertUnwindSafe;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
 
-use tokio::sync::OwnedSemaphorePermit;
 use tokio::time::{sleep_until, Instant};
-use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
-use crate::model::Lease;
+use crate::model::{Lease, LeaseToken};
 use crate::store::Failure;
 
 use super::finalize::Outcome;
-use super::handler::{Job, StopReason};
+use super::handler::{Job, JobError, StopReason};
 use super::metrics::add;
-use super::worker::Shared;
+use super::worker::{Entry, Shared};
 
-/// Runs one attempt. `sent` is when the claim call that leased it was sent: the store
-/// set the expiry no earlier than that, so the self-stop counts from there.
-pub(crate) async fn supervise(
-    shared: Arc<Shared>,
-    lease: Lease,
-    cancel: CancellationToken,
-    stop: Arc<OnceLock<StopReason>>,
-    permit: OwnedSemaphorePermit,
-    sent: Instant,
-) {
+/// Runs one attempt on the calling slot task. `sent` is when the claim call that
+/// leased it was sent: the store set the expiry no earlier than that, so the self-stop
+/// counts from there.
+pub(crate) async fn supervise(shared: &Arc<Shared>, lease: Lease, sent: Instant) {
     let token = lease.token;
+    let Some((cancel, stop)) = shared
+        .inflight()
+        .entries
+        .get(&token)
+        .map(|e| (e.cancel.clone(), Arc::clone(&e.stop)))
+    else {
+        return;
+    };
     let span = tracing::info_span!(
         "tenure.job",
         item = %token.id,
@@ -37,23 +41,25 @@ pub(crate) async fn supervise(
     let settings = &shared.settings;
     let handler = Arc::clone(&shared.handler);
     let job = Job::with_stop(lease, cancel.clone(), stop);
-    let mut task = tokio::spawn(async move { handler.handle(job).await }.instrument(span.clone()));
-    if let Some(e) = shared.inflight().get_mut(&token) {
-        e.task = Some(task.abort_handle());
-    }
+    // Counts the handler in the in-flight gauge, and marks it ended, however this
+    // attempt ends (its slot task aborted included).
+    let mut _running = Running::new(shared, token);
+    // Dropping the future is how the handler is aborted; a panic in it is caught here
+    // and becomes the attempt's failure.
+    let mut running = Some(CatchPanic(handler.handle(job)).instrument(span.clone()));
 
     let mut deadline = sent + settings.self_stop_after;
     let mut abort_at: Option<Instant> = None;
-    let mut aborted = false;
     let mut time_out_at = settings.handler_timeout.map(|t| Instant::now() + t);
     let result = loop {
+        let Some(fut) = running.as_mut() else {
+            // Aborted: it ignored its cancellation and was dropped.
+            break Some(Ran::Dropped);
+        };
         tokio::select! {
             biased;
-            r = &mut task => break Some(r),
-            _ = shared.killed.cancelled() => {
-                task.abort();
-                break None;
-            }
+            r = fut => break Some(Ran::Returned(r)),
+            _ = shared.killed.cancelled() => break None,
             _ = sleep_until(time_out_at.unwrap_or(deadline)), if time_out_at.is_some() && abort_at.is_none() => {
                 time_out_at = None;
                 if shared.stop_attempt(&token, StopReason::Timeout) {
@@ -69,13 +75,12 @@ pub(crate) async fn supervise(
             _ = cancel.cancelled(), if abort_at.is_none() => {
                 abort_at = Some(Instant::now() + settings.abort_after);
             }
-            _ = sleep_until(abort_at.unwrap_or(deadline)), if abort_at.is_some() && !aborted => {
+            _ = sleep_until(abort_at.unwrap_or(deadline)), if abort_at.is_some() => {
                 tracing::warn!(parent: &span, "the handler ignored its cancellation; dropping it");
-                task.abort();
-                aborted = true;
+                running = None;
             }
             _ = sleep_until(deadline), if abort_at.is_none() => {
-                let renewed = shared.inflight().get(&token).map(|e| e.renewed_at);
+                let renewed = shared.inflight().entries.get(&token).map(|e| e.renewed_at);
                 match renewed.map(|at| at + settings.self_stop_after) {
                     Some(later) if later > Instant::now() => deadline = later,
                     _ => {
@@ -93,15 +98,17 @@ pub(crate) async fn supervise(
             }
         }
     };
-    shared.metrics.handler_ended();
-    drop(permit);
+    drop(running);
     let Some(result) = result else {
         return;
     };
 
     let stopped = {
         let mut map = shared.inflight();
-        match map.get_mut(&token) {
+        let mut entry = map.entries.get_mut(&token);
+        // The handler is gone: mark it so under this lock rather than in the guard's.
+        _running.ended(entry.as_deref_mut());
+        match entry {
             Some(e) => match e.stop.get() {
                 Some(StopReason::Timeout) => {
                     // Its failure is about to be sent, like any handler's outcome.
@@ -138,11 +145,11 @@ pub(crate) async fn supervise(
         }
         None => {
             let outcome = match result {
-                Ok(Ok(())) => Outcome::Complete(token),
-                Ok(Err(e)) if e.is_permanent() => Outcome::Fail {
+                Ran::Returned(Ok(Ok(()))) => Outcome::Complete(token),
+                Ran::Returned(Ok(Err(e))) if e.is_permanent() => Outcome::Fail {
                     failure: Failure::permanent(token, e.message()),
                 },
-                Ok(Err(e)) => {
+                Ran::Returned(Ok(Err(e))) => {
                     let delay = e
                         .retry_delay()
                         .unwrap_or_else(|| settings.retry.delay(&token));
@@ -150,8 +157,8 @@ pub(crate) async fn supervise(
                         failure: Failure::retry_after(token, delay, e.message()),
                     }
                 }
-                Err(join) if join.is_panic() => {
-                    let message = panic_message(&*join.into_panic());
+                Ran::Returned(Err(panic)) => {
+                    let message = panic_message(&*panic);
                     add(&shared.metrics.panicked, 1);
                     tracing::warn!(parent: &span, event = "panic", %message, "the handler panicked; retrying");
                     Outcome::Fail {
@@ -162,13 +169,81 @@ pub(crate) async fn supervise(
                         ),
                     }
                 }
-                Err(_) => {
-                    // Cancelled without a stop reason: only a dropped worker does that.
+                Ran::Dropped => {
+                    // Dropped without a stop reason: only a dropped worker does that.
                     shared.remove(&token);
                     return;
                 }
             };
             shared.send_outcome(outcome);
+        }
+    }
+}
+
+/// How the handler's run ended.
+enum Ran {
+    /// It returned (`Err` holds a panic's payload).
+    Returned(std::result::Result<std::result::Result<(), JobError>, Box<dyn Any + Send>>),
+    /// It was dropped at an `.await` after ignoring its cancellation.
+    Dropped,
+}
+
+/// Catches a panic while polling the future inside, so it ends the attempt instead of
+/// the task.
+struct CatchPanic<F>(F);
+
+impl<F: Future + Unpin> Future for CatchPanic<F> {
+    type Output = std::result::Result<F::Output, Box<dyn Any + Send>>;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let inner = &mut self.0;
+        match std::panic::catch_unwind(AssertUnwindSafe(|| Pin::new(&mut *inner).poll(cx))) {
+            Ok(Poll::Ready(v)) => Poll::Ready(Ok(v)),
+            Ok(Poll::Pending) => Poll::Pending,
+            Err(panic) => Poll::Ready(Err(panic)),
+        }
+    }
+}
+
+/// A handler being run: in the in-flight gauge from creation to drop, and marked
+/// ended in its entry when dropped.
+struct Running<'a> {
+    shared: &'a Shared,
+    token: LeaseToken,
+    /// Still to be marked ended.
+    pending: bool,
+}
+
+impl<'a> Running<'a> {
+    fn new(shared: &'a Shared, token: LeaseToken) -> Self {
+        shared.metrics.handler_started();
+        Running {
+            shared,
+            token,
+            pending: true,
+        }
+    }
+
+    /// Marks the handler ended in its entry, which the caller holds locked.
+    fn ended(&mut self, entry: Option<&mut Entry>) {
+        if self.pending {
+            self.pending = false;
+            self.shared.metrics.handler_ended();
+            if let Some(e) = entry {
+                e.ended = true;
+            }
+        }
+    }
+}
+
+impl Drop for Running<'_> {
+    fn drop(&mut self) {
+        if self.pending {
+            self.pending = false;
+            self.shared.metrics.handler_ended();
+            if let Some(e) = self.shared.inflight().entries.get_mut(&self.token) {
+                e.ended = true;
+            }
         }
     }
 }

@@ -1,11 +1,13 @@
 //! The running [`Worker`]: its shared state, start and graceful shutdown.
 
-use std::collections::HashMap;
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, HashMap, VecDeque};
 use std::fmt;
+use std::sync::atomic::{AtomicU64, AtomicUsize};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 use std::time::Duration;
 
-use tokio::sync::{mpsc, watch, Notify, OwnedSemaphorePermit, Semaphore};
+use tokio::sync::{mpsc, watch, Notify};
 use tokio::task::{AbortHandle, JoinHandle};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
@@ -91,11 +93,108 @@ pub(crate) struct Entry {
     pub(crate) renewed_at: Instant,
     /// The store refused further renewals (G4).
     pub(crate) capped: bool,
+    /// A slot took the attempt from the ready queue and runs (or ran) its handler.
+    pub(crate) started: bool,
     /// The handler has returned and its outcome waits for the finalizer.
     pub(crate) handler_done: bool,
+    /// The handler is gone: returned, or dropped (an abort included). Shutdown gives
+    /// back only leases whose handler can no longer run.
+    pub(crate) ended: bool,
     /// A "lease lost" answer has been counted for this attempt.
     pub(crate) lost_counted: bool,
-    pub(crate) task: Option<AbortHandle>,
+    /// When the renewal loop is to renew this lease next: the schedule entry in
+    /// [`InFlight::due`] that carries this instant is the live one.
+    pub(crate) renew_due: Instant,
+}
+
+/// One lease's place in the renewal schedule.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub(crate) struct Due {
+    pub(crate) at: Instant,
+    pub(crate) token: LeaseToken,
+}
+
+/// The attempts this worker holds, and when each lease is to be renewed.
+///
+/// The schedule is a min-heap with lazy deletion: a finished attempt, or one renewed
+/// since, leaves its old entry behind, and the renewal loop drops such entries when
+/// they surface (an entry is live when its instant is the attempt's `renew_due`). So
+/// starting, finishing and renewing an attempt each cost O(log n), and the renewal loop
+/// never scans the attempts. The heap is rebuilt from the live entries when stale ones
+/// outnumber them, which keeps it within twice the attempts held.
+#[derive(Debug, Default)]
+pub(crate) struct InFlight {
+    pub(crate) entries: HashMap<LeaseToken, Entry>,
+    due: BinaryHeap<Reverse<Due>>,
+    /// The instant the renewal loop sleeps until, as it last told; `None` when it
+    /// sleeps with nothing due.
+    pub(crate) armed: Option<Instant>,
+}
+
+impl InFlight {
+    /// Schedules `token`'s next renewal at `at`; true when that is earlier than the
+    /// renewal loop is armed for, so it must be woken to re-arm.
+    pub(crate) fn schedule(&mut self, token: LeaseToken, at: Instant) -> bool {
+        if let Some(e) = self.entries.get_mut(&token) {
+            e.renew_due = at;
+        }
+        if self.due.len() > 2 * self.entries.len() + 1024 {
+            self.due = self
+                .entries
+                .iter()
+                .map(|(t, e)| {
+                    Reverse(Due {
+                        at: e.renew_due,
+                        token: *t,
+                    })
+                })
+                .collect();
+        } else {
+            self.due.push(Reverse(Due { at, token }));
+        }
+        let earlier = self.armed.is_none_or(|armed| at < armed);
+        if earlier {
+            self.armed = Some(at);
+        }
+        earlier
+    }
+
+    /// The earliest live schedule entry whose attempt passes `keep`, dropping stale
+    /// entries and those `keep` refuses on the way.
+    pub(crate) fn next_due(&mut self, keep: impl Fn(&Entry) -> bool) -> Option<Instant> {
+        while let Some(Reverse(top)) = self.due.peek().copied() {
+            match self.entries.get(&top.token) {
+                Some(e) if e.renew_due == top.at && keep(e) => return Some(top.at),
+                _ => {
+                    self.due.pop();
+                }
+            }
+        }
+        None
+    }
+
+    /// Takes the live entries due by `by` whose attempt passes `keep`, earliest first,
+    /// at most `max`. They leave the schedule until the caller schedules them again.
+    pub(crate) fn take_due(
+        &mut self,
+        by: Instant,
+        max: usize,
+        keep: impl Fn(&Entry) -> bool,
+    ) -> Vec<LeaseToken> {
+        let mut out = Vec::new();
+        while out.len() < max {
+            let Some(at) = self.next_due(&keep) else {
+                break;
+            };
+            if at > by {
+                break;
+            }
+            if let Some(Reverse(top)) = self.due.pop() {
+                out.push(top.token);
+            }
+        }
+        out
+    }
 }
 
 pub(crate) struct Shared {
@@ -103,9 +202,21 @@ pub(crate) struct Shared {
     pub(crate) handler: Arc<dyn Handler>,
     pub(crate) settings: Settings,
     pub(crate) metrics: Metrics,
-    pub(crate) inflight: Mutex<HashMap<LeaseToken, Entry>>,
+    pub(crate) inflight: Mutex<InFlight>,
     pub(crate) renew_wake: Notify,
-    pub(crate) slots: Arc<Semaphore>,
+    /// Claimed leases waiting for a slot, in claim order, with when their claim was sent.
+    pub(crate) ready: Mutex<VecDeque<(Lease, Instant)>>,
+    /// Leases asked for by claims out, queued, or being worked on (see
+    /// [`Shared::room`]).
+    pub(crate) held: AtomicUsize,
+    /// Slot tasks alive: at most the concurrency.
+    pub(crate) slot_tasks: AtomicUsize,
+    pub(crate) slot_handles: Mutex<Vec<AbortHandle>>,
+    /// Notified when held leases are let go, so a claim loop waiting for room claims.
+    pub(crate) room_freed: Notify,
+    /// The moving average of handler run times, in microseconds (or
+    /// [`UNKNOWN`](super::dispatch::UNKNOWN)).
+    pub(crate) handler_micros: AtomicU64,
     pub(crate) tracker: TaskTracker,
     pub(crate) finalize_tx: mpsc::UnboundedSender<Outcome>,
     pub(crate) stop_claiming: CancellationToken,
@@ -117,7 +228,7 @@ pub(crate) struct Shared {
 }
 
 impl Shared {
-    pub(crate) fn inflight(&self) -> MutexGuard<'_, HashMap<LeaseToken, Entry>> {
+    pub(crate) fn inflight(&self) -> MutexGuard<'_, InFlight> {
         // A panic while the lock is held cannot leave the map inconsistent (every
         // update is a single insert, remove or field write), so poisoning is ignored.
         self.inflight
@@ -125,41 +236,31 @@ impl Shared {
             .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
-    /// Starts the attempt `lease`, claimed by a call sent at `sent`.
-    pub(crate) fn start_job(
-        self: &Arc<Self>,
-        lease: Lease,
-        permit: OwnedSemaphorePermit,
-        sent: Instant,
-    ) {
-        let cancel = CancellationToken::new();
-        let stop = Arc::new(OnceLock::new());
-        self.inflight().insert(
-            lease.token,
-            Entry {
-                cancel: cancel.clone(),
-                stop: stop.clone(),
-                renewed_at: sent,
-                capped: false,
-                handler_done: false,
-                lost_counted: false,
-                task: None,
-            },
-        );
-        self.renew_wake.notify_one();
-        self.metrics.handler_started();
-        let shared = Arc::clone(self);
-        self.tracker.spawn(
-            super::supervise::supervise(shared, lease, cancel, stop, permit, sent)
-                .instrument(self.span.clone()),
-        );
+    pub(crate) fn ready(&self) -> MutexGuard<'_, VecDeque<(Lease, Instant)>> {
+        // Each update is a single push or pop: poisoning cannot leave it inconsistent.
+        self.ready
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    pub(crate) fn slot_handles(&self) -> MutexGuard<'_, Vec<AbortHandle>> {
+        self.slot_handles
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// Aborts every slot task: their handlers are dropped at once.
+    pub(crate) fn abort_slots(&self) {
+        for h in self.slot_handles().iter() {
+            h.abort();
+        }
     }
 
     /// Tells the attempt to stop for `reason`, unless its handler already returned or
     /// it was told before. True when this call stopped it.
     pub(crate) fn stop_attempt(&self, token: &LeaseToken, reason: StopReason) -> bool {
         let map = self.inflight();
-        match map.get(token) {
+        match map.entries.get(token) {
             Some(e) if !e.handler_done && e.stop.set(reason).is_ok() => {
                 e.cancel.cancel();
                 true
@@ -170,7 +271,7 @@ impl Shared {
 
     /// Counts a "lease lost" answer once per attempt.
     pub(crate) fn count_lost(&self, token: &LeaseToken) {
-        let first = match self.inflight().get_mut(token) {
+        let first = match self.inflight().entries.get_mut(token) {
             Some(e) if !e.lost_counted => {
                 e.lost_counted = true;
                 true
@@ -184,7 +285,15 @@ impl Shared {
     }
 
     pub(crate) fn remove(&self, token: &LeaseToken) {
-        self.inflight().remove(token);
+        self.inflight().entries.remove(token);
+    }
+
+    /// Forgets every attempt of `tokens` under one lock.
+    pub(crate) fn remove_all<'a>(&self, tokens: impl IntoIterator<Item = &'a LeaseToken>) {
+        let mut map = self.inflight();
+        for t in tokens {
+            map.entries.remove(t);
+        }
     }
 
     pub(crate) fn send_outcome(&self, outcome: Outcome) {
@@ -194,7 +303,7 @@ impl Shared {
     }
 }
 
-/// A running worker on tokio: claims from its queues up to its free slots, runs the
+/// A running worker on tokio: claims from its queues for its free slots, runs the
 /// handler on each item, renews leases, writes outcomes in fenced batches, heartbeats,
 /// and (as leader) runs maintenance.
 ///
@@ -245,10 +354,15 @@ impl Worker {
         let shared = Arc::new(Shared {
             store,
             handler,
-            slots: Arc::new(Semaphore::new(settings.concurrency)),
+            ready: Mutex::new(VecDeque::new()),
+            held: AtomicUsize::new(0),
+            slot_tasks: AtomicUsize::new(0),
+            slot_handles: Mutex::new(Vec::new()),
+            room_freed: Notify::new(),
+            handler_micros: AtomicU64::new(super::dispatch::UNKNOWN),
             settings,
             metrics: Metrics::default(),
-            inflight: Mutex::new(HashMap::new()),
+            inflight: Mutex::new(InFlight::default()),
             renew_wake: Notify::new(),
             tracker: TaskTracker::new(),
             finalize_tx,
@@ -343,8 +457,8 @@ impl Worker {
             if !drained {
                 let stopped: Vec<LeaseToken> = {
                     let map = shared.inflight();
-                    map.iter()
-                        .filter(|(_, e)| !e.handler_done && e.stop.set(StopReason::Shutdown).is_ok())
+                    map.entries.iter()
+                        .filter(|(_, e)| e.started && !e.handler_done && e.stop.set(StopReason::Shutdown).is_ok())
                         .map(|(t, e)| {
                             e.cancel.cancel();
                             *t
@@ -353,18 +467,15 @@ impl Worker {
                 };
                 tracing::info!(running = stopped.len(), "shutdown: grace over, cancelling handlers");
                 if tokio::time::timeout(STOP_WAIT, shared.tracker.wait()).await.is_err() {
-                    for e in shared.inflight().values() {
-                        if let Some(task) = &e.task {
-                            task.abort();
-                        }
-                    }
+                    shared.abort_slots();
                     let _ = tokio::time::timeout(STOP_WAIT, shared.tracker.wait()).await;
                 }
                 let map = shared.inflight();
                 for t in stopped {
                     let ended = map
+                        .entries
                         .get(&t)
-                        .is_some_and(|e| e.task.as_ref().is_none_or(|h| h.is_finished()));
+                        .is_some_and(|e| e.ended);
                     if ended {
                         to_release.push(t);
                     } else {
@@ -381,6 +492,7 @@ impl Worker {
             }
             abandoned += shared
                 .inflight()
+                .entries
                 .values()
                 .filter(|e| e.handler_done)
                 .count() as u64;
@@ -433,7 +545,7 @@ async fn deregister(shared: &Shared) -> bool {
 
 /// Gives `tokens` back in as few calls as the store's batch limit allows; returns how
 /// many the store accepted and how many calls went unanswered.
-async fn release(shared: &Shared, tokens: &[LeaseToken]) -> (u64, u64) {
+pub(crate) async fn release(shared: &Shared, tokens: &[LeaseToken]) -> (u64, u64) {
     let mut accepted = 0u64;
     let mut unanswered = 0u64;
     for chunk in tokens.chunks(shared.settings.limits.max_batch.max(1)) {
@@ -468,9 +580,7 @@ async fn release(shared: &Shared, tokens: &[LeaseToken]) -> (u64, u64) {
             }
         }
     }
-    for t in tokens {
-        shared.remove(t);
-    }
+    shared.remove_all(tokens);
     add(&shared.metrics.released, accepted);
     (accepted, unanswered)
 }
@@ -493,11 +603,7 @@ impl Drop for Worker {
         {
             task.abort();
         }
-        for e in self.shared.inflight().values() {
-            if let Some(task) = &e.task {
-                task.abort();
-            }
-        }
+        self.shared.abort_slots();
     }
 }
 
@@ -505,4 +611,99 @@ impl Drop for Worker {
 pub(crate) async fn release_unstarted(shared: &Shared, leases: Vec<Lease>) {
     let tokens: Vec<LeaseToken> = leases.iter().map(|l| l.token).collect();
     release(shared, &tokens).await;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::ItemId;
+
+    fn entry(due: Instant) -> Entry {
+        Entry {
+            cancel: CancellationToken::new(),
+            stop: Arc::new(OnceLock::new()),
+            renewed_at: due,
+            capped: false,
+            started: true,
+            handler_done: false,
+            ended: false,
+            lost_counted: false,
+            renew_due: due,
+        }
+    }
+
+    fn token() -> LeaseToken {
+        LeaseToken {
+            id: ItemId::new(),
+            attempt: 1,
+        }
+    }
+
+    #[test]
+    fn the_schedule_hands_out_due_leases_earliest_first_and_skips_finished_and_renewed_ones() {
+        let base = Instant::now();
+        let at = |ms: u64| base + Duration::from_millis(ms);
+        let mut map = InFlight::default();
+        let tokens: Vec<LeaseToken> = (0..5).map(|_| token()).collect();
+        for (i, t) in tokens.iter().enumerate() {
+            let due = at(100 * (5 - i as u64));
+            map.entries.insert(*t, entry(due));
+            map.schedule(*t, due);
+        }
+        // tokens[4] is due first (100 ms), tokens[0] last (500 ms).
+        map.entries.remove(&tokens[4]); // finished
+        map.schedule(tokens[3], at(1_000)); // renewed: its 200 ms entry is stale
+        assert_eq!(map.next_due(|_| true), Some(at(300)));
+        let due = map.take_due(at(450), 10, |_| true);
+        assert_eq!(due, vec![tokens[2], tokens[1]]);
+        assert_eq!(map.take_due(at(2_000), 1, |_| true), vec![tokens[0]]);
+        assert_eq!(map.take_due(at(2_000), 10, |_| true), vec![tokens[3]]);
+        assert_eq!(map.next_due(|_| true), None);
+    }
+
+    #[test]
+    fn the_schedule_stays_within_twice_the_leases_held_however_many_come_and_go() {
+        let base = Instant::now();
+        let mut map = InFlight::default();
+        let held: Vec<LeaseToken> = (0..10).map(|_| token()).collect();
+        for t in &held {
+            map.entries.insert(*t, entry(base));
+            map.schedule(*t, base);
+        }
+        for i in 0..100_000u64 {
+            let t = token();
+            let due = base + Duration::from_micros(i);
+            map.entries.insert(t, entry(due));
+            map.schedule(t, due);
+            assert!(map.due.len() <= 2 * map.entries.len() + 1025);
+            map.entries.remove(&t);
+        }
+        let mut due = map.take_due(base + Duration::from_secs(1), 100, |_| true);
+        due.sort();
+        let mut expected = held;
+        expected.sort();
+        assert_eq!(due, expected, "only the leases still held come out");
+    }
+
+    #[test]
+    fn a_lease_scheduled_earlier_than_the_loop_is_armed_for_asks_for_a_wake() {
+        let base = Instant::now();
+        let mut map = InFlight::default();
+        let (a, b, c) = (token(), token(), token());
+        for t in [a, b, c] {
+            map.entries.insert(t, entry(base));
+        }
+        assert!(
+            map.schedule(a, base + Duration::from_secs(10)),
+            "nothing armed yet"
+        );
+        assert!(
+            !map.schedule(b, base + Duration::from_secs(20)),
+            "later than armed"
+        );
+        assert!(
+            map.schedule(c, base + Duration::from_secs(5)),
+            "earlier than armed"
+        );
+    }
 }

@@ -10,6 +10,7 @@ mod finalize;
 mod instances;
 mod outcomes;
 mod partitions;
+mod pipeline;
 mod poll;
 mod renewal;
 mod self_stop;

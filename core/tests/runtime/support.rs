@@ -8,9 +8,9 @@ use std::time::Duration;
 use tenure_core::{
     async_trait, ClaimParams, Clock, CompleteParams, DeregisterParams, DiscardParams,
     EnqueueParams, Enqueued, EvictParams, Evicted, FailOutcome, FailParams, HeartbeatParams,
-    Instance, Item, ItemId, LeaderParams, LeaderStatus, Lease, Limits, NewItem, PurgeParams,
-    Purged, QueueCounts, QueueName, RecoverParams, Recovered, ReleaseParams, RenewOutcome,
-    RenewParams, RequeueParams, Result, Store, Timestamp, TokenOutcome, WakeSignal,
+    Instance, Item, ItemId, LeaderParams, LeaderStatus, Lease, LeaseToken, Limits, NewItem,
+    PurgeParams, Purged, QueueCounts, QueueName, RecoverParams, Recovered, ReleaseParams,
+    RenewOutcome, RenewParams, RequeueParams, Result, Store, Timestamp, TokenOutcome, WakeSignal,
 };
 use tenure_memory::MemoryStore;
 use tokio::sync::Notify;
@@ -81,6 +81,13 @@ pub(crate) struct Calls {
     /// (when, failures)
     pub(crate) fails: Vec<(Instant, usize)>,
     pub(crate) releases: Vec<usize>,
+    /// Every token sent to `renew`, in order.
+    pub(crate) renewed_tokens: Vec<LeaseToken>,
+    /// Every token sent to `release`, in order.
+    pub(crate) released_tokens: Vec<LeaseToken>,
+    /// Claim calls out at once, at most (see [`Probe::slow_claims`]).
+    pub(crate) claims_out_max: usize,
+
     pub(crate) heartbeats: Vec<Instant>,
     pub(crate) recovers: usize,
     pub(crate) purges: usize,
@@ -97,6 +104,8 @@ pub(crate) struct Probe<S> {
     greedy: Arc<AtomicBool>,
     parked: Arc<Notify>,
     plain: Arc<AtomicBool>,
+    claim_delay: Arc<Mutex<Duration>>,
+    claims_out: Arc<std::sync::atomic::AtomicUsize>,
 }
 
 impl<S: Store> Probe<S> {
@@ -108,7 +117,14 @@ impl<S: Store> Probe<S> {
             greedy: Arc::default(),
             parked: Arc::default(),
             plain: Arc::default(),
+            claim_delay: Arc::default(),
+            claims_out: Arc::default(),
         }
+    }
+
+    /// Every claim call takes `delay` (of tokio's time) before it reaches the store.
+    pub(crate) fn slow_claims(&self, delay: Duration) {
+        *self.claim_delay.lock().unwrap() = delay;
     }
 
     /// While true, the store declares no optional capability.
@@ -158,38 +174,57 @@ impl<S: Store> Store for Probe<S> {
     }
     async fn claim(&self, mut params: ClaimParams) -> Result<Vec<Lease>> {
         let at = Instant::now();
+        let out_now = self.claims_out.fetch_add(1, Ordering::SeqCst) + 1;
+        {
+            let mut log = self.log();
+            log.claims_out_max = log.claims_out_max.max(out_now);
+        }
+        let delay = *self.claim_delay.lock().unwrap();
+        if !delay.is_zero() {
+            tokio::time::sleep(delay).await;
+        }
+        self.claims_out.fetch_sub(1, Ordering::SeqCst);
         let asked = params.limit;
         if self.greedy.load(Ordering::SeqCst) {
             params.limit += 1;
         }
         let out = self.inner.claim(params).await;
         let got = out.as_ref().map(Vec::len).unwrap_or(0);
+
         self.log().claims.push((at, asked, got));
         out
     }
     async fn renew(&self, params: RenewParams) -> Result<Vec<RenewOutcome>> {
-        self.log()
-            .renews
-            .push((Instant::now(), params.tokens.len()));
+        {
+            let mut log = self.log();
+            log.renews.push((Instant::now(), params.tokens.len()));
+            log.renewed_tokens.extend(params.tokens.iter().copied());
+        }
         if self.hang_renew.load(Ordering::SeqCst) {
             self.parked.notified().await;
         }
         self.inner.renew(params).await
     }
     async fn complete(&self, params: CompleteParams) -> Result<Vec<TokenOutcome>> {
-        self.log()
-            .completes
-            .push((Instant::now(), params.tokens.len()));
+        {
+            let mut log = self.log();
+            log.completes.push((Instant::now(), params.tokens.len()));
+        }
         self.inner.complete(params).await
     }
     async fn fail(&self, params: FailParams) -> Result<Vec<FailOutcome>> {
-        self.log()
-            .fails
-            .push((Instant::now(), params.failures.len()));
+        {
+            let mut log = self.log();
+            log.fails.push((Instant::now(), params.failures.len()));
+        }
         self.inner.fail(params).await
     }
     async fn release(&self, params: ReleaseParams) -> Result<Vec<TokenOutcome>> {
-        self.log().releases.push(params.tokens.len());
+        {
+            let mut log = self.log();
+            log.releases.push(params.tokens.len());
+            log.released_tokens.extend(params.tokens.iter().copied());
+        }
         self.inner.release(params).await
     }
     async fn recover_expired(&self, params: RecoverParams) -> Result<Recovered> {

@@ -1,0 +1,235 @@
+//! From claimed lease to running handler: the ready queue, the slot tasks that work
+//! it, and how many leases the claim loop may hold (the prefetch rule).
+//!
+//! A claim's leases are recorded and queued at once. Up to `concurrency` slot tasks
+//! take them from the queue in claim order and run one attempt after another, so a
+//! busy worker spawns a task per slot, not per attempt. A slot task ends when the
+//! queue is empty (or claiming has stopped).
+//!
+//! The claim loop may hold `concurrency` leases, plus `prefetch` more while the
+//! handlers are short, so the next claim is on its way while the handlers run. A
+//! prefetched lease is leased in the store like any other, so G9 and G10 hold as they
+//! do for running items; it waits in the queue for a slot, and one still waiting when
+//! its renewal comes due is given back instead of renewed (see the renewal loop), so a
+//! worker never renews a lease it has not started.
+
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, OnceLock};
+use std::time::Duration;
+
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+use tracing::Instrument;
+
+use crate::model::{Lease, LeaseToken};
+
+use super::worker::{Entry, Shared};
+
+/// Handler run time in the moving average before any handler has returned: unknown,
+/// so nothing is prefetched until the handlers have shown how long they take.
+pub(crate) const UNKNOWN: u64 = u64::MAX;
+
+impl Shared {
+    /// How many more leases the claim loop may ask for now.
+    pub(crate) fn room(&self) -> usize {
+        let cap = self.settings.concurrency + self.prefetch_now();
+        cap.saturating_sub(self.held.load(Ordering::Acquire))
+    }
+
+    /// The prefetch allowed now: all of it while a queued lease would wait well under
+    /// a renewal interval for its slot (about `prefetch / concurrency` handler runs),
+    /// none while the handlers are slow or have not run yet.
+    fn prefetch_now(&self) -> usize {
+        let s = &self.settings;
+        if s.prefetch == 0 {
+            return 0;
+        }
+        let average = self.handler_micros.load(Ordering::Relaxed);
+        if average == UNKNOWN {
+            return 0;
+        }
+        let wait = Duration::from_micros(average)
+            .saturating_mul(u32::try_from(s.prefetch).unwrap_or(u32::MAX))
+            / u32::try_from(s.concurrency).unwrap_or(u32::MAX);
+        if wait <= s.renew_after / 4 {
+            s.prefetch
+        } else {
+            0
+        }
+    }
+
+    /// Counts `n` leases the claim loop asked for.
+    pub(crate) fn hold(&self, n: usize) {
+        self.held.fetch_add(n, Ordering::AcqRel);
+    }
+
+    /// Lets go of `n` held leases (finished, given back, or never claimed) and tells
+    /// the claim loop there is room.
+    pub(crate) fn let_go(&self, n: usize) {
+        if n > 0 {
+            self.held.fetch_sub(n, Ordering::AcqRel);
+            self.room_freed.notify_one();
+        }
+    }
+
+    /// Records `leases`, claimed by a call sent at `sent`, under one lock, queues them,
+    /// and starts slot tasks for them up to the concurrency.
+    pub(crate) fn dispatch(self: &Arc<Self>, leases: Vec<Lease>, sent: Instant) {
+        let due = sent + self.settings.renew_after;
+        let mut wake_renewal = false;
+        {
+            let mut map = self.inflight();
+            for lease in &leases {
+                map.entries.insert(
+                    lease.token,
+                    Entry {
+                        cancel: CancellationToken::new(),
+                        stop: Arc::new(OnceLock::new()),
+                        renewed_at: sent,
+                        capped: false,
+                        started: false,
+                        handler_done: false,
+                        ended: false,
+                        lost_counted: false,
+                        renew_due: due,
+                    },
+                );
+                wake_renewal |= map.schedule(lease.token, due);
+            }
+        }
+        if wake_renewal {
+            self.renew_wake.notify_one();
+        }
+        let queued = {
+            let mut ready = self.ready();
+            ready.extend(leases.into_iter().map(|l| (l, sent)));
+            ready.len()
+        };
+        // One slot task per queued lease, up to the concurrency.
+        let mut tasks = self.slot_tasks.load(Ordering::Acquire);
+        let mut spawned = 0;
+        while spawned < queued && tasks < self.settings.concurrency {
+            match self.slot_tasks.compare_exchange(
+                tasks,
+                tasks + 1,
+                Ordering::AcqRel,
+                Ordering::Acquire,
+            ) {
+                Ok(_) => {
+                    self.spawn_slot();
+                    spawned += 1;
+                    tasks += 1;
+                }
+                Err(now) => tasks = now,
+            }
+        }
+    }
+
+    fn spawn_slot(self: &Arc<Self>) {
+        let shared = Arc::clone(self);
+        let task = self
+            .tracker
+            .spawn(slot(shared).instrument(self.span.clone()));
+        let mut handles = self.slot_handles();
+        handles.retain(|h| !h.is_finished());
+        handles.push(task.abort_handle());
+    }
+
+    /// Takes the next queued lease that is still this worker's to start, marking it
+    /// started. None when the queue is empty or claiming has stopped.
+    fn next_lease(&self) -> Option<(Lease, Instant)> {
+        loop {
+            if self.stop_claiming.is_cancelled() {
+                return None;
+            }
+            let (lease, sent) = self.ready().pop_front()?;
+            let mut map = self.inflight();
+            match map.entries.get_mut(&lease.token) {
+                Some(e) => {
+                    e.started = true;
+                    return Some((lease, sent));
+                }
+                // Given back while it waited (its renewal came due first).
+                None => continue,
+            }
+        }
+    }
+
+    /// Takes every lease still queued, for shutdown to give back.
+    pub(crate) fn take_queued(&self) -> Vec<LeaseToken> {
+        let drained: Vec<LeaseToken> = self.ready().drain(..).map(|(l, _)| l.token).collect();
+        let map = self.inflight();
+        drained
+            .into_iter()
+            .filter(|t| map.entries.get(t).is_some_and(|e| !e.started))
+            .collect()
+    }
+
+    /// A prefetched lease waited a renewal interval for its slot: the handlers are not
+    /// as short as their average said. Raises the average to twice what turns the
+    /// prefetch off, so it stays off until short runs bring the average down again
+    /// (and a given-back lease is not claimed straight back into the queue).
+    pub(crate) fn prefetch_missed(&self) {
+        let s = &self.settings;
+        let off = (s.renew_after / 4)
+            .saturating_mul(u32::try_from(s.concurrency).unwrap_or(u32::MAX))
+            / u32::try_from(s.prefetch.max(1)).unwrap_or(u32::MAX);
+        let floor = u64::try_from(off.as_micros().saturating_mul(2)).unwrap_or(UNKNOWN - 1);
+        let _ = self
+            .handler_micros
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |avg| {
+                Some(if avg == UNKNOWN {
+                    floor
+                } else {
+                    avg.max(floor)
+                })
+            });
+    }
+
+    /// Folds one handler run time into the moving average (weight 1/8).
+    fn record_run(&self, took: Duration) {
+        let sample = u64::try_from(took.as_micros()).unwrap_or(UNKNOWN - 1);
+        let _ = self
+            .handler_micros
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |avg| {
+                Some(if avg == UNKNOWN {
+                    sample
+                } else {
+                    avg - avg / 8 + sample / 8
+                })
+            });
+    }
+}
+
+/// One handler slot: runs queued attempts one after another until the queue is empty.
+async fn slot(shared: Arc<Shared>) {
+    loop {
+        while let Some((lease, sent)) = shared.next_lease() {
+            let started = Instant::now();
+            super::supervise::supervise(&shared, lease, sent).await;
+            shared.record_run(started.elapsed());
+            shared.let_go(1);
+        }
+        shared.slot_tasks.fetch_sub(1, Ordering::AcqRel);
+        // A lease queued after the queue looked empty, while this task still counted,
+        // found no slot to start: take it up again if there is room.
+        if shared.stop_claiming.is_cancelled() || shared.ready().is_empty() {
+            return;
+        }
+        let mut tasks = shared.slot_tasks.load(Ordering::Acquire);
+        loop {
+            if tasks >= shared.settings.concurrency {
+                return;
+            }
+            match shared.slot_tasks.compare_exchange(
+                tasks,
+                tasks + 1,
+                Ordering::AcqRel,
+                Ordering::Acquire,
+            ) {
+                Ok(_) => break,
+                Err(now) => tasks = now,
+            }
+        }
+    }
+}

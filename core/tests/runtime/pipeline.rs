@@ -1,0 +1,267 @@
+//! Keeping the slots full: claims out at once while the queue has work, prefetch while
+//! handlers are short, and prefetched leases given back rather than renewed.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use tenure_core::runtime::{Job, Worker};
+use tenure_core::{ItemState, NewItem, ScopeKey, StreamKey};
+use tokio::time::Instant;
+
+use crate::support::{enqueue, enqueue_items, item, memory, queue, until, Probe};
+
+fn payloads(n: usize) -> Vec<String> {
+    (0..n).map(|i| format!("item-{i}")).collect()
+}
+
+async fn drain_fast(
+    store: &Probe<tenure_memory::MemoryStore>,
+    claims_in_flight: usize,
+    prefetch: usize,
+) {
+    let names = payloads(400);
+    let refs: Vec<&str> = names.iter().map(String::as_str).collect();
+    enqueue(store, &refs).await;
+    store.slow_claims(Duration::from_millis(10));
+    let worker = Worker::builder(store.clone())
+        .queue(queue())
+        .concurrency(16)
+        .claims_in_flight(claims_in_flight)
+        .prefetch(prefetch)
+        .maintenance(false)
+        .handler(|_job: Job| async { Ok(()) })
+        .spawn()
+        .unwrap();
+    until(Duration::from_secs(30), || {
+        worker.metrics().completed == 400
+    })
+    .await;
+    worker.shutdown(Duration::from_secs(1)).await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_busy_queue_with_short_handlers_gets_two_claims_out_at_once() {
+    let store = Probe::new(memory());
+    drain_fast(&store, 2, 16).await;
+    let calls = store.calls();
+    // A claim holds what it asks for until it answers, so two out at once means the
+    // worker held more leases than its 16 slots: the prefetch.
+    assert_eq!(
+        calls.claims_out_max, 2,
+        "two claims overlap while the queue has work"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn one_claim_in_flight_or_no_prefetch_keeps_one_claim_out() {
+    let store = Probe::new(memory());
+    drain_fast(&store, 1, 16).await;
+    assert_eq!(store.calls().claims_out_max, 1, "claims_in_flight(1)");
+
+    let store = Probe::new(memory());
+    drain_fast(&store, 2, 0).await;
+    assert_eq!(
+        store.calls().claims_out_max,
+        1,
+        "without prefetch a claim holds every free slot, so the next waits for it"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_idle_queue_sees_one_poll_at_a_time() {
+    let store = Probe::new(memory());
+    store.slow_claims(Duration::from_millis(300));
+    let worker = Worker::builder(store.clone())
+        .queue(queue())
+        .concurrency(16)
+        .maintenance(false)
+        .handler(|_job: Job| async { Ok(()) })
+        .spawn()
+        .unwrap();
+    until(Duration::from_secs(60), || store.calls().claims.len() >= 6).await;
+    assert_eq!(store.calls().claims_out_max, 1);
+    drop(worker);
+}
+
+#[tokio::test(start_paused = true)]
+async fn slow_handlers_turn_prefetch_off_and_claims_ask_only_for_free_slots() {
+    let store = Probe::new(memory());
+    let names = payloads(12);
+    let refs: Vec<&str> = names.iter().map(String::as_str).collect();
+    enqueue(&store, &refs).await;
+    // Handlers of 20 s: a queued lease would wait 20 s for a slot, past a quarter of
+    // the 10 s renewal interval of a 30 s lease.
+    let runs: Arc<Mutex<Vec<(Instant, Instant)>>> = Arc::default();
+    // A claim answers 10 ms after it is sent, so a claim sent while the slots are busy
+    // is sent at or after the instant their handlers started.
+    store.slow_claims(Duration::from_millis(10));
+    let worker = Worker::builder(store.clone())
+        .queue(queue())
+        .concurrency(2)
+        .prefetch(2)
+        .maintenance(false)
+        .handler({
+            let runs = runs.clone();
+            move |_job: Job| {
+                let runs = runs.clone();
+                async move {
+                    let start = Instant::now();
+                    tokio::time::sleep(Duration::from_secs(20)).await;
+                    runs.lock().unwrap().push((start, Instant::now()));
+                    Ok(())
+                }
+            }
+        })
+        .spawn()
+        .unwrap();
+    until(Duration::from_secs(200), || {
+        worker.metrics().completed == 12
+    })
+    .await;
+    let runs = runs.lock().unwrap().clone();
+    let calls = store.calls();
+    for (at, asked, got) in calls.claims.iter().filter(|c| c.2 > 0) {
+        let busy = runs.iter().filter(|(s, e)| s <= at && at < e).count();
+        assert!(
+            busy < 2,
+            "a claim (asked {asked}, got {got}) was sent while both slots were busy"
+        );
+    }
+    assert!(calls.released_tokens.is_empty());
+    worker.shutdown(Duration::from_secs(1)).await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_prefetched_lease_still_waiting_at_its_renewal_is_given_back_not_renewed() {
+    let store = Probe::new(memory());
+    // Short items teach the worker its handlers are short; then one long item holds
+    // the only slot while the item behind it waits, prefetched.
+    let mut names: Vec<String> = (0..8).map(|i| format!("short-{i}")).collect();
+    names.push("long".to_owned());
+    names.push("behind".to_owned());
+    let refs: Vec<&str> = names.iter().map(String::as_str).collect();
+    let ids = enqueue(&store, &refs).await;
+    let behind = ids[9];
+    let worker = Worker::builder(store.clone())
+        .queue(queue())
+        .concurrency(1)
+        .prefetch(1)
+        .maintenance(false)
+        .handler(|job: Job| async move {
+            if job.payload() == b"long" {
+                tokio::time::sleep(Duration::from_secs(25)).await;
+            }
+            Ok(())
+        })
+        .spawn()
+        .unwrap();
+    until(Duration::from_secs(120), || {
+        worker.metrics().completed == 10
+    })
+    .await;
+    let calls = store.calls();
+    let given_back: Vec<_> = calls
+        .released_tokens
+        .iter()
+        .filter(|t| t.id == behind)
+        .collect();
+    assert_eq!(
+        given_back.len(),
+        1,
+        "the waiting lease is given back once, and not prefetched again while the long \
+         handler runs: {:?}",
+        calls.released_tokens
+    );
+    assert!(
+        !calls.renewed_tokens.iter().any(|t| t.id == behind),
+        "a lease no slot has started is never renewed"
+    );
+    let done = item(&store, behind).await;
+    assert_eq!(done.state, ItemState::Done);
+    assert_eq!(
+        done.attempt,
+        given_back[0].attempt + 1,
+        "claimed again after it was given back, and run"
+    );
+    worker.shutdown(Duration::from_secs(1)).await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn prefetch_and_overlapping_claims_keep_stream_order_and_one_running_item_per_scope() {
+    let store = Probe::new(memory());
+    let mut items = Vec::new();
+    for i in 0..40 {
+        for s in 0..5 {
+            items.push(
+                NewItem::new(queue(), format!("{s}:{i}").into_bytes())
+                    .stream(StreamKey::new(format!("stream-{s}")).unwrap()),
+            );
+        }
+        for c in 0..3 {
+            items.push(
+                NewItem::new(queue(), format!("scope-{c}").into_bytes())
+                    .scope(ScopeKey::new(format!("scope-{c}")).unwrap()),
+            );
+        }
+    }
+    let total = items.len() as u64;
+    enqueue_items(&store, items).await;
+    store.slow_claims(Duration::from_millis(2));
+    let seen: Arc<Mutex<HashMap<String, Vec<u32>>>> = Arc::default();
+    let running: Arc<Mutex<HashMap<String, u32>>> = Arc::default();
+    let overlap = Arc::new(Mutex::new(0u32));
+    let worker = Worker::builder(store.clone())
+        .queue(queue())
+        .concurrency(8)
+        .maintenance(false)
+        .handler({
+            let (seen, running, overlap) = (seen.clone(), running.clone(), overlap.clone());
+            move |job: Job| {
+                let (seen, running, overlap) = (seen.clone(), running.clone(), overlap.clone());
+                async move {
+                    let text = String::from_utf8(job.payload().to_vec()).unwrap();
+                    if let Some((s, i)) = text.split_once(':') {
+                        seen.lock()
+                            .unwrap()
+                            .entry(s.to_owned())
+                            .or_default()
+                            .push(i.parse().unwrap());
+                    } else {
+                        let mut r = running.lock().unwrap();
+                        let n = r.entry(text.clone()).or_default();
+                        *n += 1;
+                        if *n > 1 {
+                            *overlap.lock().unwrap() += 1;
+                        }
+                    }
+                    tokio::time::sleep(Duration::from_millis(1)).await;
+                    if !text.contains(':') {
+                        *running.lock().unwrap().get_mut(&text).unwrap() -= 1;
+                    }
+                    Ok(())
+                }
+            }
+        })
+        .spawn()
+        .unwrap();
+    until(Duration::from_secs(60), || {
+        worker.metrics().completed == total
+    })
+    .await;
+    assert_eq!(
+        store.calls().claims_out_max,
+        2,
+        "prefetch and overlapping claims were in play"
+    );
+    for (s, order) in seen.lock().unwrap().iter() {
+        let sorted: Vec<u32> = (0..40).collect();
+        assert_eq!(order, &sorted, "stream {s} handled in enqueue order");
+    }
+    assert_eq!(
+        *overlap.lock().unwrap(),
+        0,
+        "never two running items of one scope"
+    );
+    worker.shutdown(Duration::from_secs(1)).await;
+}
