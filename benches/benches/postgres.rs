@@ -15,9 +15,10 @@
 //!   `UPDATE ... WHERE id = ANY(ARRAY(SELECT ... FOR UPDATE SKIP LOCKED))` over the
 //!   same partial index, the finalize one `DELETE` fenced on `(id, attempt)` over
 //!   `unnest` (`tenure_benches::raw::pg`); no recovery guard, no scope rule, no pool.
-//! - `streams`: the library alone draining 100,000 items over 1,000 streams (G9,
-//!   strict FIFO per stream) at W = 4, B = 100; compare with the `raw` and `tenure`
-//!   cells `b100_w4`.
+//! - `streams`: 100,000 items over 1,000 streams (G9, strict FIFO per stream) at
+//!   W = 4, B = 100, drained by the library and by a raw head-marker loop (the raw
+//!   claim, and a finalize that promotes each stream's next item in the same
+//!   statement: `PgRaw::with_stream_heads`).
 //!
 //! Needs PostgreSQL at `TENURE_POSTGRES_URL` (default
 //! `postgres://postgres@127.0.0.1:5432/test`); without it the bench prints why and
@@ -98,13 +99,15 @@ async fn tenure_drain(store: &PgStore, n: usize, batch: usize, workers: usize) -
 // ----------------------------------------------------------------------------- raw
 
 async fn raw_drain(schema: &str, n: usize, batch: usize, workers: usize) -> Duration {
+    raw_drain_with(&PgRaw::new(schema), n, batch, workers).await
+}
+
+async fn raw_drain_with(raw: &PgRaw, n: usize, batch: usize, workers: usize) -> Duration {
     let mut conns = Vec::with_capacity(workers);
     for _ in 0..workers {
         conns.push(PgConnection::connect(&url()).await.expect("connect"));
     }
-    let (elapsed, _conns) = raw::drain(&PgRaw::new(schema), conns, n, batch)
-        .await
-        .expect("raw drain");
+    let (elapsed, _conns) = raw::drain(raw, conns, n, batch).await.expect("raw drain");
     elapsed
 }
 
@@ -185,6 +188,27 @@ fn postgres(c: &mut Criterion) {
                 for _ in 0..iters {
                     bench.lock().await.seed(&store, n, 1_000).await;
                     total += tenure_drain(&store, n, 100, 4).await;
+                }
+                total
+            })
+        })
+    });
+    group.bench_function(BenchmarkId::new("raw", "s1000_b100_w4"), |b| {
+        b.iter_custom(|iters| {
+            rt.block_on(async {
+                let mut total = Duration::ZERO;
+                for _ in 0..iters {
+                    bench.lock().await.seed(&store, n, 1_000).await;
+                    let schema = bench.lock().await.schema.clone();
+                    let raw = PgRaw::with_stream_heads(&schema);
+                    total += raw_drain_with(&raw, n, 100, 4).await;
+                    // The raw finalize keeps no stream counts: clear them so the next
+                    // enqueue makes heads again.
+                    let mut b = bench.lock().await;
+                    let sql = format!("DELETE FROM {}.streams", b.schema);
+                    sqlx::Executor::execute(&mut b.admin, sql.as_str())
+                        .await
+                        .expect("clear streams");
                 }
                 total
             })

@@ -343,6 +343,33 @@ pub mod pg {
             }
         }
 
+        /// The same claim, with a finalize that keeps the stream head flag in its write
+        /// path (G9): the `DELETE` returns each row's stream and, in the same
+        /// statement, the next waiting item of each of those streams becomes its head.
+        /// No stream rows, no counts: the least a strict per-stream FIFO can write.
+        /// The `streams` table of the schema is left as it was (stale counts): empty it
+        /// before the store enqueues into the same schema again.
+        pub fn with_stream_heads(schema: &str) -> Self {
+            PgRaw {
+                finalize: format!(
+                    "WITH d AS ( \
+                         DELETE FROM {schema}.items i \
+                         USING unnest($1::uuid[], $2::int4[]) AS t(id, attempt) \
+                         WHERE i.id = t.id AND i.attempt = t.attempt AND i.state = 'running' \
+                         RETURNING i.id, i.stream \
+                     ), promoted AS ( \
+                         UPDATE {schema}.items b SET head = true \
+                         WHERE b.id IN (SELECT (SELECT n.id FROM {schema}.items n \
+                                 WHERE n.stream = d.stream AND NOT n.head \
+                                 ORDER BY n.seq LIMIT 1) \
+                             FROM d WHERE d.stream IS NOT NULL) \
+                     ) \
+                     SELECT id FROM d"
+                ),
+                ..PgRaw::new(schema)
+            }
+        }
+
         /// Claims up to `batch` ready items of [`QUEUE`] for `owner`, with a lease of
         /// [`LEASE`].
         pub async fn claim(
@@ -394,7 +421,9 @@ pub mod pg {
 
     /// The burn-down drain of `n` seeded items on `conns` (one task per connection,
     /// owner `w{index}`): each task loops [`PgRaw::claim`] of `batch` then one
-    /// [`PgRaw::finalize`] of the whole batch, and returns at its first empty claim.
+    /// [`PgRaw::finalize`] of the whole batch, and returns at its first empty claim once
+    /// all `n` have finished (an empty claim before that, while another task holds the
+    /// last heads of some streams, is retried after 1 ms, at most 1,000 times in a row).
     /// Every finalize must delete every row it names and exactly `n` rows must go, else
     /// the drain fails. Returns the time from the first claim to the last task's return,
     /// and the connections, for the caller to read or close.
@@ -413,14 +442,23 @@ pub mod pg {
                 let (done, raw) = (done.clone(), raw.clone());
                 tokio::spawn(async move {
                     let owner = format!("w{w}");
+                    let mut empty = 0u32;
                     loop {
                         let leases = match raw.claim(&mut conn, &owner, batch).await {
                             Ok(l) => l,
                             Err(e) => return (conn, Err(e)),
                         };
                         if leases.is_empty() {
-                            return (conn, Ok(()));
+                            // Another task may hold the last heads of some streams:
+                            // the drain is over once every item has finished.
+                            if done.load(Ordering::Relaxed) >= n as u64 || empty >= 1_000 {
+                                return (conn, Ok(()));
+                            }
+                            empty += 1;
+                            tokio::time::sleep(Duration::from_millis(1)).await;
+                            continue;
                         }
+                        empty = 0;
                         match raw.finalize(&mut conn, &leases).await {
                             Ok(f) if f == leases.len() => {
                                 done.fetch_add(f as u64, Ordering::Relaxed);
