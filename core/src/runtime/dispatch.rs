@@ -3,8 +3,9 @@
 //!
 //! A claim's leases are recorded and queued at once. Up to `concurrency` slot tasks
 //! take them from the queue in claim order and run one attempt after another, so a
-//! busy worker spawns a task per slot, not per attempt. A slot task ends when the
-//! queue is empty (or claiming has stopped).
+//! busy worker spawns a task per slot, not per attempt. A slot task that finds the
+//! queue empty waits a moment for the next claim, then ends (at once when claiming
+//! has stopped).
 //!
 //! The claim loop may hold `concurrency` leases, plus `prefetch` more while the
 //! handlers are short, so the next claim is on its way while the handlers run. A
@@ -94,7 +95,7 @@ impl Shared {
                         renew_due: due,
                     },
                 );
-                wake_renewal |= map.schedule(lease.token, due);
+                wake_renewal |= map.push_due(lease.token, due);
             }
         }
         if wake_renewal {
@@ -105,9 +106,14 @@ impl Shared {
             ready.extend(leases.into_iter().map(|l| (l, sent)));
             ready.len()
         };
-        // One slot task per queued lease, up to the concurrency.
+        // Idle slot tasks take the new leases; more are started, one per queued lease
+        // beyond them, up to the concurrency.
+        let idle = self.idle_slots.load(Ordering::Acquire);
+        if idle > 0 {
+            self.work.notify_waiters();
+        }
         let mut tasks = self.slot_tasks.load(Ordering::Acquire);
-        let mut spawned = 0;
+        let mut spawned = idle;
         while spawned < queued && tasks < self.settings.concurrency {
             match self.slot_tasks.compare_exchange(
                 tasks,
@@ -201,7 +207,11 @@ impl Shared {
     }
 }
 
-/// One handler slot: runs queued attempts one after another until the queue is empty.
+/// How long a slot task with nothing to run waits for the next claim before it ends.
+const SLOT_IDLE: Duration = Duration::from_secs(1);
+
+/// One handler slot: runs queued attempts one after another; with the queue empty it
+/// waits up to [`SLOT_IDLE`] for the next claim's leases, then ends.
 async fn slot(shared: Arc<Shared>) {
     loop {
         while let Some((lease, sent)) = shared.next_lease() {
@@ -210,24 +220,44 @@ async fn slot(shared: Arc<Shared>) {
             shared.record_run(started.elapsed());
             shared.let_go(1);
         }
-        shared.slot_tasks.fetch_sub(1, Ordering::AcqRel);
-        // A lease queued after the queue looked empty, while this task still counted,
-        // found no slot to start: take it up again if there is room.
-        if shared.stop_claiming.is_cancelled() || shared.ready().is_empty() {
-            return;
+        if shared.stop_claiming.is_cancelled() {
+            break;
         }
+        // Registered before the queue is looked at again, so leases queued from here
+        // on wake this task.
+        let work = shared.work.notified();
+        tokio::pin!(work);
+        work.as_mut().enable();
+        if !shared.ready().is_empty() {
+            continue;
+        }
+        shared.idle_slots.fetch_add(1, Ordering::AcqRel);
+        let woken = tokio::select! {
+            _ = &mut work => true,
+            _ = tokio::time::sleep(SLOT_IDLE) => false,
+            _ = shared.stop_claiming.cancelled() => false,
+        };
+        shared.idle_slots.fetch_sub(1, Ordering::AcqRel);
+        if !woken {
+            break;
+        }
+    }
+    shared.slot_tasks.fetch_sub(1, Ordering::AcqRel);
+    // A lease queued after this task stopped looking, while it still counted, found
+    // no slot to start: start one for it.
+    if !shared.stop_claiming.is_cancelled() && !shared.ready().is_empty() {
         let mut tasks = shared.slot_tasks.load(Ordering::Acquire);
-        loop {
-            if tasks >= shared.settings.concurrency {
-                return;
-            }
+        while tasks < shared.settings.concurrency {
             match shared.slot_tasks.compare_exchange(
                 tasks,
                 tasks + 1,
                 Ordering::AcqRel,
                 Ordering::Acquire,
             ) {
-                Ok(_) => break,
+                Ok(_) => {
+                    shared.spawn_slot();
+                    break;
+                }
                 Err(now) => tasks = now,
             }
         }

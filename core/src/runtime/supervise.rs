@@ -51,47 +51,56 @@ pub(crate) async fn supervise(shared: &Arc<Shared>, lease: Lease, sent: Instant)
     let mut deadline = sent + settings.self_stop_after;
     let mut abort_at: Option<Instant> = None;
     let mut time_out_at = settings.handler_timeout.map(|t| Instant::now() + t);
-    let result = loop {
-        let Some(fut) = running.as_mut() else {
-            // Aborted: it ignored its cancellation and was dropped.
-            break Some(Ran::Dropped);
-        };
-        tokio::select! {
-            biased;
-            r = fut => break Some(Ran::Returned(r)),
-            _ = shared.killed.cancelled() => break None,
-            _ = sleep_until(time_out_at.unwrap_or(deadline)), if time_out_at.is_some() && abort_at.is_none() => {
-                time_out_at = None;
-                if shared.stop_attempt(&token, StopReason::Timeout) {
-                    add(&shared.metrics.timed_out, 1);
-                    tracing::warn!(
-                        parent: &span,
-                        event = "timeout",
-                        timeout = ?settings.handler_timeout,
-                        "the handler ran past its timeout; stopping it, the attempt fails",
-                    );
+    // A handler that finishes on its first poll needs none of the timers below.
+    let first = match running.as_mut() {
+        Some(fut) => std::future::poll_fn(|cx| Poll::Ready(Pin::new(&mut *fut).poll(cx))).await,
+        None => Poll::Pending,
+    };
+    let result = if let Poll::Ready(r) = first {
+        Some(Ran::Returned(r))
+    } else {
+        loop {
+            let Some(fut) = running.as_mut() else {
+                // Aborted: it ignored its cancellation and was dropped.
+                break Some(Ran::Dropped);
+            };
+            tokio::select! {
+                biased;
+                r = fut => break Some(Ran::Returned(r)),
+                _ = shared.killed.cancelled() => break None,
+                _ = sleep_until(time_out_at.unwrap_or(deadline)), if time_out_at.is_some() && abort_at.is_none() => {
+                    time_out_at = None;
+                    if shared.stop_attempt(&token, StopReason::Timeout) {
+                        add(&shared.metrics.timed_out, 1);
+                        tracing::warn!(
+                            parent: &span,
+                            event = "timeout",
+                            timeout = ?settings.handler_timeout,
+                            "the handler ran past its timeout; stopping it, the attempt fails",
+                        );
+                    }
                 }
-            }
-            _ = cancel.cancelled(), if abort_at.is_none() => {
-                abort_at = Some(Instant::now() + settings.abort_after);
-            }
-            _ = sleep_until(abort_at.unwrap_or(deadline)), if abort_at.is_some() => {
-                tracing::warn!(parent: &span, "the handler ignored its cancellation; dropping it");
-                running = None;
-            }
-            _ = sleep_until(deadline), if abort_at.is_none() => {
-                let renewed = shared.inflight().entries.get(&token).map(|e| e.renewed_at);
-                match renewed.map(|at| at + settings.self_stop_after) {
-                    Some(later) if later > Instant::now() => deadline = later,
-                    _ => {
-                        if shared.stop_attempt(&token, StopReason::SelfStop) {
-                            add(&shared.metrics.self_stopped, 1);
-                            tracing::warn!(
-                                parent: &span,
-                                event = "self-stop",
-                                since_renewal = ?settings.self_stop_after,
-                                "half a lease passed without a successful renewal; stopping the handler, nothing will be written",
-                            );
+                _ = cancel.cancelled(), if abort_at.is_none() => {
+                    abort_at = Some(Instant::now() + settings.abort_after);
+                }
+                _ = sleep_until(abort_at.unwrap_or(deadline)), if abort_at.is_some() => {
+                    tracing::warn!(parent: &span, "the handler ignored its cancellation; dropping it");
+                    running = None;
+                }
+                _ = sleep_until(deadline), if abort_at.is_none() => {
+                    let renewed = shared.inflight().entries.get(&token).map(|e| e.renewed_at);
+                    match renewed.map(|at| at + settings.self_stop_after) {
+                        Some(later) if later > Instant::now() => deadline = later,
+                        _ => {
+                            if shared.stop_attempt(&token, StopReason::SelfStop) {
+                                add(&shared.metrics.self_stopped, 1);
+                                tracing::warn!(
+                                    parent: &span,
+                                    event = "self-stop",
+                                    since_renewal = ?settings.self_stop_after,
+                                    "half a lease passed without a successful renewal; stopping the handler, nothing will be written",
+                                );
+                            }
                         }
                     }
                 }

@@ -124,7 +124,7 @@ pub(crate) struct Due {
 /// outnumber them, which keeps it within twice the attempts held.
 #[derive(Debug, Default)]
 pub(crate) struct InFlight {
-    pub(crate) entries: HashMap<LeaseToken, Entry>,
+    pub(crate) entries: HashMap<LeaseToken, Entry, foldhash::fast::RandomState>,
     due: BinaryHeap<Reverse<Due>>,
     /// The instant the renewal loop sleeps until, as it last told; `None` when it
     /// sleeps with nothing due.
@@ -138,6 +138,12 @@ impl InFlight {
         if let Some(e) = self.entries.get_mut(&token) {
             e.renew_due = at;
         }
+        self.push_due(token, at)
+    }
+
+    /// [`InFlight::schedule`] for an entry whose `renew_due` is already `at` (one just
+    /// inserted).
+    pub(crate) fn push_due(&mut self, token: LeaseToken, at: Instant) -> bool {
         if self.due.len() > 2 * self.entries.len() + 1024 {
             self.due = self
                 .entries
@@ -212,6 +218,9 @@ pub(crate) struct Shared {
     /// Slot tasks alive: at most the concurrency.
     pub(crate) slot_tasks: AtomicUsize,
     pub(crate) slot_handles: Mutex<Vec<AbortHandle>>,
+    /// Slot tasks waiting for work, and what wakes them.
+    pub(crate) idle_slots: AtomicUsize,
+    pub(crate) work: Notify,
     /// Notified when held leases are let go, so a claim loop waiting for room claims.
     pub(crate) room_freed: Notify,
     /// The moving average of handler run times, in microseconds (or
@@ -358,6 +367,8 @@ impl Worker {
             held: AtomicUsize::new(0),
             slot_tasks: AtomicUsize::new(0),
             slot_handles: Mutex::new(Vec::new()),
+            idle_slots: AtomicUsize::new(0),
+            work: Notify::new(),
             room_freed: Notify::new(),
             handler_micros: AtomicU64::new(super::dispatch::UNKNOWN),
             settings,
