@@ -265,3 +265,60 @@ async fn prefetch_and_overlapping_claims_keep_stream_order_and_one_running_item_
     );
     worker.shutdown(Duration::from_secs(1)).await;
 }
+
+#[tokio::test(start_paused = true)]
+async fn shutdown_gives_back_prefetched_leases_at_once_without_running_them() {
+    let store = Probe::new(memory());
+    let mut names: Vec<String> = (0..8).map(|i| format!("short-{i}")).collect();
+    names.push("long".to_owned());
+    names.push("behind".to_owned());
+    let refs: Vec<&str> = names.iter().map(String::as_str).collect();
+    let ids = enqueue(&store, &refs).await;
+    let (long, behind) = (ids[8], ids[9]);
+    let ran: Arc<Mutex<Vec<String>>> = Arc::default();
+    let worker = Worker::builder(store.clone())
+        .queue(queue())
+        .concurrency(1)
+        .prefetch(1)
+        .maintenance(false)
+        .handler({
+            let ran = ran.clone();
+            move |job: Job| {
+                let ran = ran.clone();
+                async move {
+                    let name = String::from_utf8(job.payload().to_vec()).unwrap();
+                    ran.lock().unwrap().push(name.clone());
+                    if name == "long" {
+                        // Cooperative: returns when told to stop.
+                        tokio::select! {
+                            _ = job.cancelled() => {}
+                            _ = tokio::time::sleep(Duration::from_secs(25)) => {}
+                        }
+                    }
+                    Ok(())
+                }
+            }
+        })
+        .spawn()
+        .unwrap();
+    // The long item runs, and the one behind it is claimed into the queue.
+    until(Duration::from_secs(5), || {
+        ran.lock().unwrap().iter().any(|n| n == "long")
+            && store.calls().claims.iter().map(|c| c.2).sum::<usize>() == 10
+    })
+    .await;
+    let report = worker.shutdown(Duration::from_millis(100)).await;
+    assert!(
+        !ran.lock().unwrap().iter().any(|n| n == "behind"),
+        "never started"
+    );
+    let released = store.calls().released_tokens;
+    assert!(
+        released.iter().any(|t| t.id == behind),
+        "the prefetched lease is given back"
+    );
+    assert!(released.iter().any(|t| t.id == long), "the stopped one too");
+    assert_eq!(report.abandoned, 0);
+    assert_eq!(item(&store, behind).await.state, ItemState::Ready);
+    assert_eq!(item(&store, long).await.state, ItemState::Ready);
+}
