@@ -92,6 +92,7 @@ impl Shared {
                         handler_done: false,
                         ended: false,
                         lost_counted: false,
+                        unanswered: false,
                         renew_due: due,
                     },
                 );

@@ -10,7 +10,7 @@ use tokio::time::{sleep, sleep_until, Instant};
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
-use crate::model::{FailOutcome, LeaseToken, TokenOutcome};
+use crate::model::{FailOutcome, ItemState, LeaseToken, TokenOutcome};
 use crate::store::{CompleteParams, FailParams, Failure};
 
 use super::metrics::add;
@@ -155,6 +155,9 @@ async fn flush(shared: &Shared, batch: Vec<Outcome>) -> Vec<Outcome> {
                             add(&shared.metrics.completed, 1);
                             tracing::debug!(event = "complete", item = %t.id, attempt = t.attempt, "completed");
                         }
+                        TokenOutcome::LeaseLost if shared.was_unanswered(t) => {
+                            settle(shared, t, Finalize::Complete).await;
+                        }
                         TokenOutcome::LeaseLost => {
                             shared.count_lost(t);
                             tracing::warn!(event = "lost", item = %t.id, attempt = t.attempt, "completion refused: lease lost");
@@ -174,6 +177,7 @@ async fn flush(shared: &Shared, batch: Vec<Outcome>) -> Vec<Outcome> {
             Err(e) if e.is_retryable() => {
                 add(&shared.metrics.store_errors, 1);
                 tracing::warn!(error = %e, count, "completion flush failed; retrying");
+                shared.mark_unanswered(&completes);
                 kept.extend(completes.into_iter().map(Outcome::Complete));
             }
             Err(e) => give_up(shared, &completes, &e.to_string()),
@@ -195,6 +199,9 @@ async fn flush(shared: &Shared, batch: Vec<Outcome>) -> Vec<Outcome> {
                             add(&shared.metrics.dead, 1);
                             tracing::warn!(event = "fail", item = %t.id, attempt = t.attempt, error = %f.error, "failed; dead");
                         }
+                        FailOutcome::LeaseLost if shared.was_unanswered(t) => {
+                            settle(shared, t, Finalize::Fail).await;
+                        }
                         FailOutcome::LeaseLost => {
                             shared.count_lost(t);
                             tracing::warn!(event = "lost", item = %t.id, attempt = t.attempt, "failure refused: lease lost");
@@ -214,6 +221,8 @@ async fn flush(shared: &Shared, batch: Vec<Outcome>) -> Vec<Outcome> {
             Err(e) if e.is_retryable() => {
                 add(&shared.metrics.store_errors, 1);
                 tracing::warn!(error = %e, count, "failure flush failed; retrying");
+                let tokens: Vec<LeaseToken> = failures.iter().map(|f| f.token).collect();
+                shared.mark_unanswered(&tokens);
                 kept.extend(
                     failures
                         .into_iter()
@@ -227,6 +236,54 @@ async fn flush(shared: &Shared, batch: Vec<Outcome>) -> Vec<Outcome> {
         }
     }
     kept
+}
+
+/// What a retried finalize was writing.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Finalize {
+    Complete,
+    Fail,
+}
+
+/// A finalize whose earlier call failed without an answer (the connection dropped, a
+/// timeout) was retried and refused as stale. The refusal proves nothing by itself:
+/// the first call may have committed, so the token is stale because of this worker's
+/// own write. The item tells: still at this attempt and no longer running means the
+/// first call took effect (counted as completed or failed); a later attempt or this
+/// attempt still running means the lease was really lost; an item that is gone (a
+/// completion deletes it) or a store that cannot answer leaves it unconfirmed, counted
+/// apart from "lost".
+async fn settle(shared: &Shared, t: &LeaseToken, what: Finalize) {
+    match shared.store.item_get(t.id).await {
+        Ok(Some(item)) if item.attempt == t.attempt && item.state != ItemState::Running => {
+            let took = match what {
+                Finalize::Complete => item.state == ItemState::Done,
+                Finalize::Fail => matches!(item.state, ItemState::Ready | ItemState::Dead),
+            };
+            if took {
+                match what {
+                    Finalize::Complete => add(&shared.metrics.completed, 1),
+                    Finalize::Fail => {
+                        add(&shared.metrics.failed, 1);
+                        if item.state == ItemState::Dead {
+                            add(&shared.metrics.dead, 1);
+                        }
+                    }
+                }
+                tracing::info!(event = "settled", item = %t.id, attempt = t.attempt, ?what, "a retried finalize was refused as stale: the first call had taken effect");
+            } else {
+                shared.count_lost(t);
+            }
+        }
+        Ok(Some(_)) => {
+            shared.count_lost(t);
+            tracing::warn!(event = "lost", item = %t.id, attempt = t.attempt, ?what, "retried finalize refused: lease lost");
+        }
+        Ok(None) | Err(_) => {
+            add(&shared.metrics.unconfirmed, 1);
+            tracing::warn!(event = "unconfirmed", item = %t.id, attempt = t.attempt, ?what, "a retried finalize was refused as stale and the item is gone: the first call most likely took effect");
+        }
+    }
 }
 
 /// A non-retryable answer: the outcomes are dropped and their leases left to expire,

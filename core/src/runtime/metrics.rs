@@ -19,10 +19,17 @@ pub struct MetricsSnapshot {
     pub dead: u64,
     /// Of `failed`, handler panics.
     pub panicked: u64,
-    /// Attempts whose lease was lost: a renewal or a finalize answered "lease lost".
+    /// Attempts whose lease was lost: a renewal or a finalize answered "lease lost"
+    /// (a retried finalize whose first call took effect is not counted here; see
+    /// `unconfirmed`).
     pub lost: u64,
     /// Successful lease renewals (one per lease per renewal).
     pub renewed: u64,
+    /// Finalizes retried after a call that got no answer and then refused as stale,
+    /// with the item gone (or unreadable): the first call most likely took effect,
+    /// but nothing proves it. Counted apart from `lost`; a retried finalize whose first
+    /// call is seen to have taken effect counts as completed or failed.
+    pub unconfirmed: u64,
     /// Renewals refused because the attempt reached its cap (G4).
     pub renewal_capped: u64,
     /// Attempts cancelled by the self-stop.
@@ -48,6 +55,7 @@ pub(crate) struct Metrics {
     pub(crate) panicked: AtomicU64,
     pub(crate) lost: AtomicU64,
     pub(crate) renewed: AtomicU64,
+    pub(crate) unconfirmed: AtomicU64,
     pub(crate) renewal_capped: AtomicU64,
     pub(crate) self_stopped: AtomicU64,
     pub(crate) timed_out: AtomicU64,
@@ -72,6 +80,7 @@ impl Metrics {
             panicked: get(&self.panicked),
             lost: get(&self.lost),
             renewed: get(&self.renewed),
+            unconfirmed: get(&self.unconfirmed),
             renewal_capped: get(&self.renewal_capped),
             self_stopped: get(&self.self_stopped),
             timed_out: get(&self.timed_out),

@@ -102,6 +102,9 @@ pub(crate) struct Entry {
     pub(crate) ended: bool,
     /// A "lease lost" answer has been counted for this attempt.
     pub(crate) lost_counted: bool,
+    /// A finalize call for this attempt failed without an answer; it may have
+    /// committed (see the finalizer's `settle`).
+    pub(crate) unanswered: bool,
     /// When the renewal loop is to renew this lease next: the schedule entry in
     /// [`InFlight::due`] that carries this instant is the live one.
     pub(crate) renew_due: Instant,
@@ -291,6 +294,24 @@ impl Shared {
         if first {
             add(&self.metrics.lost, 1);
         }
+    }
+
+    /// Marks `tokens` as sent in a finalize call that got no answer.
+    pub(crate) fn mark_unanswered(&self, tokens: &[LeaseToken]) {
+        let mut map = self.inflight();
+        for t in tokens {
+            if let Some(e) = map.entries.get_mut(t) {
+                e.unanswered = true;
+            }
+        }
+    }
+
+    /// True when an earlier finalize call for `token` got no answer.
+    pub(crate) fn was_unanswered(&self, token: &LeaseToken) -> bool {
+        self.inflight()
+            .entries
+            .get(token)
+            .is_some_and(|e| e.unanswered)
     }
 
     pub(crate) fn remove(&self, token: &LeaseToken) {
@@ -639,6 +660,7 @@ mod tests {
             handler_done: false,
             ended: false,
             lost_counted: false,
+            unanswered: false,
             renew_due: due,
         }
     }

@@ -8,6 +8,7 @@ mod support;
 
 mod finalize;
 mod instances;
+mod lost_answer;
 mod outcomes;
 mod partitions;
 mod pipeline;

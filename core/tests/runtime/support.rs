@@ -106,6 +106,7 @@ pub(crate) struct Probe<S> {
     plain: Arc<AtomicBool>,
     claim_delay: Arc<Mutex<Duration>>,
     claims_out: Arc<std::sync::atomic::AtomicUsize>,
+    lose_answers: Arc<std::sync::atomic::AtomicUsize>,
 }
 
 impl<S: Store> Probe<S> {
@@ -119,7 +120,20 @@ impl<S: Store> Probe<S> {
             plain: Arc::default(),
             claim_delay: Arc::default(),
             claims_out: Arc::default(),
+            lose_answers: Arc::default(),
         }
+    }
+
+    /// The next `n` complete or fail calls reach the store and take effect, then answer
+    /// `Unavailable`: a connection lost after the commit, before the answer.
+    pub(crate) fn lose_answers(&self, n: usize) {
+        self.lose_answers.store(n, Ordering::SeqCst);
+    }
+
+    fn answer_lost(&self) -> bool {
+        self.lose_answers
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
+            .is_ok()
     }
 
     /// Every claim call takes `delay` (of tokio's time) before it reaches the store.
@@ -210,14 +224,28 @@ impl<S: Store> Store for Probe<S> {
             let mut log = self.log();
             log.completes.push((Instant::now(), params.tokens.len()));
         }
-        self.inner.complete(params).await
+        let out = self.inner.complete(params).await;
+        if out.is_ok() && self.answer_lost() {
+            return Err(tenure_core::Error::unavailable(
+                "probe",
+                "connection lost after commit",
+            ));
+        }
+        out
     }
     async fn fail(&self, params: FailParams) -> Result<Vec<FailOutcome>> {
         {
             let mut log = self.log();
             log.fails.push((Instant::now(), params.failures.len()));
         }
-        self.inner.fail(params).await
+        let out = self.inner.fail(params).await;
+        if out.is_ok() && self.answer_lost() {
+            return Err(tenure_core::Error::unavailable(
+                "probe",
+                "connection lost after commit",
+            ));
+        }
+        out
     }
     async fn release(&self, params: ReleaseParams) -> Result<Vec<TokenOutcome>> {
         {
