@@ -14,6 +14,7 @@ use crate::model::Lease;
 use crate::store::{ClaimParams, HeartbeatParams, WakeSignal};
 
 use super::metrics::add;
+use super::supervise::CatchPanic;
 use super::worker::{release, release_unstarted, Shared};
 
 async fn woken(signal: Option<&WakeSignal>) {
@@ -80,8 +81,8 @@ pub(crate) async fn claim_loop(shared: Arc<Shared>) {
             _ = stop.cancelled() => break,
             Some(joined) = calls.join_next(), if !calls.is_empty() => {
                 let Ok(answer) = joined else {
-                    // A claim call that panicked in the store: a failed claim. What it
-                    // asked for is let go (nothing it may have leased is known).
+                    // Only an aborted call ends without an answer (panics are caught
+                    // inside it): a failed claim.
                     add(&shared.metrics.store_errors, 1);
                     empty = empty.saturating_add(1);
                     poll_now = false;
@@ -206,7 +207,12 @@ async fn send(shared: &Arc<Shared>, calls: &mut JoinSet<Answer>, wake: Option<&W
     let store = Arc::clone(&shared.store);
     calls.spawn(
         async move {
-            let leases = store.claim(params).await;
+            // A store that panics in a claim answers an internal error, so what the
+            // claim held is let go like any failed claim's.
+            let leases = match CatchPanic(store.claim(params)).await {
+                Ok(answer) => answer,
+                Err(_) => Err(Error::internal(store.name(), "the claim call panicked")),
+            };
             Answer {
                 leases,
                 asked,

@@ -199,7 +199,7 @@ enum Ran {
 
 /// Catches a panic while polling the future inside, so it ends the attempt instead of
 /// the task.
-struct CatchPanic<F>(F);
+pub(crate) struct CatchPanic<F>(pub(crate) F);
 
 impl<F: Future + Unpin> Future for CatchPanic<F> {
     type Output = std::result::Result<F::Output, Box<dyn Any + Send>>;

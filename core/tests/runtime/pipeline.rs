@@ -322,3 +322,24 @@ async fn shutdown_gives_back_prefetched_leases_at_once_without_running_them() {
     assert_eq!(item(&store, behind).await.state, ItemState::Ready);
     assert_eq!(item(&store, long).await.state, ItemState::Ready);
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_claim_that_panics_in_the_store_is_a_failed_claim_and_its_slots_come_back() {
+    let store = Probe::new(memory());
+    let names = payloads(20);
+    let refs: Vec<&str> = names.iter().map(String::as_str).collect();
+    enqueue(&store, &refs).await;
+    store.panic_claims(3);
+    let worker = Worker::builder(store.clone())
+        .queue(queue())
+        .concurrency(2)
+        .maintenance(false)
+        .handler(|_job: Job| async { Ok(()) })
+        .spawn()
+        .unwrap();
+    // Three panicking claims each held both slots; were they not let go, nothing
+    // more could be claimed.
+    until(Duration::from_secs(60), || worker.metrics().completed == 20).await;
+    assert_eq!(worker.metrics().store_errors, 3);
+    worker.shutdown(Duration::from_secs(1)).await;
+}

@@ -107,6 +107,7 @@ pub(crate) struct Probe<S> {
     claim_delay: Arc<Mutex<Duration>>,
     claims_out: Arc<std::sync::atomic::AtomicUsize>,
     lose_answers: Arc<std::sync::atomic::AtomicUsize>,
+    panic_claims: Arc<std::sync::atomic::AtomicUsize>,
 }
 
 impl<S: Store> Probe<S> {
@@ -121,7 +122,13 @@ impl<S: Store> Probe<S> {
             claim_delay: Arc::default(),
             claims_out: Arc::default(),
             lose_answers: Arc::default(),
+            panic_claims: Arc::default(),
         }
+    }
+
+    /// The next `n` claim calls panic (a broken store).
+    pub(crate) fn panic_claims(&self, n: usize) {
+        self.panic_claims.store(n, Ordering::SeqCst);
     }
 
     /// The next `n` complete or fail calls reach the store and take effect, then answer
@@ -192,6 +199,14 @@ impl<S: Store> Store for Probe<S> {
         {
             let mut log = self.log();
             log.claims_out_max = log.claims_out_max.max(out_now);
+        }
+        if self
+            .panic_claims
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
+            .is_ok()
+        {
+            self.claims_out.fetch_sub(1, Ordering::SeqCst);
+            panic!("the probe's claim panics");
         }
         let delay = *self.claim_delay.lock().unwrap();
         if !delay.is_zero() {
