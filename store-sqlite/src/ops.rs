@@ -136,6 +136,24 @@ const SQL_PROMOTE: &str = "UPDATE tenure_items SET head = 1
                   WHERE stream = ?1 AND state <> 'done' ORDER BY seq LIMIT 1)
        AND head = 0";
 
+/// The claim's write of one picked row, guarded on `state = 'ready'` (G1).
+const SQL_CLAIM_ONE: &str = "UPDATE tenure_items SET state = 'running', attempt = attempt + 1,
+         owner = ?2, lease_expires_at = ?3, renewals = 0, updated_at = ?4
+     WHERE seq = ?1 AND state = 'ready'";
+
+/// The fenced lookup of one token (G3): the row's seq and stream, or no row when the
+/// token is not current.
+const SQL_COMPLETE_FIND: &str = "SELECT seq, stream FROM tenure_items
+     WHERE id = ?1 AND state = 'running' AND attempt = ?2";
+
+/// Deletes one completed row, found by [`SQL_COMPLETE_FIND`].
+const SQL_COMPLETE_DELETE: &str = "DELETE FROM tenure_items WHERE seq = ?1";
+
+/// Keeps one completed row as `done` until purged.
+const SQL_COMPLETE_KEEP: &str = "UPDATE tenure_items SET state = 'done', owner = NULL,
+         lease_expires_at = NULL, updated_at = ?2
+     WHERE seq = ?1";
+
 fn corrupt(what: impl std::fmt::Display) -> OpError {
     OpError::Store(Error::internal(STORE, format!("corrupt row: {what}")))
 }
@@ -568,18 +586,18 @@ pub(crate) fn claim(cx: &Cx<'_>, params: &ClaimParams) -> OpResult<Vec<Lease>> {
     if seqs.is_empty() {
         return Ok(leases);
     }
-    let changed = conn
-        .prepare_cached(
-            "UPDATE tenure_items SET state = 'running', attempt = attempt + 1, owner = ?2,
-                 lease_expires_at = ?3, renewals = 0, updated_at = ?4
-             WHERE seq IN (SELECT value FROM json_each(?1)) AND state = 'ready'",
-        )?
-        .execute(params![
-            json_list(&seqs),
-            params.owner.as_str(),
-            (now + params.lease_for).as_micros(),
-            now.as_micros()
-        ])?;
+    // One prepared single-row statement per item: cheaper than one statement over a
+    // list (no JSON to build and parse, no subquery to materialize) at any batch size.
+    let mut update = conn.prepare_cached(SQL_CLAIM_ONE)?;
+    let (owner, expires, at) = (
+        params.owner.as_str(),
+        (now + params.lease_for).as_micros(),
+        now.as_micros(),
+    );
+    let mut changed = 0;
+    for seq in &seqs {
+        changed += update.execute(params![seq, owner, expires, at])?;
+    }
     if changed != seqs.len() {
         return Err(Error::internal(
             STORE,
@@ -600,11 +618,15 @@ pub(crate) fn claim(cx: &Cx<'_>, params: &ClaimParams) -> OpResult<Vec<Lease>> {
 /// (then deletes the row unless finished items are kept) and moves the stream head.
 pub(crate) fn complete(cx: &Cx<'_>, params: &CompleteParams) -> OpResult<Vec<TokenOutcome>> {
     let conn = cx.conn;
-    let mut find = conn.prepare_cached(
-        "SELECT seq, stream FROM tenure_items WHERE id = ?1 AND state = 'running' AND attempt = ?2",
-    )?;
+    // A lookup and a write by rowid per token: a `DELETE .. RETURNING` would buffer
+    // its one row in a temporary b-tree, which costs more than the second statement.
+    let mut find = conn.prepare_cached(SQL_COMPLETE_FIND)?;
+    let mut finish = conn.prepare_cached(if cx.keep_done {
+        SQL_COMPLETE_KEEP
+    } else {
+        SQL_COMPLETE_DELETE
+    })?;
     let mut out = Vec::with_capacity(params.tokens.len());
-    let mut seqs = Vec::with_capacity(params.tokens.len());
     let mut streams = Vec::new();
     for t in &params.tokens {
         let row: Option<(i64, Option<String>)> = find
@@ -612,46 +634,22 @@ pub(crate) fn complete(cx: &Cx<'_>, params: &CompleteParams) -> OpResult<Vec<Tok
                 Ok((r.get(0)?, r.get(1)?))
             })
             .optional()?;
-        match row {
-            None => out.push(TokenOutcome::LeaseLost),
-            Some((seq, stream)) => {
-                seqs.push(seq);
-                streams.extend(stream);
-                out.push(TokenOutcome::Accepted);
-            }
+        let Some((seq, stream)) = row else {
+            out.push(TokenOutcome::LeaseLost);
+            continue;
+        };
+        if cx.keep_done {
+            finish.execute(params![seq, cx.now.as_micros()])?;
+        } else {
+            finish.execute([seq])?;
         }
+        streams.extend(stream);
+        out.push(TokenOutcome::Accepted);
     }
-    if seqs.is_empty() {
-        return Ok(out);
-    }
-    // The accepted rows, finished in one statement.
-    let sql = if cx.keep_done {
-        "UPDATE tenure_items SET state = 'done', owner = NULL, lease_expires_at = NULL,
-             updated_at = ?2
-         WHERE seq IN (SELECT value FROM json_each(?1))"
-    } else {
-        "DELETE FROM tenure_items WHERE seq IN (SELECT value FROM json_each(?1)) AND ?2 IS NOT NULL"
-    };
-    conn.prepare_cached(sql)?
-        .execute(params![json_list(&seqs), cx.now.as_micros()])?;
     for s in &streams {
         promote(conn, s)?;
     }
     Ok(out)
-}
-
-/// `[1,2,3]`: a list of row ids bound as one parameter and read with `json_each`.
-fn json_list(seqs: &[i64]) -> String {
-    let mut out = String::with_capacity(seqs.len() * 8 + 2);
-    out.push('[');
-    for (i, s) in seqs.iter().enumerate() {
-        if i > 0 {
-            out.push(',');
-        }
-        out.push_str(&s.to_string());
-    }
-    out.push(']');
-    out
 }
 
 /// [`Store::renew`](tenure_core::Store::renew); mirrors [`machine::renew`]: the fenced
@@ -1068,17 +1066,39 @@ mod tests {
         assert!(!p.contains("TEMP B-TREE"), "{p}");
     }
 
+    /// The per-row writes of the hot path build no temporary b-tree: the state check
+    /// is comparisons, not an `IN` list (schema version 3).
+    #[test]
+    fn hot_writes_open_no_temporary_btree() {
+        let conn = Connection::open_in_memory().unwrap();
+        crate::schema::create_all(&conn).unwrap();
+        for sql in [SQL_CLAIM_ONE, SQL_COMPLETE_KEEP, SQL_COMPLETE_DELETE] {
+            let mut stmt = conn.prepare(&format!("EXPLAIN {sql}")).unwrap();
+            let nulls = vec![rusqlite::types::Null; stmt.parameter_count()];
+            let ops: Vec<String> = stmt
+                .query_map(rusqlite::params_from_iter(nulls), |r| r.get(1))
+                .unwrap()
+                .map(Result::unwrap)
+                .collect();
+            assert!(!ops.iter().any(|o| o == "OpenEphemeral"), "{sql}: {ops:?}");
+        }
+    }
+
     #[test]
     fn fenced_finalizes_find_the_row_by_its_id() {
         let conn = Connection::open_in_memory().unwrap();
         crate::schema::create_all(&conn).unwrap();
-        let p = plan(
-            &conn,
-            "SELECT seq, stream FROM tenure_items WHERE id = ?1 AND state = 'running' AND attempt = ?2",
-        );
+        let p = plan(&conn, SQL_COMPLETE_FIND);
         assert!(
             p.contains("USING INDEX sqlite_autoindex_tenure_items_1 (id=?)"),
             "{p}"
         );
+        for sql in [SQL_CLAIM_ONE, SQL_COMPLETE_DELETE, SQL_COMPLETE_KEEP] {
+            let p = plan(&conn, sql);
+            assert!(
+                p.contains("USING INTEGER PRIMARY KEY (rowid=?)"),
+                "{sql}: {p}"
+            );
+        }
     }
 }
