@@ -37,7 +37,7 @@ async fn store_drain<S: Store + Clone>(
     take: usize,
     batch: usize,
     workers: usize,
-) -> Duration {
+) -> (Duration, u64) {
     let queue = bench_queue().expect("queue");
     let done = Arc::new(AtomicU64::new(0));
     let start = Instant::now();
@@ -73,7 +73,7 @@ async fn store_drain<S: Store + Clone>(
     for t in tasks {
         t.await.expect("worker");
     }
-    start.elapsed()
+    (start.elapsed(), done.load(Ordering::Relaxed))
 }
 
 fn main() {
@@ -86,7 +86,7 @@ fn main() {
     let backlog = arg(&args, 5).unwrap_or(take).max(take);
     let rt = runtime().expect("runtime");
     let dir = tempfile::TempDir::new().expect("temp dir");
-    let elapsed = match target.as_str() {
+    let (elapsed, items) = match target.as_str() {
         "sqlite" => rt.block_on(async {
             let store = tenure_sqlite::SqliteStore::open(tenure_sqlite::SqliteConfig::new(
                 dir.path().join("drain.db"),
@@ -127,7 +127,7 @@ fn main() {
                     });
                 }
             });
-            start.elapsed()
+            (start.elapsed(), done.load(Ordering::Relaxed))
         }
         "memory-raw" => {
             let q = Arc::new(RawMemory::with_items(backlog));
@@ -149,11 +149,10 @@ fn main() {
                     });
                 }
             });
-            start.elapsed()
+            (start.elapsed(), done.load(Ordering::Relaxed))
         }
         _ => usage(),
     };
-    let items = take.min(backlog);
     println!(
         "{target} take={take} batch={batch} workers={workers} backlog={backlog}: {:.0} items/s ({:?})",
         items as f64 / elapsed.as_secs_f64(),

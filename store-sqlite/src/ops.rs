@@ -1084,6 +1084,52 @@ mod tests {
         }
     }
 
+    /// The planner's statistics of a 1,000,000-row queue (999,000 ready, 1,000
+    /// running) move no hot statement off its index: the claim path stays on its
+    /// partial indexes without sorting, the fenced lookup on the id index, and every
+    /// per-row write on the rowid. (The stats are written into `sqlite_stat1`, as
+    /// `ANALYZE` of such a table would leave them, and reloaded.)
+    #[test]
+    fn a_million_row_queue_keeps_every_hot_statement_on_its_index() {
+        let conn = Connection::open_in_memory().unwrap();
+        crate::schema::create_all(&conn).unwrap();
+        conn.execute_batch(
+            "ANALYZE;
+             DELETE FROM sqlite_stat1;
+             INSERT INTO sqlite_stat1 (tbl, idx, stat) VALUES
+               ('tenure_items', NULL, '1000000'),
+               ('tenure_items', 'sqlite_autoindex_tenure_items_1', '1000000 1'),
+               ('tenure_items', 'tenure_items_ready', '999000 999000 999000 1 1'),
+               ('tenure_items', 'tenure_items_expiry', '1000 1'),
+               ('tenure_items', 'tenure_items_running_scope', '1 1'),
+               ('tenure_items', 'tenure_items_stream', '1 1 1'),
+               ('tenure_items', 'tenure_items_done', '1 1');
+             ANALYZE sqlite_schema;",
+        )
+        .unwrap();
+        for (sql, index) in [
+            (SQL_NEXT_LEVEL, "tenure_items_ready"),
+            (SQL_LEVEL_SCAN, "tenure_items_ready"),
+            (SQL_LEVEL_SCAN_PARTITIONED, "tenure_items_ready"),
+            (SQL_SCOPE_RUNNING, "tenure_items_running_scope"),
+            (SQL_EXPIRED, "tenure_items_expiry"),
+            (SQL_STREAM_BUSY, "tenure_items_stream"),
+            (SQL_PROMOTE, "tenure_items_stream"),
+            (
+                SQL_COMPLETE_FIND,
+                "USING INDEX sqlite_autoindex_tenure_items_1 (id=?)",
+            ),
+            (SQL_CLAIM_ONE, "USING INTEGER PRIMARY KEY (rowid=?)"),
+            (SQL_COMPLETE_DELETE, "USING INTEGER PRIMARY KEY (rowid=?)"),
+            (SQL_COMPLETE_KEEP, "USING INTEGER PRIMARY KEY (rowid=?)"),
+        ] {
+            let p = plan(&conn, sql);
+            assert!(p.contains(index), "{sql}: {p}");
+            assert!(!p.contains("TEMP B-TREE"), "{sql} sorts: {p}");
+            assert!(!p.contains("SCAN tenure_items"), "{sql} scans: {p}");
+        }
+    }
+
     #[test]
     fn fenced_finalizes_find_the_row_by_its_id() {
         let conn = Connection::open_in_memory().unwrap();
