@@ -44,9 +44,10 @@
 //! - the async runtime never waits for a lock: a call is a channel send and a oneshot
 //!   await, and the store needs no particular runtime. The hot calls (claim,
 //!   complete, renew, release, fail) take a shortcut: when no other call holds the
-//!   connection, the call runs at once on the caller's thread, in a transaction of its
-//!   own, with SQLite's busy handler off; if a peer holds the write lock it goes to the
-//!   writer thread instead, which waits for it. The shortcut removes the hop to the
+//!   connection (or it comes free within 200 µs, the length of another inline call),
+//!   the call runs on the caller's thread, in a transaction of its own, with SQLite's
+//!   busy handler off; otherwise, or if a peer holds the write lock, it goes to the
+//!   writer thread, which waits for it. The shortcut removes the hop to the
 //!   writer thread and back (two thread wake-ups), which measured as most of a
 //!   one-item call's time; it blocks the caller's thread only for the call's own SQL
 //!   (tens of microseconds for a claim or a complete of one item);

@@ -153,6 +153,24 @@ impl Writer {
             .map_err(|_| Error::internal(STORE, "the writer thread dropped the call"))?
     }
 
+    /// The shared state, if it is free now or within [`INLINE_WAIT`]: another inline
+    /// call holds it for tens of microseconds, less than the hop to the writer
+    /// thread and back would cost; a batch of the writer thread may hold it longer,
+    /// and then the call goes to the writer thread's queue behind it.
+    fn lock_briefly(&self) -> Option<MutexGuard<'_, WriterThread>> {
+        let start = Instant::now();
+        loop {
+            match self.shared.try_lock() {
+                Ok(state) => return Some(state),
+                Err(TryLockError::Poisoned(p)) => return Some(p.into_inner()),
+                Err(TryLockError::WouldBlock) if start.elapsed() < INLINE_WAIT => {
+                    std::thread::yield_now()
+                }
+                Err(TryLockError::WouldBlock) => return None,
+            }
+        }
+    }
+
     /// Runs `f` at once on the caller's thread when the connection is free, in a
     /// transaction of its own, without waiting for SQLite's lock; queues it to the
     /// writer thread (as [`Writer::call`]) when another call holds the connection or a
@@ -170,12 +188,9 @@ impl Writer {
             answer: None,
             tx,
         });
-        let ran = match self.shared.try_lock() {
-            Ok(mut state) => state.run_inline(std::slice::from_mut(&mut job)),
-            Err(TryLockError::Poisoned(p)) => {
-                p.into_inner().run_inline(std::slice::from_mut(&mut job))
-            }
-            Err(TryLockError::WouldBlock) => None,
+        let ran = match self.lock_briefly() {
+            Some(mut state) => state.run_inline(std::slice::from_mut(&mut job)),
+            None => None,
         };
         match ran {
             Some(outcome) => {
@@ -222,6 +237,10 @@ fn replicate(e: &Error) -> Error {
         _ => Error::internal(STORE, e.to_string()),
     }
 }
+
+/// How long an inline call waits, yielding its core, for the connection another call
+/// holds before it queues to the writer thread instead.
+const INLINE_WAIT: Duration = Duration::from_micros(200);
 
 /// How long the writer keeps looking for the next call, yielding its core, before it
 /// sleeps on the channel.
