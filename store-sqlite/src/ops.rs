@@ -146,6 +146,17 @@ const SQL_CLAIM_ONE: &str = "UPDATE tenure_items SET state = 'running', attempt 
 const SQL_COMPLETE_FIND: &str = "SELECT seq, stream FROM tenure_items
      WHERE id = ?1 AND state = 'running' AND attempt = ?2";
 
+/// The fenced complete of one token whose item has no stream (the common case), in
+/// one statement: it changes no row when the token is not current or the item has a
+/// stream, and [`SQL_COMPLETE_FIND`] then tells the two apart.
+const SQL_COMPLETE_UNSTREAMED_DELETE: &str = "DELETE FROM tenure_items
+     WHERE id = ?1 AND state = 'running' AND attempt = ?2 AND stream IS NULL";
+
+/// As [`SQL_COMPLETE_UNSTREAMED_DELETE`], keeping the row as `done`.
+const SQL_COMPLETE_UNSTREAMED_KEEP: &str = "UPDATE tenure_items SET state = 'done',
+         owner = NULL, lease_expires_at = NULL, updated_at = ?3
+     WHERE id = ?1 AND state = 'running' AND attempt = ?2 AND stream IS NULL";
+
 /// Deletes one completed row, found by [`SQL_COMPLETE_FIND`].
 const SQL_COMPLETE_DELETE: &str = "DELETE FROM tenure_items WHERE seq = ?1";
 
@@ -618,8 +629,15 @@ pub(crate) fn claim(cx: &Cx<'_>, params: &ClaimParams) -> OpResult<Vec<Lease>> {
 /// (then deletes the row unless finished items are kept) and moves the stream head.
 pub(crate) fn complete(cx: &Cx<'_>, params: &CompleteParams) -> OpResult<Vec<TokenOutcome>> {
     let conn = cx.conn;
-    // A lookup and a write by rowid per token: a `DELETE .. RETURNING` would buffer
-    // its one row in a temporary b-tree, which costs more than the second statement.
+    // One fenced write by id per token of an unstreamed item; a streamed one (or a
+    // token not current) falls to a lookup, then a write by rowid. A `DELETE ..
+    // RETURNING stream` would buffer its row in a temporary b-tree on every call,
+    // which costs more than the lookup.
+    let mut direct = conn.prepare_cached(if cx.keep_done {
+        SQL_COMPLETE_UNSTREAMED_KEEP
+    } else {
+        SQL_COMPLETE_UNSTREAMED_DELETE
+    })?;
     let mut find = conn.prepare_cached(SQL_COMPLETE_FIND)?;
     let mut finish = conn.prepare_cached(if cx.keep_done {
         SQL_COMPLETE_KEEP
@@ -629,10 +647,19 @@ pub(crate) fn complete(cx: &Cx<'_>, params: &CompleteParams) -> OpResult<Vec<Tok
     let mut out = Vec::with_capacity(params.tokens.len());
     let mut streams = Vec::new();
     for t in &params.tokens {
+        let id = &t.id.as_bytes()[..];
+        let done = if cx.keep_done {
+            direct.execute(params![id, t.attempt, cx.now.as_micros()])?
+        } else {
+            direct.execute(params![id, t.attempt])?
+        };
+        if done == 1 {
+            out.push(TokenOutcome::Accepted);
+            continue;
+        }
+        // A streamed item (which moves its stream's head), or a token not current.
         let row: Option<(i64, Option<String>)> = find
-            .query_row(params![&t.id.as_bytes()[..], t.attempt], |r| {
-                Ok((r.get(0)?, r.get(1)?))
-            })
+            .query_row(params![id, t.attempt], |r| Ok((r.get(0)?, r.get(1)?)))
             .optional()?;
         let Some((seq, stream)) = row else {
             out.push(TokenOutcome::LeaseLost);
@@ -1072,7 +1099,13 @@ mod tests {
     fn hot_writes_open_no_temporary_btree() {
         let conn = Connection::open_in_memory().unwrap();
         crate::schema::create_all(&conn).unwrap();
-        for sql in [SQL_CLAIM_ONE, SQL_COMPLETE_KEEP, SQL_COMPLETE_DELETE] {
+        for sql in [
+            SQL_CLAIM_ONE,
+            SQL_COMPLETE_KEEP,
+            SQL_COMPLETE_DELETE,
+            SQL_COMPLETE_UNSTREAMED_DELETE,
+            SQL_COMPLETE_UNSTREAMED_KEEP,
+        ] {
             let mut stmt = conn.prepare(&format!("EXPLAIN {sql}")).unwrap();
             let nulls = vec![rusqlite::types::Null; stmt.parameter_count()];
             let ops: Vec<String> = stmt
@@ -1119,6 +1152,14 @@ mod tests {
                 SQL_COMPLETE_FIND,
                 "USING INDEX sqlite_autoindex_tenure_items_1 (id=?)",
             ),
+            (
+                SQL_COMPLETE_UNSTREAMED_DELETE,
+                "USING INDEX sqlite_autoindex_tenure_items_1 (id=?)",
+            ),
+            (
+                SQL_COMPLETE_UNSTREAMED_KEEP,
+                "USING INDEX sqlite_autoindex_tenure_items_1 (id=?)",
+            ),
             (SQL_CLAIM_ONE, "USING INTEGER PRIMARY KEY (rowid=?)"),
             (SQL_COMPLETE_DELETE, "USING INTEGER PRIMARY KEY (rowid=?)"),
             (SQL_COMPLETE_KEEP, "USING INTEGER PRIMARY KEY (rowid=?)"),
@@ -1134,11 +1175,17 @@ mod tests {
     fn fenced_finalizes_find_the_row_by_its_id() {
         let conn = Connection::open_in_memory().unwrap();
         crate::schema::create_all(&conn).unwrap();
-        let p = plan(&conn, SQL_COMPLETE_FIND);
-        assert!(
-            p.contains("USING INDEX sqlite_autoindex_tenure_items_1 (id=?)"),
-            "{p}"
-        );
+        for sql in [
+            SQL_COMPLETE_FIND,
+            SQL_COMPLETE_UNSTREAMED_DELETE,
+            SQL_COMPLETE_UNSTREAMED_KEEP,
+        ] {
+            let p = plan(&conn, sql);
+            assert!(
+                p.contains("USING INDEX sqlite_autoindex_tenure_items_1 (id=?)"),
+                "{sql}: {p}"
+            );
+        }
         for sql in [SQL_CLAIM_ONE, SQL_COMPLETE_DELETE, SQL_COMPLETE_KEEP] {
             let p = plan(&conn, sql);
             assert!(
