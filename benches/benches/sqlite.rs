@@ -13,7 +13,9 @@
 //!   `BEGIN IMMEDIATE` claim (`UPDATE .. WHERE id IN (SELECT .. ORDER BY priority,
 //!   run_at, id LIMIT B) RETURNING`) and one `BEGIN IMMEDIATE` transaction of fenced
 //!   deletes (`DELETE .. WHERE id = ? AND state = 'running' AND attempt = ?`): the
-//!   statements of `tenure_benches::raw::sqlite`.
+//!   statements of `tenure_benches::raw::sqlite`, every one of them (`BEGIN
+//!   IMMEDIATE` and `COMMIT` included) prepared once per connection, with a busy
+//!   handler that yields the core before it sleeps.
 //!
 //! A second group, `sqlite_contention_full`, runs 16 claimers at B=1 with
 //! `synchronous=FULL` on both sides and prints claim-latency percentiles: the case in

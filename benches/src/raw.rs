@@ -157,7 +157,7 @@ pub mod sqlite {
     use std::path::Path;
     use std::time::Duration;
 
-    use rusqlite::{params, Connection, TransactionBehavior};
+    use rusqlite::{params, Connection};
     use tenure_core::{Clock, SystemClock};
 
     use super::raw_err;
@@ -195,12 +195,13 @@ pub mod sqlite {
         pub payload: Vec<u8>,
     }
 
-    /// Opens `path` with a 30 s busy timeout, WAL, and `synchronous=FULL` when `full`
-    /// (else `NORMAL`, the store's default).
+    /// Opens `path` with WAL, `synchronous=FULL` when `full` (else `NORMAL`, the
+    /// store's default), and a busy handler that yields before it sleeps (about 30 s
+    /// in all; see `spin_busy`).
     pub fn connect(path: &Path, full: bool) -> Result<Connection, BenchError> {
         let conn = Connection::open(path).map_err(raw_err("open"))?;
-        conn.busy_timeout(Duration::from_secs(30))
-            .map_err(raw_err("busy timeout"))?;
+        conn.busy_handler(Some(spin_busy))
+            .map_err(raw_err("busy handler"))?;
         conn.query_row("PRAGMA journal_mode = WAL", [], |_| Ok(()))
             .map_err(raw_err("wal"))?;
         let sync = if full { "FULL" } else { "NORMAL" };
@@ -235,8 +236,31 @@ pub mod sqlite {
             .map_err(raw_err("insert"))
     }
 
+    /// Runs `f` inside one `BEGIN IMMEDIATE` transaction whose `BEGIN` and `COMMIT`
+    /// are statements prepared once per connection (rusqlite's `transaction_*` parses
+    /// both again on every call); rolls back when `f` or the commit fails.
+    fn immediate<T>(
+        conn: &Connection,
+        f: impl FnOnce(&Connection) -> Result<T, BenchError>,
+    ) -> Result<T, BenchError> {
+        conn.prepare_cached("BEGIN IMMEDIATE")
+            .and_then(|mut s| s.execute([]))
+            .map_err(raw_err("begin"))?;
+        let out = f(conn).and_then(|v| {
+            conn.prepare_cached("COMMIT")
+                .and_then(|mut s| s.execute([]))
+                .map_err(raw_err("commit"))?;
+            Ok(v)
+        });
+        if out.is_err() && !conn.is_autocommit() {
+            let _ = conn.execute_batch("ROLLBACK");
+        }
+        out
+    }
+
     /// Claims up to `batch` ready items for `owner` in one `BEGIN IMMEDIATE`
     /// transaction, in `priority, run_at, id` order, with a lease of [`LEASE`].
+    /// Every statement is prepared once per connection.
     pub fn claim(
         conn: &mut Connection,
         owner: &str,
@@ -244,11 +268,8 @@ pub mod sqlite {
     ) -> Result<Vec<SqliteRawLease>, BenchError> {
         let now = SystemClock.now().as_micros();
         let lease = i64::try_from(LEASE.as_micros()).unwrap_or(i64::MAX);
-        let tx = conn
-            .transaction_with_behavior(TransactionBehavior::Immediate)
-            .map_err(raw_err("begin"))?;
-        let rows = {
-            let mut claim = tx.prepare_cached(CLAIM).map_err(raw_err("claim"))?;
+        immediate(conn, |conn| {
+            let mut claim = conn.prepare_cached(CLAIM).map_err(raw_err("claim"))?;
             let rows = claim
                 .query_map(params![owner, now + lease, now, batch as i64], |r| {
                     Ok(SqliteRawLease {
@@ -259,30 +280,41 @@ pub mod sqlite {
                 })
                 .map_err(raw_err("claim"))?
                 .collect::<rusqlite::Result<Vec<_>>>()
-                .map_err(raw_err("claim"))?;
+                .map_err(raw_err("claim"));
             rows
-        };
-        tx.commit().map_err(raw_err("commit"))?;
-        Ok(rows)
+        })
     }
 
     /// Deletes each claimed row if it is still running with that attempt, all in one
-    /// `BEGIN IMMEDIATE` transaction; returns how many were.
+    /// `BEGIN IMMEDIATE` transaction (one prepared statement run per row); returns how
+    /// many were.
     pub fn finalize(conn: &mut Connection, leases: &[SqliteRawLease]) -> Result<usize, BenchError> {
-        let tx = conn
-            .transaction_with_behavior(TransactionBehavior::Immediate)
-            .map_err(raw_err("begin"))?;
-        let mut done = 0;
-        {
-            let mut fin = tx.prepare_cached(FINALIZE).map_err(raw_err("finalize"))?;
+        immediate(conn, |conn| {
+            let mut fin = conn.prepare_cached(FINALIZE).map_err(raw_err("finalize"))?;
+            let mut done = 0;
             for l in leases {
                 done += fin
                     .execute(params![l.id, l.attempt])
                     .map_err(raw_err("finalize"))?;
             }
+            Ok(done)
+        })
+    }
+
+    /// A busy handler that yields the core for the first thousand retries, then sleeps
+    /// a millisecond per retry, up to about 30 s (SQLite's own `busy_timeout` sleeps
+    /// 1, 2, 5, 10 ... ms from the first retry, so a waiting claimer oversleeps a
+    /// lock held for tens of microseconds).
+    fn spin_busy(count: i32) -> bool {
+        if count < 1_000 {
+            std::thread::yield_now();
+            true
+        } else if count < 31_000 {
+            std::thread::sleep(Duration::from_millis(1));
+            true
+        } else {
+            false
         }
-        tx.commit().map_err(raw_err("commit"))?;
-        Ok(done)
     }
 }
 

@@ -55,8 +55,11 @@ fn key_char(c: char) -> bool {
 macro_rules! validated_string {
     ($(#[$doc:meta])* $name:ident, $field:literal, $max:expr, $allowed:expr) => {
         $(#[$doc])*
+        ///
+        /// Shared, not copied, when cloned: a claim hands the same queue and owner to
+        /// every lease it returns.
         #[derive(Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
-        pub struct $name(String);
+        pub struct $name(std::sync::Arc<str>);
 
         impl $name {
             /// The field name this type reports in [`Error::InvalidInput`].
@@ -66,7 +69,7 @@ macro_rules! validated_string {
             pub fn new(value: impl Into<String>) -> Result<Self> {
                 let value = value.into();
                 check($field, &value, $max, $allowed)?;
-                Ok($name(value))
+                Ok($name(value.into()))
             }
 
             /// The value as a string slice.
@@ -76,7 +79,7 @@ macro_rules! validated_string {
 
             /// The value as an owned string.
             pub fn into_string(self) -> String {
-                self.0
+                self.0.to_string()
             }
         }
 

@@ -27,7 +27,7 @@
 //! finishes or is discarded, the next one is placed. Running items are indexed by
 //! lease expiry per queue (recovery is `O(k log n)`) and by owner (eviction).
 
-use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
 use tenure_core::machine::{self, Recovery};
@@ -37,6 +37,14 @@ use tenure_core::{
     LeaderName, LeaderStatus, Lease, LeaseToken, NewItem, OwnerId, Purged, QueueCounts, QueueName,
     Recovered, RenewOutcome, ScopeKey, StreamKey, Timestamp, TokenOutcome,
 };
+
+/// A hash map with foldhash: every claim and complete looks up ids and keys, and
+/// SipHash (the std default) measured as the largest single cost of a complete.
+/// foldhash is seeded per process, so keys a caller chooses cannot be aimed at it.
+type HashMap<K, V> = std::collections::HashMap<K, V, foldhash::fast::RandomState>;
+
+/// How many owner sets may empty before the empty ones are swept out of the index.
+const OWNER_SWEEP: usize = 1024;
 
 /// Claim order (G8): priority, then `run_at`, then enqueue sequence.
 type OrderKey = (i16, Timestamp, u64);
@@ -124,8 +132,9 @@ struct QueueIndex {
     scheduled: BTreeMap<TimeKey, Slot>,
     /// Running items by lease expiry (G2).
     running: BTreeMap<TimeKey, Slot>,
-    /// Every item of the queue by enqueue sequence, for `queue_counts`.
-    members: BTreeMap<u64, Slot>,
+    /// Every item of the queue, unordered, for `queue_counts`; a slot's place in it
+    /// is in [`Indexes::member_pos`], so adding and removing one is O(1).
+    members: Vec<Slot>,
     /// Dedup keys of the queue (G11).
     dedup: HashMap<DedupKey, DedupEntry>,
 }
@@ -146,7 +155,15 @@ struct Indexes {
     streams: HashMap<StreamKey, BTreeMap<u64, Slot>>,
     scopes: HashMap<ScopeKey, ScopeState>,
     /// Running items per owner, for eviction (G12).
-    owners: HashMap<OwnerId, HashSet<Slot>>,
+    /// Unordered; a slot's place in its owner's list is in `owner_pos`, so taking it
+    /// out is a swap, without hashing the slot.
+    owners: HashMap<OwnerId, Vec<Slot>>,
+    /// For each slot that is in an owner's list, its index in that list.
+    owner_pos: Vec<usize>,
+    /// For each stored slot, its index in its queue's `members`.
+    member_pos: Vec<usize>,
+    /// Lists of `owners` that became empty since the last sweep.
+    emptied_owners: usize,
     /// Streams pinned to an instance by partitioned claims (G14). A pin goes when its
     /// instance leaves the registry or its stream has no unfinished items left.
     pins: HashMap<StreamKey, OwnerId>,
@@ -157,6 +174,33 @@ struct Indexes {
 }
 
 impl Indexes {
+    /// Adds a newly stored slot to its queue's members.
+    fn join_members(&mut self, q: usize, slot: Slot) {
+        let members = &mut self.queues[q].members;
+        if self.member_pos.len() <= slot {
+            self.member_pos.resize(slot + 1, 0);
+        }
+        self.member_pos[slot] = members.len();
+        members.push(slot);
+    }
+
+    /// Takes a deleted slot out of its queue's members.
+    fn leave_members(&mut self, q: usize, slot: Slot) {
+        let members = &mut self.queues[q].members;
+        let at = self
+            .member_pos
+            .get(slot)
+            .copied()
+            .filter(|&p| members.get(p) == Some(&slot))
+            .or_else(|| members.iter().position(|&s| s == slot));
+        if let Some(at) = at {
+            members.swap_remove(at);
+            if let Some(&moved) = members.get(at) {
+                self.member_pos[moved] = at;
+            }
+        }
+    }
+
     /// Places a candidate at `now`: scheduled, or due.
     fn place(&mut self, e: &Entry, now: Timestamp) {
         debug_assert_eq!(e.item.state, ItemState::Ready);
@@ -250,10 +294,28 @@ impl Indexes {
             self.queues[e.queue].running.remove(&(at, e.seq));
         }
         if let Some(owner) = &e.item.owner {
-            if let Some(set) = self.owners.get_mut(owner) {
-                set.remove(&e.slot);
-                if set.is_empty() {
-                    self.owners.remove(owner);
+            if let Some(list) = self.owners.get_mut(owner) {
+                let at = self
+                    .owner_pos
+                    .get(e.slot)
+                    .copied()
+                    .filter(|&p| list.get(p) == Some(&e.slot))
+                    .or_else(|| list.iter().position(|&s| s == e.slot));
+                if let Some(at) = at {
+                    list.swap_remove(at);
+                    if let Some(&moved) = list.get(at) {
+                        self.owner_pos[moved] = at;
+                    }
+                }
+                // An owner's emptied list is kept for its next claim (a worker claims
+                // again at once; dropping and rebuilding the entry cost a key clone
+                // and an allocation per item), and swept once many have emptied.
+                if list.is_empty() {
+                    self.emptied_owners += 1;
+                    if self.emptied_owners > OWNER_SWEEP {
+                        self.owners.retain(|_, s| !s.is_empty());
+                        self.emptied_owners = 0;
+                    }
                 }
             }
         }
@@ -336,6 +398,10 @@ pub(crate) struct State {
     instances: HashMap<OwnerId, Registered>,
     next_registration: u64,
     leaders: HashMap<LeaderName, LeaderLease>,
+    /// Reused by every claim: the queues it reads (see `prepare_claim`).
+    scratch_queues: Vec<usize>,
+    /// Reused by every claim: the slots it took, for the owner index.
+    scratch_slots: Vec<Slot>,
 }
 
 impl State {
@@ -367,7 +433,7 @@ impl State {
     /// Deletes an item that is in no claim index (done or dead).
     fn delete(&mut self, slot: Slot) {
         if let Some(e) = self.items.remove(slot) {
-            self.idx.queues[e.queue].members.remove(&e.seq);
+            self.idx.leave_members(e.queue, slot);
             if e.item.state == ItemState::Done {
                 self.idx.done.remove(&(e.item.updated_at, e.seq));
             }
@@ -381,7 +447,7 @@ impl State {
         now: Timestamp,
     ) -> tenure_core::Result<Vec<Enqueued>> {
         // Decide everything first, so an error writes nothing.
-        let mut seen: HashMap<(&QueueName, &DedupKey), ItemId> = HashMap::new();
+        let mut seen: HashMap<(&QueueName, &DedupKey), ItemId> = HashMap::default();
         let mut duplicate_of = Vec::with_capacity(items.len());
         for new in items {
             let mut dup = None;
@@ -439,7 +505,7 @@ impl State {
                 slot,
             });
             let slot = e.slot;
-            self.idx.queues[q].members.insert(seq, slot);
+            self.idx.join_members(q, slot);
             let head = match &new.stream {
                 None => true,
                 Some(s) => {
@@ -504,8 +570,8 @@ impl State {
         now: Timestamp,
     ) -> Vec<Lease> {
         let qs = self.prepare_claim(queues, now);
-        let mut leases = Vec::new();
-        let mut claimed = Vec::new();
+        let mut leases = Vec::with_capacity(limit.min(128));
+        let mut claimed = std::mem::take(&mut self.scratch_slots);
         while leases.len() < limit {
             let mut best: Option<(OrderKey, usize)> = None;
             for &q in &qs {
@@ -528,7 +594,9 @@ impl State {
                 leases.push(lease);
             }
         }
-        self.note_owner(owner, claimed);
+        self.note_owner(owner, &mut claimed);
+        self.scratch_slots = claimed;
+        self.scratch_queues = qs;
         leases
     }
 
@@ -613,7 +681,8 @@ impl State {
                 leases.push(lease);
             }
         }
-        self.note_owner(owner, claimed);
+        self.note_owner(owner, &mut claimed);
+        self.scratch_queues = qs;
         Some(leases)
     }
 
@@ -621,10 +690,10 @@ impl State {
     /// and moves their scheduled candidates that have come due (G7). Returns the
     /// indexes of the queues that exist.
     fn prepare_claim(&mut self, queues: &[QueueName], now: Timestamp) -> Vec<usize> {
-        let mut qs: Vec<usize> = queues
-            .iter()
-            .filter_map(|q| self.queue_ids.get(q).copied())
-            .collect();
+        // The claim hands the vector back when it is done, so a claim allocates none.
+        let mut qs = std::mem::take(&mut self.scratch_queues);
+        qs.clear();
+        qs.extend(queues.iter().filter_map(|q| self.queue_ids.get(q).copied()));
         qs.sort_unstable();
         qs.dedup();
         // Expired leases of these queues first (G2, G6).
@@ -685,13 +754,21 @@ impl State {
     }
 
     /// Records the slots `owner` just claimed, for eviction (G12).
-    fn note_owner(&mut self, owner: &OwnerId, claimed: Vec<Slot>) {
-        if !claimed.is_empty() {
-            self.idx
-                .owners
-                .entry(owner.clone())
-                .or_default()
-                .extend(claimed);
+    fn note_owner(&mut self, owner: &OwnerId, claimed: &mut Vec<Slot>) {
+        if claimed.is_empty() {
+            return;
+        }
+        let idx = &mut self.idx;
+        let list = match idx.owners.get_mut(owner) {
+            Some(list) => list,
+            None => idx.owners.entry(owner.clone()).or_default(),
+        };
+        for slot in claimed.drain(..) {
+            if idx.owner_pos.len() <= slot {
+                idx.owner_pos.resize(slot + 1, 0);
+            }
+            idx.owner_pos[slot] = list.len();
+            list.push(slot);
         }
     }
 
@@ -883,7 +960,7 @@ impl State {
         let Some(&q) = self.queue_ids.get(queue) else {
             return c;
         };
-        for &slot in self.idx.queues[q].members.values() {
+        for &slot in &self.idx.queues[q].members {
             let Some(e) = self.items.get(slot) else {
                 continue;
             };

@@ -41,8 +41,16 @@
 //! (up to [`SqliteConfig::max_batch_jobs`]) in one `BEGIN IMMEDIATE` transaction, each
 //! call in its own savepoint, and answers each caller after the one commit. So:
 //!
-//! - the async runtime never blocks: a call is a channel send and a oneshot await, and
-//!   the store needs no particular runtime;
+//! - the async runtime never waits for a lock: a call is a channel send and a oneshot
+//!   await, and the store needs no particular runtime. The hot calls (claim,
+//!   complete, renew, release, fail) take a shortcut: when no other call holds the
+//!   connection (or it comes free within 200 µs, the length of another inline call),
+//!   the call runs on the caller's thread, in a transaction of its own, with SQLite's
+//!   busy handler off; otherwise, or if a peer holds the write lock, it goes to the
+//!   writer thread, which waits for it. The shortcut removes the hop to the
+//!   writer thread and back (two thread wake-ups), which measured as most of a
+//!   one-item call's time; it blocks the caller's thread only for the call's own SQL
+//!   (tens of microseconds for a claim or a complete of one item);
 //! - the calls of one process never contend for the write lock, so there is no busy
 //!   waiting and no unfair tail inside a process;
 //! - concurrent claims, renewals and finalizes of many workers share commits (and
@@ -394,7 +402,7 @@ impl Store for SqliteStore {
         }
         self.inner
             .writer
-            .call(move |cx| ops::claim(cx, &params))
+            .call_inline(move |cx| ops::claim(cx, &params))
             .await
     }
 
@@ -402,7 +410,7 @@ impl Store for SqliteStore {
         params.validate(self.limits_ref())?;
         self.inner
             .writer
-            .call(move |cx| ops::renew(cx, &params))
+            .call_inline(move |cx| ops::renew(cx, &params))
             .await
     }
 
@@ -410,7 +418,7 @@ impl Store for SqliteStore {
         params.validate(self.limits_ref())?;
         self.inner
             .writer
-            .call(move |cx| ops::complete(cx, &params))
+            .call_inline(move |cx| ops::complete(cx, &params))
             .await
     }
 
@@ -418,7 +426,7 @@ impl Store for SqliteStore {
         params.validate(self.limits_ref())?;
         self.inner
             .writer
-            .call(move |cx| ops::fail(cx, &params))
+            .call_inline(move |cx| ops::fail(cx, &params))
             .await
     }
 
@@ -426,7 +434,7 @@ impl Store for SqliteStore {
         params.validate(self.limits_ref())?;
         self.inner
             .writer
-            .call(move |cx| ops::release(cx, &params))
+            .call_inline(move |cx| ops::release(cx, &params))
             .await
     }
 

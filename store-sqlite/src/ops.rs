@@ -136,6 +136,35 @@ const SQL_PROMOTE: &str = "UPDATE tenure_items SET head = 1
                   WHERE stream = ?1 AND state <> 'done' ORDER BY seq LIMIT 1)
        AND head = 0";
 
+/// The claim's write of one picked row, guarded on `state = 'ready'` (G1).
+const SQL_CLAIM_ONE: &str = "UPDATE tenure_items SET state = 'running', attempt = attempt + 1,
+         owner = ?2, lease_expires_at = ?3, renewals = 0, updated_at = ?4
+     WHERE seq = ?1 AND state = 'ready'";
+
+/// The fenced lookup of one token (G3): the row's seq and stream, or no row when the
+/// token is not current.
+const SQL_COMPLETE_FIND: &str = "SELECT seq, stream FROM tenure_items
+     WHERE id = ?1 AND state = 'running' AND attempt = ?2";
+
+/// The fenced complete of one token whose item has no stream (the common case), in
+/// one statement: it changes no row when the token is not current or the item has a
+/// stream, and [`SQL_COMPLETE_FIND`] then tells the two apart.
+const SQL_COMPLETE_UNSTREAMED_DELETE: &str = "DELETE FROM tenure_items
+     WHERE id = ?1 AND state = 'running' AND attempt = ?2 AND stream IS NULL";
+
+/// As [`SQL_COMPLETE_UNSTREAMED_DELETE`], keeping the row as `done`.
+const SQL_COMPLETE_UNSTREAMED_KEEP: &str = "UPDATE tenure_items SET state = 'done',
+         owner = NULL, lease_expires_at = NULL, updated_at = ?3
+     WHERE id = ?1 AND state = 'running' AND attempt = ?2 AND stream IS NULL";
+
+/// Deletes one completed row, found by [`SQL_COMPLETE_FIND`].
+const SQL_COMPLETE_DELETE: &str = "DELETE FROM tenure_items WHERE seq = ?1";
+
+/// Keeps one completed row as `done` until purged.
+const SQL_COMPLETE_KEEP: &str = "UPDATE tenure_items SET state = 'done', owner = NULL,
+         lease_expires_at = NULL, updated_at = ?2
+     WHERE seq = ?1";
+
 fn corrupt(what: impl std::fmt::Display) -> OpError {
     OpError::Store(Error::internal(STORE, format!("corrupt row: {what}")))
 }
@@ -568,18 +597,18 @@ pub(crate) fn claim(cx: &Cx<'_>, params: &ClaimParams) -> OpResult<Vec<Lease>> {
     if seqs.is_empty() {
         return Ok(leases);
     }
-    let changed = conn
-        .prepare_cached(
-            "UPDATE tenure_items SET state = 'running', attempt = attempt + 1, owner = ?2,
-                 lease_expires_at = ?3, renewals = 0, updated_at = ?4
-             WHERE seq IN (SELECT value FROM json_each(?1)) AND state = 'ready'",
-        )?
-        .execute(params![
-            json_list(&seqs),
-            params.owner.as_str(),
-            (now + params.lease_for).as_micros(),
-            now.as_micros()
-        ])?;
+    // One prepared single-row statement per item: cheaper than one statement over a
+    // list (no JSON to build and parse, no subquery to materialize) at any batch size.
+    let mut update = conn.prepare_cached(SQL_CLAIM_ONE)?;
+    let (owner, expires, at) = (
+        params.owner.as_str(),
+        (now + params.lease_for).as_micros(),
+        now.as_micros(),
+    );
+    let mut changed = 0;
+    for seq in &seqs {
+        changed += update.execute(params![seq, owner, expires, at])?;
+    }
     if changed != seqs.len() {
         return Err(Error::internal(
             STORE,
@@ -600,58 +629,54 @@ pub(crate) fn claim(cx: &Cx<'_>, params: &ClaimParams) -> OpResult<Vec<Lease>> {
 /// (then deletes the row unless finished items are kept) and moves the stream head.
 pub(crate) fn complete(cx: &Cx<'_>, params: &CompleteParams) -> OpResult<Vec<TokenOutcome>> {
     let conn = cx.conn;
-    let mut find = conn.prepare_cached(
-        "SELECT seq, stream FROM tenure_items WHERE id = ?1 AND state = 'running' AND attempt = ?2",
-    )?;
+    // One fenced write by id per token of an unstreamed item; a streamed one (or a
+    // token not current) falls to a lookup, then a write by rowid. A `DELETE ..
+    // RETURNING stream` would buffer its row in a temporary b-tree on every call,
+    // which costs more than the lookup.
+    let mut direct = conn.prepare_cached(if cx.keep_done {
+        SQL_COMPLETE_UNSTREAMED_KEEP
+    } else {
+        SQL_COMPLETE_UNSTREAMED_DELETE
+    })?;
+    let mut find = conn.prepare_cached(SQL_COMPLETE_FIND)?;
+    let mut finish = conn.prepare_cached(if cx.keep_done {
+        SQL_COMPLETE_KEEP
+    } else {
+        SQL_COMPLETE_DELETE
+    })?;
     let mut out = Vec::with_capacity(params.tokens.len());
-    let mut seqs = Vec::with_capacity(params.tokens.len());
     let mut streams = Vec::new();
     for t in &params.tokens {
-        let row: Option<(i64, Option<String>)> = find
-            .query_row(params![&t.id.as_bytes()[..], t.attempt], |r| {
-                Ok((r.get(0)?, r.get(1)?))
-            })
-            .optional()?;
-        match row {
-            None => out.push(TokenOutcome::LeaseLost),
-            Some((seq, stream)) => {
-                seqs.push(seq);
-                streams.extend(stream);
-                out.push(TokenOutcome::Accepted);
-            }
+        let id = &t.id.as_bytes()[..];
+        let done = if cx.keep_done {
+            direct.execute(params![id, t.attempt, cx.now.as_micros()])?
+        } else {
+            direct.execute(params![id, t.attempt])?
+        };
+        if done == 1 {
+            out.push(TokenOutcome::Accepted);
+            continue;
         }
+        // A streamed item (which moves its stream's head), or a token not current.
+        let row: Option<(i64, Option<String>)> = find
+            .query_row(params![id, t.attempt], |r| Ok((r.get(0)?, r.get(1)?)))
+            .optional()?;
+        let Some((seq, stream)) = row else {
+            out.push(TokenOutcome::LeaseLost);
+            continue;
+        };
+        if cx.keep_done {
+            finish.execute(params![seq, cx.now.as_micros()])?;
+        } else {
+            finish.execute([seq])?;
+        }
+        streams.extend(stream);
+        out.push(TokenOutcome::Accepted);
     }
-    if seqs.is_empty() {
-        return Ok(out);
-    }
-    // The accepted rows, finished in one statement.
-    let sql = if cx.keep_done {
-        "UPDATE tenure_items SET state = 'done', owner = NULL, lease_expires_at = NULL,
-             updated_at = ?2
-         WHERE seq IN (SELECT value FROM json_each(?1))"
-    } else {
-        "DELETE FROM tenure_items WHERE seq IN (SELECT value FROM json_each(?1)) AND ?2 IS NOT NULL"
-    };
-    conn.prepare_cached(sql)?
-        .execute(params![json_list(&seqs), cx.now.as_micros()])?;
     for s in &streams {
         promote(conn, s)?;
     }
     Ok(out)
-}
-
-/// `[1,2,3]`: a list of row ids bound as one parameter and read with `json_each`.
-fn json_list(seqs: &[i64]) -> String {
-    let mut out = String::with_capacity(seqs.len() * 8 + 2);
-    out.push('[');
-    for (i, s) in seqs.iter().enumerate() {
-        if i > 0 {
-            out.push(',');
-        }
-        out.push_str(&s.to_string());
-    }
-    out.push(']');
-    out
 }
 
 /// [`Store::renew`](tenure_core::Store::renew); mirrors [`machine::renew`]: the fenced
@@ -1068,17 +1093,105 @@ mod tests {
         assert!(!p.contains("TEMP B-TREE"), "{p}");
     }
 
+    /// The per-row writes of the hot path build no temporary b-tree: the state check
+    /// is comparisons, not an `IN` list (schema version 3).
+    #[test]
+    fn hot_writes_open_no_temporary_btree() {
+        let conn = Connection::open_in_memory().unwrap();
+        crate::schema::create_all(&conn).unwrap();
+        for sql in [
+            SQL_CLAIM_ONE,
+            SQL_COMPLETE_KEEP,
+            SQL_COMPLETE_DELETE,
+            SQL_COMPLETE_UNSTREAMED_DELETE,
+            SQL_COMPLETE_UNSTREAMED_KEEP,
+        ] {
+            let mut stmt = conn.prepare(&format!("EXPLAIN {sql}")).unwrap();
+            let nulls = vec![rusqlite::types::Null; stmt.parameter_count()];
+            let ops: Vec<String> = stmt
+                .query_map(rusqlite::params_from_iter(nulls), |r| r.get(1))
+                .unwrap()
+                .map(Result::unwrap)
+                .collect();
+            assert!(!ops.iter().any(|o| o == "OpenEphemeral"), "{sql}: {ops:?}");
+        }
+    }
+
+    /// The planner's statistics of a 1,000,000-row queue (999,000 ready, 1,000
+    /// running) move no hot statement off its index: the claim path stays on its
+    /// partial indexes without sorting, the fenced lookup on the id index, and every
+    /// per-row write on the rowid. (The stats are written into `sqlite_stat1`, as
+    /// `ANALYZE` of such a table would leave them, and reloaded.)
+    #[test]
+    fn a_million_row_queue_keeps_every_hot_statement_on_its_index() {
+        let conn = Connection::open_in_memory().unwrap();
+        crate::schema::create_all(&conn).unwrap();
+        conn.execute_batch(
+            "ANALYZE;
+             DELETE FROM sqlite_stat1;
+             INSERT INTO sqlite_stat1 (tbl, idx, stat) VALUES
+               ('tenure_items', NULL, '1000000'),
+               ('tenure_items', 'sqlite_autoindex_tenure_items_1', '1000000 1'),
+               ('tenure_items', 'tenure_items_ready', '999000 999000 999000 1 1'),
+               ('tenure_items', 'tenure_items_expiry', '1000 1'),
+               ('tenure_items', 'tenure_items_running_scope', '1 1'),
+               ('tenure_items', 'tenure_items_stream', '1 1 1'),
+               ('tenure_items', 'tenure_items_done', '1 1');
+             ANALYZE sqlite_schema;",
+        )
+        .unwrap();
+        for (sql, index) in [
+            (SQL_NEXT_LEVEL, "tenure_items_ready"),
+            (SQL_LEVEL_SCAN, "tenure_items_ready"),
+            (SQL_LEVEL_SCAN_PARTITIONED, "tenure_items_ready"),
+            (SQL_SCOPE_RUNNING, "tenure_items_running_scope"),
+            (SQL_EXPIRED, "tenure_items_expiry"),
+            (SQL_STREAM_BUSY, "tenure_items_stream"),
+            (SQL_PROMOTE, "tenure_items_stream"),
+            (
+                SQL_COMPLETE_FIND,
+                "USING INDEX sqlite_autoindex_tenure_items_1 (id=?)",
+            ),
+            (
+                SQL_COMPLETE_UNSTREAMED_DELETE,
+                "USING INDEX sqlite_autoindex_tenure_items_1 (id=?)",
+            ),
+            (
+                SQL_COMPLETE_UNSTREAMED_KEEP,
+                "USING INDEX sqlite_autoindex_tenure_items_1 (id=?)",
+            ),
+            (SQL_CLAIM_ONE, "USING INTEGER PRIMARY KEY (rowid=?)"),
+            (SQL_COMPLETE_DELETE, "USING INTEGER PRIMARY KEY (rowid=?)"),
+            (SQL_COMPLETE_KEEP, "USING INTEGER PRIMARY KEY (rowid=?)"),
+        ] {
+            let p = plan(&conn, sql);
+            assert!(p.contains(index), "{sql}: {p}");
+            assert!(!p.contains("TEMP B-TREE"), "{sql} sorts: {p}");
+            assert!(!p.contains("SCAN tenure_items"), "{sql} scans: {p}");
+        }
+    }
+
     #[test]
     fn fenced_finalizes_find_the_row_by_its_id() {
         let conn = Connection::open_in_memory().unwrap();
         crate::schema::create_all(&conn).unwrap();
-        let p = plan(
-            &conn,
-            "SELECT seq, stream FROM tenure_items WHERE id = ?1 AND state = 'running' AND attempt = ?2",
-        );
-        assert!(
-            p.contains("USING INDEX sqlite_autoindex_tenure_items_1 (id=?)"),
-            "{p}"
-        );
+        for sql in [
+            SQL_COMPLETE_FIND,
+            SQL_COMPLETE_UNSTREAMED_DELETE,
+            SQL_COMPLETE_UNSTREAMED_KEEP,
+        ] {
+            let p = plan(&conn, sql);
+            assert!(
+                p.contains("USING INDEX sqlite_autoindex_tenure_items_1 (id=?)"),
+                "{sql}: {p}"
+            );
+        }
+        for sql in [SQL_CLAIM_ONE, SQL_COMPLETE_DELETE, SQL_COMPLETE_KEEP] {
+            let p = plan(&conn, sql);
+            assert!(
+                p.contains("USING INTEGER PRIMARY KEY (rowid=?)"),
+                "{sql}: {p}"
+            );
+        }
     }
 }

@@ -12,6 +12,7 @@
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::Path;
 use std::sync::mpsc::{self, Receiver, Sender, TryRecvError};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError, TryLockError};
 use std::time::{Duration, Instant};
 
 use rusqlite::Connection;
@@ -93,10 +94,12 @@ where
     }
 }
 
-/// The sending half, held by every handle of one opened store.
+/// The sending half, held by every handle of one opened store, and the connection the
+/// writer thread shares with callers that find it free.
 #[derive(Clone)]
 pub(crate) struct Writer {
     tx: Sender<Box<dyn Job>>,
+    shared: Arc<Mutex<WriterThread>>,
 }
 
 impl Writer {
@@ -112,13 +115,13 @@ impl Writer {
                 match opened {
                     Ok(conn) => {
                         let identity = identity(&config.path);
-                        let _ = ready_tx.send(Ok(()));
-                        WriterThread {
+                        let shared = Arc::new(Mutex::new(WriterThread {
                             config,
                             conn: Some(conn),
                             identity,
-                        }
-                        .serve(&rx);
+                        }));
+                        let _ = ready_tx.send(Ok(shared.clone()));
+                        serve(&shared, &rx);
                     }
                     Err(e) => {
                         let _ = ready_tx.send(Err(e));
@@ -126,10 +129,10 @@ impl Writer {
                 }
             })
             .map_err(|e| Error::internal(STORE, format!("cannot start the writer thread: {e}")))?;
-        ready_rx
+        let shared = ready_rx
             .await
             .map_err(|_| Error::internal(STORE, "the writer thread stopped while opening"))??;
-        Ok(Writer { tx })
+        Ok(Writer { tx, shared })
     }
 
     /// Queues `f` and waits for its answer, given after the batch it ran in committed.
@@ -148,6 +151,61 @@ impl Writer {
             .map_err(|_| Error::internal(STORE, "the writer thread has stopped"))?;
         rx.await
             .map_err(|_| Error::internal(STORE, "the writer thread dropped the call"))?
+    }
+
+    /// The shared state, if it is free now or within [`INLINE_WAIT`]: another inline
+    /// call holds it for tens of microseconds, less than the hop to the writer
+    /// thread and back would cost; a batch of the writer thread may hold it longer,
+    /// and then the call goes to the writer thread's queue behind it.
+    fn lock_briefly(&self) -> Option<MutexGuard<'_, WriterThread>> {
+        let start = Instant::now();
+        loop {
+            match self.shared.try_lock() {
+                Ok(state) => return Some(state),
+                Err(TryLockError::Poisoned(p)) => return Some(p.into_inner()),
+                Err(TryLockError::WouldBlock) if start.elapsed() < INLINE_WAIT => {
+                    std::thread::yield_now()
+                }
+                Err(TryLockError::WouldBlock) => return None,
+            }
+        }
+    }
+
+    /// Runs `f` at once on the caller's thread when the connection is free, in a
+    /// transaction of its own, without waiting for SQLite's lock; queues it to the
+    /// writer thread (as [`Writer::call`]) when another call holds the connection or a
+    /// peer holds the write lock. For the short hot calls (claim, complete, renew,
+    /// release, fail), where the hop to the writer thread and back costs more than the
+    /// call itself.
+    pub(crate) async fn call_inline<T, F>(&self, f: F) -> Result<T>
+    where
+        T: Send + 'static,
+        F: FnMut(&Cx<'_>) -> OpResult<T> + Send + 'static,
+    {
+        let (tx, mut rx) = oneshot::channel();
+        let mut job: Box<dyn Job> = Box::new(Call {
+            f,
+            answer: None,
+            tx,
+        });
+        let ran = match self.lock_briefly() {
+            Some(mut state) => state.run_inline(std::slice::from_mut(&mut job)),
+            None => None,
+        };
+        match ran {
+            Some(outcome) => {
+                job.finish(outcome.err());
+                rx.try_recv()
+                    .map_err(|_| Error::internal(STORE, "an inline call left no answer"))?
+            }
+            None => {
+                self.tx
+                    .send(job)
+                    .map_err(|_| Error::internal(STORE, "the writer thread has stopped"))?;
+                rx.await
+                    .map_err(|_| Error::internal(STORE, "the writer thread dropped the call"))?
+            }
+        }
     }
 }
 
@@ -180,6 +238,10 @@ fn replicate(e: &Error) -> Error {
     }
 }
 
+/// How long an inline call waits, yielding its core, for the connection another call
+/// holds before it queues to the writer thread instead.
+const INLINE_WAIT: Duration = Duration::from_micros(200);
+
 /// How long the writer keeps looking for the next call, yielding its core, before it
 /// sleeps on the channel.
 const LINGER: Duration = Duration::from_micros(100);
@@ -203,40 +265,88 @@ fn next_job(rx: &Receiver<Box<dyn Job>>) -> Option<Box<dyn Job>> {
     }
 }
 
+/// The writer thread's loop: each batch of queued calls runs with the shared state
+/// locked (waiting for an inline call to finish first).
+fn serve(shared: &Mutex<WriterThread>, rx: &Receiver<Box<dyn Job>>) {
+    while let Some(first) = next_job(rx) {
+        let mut batch = vec![first];
+        let mut state = lock(shared);
+        while batch.len() < state.config.max_batch_jobs {
+            match rx.try_recv() {
+                Ok(job) => batch.push(job),
+                Err(_) => break,
+            }
+        }
+        // A caller that gave up is not served: a dropped claim must not lease items
+        // nobody will work on.
+        batch.retain(|j| j.wanted());
+        if batch.is_empty() {
+            continue;
+        }
+        let outcome = catch_unwind(AssertUnwindSafe(|| state.execute(&mut batch)));
+        let outcome = match outcome {
+            Ok(o) => o,
+            Err(_) => Err(state.after_panic()),
+        };
+        drop(state);
+        match outcome {
+            Ok(()) => batch.into_iter().for_each(|j| j.finish(None)),
+            Err(e) => batch
+                .into_iter()
+                .for_each(|j| j.finish(Some(replicate(&e)))),
+        }
+    }
+}
+
+fn lock(shared: &Mutex<WriterThread>) -> MutexGuard<'_, WriterThread> {
+    // Every batch runs under catch_unwind and leaves no transaction open, so a
+    // poisoned lock holds nothing half done.
+    shared.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
 impl WriterThread {
-    fn serve(mut self, rx: &Receiver<Box<dyn Job>>) {
-        while let Some(first) = next_job(rx) {
-            let mut batch = vec![first];
-            while batch.len() < self.config.max_batch_jobs {
-                match rx.try_recv() {
-                    Ok(job) => batch.push(job),
-                    Err(_) => break,
-                }
+    /// A bug panicked inside a call: leave no transaction open and answer everyone
+    /// with an internal error.
+    fn after_panic(&mut self) -> Error {
+        if let Some(conn) = &self.conn {
+            if !conn.is_autocommit() {
+                let _ = conn.execute_batch("ROLLBACK");
             }
-            // A caller that gave up is not served: a dropped claim must not lease items
-            // nobody will work on.
-            batch.retain(|j| j.wanted());
-            if batch.is_empty() {
-                continue;
+        }
+        Error::internal(STORE, "a store operation panicked")
+    }
+
+    /// Runs `batch` on the caller's thread with the busy handler off: `None` when a
+    /// peer holds SQLite's write lock (nothing was kept; the caller queues the batch
+    /// to the writer thread, which waits for the lock), else how it ended, as
+    /// [`WriterThread::execute`].
+    fn run_inline(&mut self, batch: &mut [Box<dyn Job>]) -> Option<Result<()>> {
+        let ran = catch_unwind(AssertUnwindSafe(|| {
+            let conn = match Self::connection(&mut self.conn, &mut self.identity, &self.config) {
+                Ok(c) => c,
+                Err(e) => return Some(Err(e)),
+            };
+            if conn.busy_timeout(Duration::ZERO).is_err() {
+                return None;
             }
-            let outcome = catch_unwind(AssertUnwindSafe(|| self.execute(&mut batch)));
+            let outcome = run_batch(conn, &self.config, batch);
+            let restored = conn.busy_timeout(self.config.busy_timeout);
             match outcome {
-                Ok(Ok(())) => batch.into_iter().for_each(|j| j.finish(None)),
-                Ok(Err(e)) => batch
-                    .into_iter()
-                    .for_each(|j| j.finish(Some(replicate(&e)))),
-                Err(_) => {
-                    // A bug panicked inside a call: leave no transaction open and answer
-                    // everyone with an internal error.
-                    if let Some(conn) = &self.conn {
-                        let _ = conn.execute_batch("ROLLBACK");
+                Ok(()) => {
+                    Some(restored.map_err(|e| error::map(&e, &self.config.path, Phase::Call)))
+                }
+                Err(e) if error::is_busy(&e) => None,
+                Err(e) => {
+                    if error::breaks_transaction(&e) {
+                        self.conn = None;
                     }
-                    let e = Error::internal(STORE, "a store operation panicked");
-                    batch
-                        .into_iter()
-                        .for_each(|j| j.finish(Some(replicate(&e))));
+                    Some(Err(error::map(&e, &self.config.path, Phase::Call)))
                 }
             }
+        }));
+        match ran {
+            Ok(r) => r,
+            Err(_) => Some(Err(self.after_panic())),
         }
     }
 
@@ -283,30 +393,34 @@ impl WriterThread {
     }
 }
 
+/// Runs one of the transaction-control statements, prepared once per connection.
+fn control(conn: &Connection, sql: &str) -> rusqlite::Result<()> {
+    conn.prepare_cached(sql)?.execute([]).map(drop)
+}
+
 fn run_batch(
     conn: &Connection,
     config: &SqliteConfig,
     batch: &mut [Box<dyn Job>],
 ) -> rusqlite::Result<()> {
-    conn.execute_batch("BEGIN IMMEDIATE")?;
+    control(conn, "BEGIN IMMEDIATE")?;
     let single = batch.len() == 1;
     let mut any_done = false;
     for job in batch.iter_mut() {
         if !single {
-            conn.prepare_cached("SAVEPOINT tenure_call")?.execute([])?;
+            control(conn, "SAVEPOINT tenure_call")?;
         }
         match job.run(conn, config) {
             Step::Done => {
                 any_done = true;
                 if !single {
-                    conn.prepare_cached("RELEASE tenure_call")?.execute([])?;
+                    control(conn, "RELEASE tenure_call")?;
                 }
             }
             Step::Failed => {
                 if !single {
-                    conn.prepare_cached("ROLLBACK TO tenure_call")?
-                        .execute([])?;
-                    conn.prepare_cached("RELEASE tenure_call")?.execute([])?;
+                    control(conn, "ROLLBACK TO tenure_call")?;
+                    control(conn, "RELEASE tenure_call")?;
                 }
             }
             Step::Abort(e) => {
@@ -316,8 +430,10 @@ fn run_batch(
         }
     }
     let end = if any_done { "COMMIT" } else { "ROLLBACK" };
-    if let Err(e) = conn.execute_batch(end) {
-        let _ = conn.execute_batch("ROLLBACK");
+    if let Err(e) = control(conn, end) {
+        if !conn.is_autocommit() {
+            let _ = conn.execute_batch("ROLLBACK");
+        }
         return Err(e);
     }
     Ok(())

@@ -919,7 +919,7 @@ mod partitioned {
             )
             .unwrap();
         }
-        assert_eq!(SCHEMA_VERSION, 2);
+        assert_eq!(SCHEMA_VERSION, 3);
         let store = open(&path, &c).await;
         let rows = hashes(&path);
         assert_eq!(rows.len(), 20, "the finished item was kept too");
@@ -959,5 +959,88 @@ mod partitioned {
         // 20 items, one done; streams s0 (i = 0, 6, 12, 18; the first done) and s1
         // (3, 9, 15) each offer one head: 13 unstreamed + 2 heads.
         assert_eq!(seen.len(), 15);
+    }
+
+    /// Version 3 only rewrites the state check of `tenure_items` from an `IN` list to
+    /// comparisons (the list cost a temporary b-tree on every write of `state`): a
+    /// version 2 file keeps its rows, its new definition is the comparison form, and
+    /// the check still refuses a state outside the four.
+    #[tokio::test]
+    async fn a_version_2_file_gets_the_state_check_without_an_in_list_and_keeps_its_items() {
+        let dir = TempDir::new().unwrap();
+        let path = db(&dir);
+        let c = clock();
+        let ids = {
+            let store = open(&path, &c).await;
+            let mut ids = Vec::new();
+            for i in 0..5u32 {
+                let item = NewItem::new(q(), i.to_le_bytes().to_vec());
+                ids.push(store.enqueue_one(item).await.unwrap().id);
+            }
+            ids
+        };
+        let table_sql = |path: &Path| -> String {
+            rusqlite::Connection::open(path)
+                .unwrap()
+                .query_row(
+                    "SELECT sql FROM sqlite_schema WHERE type = 'table' AND name = 'tenure_items'",
+                    [],
+                    |r| r.get(0),
+                )
+                .unwrap()
+        };
+        let or_form =
+            "CHECK (state = 'ready' OR state = 'running' OR state = 'done' OR state = 'dead')";
+        let in_form = "CHECK (state IN ('ready', 'running', 'done', 'dead'))";
+        assert!(table_sql(&path).contains(or_form), "{}", table_sql(&path));
+        // Take the file back to version 2: the IN list.
+        {
+            let conn = rusqlite::Connection::open(&path).unwrap();
+            let v: i64 = conn
+                .query_row("PRAGMA schema_version", [], |r| r.get(0))
+                .unwrap();
+            conn.execute_batch("PRAGMA writable_schema = ON").unwrap();
+            conn.execute(
+                "UPDATE sqlite_schema SET sql = replace(sql, ?1, ?2) WHERE name = 'tenure_items'",
+                [or_form, in_form],
+            )
+            .unwrap();
+            conn.execute_batch(&format!(
+                "PRAGMA schema_version = {}; PRAGMA writable_schema = OFF;
+                 UPDATE tenure_meta SET value = 2 WHERE key = 'schema_version';",
+                v + 1
+            ))
+            .unwrap();
+        }
+        assert!(table_sql(&path).contains(in_form));
+        let store = open(&path, &c).await;
+        let sql = table_sql(&path);
+        assert!(sql.contains(or_form) && !sql.contains(in_form), "{sql}");
+        let counts = store.queue_counts(&q()).await.unwrap();
+        assert_eq!(counts.ready, 5);
+        let lease = store.claim_one(q(), me(1), LEASE).await.unwrap().unwrap();
+        assert_eq!(lease.item.id, ids[0]);
+        let conn = rusqlite::Connection::open(&path).unwrap();
+        let version: i64 = conn
+            .query_row(
+                "SELECT value FROM tenure_meta WHERE key = 'schema_version'",
+                [],
+                |r| r.get(0),
+            )
+            .unwrap();
+        assert_eq!(version, SCHEMA_VERSION);
+        let refused = conn.execute("UPDATE tenure_items SET state = 'lost'", []);
+        assert!(
+            refused
+                .unwrap_err()
+                .to_string()
+                .contains("CHECK constraint failed"),
+            "the check still holds"
+        );
+        let ok: i64 = conn
+            .query_row("PRAGMA integrity_check", [], |r| r.get::<_, String>(0))
+            .map(|s| i64::from(s == "ok"))
+            .unwrap();
+        assert_eq!(ok, 1);
     }
 }

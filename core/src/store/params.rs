@@ -77,8 +77,22 @@ impl Limits {
 
     fn check_tokens(&self, tokens: &[LeaseToken]) -> Result<()> {
         self.check_batch("tokens", tokens.len(), self.max_batch)?;
-        let mut seen = HashSet::with_capacity(tokens.len());
-        if let Some(t) = tokens.iter().find(|t| !seen.insert(t.id)) {
+        // A short batch (one token, the common case) is checked pairwise, without
+        // building a hash set.
+        let dup = if tokens.len() <= 16 {
+            tokens
+                .iter()
+                .enumerate()
+                .find(|(i, t)| tokens[..*i].iter().any(|u| u.id == t.id))
+                .map(|(_, t)| t)
+        } else {
+            let mut ids: Vec<_> = tokens.iter().map(|t| t.id).collect();
+            ids.sort_unstable();
+            ids.windows(2)
+                .find(|w| w[0] == w[1])
+                .and_then(|w| tokens.iter().find(|t| t.id == w[0]))
+        };
+        if let Some(t) = dup {
             return Err(Error::invalid(
                 "tokens",
                 format!("item {} appears more than once", t.id),
@@ -592,6 +606,25 @@ mod tests {
     }
     fn owner() -> OwnerId {
         OwnerId::new("w").unwrap()
+    }
+
+    /// A token named twice is refused in a short batch (checked pairwise) and in a
+    /// long one (checked sorted), wherever the two copies sit; distinct tokens pass.
+    #[test]
+    fn a_token_twice_is_refused_in_short_and_long_batches() {
+        let l = Limits::default();
+        for len in [2usize, 16, 17, 200] {
+            let tokens: Vec<LeaseToken> = (0..len)
+                .map(|_| LeaseToken::new(crate::ItemId::new(), 1))
+                .collect();
+            assert!(CompleteParams::new(tokens.clone()).validate(&l).is_ok());
+            for (a, b) in [(0, len - 1), (len / 2, len / 2 - 1)] {
+                let mut dup = tokens.clone();
+                dup[a] = dup[b];
+                let e = CompleteParams::new(dup).validate(&l).unwrap_err();
+                assert_eq!(e.invalid_field(), Some("tokens"), "len {len}");
+            }
+        }
     }
 
     #[test]
