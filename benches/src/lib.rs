@@ -22,6 +22,7 @@
 //! ```
 #![deny(missing_docs)]
 
+pub mod cells;
 pub mod raw;
 pub mod sustained;
 pub mod tally;
