@@ -146,8 +146,12 @@ pub async fn seed_ids<S: Store>(
     queue: &QueueName,
     n: usize,
 ) -> Result<Vec<ItemId>, BenchError> {
-    let items: Vec<NewItem> = (0..n).map(|i| item(queue, i)).collect();
-    let ids = items.iter().map(|i| i.id).collect();
+    let mut ids = Vec::with_capacity(n);
+    let items = (0..n).map(|i| {
+        let item = item(queue, i);
+        ids.push(item.id);
+        item
+    });
     seed_items(store, items).await?;
     Ok(ids)
 }

@@ -357,3 +357,38 @@ async fn an_existing_postgres_schema_is_refused_and_left_untouched() {
     assert_eq!(rows, vec!["not ours".to_owned()]);
     assert_eq!(tables, 1, "nothing was migrated into the schema");
 }
+
+#[cfg(unix)]
+#[test]
+fn an_interrupted_sqlite_run_still_removes_its_file() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let path = dir.path().join("interrupted.db");
+    let url = format!("sqlite://{}", path.display());
+    // Far more items than can be seeded before the interrupt.
+    let child = Command::new(env!("CARGO_BIN_EXE_tenure"))
+        .args(["bench", &url, "-n", "5000000", "--quiet"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("spawn");
+    // The file exists once the bench has made it, after its interrupt handler is set.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while !path.exists() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the file never appeared"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    let killed = Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .expect("kill");
+    assert!(killed.success());
+    let out = child.wait_with_output().expect("wait");
+    assert!(!out.status.success());
+    assert!(stderr(&out).contains("interrupted"), "{}", stderr(&out));
+    for file in sqlite_files(&path) {
+        assert!(!file.exists(), "{} left behind", file.display());
+    }
+}

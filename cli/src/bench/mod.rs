@@ -173,11 +173,14 @@ impl BenchArgs {
 /// Ctrl-C), then report.
 pub(crate) async fn run(args: BenchArgs) -> Result<(), CliError> {
     args.check()?;
+    // Listening before anything is made: an interrupt from here on is held until the
+    // select below sees it, and the cleanup runs.
+    let mut interrupt = Interrupt::listen()?;
     let target = Target::prepare(&args.url, args.backlog).await?;
     let progress = progress::Progress::new(!(args.json || args.quiet));
     let measured = tokio::select! {
         m = run::measure(&target, &args, &progress) => m,
-        _ = tokio::signal::ctrl_c() => Err(CliError::Interrupted),
+        () = interrupt.recv() => Err(CliError::Interrupted),
     };
     progress.finish();
     // The store is closed inside `measure`; now remove what the run made.
@@ -197,6 +200,46 @@ pub(crate) async fn run(args: BenchArgs) -> Result<(), CliError> {
         return Err(CliError::ExactlyOnce(measured.exactly_once.to_string()));
     }
     Ok(())
+}
+
+/// SIGINT (Ctrl-C) and, on Unix, SIGTERM, caught from the moment [`Interrupt::listen`]
+/// returns.
+struct Interrupt {
+    #[cfg(unix)]
+    int: tokio::signal::unix::Signal,
+    #[cfg(unix)]
+    term: tokio::signal::unix::Signal,
+}
+
+impl Interrupt {
+    fn listen() -> Result<Self, CliError> {
+        #[cfg(unix)]
+        {
+            use tokio::signal::unix::{signal, SignalKind};
+            let err = |source| CliError::Io {
+                context: "listening for interrupts".to_owned(),
+                source,
+            };
+            Ok(Interrupt {
+                int: signal(SignalKind::interrupt()).map_err(err)?,
+                term: signal(SignalKind::terminate()).map_err(err)?,
+            })
+        }
+        #[cfg(not(unix))]
+        Ok(Interrupt {})
+    }
+
+    async fn recv(&mut self) {
+        #[cfg(unix)]
+        tokio::select! {
+            _ = self.int.recv() => {}
+            _ = self.term.recv() => {}
+        }
+        #[cfg(not(unix))]
+        {
+            let _ = tokio::signal::ctrl_c().await;
+        }
+    }
 }
 
 #[cfg(test)]

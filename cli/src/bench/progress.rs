@@ -51,16 +51,16 @@ impl Progress {
     pub(crate) fn count(&self, message: &str, total: u64, tally: Arc<Tally>) {
         let Some(bar) = &self.bar else { return };
         self.stop_ticker();
+        bar.set_length(total);
+        bar.set_position(0);
         bar.set_style(
             ProgressStyle::with_template(
-                "{msg} [{bar:40}] {pos}/{len} items, {per_sec}, {elapsed} (eta {eta})",
+                "{msg} [{bar:30}] {pos}/{len} items, {elapsed} (eta {eta})",
             )
             .unwrap_or_else(|_| ProgressStyle::default_bar())
             .progress_chars("=> "),
         );
         bar.set_message(message.to_owned());
-        bar.set_length(total);
-        bar.set_position(0);
         bar.reset_elapsed();
         let moved = bar.clone();
         let ticker = tokio::spawn(async move {

@@ -124,7 +124,7 @@ pub(crate) fn throughput(timeline: &[(f64, u32)]) -> Throughput {
 
 impl Report {
     pub(crate) fn new(args: &BenchArgs, target: &Target, m: &Measured) -> Self {
-        let (kind, name) = target.made();
+        let (kind, name, removed) = target.made();
         let worker = args.through == Through::Worker;
         let sustained = args.mode == Mode::Sustained;
         let batch = match (args.through, args.mode) {
@@ -169,7 +169,7 @@ impl Report {
             cleanup: Cleanup {
                 kind,
                 name,
-                removed: true,
+                removed,
             },
         }
     }
@@ -237,9 +237,14 @@ impl Report {
             e.left_in_queue,
             if e.holds { "ok" } else { "FAILED" }
         );
+        let removed = if self.cleanup.removed {
+            "removed"
+        } else {
+            "drained, its finished items left to the store's purge"
+        };
         let _ = writeln!(
             out,
-            "  cleanup         {} {} removed",
+            "  cleanup         {} {} {removed}",
             self.cleanup.kind, self.cleanup.name
         );
         if let Some(p) = &self.plot {

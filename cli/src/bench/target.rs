@@ -250,13 +250,14 @@ impl Target {
         }
     }
 
-    /// What the bench made, for the report: `{"kind": "schema", "name": ...}`.
-    pub(crate) fn made(&self) -> (&'static str, String) {
+    /// What the bench made, for the report: `("schema", name, removed)`; only a
+    /// [`Target::Other`] run leaves something (its drained queue) to the store.
+    pub(crate) fn made(&self) -> (&'static str, String, bool) {
         match self {
-            Target::Memory => ("memory", "this process".to_owned()),
-            Target::Sqlite { path, .. } => ("file", path.display().to_string()),
-            Target::Postgres { schema, .. } => ("schema", schema.clone()),
-            Target::Other { .. } => ("queue", "the run's queue".to_owned()),
+            Target::Memory => ("memory", "this process".to_owned(), true),
+            Target::Sqlite { path, .. } => ("file", path.display().to_string(), true),
+            Target::Postgres { schema, .. } => ("schema", schema.clone(), true),
+            Target::Other { .. } => ("queue", "the run's queue".to_owned(), false),
         }
     }
 
