@@ -69,8 +69,8 @@ pub(crate) struct BenchArgs {
     #[arg(short = 'w', long, default_value_t = 4)]
     pub(crate) workers: usize,
 
-    /// Items per claim: the store loop's claim size (default 100), or the worker's
-    /// claim batch (default: its concurrency).
+    /// Items per claim: the store loop's claim size (default 100 in burn-down, 1 in
+    /// sustained mode), or the worker's claim batch (default: its concurrency).
     #[arg(short = 'b', long)]
     pub(crate) batch: Option<usize>,
 
