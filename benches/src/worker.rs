@@ -133,3 +133,42 @@ pub async fn drain_worker<S: Store + Clone>(
         latencies: Vec::new(),
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::tally::Tallied;
+    use crate::{bench_queue, seed_backlog, seed_ids};
+    use tenure_memory::MemoryStore;
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_worker_drains_the_top_of_a_backlog_and_every_item_finishes_once() {
+        let store = Tallied::new(MemoryStore::default());
+        let queue = bench_queue().expect("queue");
+        seed_backlog(&store, &queue, 300).await.expect("backlog");
+        let ids = seed_ids(&store, &queue, 1_000).await.expect("seed");
+        drain_worker(&store, &WorkerSpec::new(queue.clone(), 1_000, 16))
+            .await
+            .expect("drain");
+        let check = store.tally().check(&ids);
+        assert!(check.holds(), "{check}");
+        let counts = store.queue_counts(&queue).await.expect("counts");
+        assert_eq!(
+            (counts.ready, counts.running, counts.scheduled),
+            (0, 0, 300)
+        );
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_drain_of_more_items_than_seeded_fails_instead_of_waiting_forever() {
+        let store = MemoryStore::default();
+        let queue = bench_queue().expect("queue");
+        seed_ids(&store, &queue, 10).await.expect("seed");
+        let mut spec = WorkerSpec::new(queue, 11, 4);
+        spec.stall_after = Duration::from_millis(200);
+        let err = drain_worker(&store, &spec)
+            .await
+            .expect_err("one item never comes");
+        assert!(err.to_string().contains("completed 10 of 11"), "{err}");
+    }
+}
