@@ -32,6 +32,8 @@ pub(crate) fn write_svg(path: &Path, report: &Report) -> Result<(), CliError> {
         .configure_mesh()
         .x_desc("seconds")
         .y_desc("items finished per second")
+        .x_label_formatter(&|x| format!("{x:.1}"))
+        .y_label_formatter(&|y| format!("{y:.0}"))
         .draw()
         .map_err(plot_err)?;
     chart
