@@ -311,15 +311,19 @@ async fn produce_on<S: Store>(
 
 /// Sustained load through the worker runtime: a [`Worker`] of `concurrency` slots on
 /// a clone of `store` (default poll and finalize batching, maintenance off) whose
-/// handler records each pickup, while the producer enqueues `plan` through the same
-/// handle, so the in-process wake signal wakes the claim loop as in an application
-/// that enqueues and works in one process.
+/// handler records each pickup, while the producer enqueues `plan` through
+/// `producer`. With `producer` the same handle as `store`, the in-process wake signal
+/// wakes the claim loop, as in an application that enqueues and works in one process;
+/// with another handle (a second `PgStore` with LISTEN on), only the store's
+/// cross-process wake-up does.
 ///
-/// Waits up to `settle` after the producer stops for the last pickups, then shuts the
-/// worker down and fails unless every item was picked up once, claimed once and
-/// completed, with nothing failed, lost, released or abandoned.
-pub async fn run_worker<S: Store + Clone>(
+/// Waits for the worker's first poll before producing (the claim loop registers the
+/// instance first), and up to `settle` after the producer stops for the last
+/// pickups; then shuts the worker down and fails unless every item was picked up once,
+/// claimed once and completed, with nothing failed, lost, released or abandoned.
+pub async fn run_worker<S: Store + Clone, P: Store>(
     store: &S,
+    producer: &P,
     queue: &QueueName,
     plan: &Plan,
     concurrency: usize,
@@ -345,7 +349,10 @@ pub async fn run_worker<S: Store + Clone>(
             op: "worker spawn",
             source,
         })?;
-    let produced = produce_on(store, queue, plan, epoch, &pickups, settle).await;
+    while worker.metrics().polls == 0 {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    let produced = produce_on(producer, queue, plan, epoch, &pickups, settle).await;
     let report = worker.shutdown(Duration::from_secs(10)).await;
     let enqueued = produced?;
     let sent = enqueued.len() as u64;

@@ -106,7 +106,8 @@ async fn measure_on(
             let start_us = store.tally().now_us();
             let run = match args.through {
                 Through::Worker => {
-                    sustained::run_worker(store, queue, &plan, args.concurrency, SETTLE).await?
+                    sustained::run_worker(store, store, queue, &plan, args.concurrency, SETTLE)
+                        .await?
                 }
                 Through::Store => {
                     let batch = args.batch.unwrap_or(1);
