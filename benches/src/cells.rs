@@ -7,7 +7,7 @@
 //! minutes per cell; so these groups run their own rounds instead: every round runs
 //! every cell once, in turn, so noise from elsewhere on the machine falls on all cells
 //! alike, and the report is the median over rounds of each cell's items/s, with the
-//! ratios that matter:
+//! ratios that matter, each the median over rounds of that round's ratio:
 //!
 //! - [`BURNDOWN`]: `store b100 w4` (`claim(100)` + `complete`, 4 tasks), `store b16
 //!   w1` (as many items in flight as a worker of 16), and a `Worker` with a no-op
@@ -201,11 +201,23 @@ impl Rounds {
         }
         let _ = writeln!(out);
         for (num, den) in ratios {
-            if let (Some(a), Some(b)) = (self.median(num), self.median(den)) {
-                let _ = writeln!(out, "ratio {num} / {den}: {:.2}", a / b);
+            if let Some((median, low, high)) = self.ratio(num, den) {
+                let _ = writeln!(
+                    out,
+                    "ratio {num} / {den}: {median:.2} (rounds {low:.2}-{high:.2})"
+                );
             }
         }
         out
+    }
+
+    /// The ratio of cell `num` over cell `den` in each round (the two ran in the
+    /// same round, so they shared its conditions): `(median, lowest, highest)`.
+    pub fn ratio(&self, num: &str, den: &str) -> Option<(f64, f64, f64)> {
+        let (a, b) = (self.rates.get(num)?, self.rates.get(den)?);
+        let mut r: Vec<f64> = a.iter().zip(b).map(|(a, b)| a / b).collect();
+        r.sort_by(f64::total_cmp);
+        Some((*r.get(r.len() / 2)?, *r.first()?, *r.last()?))
     }
 }
 
@@ -249,15 +261,23 @@ mod tests {
     }
 
     #[test]
-    fn the_table_shows_medians_and_ratios() {
+    fn the_table_shows_medians_and_the_ratios_of_each_round() {
         let mut r = Rounds::new();
-        for secs in [1, 2, 4] {
-            r.record("store b100 w4", 1000, Duration::from_secs(secs));
-            r.record("worker c64", 1000, Duration::from_secs(secs * 2));
+        // Round by round the worker takes 2x, 4x and 1x the store's time.
+        for (store, worker) in [(1, 2), (2, 8), (4, 4)] {
+            r.record("store b100 w4", 1000, Duration::from_secs(store));
+            r.record("worker c64", 1000, Duration::from_secs(worker));
         }
         assert_eq!(r.median("store b100 w4"), Some(500.0));
+        assert_eq!(
+            r.ratio("worker c64", "store b100 w4"),
+            Some((0.5, 0.25, 1.0))
+        );
         let t = r.table("t", &[("worker c64".into(), "store b100 w4".into())]);
         assert!(t.contains("| store b100 w4 | 500 | 3 |"), "{t}");
-        assert!(t.contains("ratio worker c64 / store b100 w4: 0.50"), "{t}");
+        assert!(
+            t.contains("ratio worker c64 / store b100 w4: 0.50 (rounds 0.25-1.00)"),
+            "{t}"
+        );
     }
 }

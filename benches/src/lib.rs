@@ -8,6 +8,13 @@
 //! the store, anything done between seeding and draining, and the raw loop it is
 //! compared with.
 //!
+//! Beside it: [`worker`] drains the same seeded queue through a `Worker` with a no-op
+//! handler; [`cells`] runs both side by side, and on top of small and large backlogs
+//! ([`seed_backlog`]), in rounds; [`tally`] counts every `complete` answer per item
+//! for an exactly-once check of any run; [`sustained`] measures pickup latency under
+//! a steady enqueue rate; [`raw`] holds the raw loops. The `tenure bench` command
+//! (crate `tenure-cli`) is built on these same functions.
+//!
 //! ```no_run
 //! # async fn run() -> Result<(), tenure_benches::BenchError> {
 //! use tenure_benches::{bench_queue, drain, seed, DrainSpec};
