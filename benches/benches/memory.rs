@@ -15,7 +15,15 @@
 //!   the finalize checks `(state, attempt)` of each token under the lock, as the
 //!   store's fence does, and marks it done.
 //!
-//! Run: `cargo bench -p tenure-benches --bench memory` (under a minute).
+//! Two more groups run their own rounds (`tenure_benches::cells`): `memory_burndown`,
+//! the store loop beside a `Worker` with a no-op handler at concurrency 16, 64 and
+//! 256 on the same `N` (`TENURE_BENCH_N`, default 2,000,000), with the Worker/store
+//! ratios; and `memory_backlog`, the store loop and a worker at 64 draining
+//! `TENURE_BENCH_BACKLOG_N` (default 1,000,000) items from the top of a backlog of
+//! 1,000 and of 1,000,000 (`TENURE_BENCH_BACKLOG`), with the big/small ratios.
+//!
+//! Run: `cargo bench -p tenure-benches --bench memory` (under a minute for the
+//! criterion groups; add `-- burndown` or `-- backlog` for one group alone).
 
 // criterion_group! generates an undocumented pub fn.
 #![allow(missing_docs)]
@@ -25,8 +33,10 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
+use tenure_benches::cells::{self, Rounds, BACKLOG, BURNDOWN, SMALL_BACKLOG};
 use tenure_benches::raw::memory::RawMemory;
-use tenure_benches::{bench_queue, drain, runtime, seed, DrainSpec, Items};
+use tenure_benches::{bench_queue, drain, runtime, seed, seed_backlog, DrainSpec, Items};
+use tenure_core::Store;
 use tenure_memory::MemoryStore;
 
 const ITEMS: Items = Items {
@@ -120,5 +130,72 @@ fn claim_complete(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, claim_complete);
+// ----------------------------------------------------------------------------- cells
+
+/// Items per burn-down cell: the store loop at B=100 W=4 drains this in about 3 s.
+const BURNDOWN_N: usize = 2_000_000;
+/// Items per backlog cell.
+const BACKLOG_N: usize = 1_000_000;
+
+fn burndown(_: &mut Criterion) {
+    if !cells::wanted("memory_burndown") {
+        return;
+    }
+    let rt = runtime().expect("runtime");
+    let n = cells::env_count("TENURE_BENCH_N", BURNDOWN_N);
+    let rounds = cells::env_count("TENURE_BENCH_ROUNDS", 3);
+    println!("memory_burndown: N = {n}, {rounds} rounds, a fresh store per cell");
+    let mut r = Rounds::new();
+    for _ in 0..rounds {
+        for d in BURNDOWN {
+            let elapsed = rt.block_on(async {
+                let store = MemoryStore::default();
+                let queue = bench_queue().expect("queue");
+                seed(&store, &queue, n).await.expect("seed");
+                d.drain(&store, &queue, n).await.expect("drain")
+            });
+            r.record(&d.label(), n, elapsed);
+        }
+    }
+    println!("{}", r.table("memory burn-down", &cells::burndown_ratios()));
+}
+
+fn backlog(_: &mut Criterion) {
+    if !cells::wanted("memory_backlog") {
+        return;
+    }
+    let rt = runtime().expect("runtime");
+    let big = cells::env_count("TENURE_BENCH_BACKLOG", cells::BIG_BACKLOG);
+    let n = cells::env_count("TENURE_BENCH_BACKLOG_N", BACKLOG_N);
+    let rounds = cells::env_count("TENURE_BENCH_ROUNDS", 3);
+    println!("memory_backlog: N = {n} from the top of {SMALL_BACKLOG} and {big}, {rounds} rounds");
+    let queue = bench_queue().expect("queue");
+    let stores: Vec<(usize, MemoryStore)> = [SMALL_BACKLOG, big]
+        .into_iter()
+        .map(|m| (m, MemoryStore::default()))
+        .collect();
+    for (m, store) in &stores {
+        rt.block_on(seed_backlog(store, &queue, *m))
+            .expect("backlog");
+    }
+    let mut r = Rounds::new();
+    for _ in 0..rounds {
+        for d in BACKLOG {
+            for (m, store) in &stores {
+                let elapsed = rt.block_on(async {
+                    seed(store, &queue, n).await.expect("seed");
+                    d.drain(store, &queue, n).await.expect("drain")
+                });
+                r.record(&cells::backlog_label(&d, *m), n, elapsed);
+            }
+        }
+    }
+    for (m, store) in &stores {
+        let counts = rt.block_on(store.queue_counts(&queue)).expect("counts");
+        assert_eq!(counts.scheduled, *m as u64, "the backlog stays: {counts:?}");
+    }
+    println!("{}", r.table("memory backlog", &cells::backlog_ratios(big)));
+}
+
+criterion_group!(benches, claim_complete, burndown, backlog);
 criterion_main!(benches);

@@ -20,10 +20,20 @@
 //!   claim, and a finalize that promotes each stream's next item in the same
 //!   statement: `PgRaw::with_stream_heads`).
 //!
+//! Two more groups run their own rounds (`tenure_benches::cells`), each in a schema
+//! of its own, every seed followed by `VACUUM ANALYZE` (not timed):
+//! `postgres_burndown`, the store loop beside a `Worker` with a no-op handler at
+//! concurrency 16, 64 and 256 on the same `N` (`TENURE_BENCH_N`, default 100,000),
+//! with the Worker/store ratios; and `postgres_backlog`, the store loop and a worker at
+//! 64 draining `TENURE_BENCH_BACKLOG_N` (default 100,000) items from the top of a
+//! backlog of 1,000 and of 1,000,000 (`TENURE_BENCH_BACKLOG`), with the big/small
+//! ratios. Both use one `PgStore` per schema with a pool of 8, LISTEN off.
+//!
 //! Needs PostgreSQL at `TENURE_POSTGRES_URL` (default
 //! `postgres://postgres@127.0.0.1:5432/test`); without it the bench prints why and
 //! measures nothing. Run: `cargo bench -p tenure-benches --bench postgres` (about
-//! four minutes).
+//! four minutes for the criterion groups; add `-- burndown` or `-- backlog` for one
+//! group alone).
 
 // criterion_group! generates an undocumented pub fn.
 #![allow(missing_docs)]
@@ -35,8 +45,12 @@ use criterion::{
     criterion_group, criterion_main, BenchmarkId, Criterion, SamplingMode, Throughput,
 };
 use sqlx::{Connection, PgConnection};
+use tenure_benches::cells::{self, Rounds, BACKLOG, BURNDOWN, SMALL_BACKLOG};
 use tenure_benches::raw::pg::{self as raw, PgRaw};
-use tenure_benches::{bench_queue, drain, runtime, seed_streams, DrainSpec, Items, OnEmpty};
+use tenure_benches::{
+    bench_queue, drain, runtime, seed_backlog, seed_streams, DrainSpec, Items, OnEmpty,
+};
+use tenure_core::Store;
 use tenure_postgres::{PgConfig, PgStore};
 
 const ITEMS: Items = Items {
@@ -56,6 +70,40 @@ struct Bench {
 }
 
 impl Bench {
+    /// A new schema name and an admin connection, or `None` (printed) without a
+    /// server.
+    async fn connect() -> Option<Bench> {
+        match PgConnection::connect(&url()).await {
+            Ok(admin) => Some(Bench {
+                schema: format!("bench_{}", uuid::Uuid::now_v7().simple()),
+                admin,
+            }),
+            Err(e) => {
+                eprintln!("skipped: PostgreSQL at {} is unreachable: {e}", url());
+                None
+            }
+        }
+    }
+
+    /// `VACUUM ANALYZE` of the store's tables.
+    async fn vacuum(&mut self) {
+        // One statement each: VACUUM cannot run inside the implicit transaction of a
+        // multi-statement query.
+        for table in ["items", "streams"] {
+            let sql = format!("VACUUM ANALYZE {}.{table}", self.schema);
+            sqlx::Executor::execute(&mut self.admin, sql.as_str())
+                .await
+                .expect("vacuum");
+        }
+    }
+
+    async fn drop_schema(&mut self) {
+        let sql = format!("DROP SCHEMA {} CASCADE", self.schema);
+        sqlx::Executor::execute(&mut self.admin, sql.as_str())
+            .await
+            .expect("drop schema");
+    }
+
     async fn store(&self, workers: usize) -> PgStore {
         PgStore::connect(
             PgConfig::new(url())
@@ -72,14 +120,7 @@ impl Bench {
         seed_streams(store, &bench_queue().expect("queue"), n, streams)
             .await
             .expect("seed");
-        // One statement each: VACUUM cannot run inside the implicit transaction of a
-        // multi-statement query.
-        for table in ["items", "streams"] {
-            let sql = format!("VACUUM ANALYZE {}.{table}", self.schema);
-            sqlx::Executor::execute(&mut self.admin, sql.as_str())
-                .await
-                .expect("vacuum");
-        }
+        self.vacuum().await;
     }
 }
 
@@ -115,18 +156,7 @@ async fn raw_drain_with(raw: &PgRaw, n: usize, batch: usize, workers: usize) -> 
 
 fn postgres(c: &mut Criterion) {
     let rt = runtime().expect("runtime");
-    let bench = rt.block_on(async {
-        match PgConnection::connect(&url()).await {
-            Ok(admin) => Some(Bench {
-                schema: format!("bench_{}", uuid::Uuid::now_v7().simple()),
-                admin,
-            }),
-            Err(e) => {
-                eprintln!("skipped: PostgreSQL at {} is unreachable: {e}", url());
-                None
-            }
-        }
-    });
+    let bench = rt.block_on(Bench::connect());
     let Some(bench) = bench else { return };
     let bench = Arc::new(tokio::sync::Mutex::new(bench));
 
@@ -217,14 +247,98 @@ fn postgres(c: &mut Criterion) {
     rt.block_on(store.close());
     group.finish();
 
-    rt.block_on(async {
-        let mut b = bench.lock().await;
-        let sql = format!("DROP SCHEMA {} CASCADE", b.schema);
-        sqlx::Executor::execute(&mut b.admin, sql.as_str())
-            .await
-            .expect("drop schema");
-    });
+    rt.block_on(async { bench.lock().await.drop_schema().await });
 }
 
-criterion_group!(benches, postgres);
+// ----------------------------------------------------------------------------- cells
+
+/// Items per burn-down cell: the store loop at B=100 W=4 drains this in about 3 s.
+const BURNDOWN_N: usize = 100_000;
+/// Items per backlog cell.
+const BACKLOG_N: usize = 100_000;
+/// The pool of the cells' stores: enough for 4 claimers, or for a worker's claim,
+/// finalize, renewal and heartbeat at once.
+const CELL_POOL: usize = 8;
+
+fn burndown(_: &mut Criterion) {
+    if !cells::wanted("postgres_burndown") {
+        return;
+    }
+    let rt = runtime().expect("runtime");
+    let Some(mut bench) = rt.block_on(Bench::connect()) else {
+        return;
+    };
+    let n = cells::env_count("TENURE_BENCH_N", BURNDOWN_N);
+    let rounds = cells::env_count("TENURE_BENCH_ROUNDS", 3);
+    println!(
+        "postgres_burndown: N = {n}, {rounds} rounds, one schema, VACUUM ANALYZE after each seed"
+    );
+    let queue = bench_queue().expect("queue");
+    let mut r = Rounds::new();
+    rt.block_on(async {
+        let store = bench.store(CELL_POOL).await;
+        for _ in 0..rounds {
+            for d in BURNDOWN {
+                bench.seed(&store, n, 0).await;
+                let elapsed = d.drain(&store, &queue, n).await.expect("drain");
+                r.record(&d.label(), n, elapsed);
+            }
+        }
+        store.close().await;
+        bench.drop_schema().await;
+    });
+    println!(
+        "{}",
+        r.table("postgres burn-down", &cells::burndown_ratios())
+    );
+}
+
+fn backlog(_: &mut Criterion) {
+    if !cells::wanted("postgres_backlog") {
+        return;
+    }
+    let rt = runtime().expect("runtime");
+    let big = cells::env_count("TENURE_BENCH_BACKLOG", cells::BIG_BACKLOG);
+    let n = cells::env_count("TENURE_BENCH_BACKLOG_N", BACKLOG_N);
+    let rounds = cells::env_count("TENURE_BENCH_ROUNDS", 3);
+    println!(
+        "postgres_backlog: N = {n} from the top of {SMALL_BACKLOG} and {big}, {rounds} rounds, \
+         VACUUM ANALYZE after each seed"
+    );
+    let queue = bench_queue().expect("queue");
+    let mut r = Rounds::new();
+    rt.block_on(async {
+        let mut benches = Vec::new();
+        for m in [SMALL_BACKLOG, big] {
+            let Some(mut bench) = Bench::connect().await else {
+                return;
+            };
+            let store = bench.store(CELL_POOL).await;
+            seed_backlog(&store, &queue, m).await.expect("backlog");
+            bench.vacuum().await;
+            benches.push((m, bench, store));
+        }
+        for _ in 0..rounds {
+            for d in BACKLOG {
+                for (m, bench, store) in &mut benches {
+                    bench.seed(store, n, 0).await;
+                    let elapsed = d.drain(&*store, &queue, n).await.expect("drain");
+                    r.record(&cells::backlog_label(&d, *m), n, elapsed);
+                }
+            }
+        }
+        for (m, mut bench, store) in benches {
+            let counts = store.queue_counts(&queue).await.expect("counts");
+            assert_eq!(counts.scheduled, m as u64, "the backlog stays: {counts:?}");
+            store.close().await;
+            bench.drop_schema().await;
+        }
+    });
+    println!(
+        "{}",
+        r.table("postgres backlog", &cells::backlog_ratios(big))
+    );
+}
+
+criterion_group!(benches, postgres, burndown, backlog);
 criterion_main!(benches);

@@ -21,7 +21,16 @@
 //! `synchronous=FULL` on both sides and prints claim-latency percentiles: the case in
 //! which `shared/research/limits.md` saw a 3.5 s p99 claim wait with raw connections.
 //!
-//! Run: `cargo bench -p tenure-benches --bench sqlite` (about four minutes).
+//! Two more groups run their own rounds (`tenure_benches::cells`), each cell on a
+//! fresh file: `sqlite_burndown`, the store loop beside a `Worker` with a no-op
+//! handler at concurrency 16, 64 and 256 on the same `N` (`TENURE_BENCH_N`, default
+//! 200,000), with the Worker/store ratios; and `sqlite_backlog`, the store loop and a
+//! worker at 64 draining `TENURE_BENCH_BACKLOG_N` (default 200,000) items from the top
+//! of a backlog of 1,000 and of 1,000,000 (`TENURE_BENCH_BACKLOG`), with the big/small
+//! ratios.
+//!
+//! Run: `cargo bench -p tenure-benches --bench sqlite` (about four minutes for the
+//! criterion groups; add `-- burndown` or `-- backlog` for one group alone).
 
 // criterion_group! generates an undocumented pub fn.
 #![allow(missing_docs)]
@@ -33,8 +42,12 @@ use std::time::{Duration, Instant};
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use tempfile::TempDir;
+use tenure_benches::cells::{self, Rounds, BACKLOG, BURNDOWN, SMALL_BACKLOG};
 use tenure_benches::raw::sqlite as raw;
-use tenure_benches::{bench_queue, drain, runtime, seed, DrainSpec, Items, Percentiles};
+use tenure_benches::{
+    bench_queue, drain, runtime, seed, seed_backlog, DrainSpec, Items, Percentiles,
+};
+use tenure_core::Store;
 use tenure_sqlite::{SqliteConfig, SqliteStore, Synchronous};
 
 const ITEMS: Items = Items {
@@ -222,5 +235,81 @@ fn contention(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, claim_complete, contention);
+// ----------------------------------------------------------------------------- cells
+
+/// Items per burn-down cell: the store loop at B=100 W=4 drains this in about 3 s.
+const BURNDOWN_N: usize = 200_000;
+/// Items per backlog cell.
+const BACKLOG_N: usize = 200_000;
+
+async fn open(path: &Path) -> SqliteStore {
+    SqliteStore::open(SqliteConfig::new(path))
+        .await
+        .expect("open")
+}
+
+fn burndown(_: &mut Criterion) {
+    if !cells::wanted("sqlite_burndown") {
+        return;
+    }
+    let rt = runtime().expect("runtime");
+    let n = cells::env_count("TENURE_BENCH_N", BURNDOWN_N);
+    let rounds = cells::env_count("TENURE_BENCH_ROUNDS", 3);
+    println!("sqlite_burndown: N = {n}, {rounds} rounds, a fresh file per cell");
+    let mut r = Rounds::new();
+    for _ in 0..rounds {
+        for d in BURNDOWN {
+            let dir = TempDir::new().expect("temp dir");
+            let elapsed = rt.block_on(async {
+                let store = open(&dir.path().join("bench.db")).await;
+                let queue = bench_queue().expect("queue");
+                seed(&store, &queue, n).await.expect("seed");
+                d.drain(&store, &queue, n).await.expect("drain")
+            });
+            r.record(&d.label(), n, elapsed);
+        }
+    }
+    println!("{}", r.table("sqlite burn-down", &cells::burndown_ratios()));
+}
+
+fn backlog(_: &mut Criterion) {
+    if !cells::wanted("sqlite_backlog") {
+        return;
+    }
+    let rt = runtime().expect("runtime");
+    let big = cells::env_count("TENURE_BENCH_BACKLOG", cells::BIG_BACKLOG);
+    let n = cells::env_count("TENURE_BENCH_BACKLOG_N", BACKLOG_N);
+    let rounds = cells::env_count("TENURE_BENCH_ROUNDS", 3);
+    println!("sqlite_backlog: N = {n} from the top of {SMALL_BACKLOG} and {big}, {rounds} rounds");
+    let dir = TempDir::new().expect("temp dir");
+    let queue = bench_queue().expect("queue");
+    let stores: Vec<(usize, SqliteStore)> = rt.block_on(async {
+        let mut stores = Vec::new();
+        for m in [SMALL_BACKLOG, big] {
+            let store = open(&dir.path().join(format!("backlog{m}.db"))).await;
+            seed_backlog(&store, &queue, m).await.expect("backlog");
+            stores.push((m, store));
+        }
+        stores
+    });
+    let mut r = Rounds::new();
+    for _ in 0..rounds {
+        for d in BACKLOG {
+            for (m, store) in &stores {
+                let elapsed = rt.block_on(async {
+                    seed(store, &queue, n).await.expect("seed");
+                    d.drain(store, &queue, n).await.expect("drain")
+                });
+                r.record(&cells::backlog_label(&d, *m), n, elapsed);
+            }
+        }
+    }
+    for (m, store) in &stores {
+        let counts = rt.block_on(store.queue_counts(&queue)).expect("counts");
+        assert_eq!(counts.scheduled, *m as u64, "the backlog stays: {counts:?}");
+    }
+    println!("{}", r.table("sqlite backlog", &cells::backlog_ratios(big)));
+}
+
+criterion_group!(benches, claim_complete, contention, burndown, backlog);
 criterion_main!(benches);

@@ -46,9 +46,8 @@ use tempfile::TempDir;
 use tenure_benches::raw::memory::RawMemory;
 use tenure_benches::raw::pg::PgRaw;
 use tenure_benches::raw::sqlite as raw_sqlite;
-use tenure_benches::sustained::{produce, Epoch, Pickups, Plan, Summary};
+use tenure_benches::sustained::{produce, run_worker, Epoch, Pickups, Plan, Summary};
 use tenure_benches::{bench_queue, runtime, BenchError};
-use tenure_core::runtime::{Job, JobError, Worker};
 use tenure_core::{NewItem, Store, StoreExt};
 use tenure_memory::MemoryStore;
 use tenure_postgres::{PgConfig, PgStore};
@@ -86,70 +85,25 @@ fn report(rows: &mut Vec<(String, Summary)>, name: &str, summary: Summary) {
 
 // ----------------------------------------------------------------------------- tenure
 
-/// Runs the worker on `store` while the producer enqueues through `producer`, then
-/// shuts the worker down and checks that every item was completed exactly once.
+/// Runs the worker on `store` while the producer enqueues through `producer`
+/// (`tenure_benches::sustained::run_worker`, which checks that every item was claimed
+/// once and completed), then checks that nothing is left in the queue.
 async fn tenure_run<S, P>(store: S, producer: &P) -> Summary
 where
     S: Store + Clone,
     P: Store,
 {
-    let plan = plan();
     let queue = bench_queue().expect("queue");
-    let epoch = Epoch::new();
-    let pickups = Arc::new(Pickups::new(epoch));
-    let recorder = pickups.clone();
-    let worker = Worker::builder(store.clone())
-        .queue(queue.clone())
-        .concurrency(CONCURRENCY)
-        .maintenance(false)
-        .handler(move |job: Job| {
-            let recorder = recorder.clone();
-            async move {
-                recorder
-                    .record(job.payload())
-                    .map_err(|e| JobError::permanent(e.to_string()))
-            }
-        })
-        .spawn()
-        .expect("worker");
-    // The claim loop registers the instance before its first claim.
-    while worker.metrics().polls == 0 {
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
-    let sent = produce(&plan, epoch, |p| {
-        let item = NewItem::new(queue.clone(), p);
-        async move {
-            producer
-                .enqueue_one(item)
-                .await
-                .map(drop)
-                .map_err(|source| BenchError::Store {
-                    op: "enqueue",
-                    source,
-                })
-        }
-    })
-    .await
-    .expect("produce");
-    pickups.wait_for(sent, SETTLE).await.expect("every pickup");
-    let report = worker.shutdown(Duration::from_secs(10)).await;
-    let m = report.metrics;
-    assert!(
-        report.drained && report.released == 0 && report.abandoned == 0,
-        "the worker shut down with work in hand: {report:?}"
-    );
-    assert_eq!(
-        (m.claimed, m.completed, m.failed, m.lost, m.self_stopped),
-        (sent, sent, 0, 0, 0),
-        "every item claimed once and completed: {m:?}"
-    );
+    let run = run_worker(&store, producer, &queue, &plan(), CONCURRENCY, SETTLE)
+        .await
+        .expect("sustained run");
     let counts = store.queue_counts(&queue).await.expect("counts");
     assert_eq!(
         counts.pending() + counts.dead,
         0,
         "queue left with {counts:?}"
     );
-    pickups.summary(&plan, sent).expect("summary")
+    run.summary
 }
 
 // ----------------------------------------------------------------------------- raw

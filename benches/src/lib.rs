@@ -8,6 +8,13 @@
 //! the store, anything done between seeding and draining, and the raw loop it is
 //! compared with.
 //!
+//! Beside it: [`worker`] drains the same seeded queue through a `Worker` with a no-op
+//! handler; [`cells`] runs both side by side, and on top of small and large backlogs
+//! ([`seed_backlog`]), in rounds; [`tally`] counts every `complete` answer per item
+//! for an exactly-once check of any run; [`sustained`] measures pickup latency under
+//! a steady enqueue rate; [`raw`] holds the raw loops. The `tenure bench` command
+//! (crate `tenure-cli`) is built on these same functions.
+//!
 //! ```no_run
 //! # async fn run() -> Result<(), tenure_benches::BenchError> {
 //! use tenure_benches::{bench_queue, drain, seed, DrainSpec};
@@ -22,8 +29,11 @@
 //! ```
 #![deny(missing_docs)]
 
+pub mod cells;
 pub mod raw;
 pub mod sustained;
+pub mod tally;
+pub mod worker;
 
 use std::fmt;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -31,8 +41,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use tenure_core::{
-    ClaimParams, CompleteParams, EnqueueParams, NewItem, OwnerId, QueueName, Store, StreamKey,
-    TokenOutcome,
+    ClaimParams, CompleteParams, EnqueueParams, ItemId, NewItem, OwnerId, QueueName, Store,
+    StreamKey, TokenOutcome,
 };
 
 /// The queue every bench seeds and drains, raw loops included.
@@ -43,6 +53,10 @@ pub const LEASE: Duration = Duration::from_secs(60);
 
 /// How many items one `enqueue` call carries while seeding.
 pub const SEED_CHUNK: usize = 10_000;
+
+/// How far in the future [`seed_backlog`] schedules its items: far enough that none
+/// becomes claimable during a run.
+pub const BACKLOG_DELAY: Duration = Duration::from_secs(7 * 24 * 60 * 60);
 
 /// Why a seed or a drain could not go on.
 #[derive(Debug, thiserror::Error)]
@@ -130,6 +144,35 @@ impl Items {
 /// `i` as eight little-endian bytes.
 pub async fn seed<S: Store>(store: &S, queue: &QueueName, n: usize) -> Result<(), BenchError> {
     seed_items(store, (0..n).map(|i| item(queue, i))).await
+}
+
+/// Like [`seed`], and answers the ids of the items, in order (for
+/// [`Tally::check`](tally::Tally::check)).
+pub async fn seed_ids<S: Store>(
+    store: &S,
+    queue: &QueueName,
+    n: usize,
+) -> Result<Vec<ItemId>, BenchError> {
+    let mut ids = Vec::with_capacity(n);
+    let items = (0..n).map(|i| {
+        let item = item(queue, i);
+        ids.push(item.id);
+        item
+    });
+    seed_items(store, items).await?;
+    Ok(ids)
+}
+
+/// Enqueues `n` items on `queue` that become claimable only [`BACKLOG_DELAY`] from
+/// now: a backlog that shares the queue, table and indexes with the items a run
+/// drains, sorts after all of them (G8: same priority, later `run_at`), and is never
+/// claimed, so a drain stops at the top of it.
+pub async fn seed_backlog<S: Store>(
+    store: &S,
+    queue: &QueueName,
+    n: usize,
+) -> Result<(), BenchError> {
+    seed_items(store, (0..n).map(|i| item(queue, i).delay(BACKLOG_DELAY))).await
 }
 
 /// Like [`seed`], with item `i` in stream `s{i % streams}` (G9), so the `streams`
@@ -340,6 +383,8 @@ pub struct Percentiles {
     pub count: usize,
     /// Median: the sample at rank `⌊(count - 1) · 0.5⌋` in ascending order.
     pub p50: u64,
+    /// The sample at rank `⌊(count - 1) · 0.9⌋`.
+    pub p90: u64,
     /// The sample at rank `⌊(count - 1) · 0.99⌋`.
     pub p99: u64,
     /// The largest sample.
@@ -355,6 +400,7 @@ impl Percentiles {
         Some(Percentiles {
             count: samples.len(),
             p50: at(0.5),
+            p90: at(0.9),
             p99: at(0.99),
             max,
         })
@@ -366,8 +412,8 @@ impl fmt::Display for Percentiles {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
-            "over {} claims: p50 {} us, p99 {} us, max {} us",
-            self.count, self.p50, self.p99, self.max
+            "over {} claims: p50 {} us, p90 {} us, p99 {} us, max {} us",
+            self.count, self.p50, self.p90, self.p99, self.max
         )
     }
 }
@@ -385,6 +431,7 @@ mod tests {
             Percentiles {
                 count: 200,
                 p50: 100,
+                p90: 180,
                 p99: 198,
                 max: 200
             }

@@ -32,11 +32,16 @@
 
 use std::fmt;
 use std::future::Future;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use crate::{BenchError, Percentiles};
+use tenure_core::runtime::{Job, JobError, Worker};
+use tenure_core::{
+    ClaimParams, CompleteParams, ItemId, NewItem, OwnerId, QueueName, Store, StoreExt, TokenOutcome,
+};
+
+use crate::{BenchError, Percentiles, LEASE};
 
 /// The producer's schedule: `rate` items per second, for `warmup` (worked, not counted)
 /// then for `measure`.
@@ -263,6 +268,176 @@ impl fmt::Display for Summary {
             self.items
         )
     }
+}
+
+/// What [`run_worker`] and [`run_store`] measured, and the ids of every item the
+/// producer enqueued (for [`Tally::check`](crate::tally::Tally::check)).
+#[derive(Clone, Debug)]
+#[non_exhaustive]
+pub struct Sustained {
+    /// Pickup latency and rate over the items after the warm-up.
+    pub summary: Summary,
+    /// Every item enqueued, in order.
+    pub enqueued: Vec<ItemId>,
+}
+
+fn enqueue_err(source: tenure_core::Error) -> BenchError {
+    BenchError::Store {
+        op: "enqueue",
+        source,
+    }
+}
+
+/// Produces `plan` on `queue` through `store` (one `enqueue` per item), recording
+/// each id; then waits up to `settle` for every pickup.
+async fn produce_on<S: Store>(
+    store: &S,
+    queue: &QueueName,
+    plan: &Plan,
+    epoch: Epoch,
+    pickups: &Pickups,
+    settle: Duration,
+) -> Result<Vec<ItemId>, BenchError> {
+    let mut ids = Vec::new();
+    let sent = produce(plan, epoch, |p| {
+        let item = NewItem::new(queue.clone(), p);
+        ids.push(item.id);
+        async move { store.enqueue_one(item).await.map(drop).map_err(enqueue_err) }
+    })
+    .await?;
+    pickups.wait_for(sent, settle).await?;
+    Ok(ids)
+}
+
+/// Sustained load through the worker runtime: a [`Worker`] of `concurrency` slots on
+/// a clone of `store` (default poll and finalize batching, maintenance off) whose
+/// handler records each pickup, while the producer enqueues `plan` through
+/// `producer`. With `producer` the same handle as `store`, the in-process wake signal
+/// wakes the claim loop, as in an application that enqueues and works in one process;
+/// with another handle (a second `PgStore` with LISTEN on), only the store's
+/// cross-process wake-up does.
+///
+/// Waits for the worker's first poll before producing (the claim loop registers the
+/// instance first), and up to `settle` after the producer stops for the last
+/// pickups; then shuts the worker down and fails unless every item was picked up once,
+/// claimed once and completed, with nothing failed, lost, released or abandoned.
+pub async fn run_worker<S: Store + Clone, P: Store>(
+    store: &S,
+    producer: &P,
+    queue: &QueueName,
+    plan: &Plan,
+    concurrency: usize,
+    settle: Duration,
+) -> Result<Sustained, BenchError> {
+    let epoch = Epoch::new();
+    let pickups = Arc::new(Pickups::new(epoch));
+    let recorder = pickups.clone();
+    let worker = Worker::builder(store.clone())
+        .queue(queue.clone())
+        .concurrency(concurrency)
+        .maintenance(false)
+        .handler(move |job: Job| {
+            let recorder = recorder.clone();
+            async move {
+                recorder
+                    .record(job.payload())
+                    .map_err(|e| JobError::permanent(e.to_string()))
+            }
+        })
+        .spawn()
+        .map_err(|source| BenchError::Store {
+            op: "worker spawn",
+            source,
+        })?;
+    while worker.metrics().polls == 0 {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    let produced = produce_on(producer, queue, plan, epoch, &pickups, settle).await;
+    let report = worker.shutdown(Duration::from_secs(10)).await;
+    let enqueued = produced?;
+    let sent = enqueued.len() as u64;
+    let m = report.metrics;
+    if !report.drained
+        || report.released > 0
+        || report.abandoned > 0
+        || (m.claimed, m.completed, m.failed, m.lost, m.self_stopped) != (sent, sent, 0, 0, 0)
+    {
+        return Err(BenchError::Check(format!(
+            "the worker should have claimed and completed each of {sent} items once: {report:?}"
+        )));
+    }
+    let summary = pickups.summary(plan, sent)?;
+    Ok(Sustained { summary, enqueued })
+}
+
+/// Sustained load through the store: `workers` tasks, each on a clone of `store`
+/// with owner `w{index}`, loop `claim(batch)`, record the pickup of every item
+/// claimed, and `complete` the batch (every answer must be `Accepted`); an empty claim
+/// sleeps `poll` and claims again. The producer enqueues `plan` through `store`.
+///
+/// Waits up to `settle` after the producer stops for the last pickups, then stops the
+/// loops and fails unless every item was picked up exactly once. Must run inside a
+/// tokio runtime.
+pub async fn run_store<S: Store + Clone>(
+    store: &S,
+    queue: &QueueName,
+    plan: &Plan,
+    (workers, batch): (usize, u32),
+    poll: Duration,
+    settle: Duration,
+) -> Result<Sustained, BenchError> {
+    let epoch = Epoch::new();
+    let pickups = Arc::new(Pickups::new(epoch));
+    let stop = Arc::new(AtomicBool::new(false));
+    let loops: Vec<_> = (0..workers)
+        .map(|w| {
+            let (store, queue, pickups, stop) =
+                (store.clone(), queue.clone(), pickups.clone(), stop.clone());
+            tokio::spawn(async move {
+                let owner = OwnerId::new(format!("w{w}")).map_err(|source| BenchError::Store {
+                    op: "owner id",
+                    source,
+                })?;
+                while !stop.load(Ordering::Relaxed) {
+                    let leases = store
+                        .claim(ClaimParams::new(queue.clone(), owner.clone(), batch, LEASE))
+                        .await
+                        .map_err(|source| BenchError::Store {
+                            op: "claim",
+                            source,
+                        })?;
+                    if leases.is_empty() {
+                        tokio::time::sleep(poll).await;
+                        continue;
+                    }
+                    for lease in &leases {
+                        pickups.record(&lease.item.payload)?;
+                    }
+                    let tokens = leases.iter().map(|l| l.token).collect();
+                    let outcomes =
+                        store
+                            .complete(CompleteParams::new(tokens))
+                            .await
+                            .map_err(|source| BenchError::Store {
+                                op: "complete",
+                                source,
+                            })?;
+                    if let Some(o) = outcomes.iter().find(|o| **o != TokenOutcome::Accepted) {
+                        return Err(BenchError::NotAccepted { outcome: *o });
+                    }
+                }
+                Ok(())
+            })
+        })
+        .collect();
+    let produced = produce_on(store, queue, plan, epoch, &pickups, settle).await;
+    stop.store(true, Ordering::Relaxed);
+    for l in loops {
+        l.await??;
+    }
+    let enqueued = produced?;
+    let summary = pickups.summary(plan, enqueued.len() as u64)?;
+    Ok(Sustained { summary, enqueued })
 }
 
 #[cfg(test)]

@@ -1,0 +1,277 @@
+//! What a run reports: one JSON document (`--json`) or a table.
+
+use std::fmt::Write as _;
+
+use serde::Serialize;
+use tenure_benches::Percentiles;
+
+use super::run::{Measured, DEFAULT_STORE_BATCH};
+use super::target::{redact, Target};
+use super::{BenchArgs, Mode, Through};
+
+/// Latency percentiles in microseconds.
+#[derive(Debug, Serialize)]
+pub(crate) struct Latency {
+    count: usize,
+    p50_us: u64,
+    p90_us: u64,
+    p99_us: u64,
+    max_us: u64,
+}
+
+impl From<Percentiles> for Latency {
+    fn from(p: Percentiles) -> Self {
+        Latency {
+            count: p.count,
+            p50_us: p.p50,
+            p90_us: p.p90,
+            p99_us: p.p99,
+            max_us: p.max,
+        }
+    }
+}
+
+/// The exactly-once check as reported.
+#[derive(Debug, Serialize)]
+pub(crate) struct ExactlyOnceReport {
+    checked: bool,
+    holds: bool,
+    expected: u64,
+    finished: u64,
+    finished_twice: u64,
+    lost: u64,
+    not_seeded: u64,
+    completes_refused: u64,
+    left_in_queue: u64,
+}
+
+/// Throughput over time: items finished per second in buckets of `bucket_s`.
+#[derive(Debug, Serialize)]
+pub(crate) struct Throughput {
+    pub(crate) bucket_s: f64,
+    /// `[start of bucket in s, items/s]`.
+    pub(crate) points: Vec<(f64, f64)>,
+}
+
+/// What the run made and removed.
+#[derive(Debug, Serialize)]
+pub(crate) struct Cleanup {
+    kind: &'static str,
+    name: String,
+    removed: bool,
+}
+
+/// Everything `tenure bench` reports.
+#[derive(Debug, Serialize)]
+pub(crate) struct Report {
+    tool: &'static str,
+    version: &'static str,
+    url: String,
+    store: &'static str,
+    mode: &'static str,
+    through: &'static str,
+    queue: String,
+    items: u64,
+    backlog: usize,
+    workers: Option<usize>,
+    batch: Option<usize>,
+    concurrency: Option<usize>,
+    rate: Option<u32>,
+    duration_s: Option<f64>,
+    elapsed_s: f64,
+    items_per_s: f64,
+    seed_s: f64,
+    claim_latency: Option<Latency>,
+    pickup_latency: Option<Latency>,
+    exactly_once: ExactlyOnceReport,
+    pub(crate) throughput: Throughput,
+    plot: Option<String>,
+    cleanup: Cleanup,
+}
+
+/// A round bucket width giving about 100 buckets over `span` seconds, at least 50 ms.
+fn bucket_width(span: f64) -> f64 {
+    let raw = (span / 100.0).max(0.05);
+    let mut nice = 0.05;
+    for step in [0.05, 0.1, 0.2, 0.25, 0.5, 1.0, 2.0, 5.0, 10.0, 30.0, 60.0] {
+        nice = step;
+        if step >= raw {
+            break;
+        }
+    }
+    nice
+}
+
+/// Buckets a timeline of `(seconds, items)` into items per second.
+pub(crate) fn throughput(timeline: &[(f64, u32)]) -> Throughput {
+    let span = timeline.iter().map(|(t, _)| *t).fold(0.0, f64::max);
+    let width = bucket_width(span);
+    let buckets = (span / width) as usize + 1;
+    let mut sums = vec![0u64; buckets];
+    for (t, n) in timeline {
+        let i = ((t / width) as usize).min(buckets - 1);
+        sums[i] += u64::from(*n);
+    }
+    Throughput {
+        bucket_s: width,
+        points: sums
+            .iter()
+            .enumerate()
+            .map(|(i, n)| ((i as f64 * width * 1e3).round() / 1e3, *n as f64 / width))
+            .collect(),
+    }
+}
+
+impl Report {
+    pub(crate) fn new(args: &BenchArgs, target: &Target, m: &Measured) -> Self {
+        let (kind, name, removed) = target.made();
+        let worker = args.through == Through::Worker;
+        let sustained = args.mode == Mode::Sustained;
+        let batch = match (args.through, args.mode) {
+            (Through::Store, Mode::BurnDown) => Some(args.batch.unwrap_or(DEFAULT_STORE_BATCH)),
+            (Through::Store, Mode::Sustained) => Some(args.batch.unwrap_or(1)),
+            (Through::Worker, _) => args.batch,
+        };
+        let e = &m.exactly_once;
+        Report {
+            tool: "tenure bench",
+            version: env!("CARGO_PKG_VERSION"),
+            url: redact(&args.url),
+            store: m.store,
+            mode: if sustained { "sustained" } else { "burn-down" },
+            through: if worker { "worker" } else { "store" },
+            queue: m.queue.clone(),
+            items: m.items,
+            backlog: args.backlog,
+            workers: (!worker).then_some(args.workers),
+            batch,
+            concurrency: worker.then_some(args.concurrency),
+            rate: sustained.then_some(args.rate),
+            duration_s: sustained.then_some(args.duration.as_secs_f64()),
+            elapsed_s: m.elapsed.as_secs_f64(),
+            items_per_s: m.per_sec,
+            seed_s: m.seed_time.as_secs_f64(),
+            claim_latency: m.claim_latency.map(Latency::from),
+            pickup_latency: m.pickup_latency.map(Latency::from),
+            exactly_once: ExactlyOnceReport {
+                checked: true,
+                holds: e.holds(),
+                expected: e.expected,
+                finished: e.finished,
+                finished_twice: e.twice,
+                lost: e.lost,
+                not_seeded: e.unknown,
+                completes_refused: e.refused,
+                left_in_queue: m.left.ready + m.left.running + m.left.dead,
+            },
+            throughput: throughput(&m.timeline),
+            plot: args.plot.as_ref().map(|p| p.display().to_string()),
+            cleanup: Cleanup {
+                kind,
+                name,
+                removed,
+            },
+        }
+    }
+
+    /// The report as one line of JSON.
+    pub(crate) fn to_json(&self) -> String {
+        serde_json::to_string(self).unwrap_or_else(|e| format!("{{\"error\":\"{e}\"}}"))
+    }
+
+    /// A title for the plot and the table.
+    pub(crate) fn title(&self) -> String {
+        let how = match (self.through, self.concurrency, self.workers, self.batch) {
+            ("worker", Some(c), _, Some(b)) => format!("a worker (concurrency {c}, batch {b})"),
+            ("worker", Some(c), _, None) => format!("a worker (concurrency {c})"),
+            (_, _, Some(w), Some(b)) => format!("the store ({w} tasks, claim({b}))"),
+            _ => "the store".to_owned(),
+        };
+        let backlog = if self.backlog > 0 {
+            format!(", backlog {}", self.backlog)
+        } else {
+            String::new()
+        };
+        format!("{} {} through {how}{backlog}", self.store, self.mode)
+    }
+
+    /// The human table.
+    pub(crate) fn table(&self) -> String {
+        let ms = |us: u64| us as f64 / 1000.0;
+        let lat = |l: &Latency| {
+            format!(
+                "p50 {:.2} ms  p90 {:.2} ms  p99 {:.2} ms  max {:.2} ms  ({} samples)",
+                ms(l.p50_us),
+                ms(l.p90_us),
+                ms(l.p99_us),
+                ms(l.max_us),
+                l.count
+            )
+        };
+        let e = &self.exactly_once;
+        let mut out = String::new();
+        let _ = writeln!(out, "tenure bench: {}", self.title());
+        let _ = writeln!(out, "  url             {}", self.url);
+        let _ = writeln!(out, "  items           {}", self.items);
+        let _ = writeln!(out, "  items/s         {:.0}", self.items_per_s);
+        let _ = writeln!(
+            out,
+            "  elapsed         {:.3} s (seeding {:.3} s, not counted)",
+            self.elapsed_s, self.seed_s
+        );
+        if let Some(l) = &self.claim_latency {
+            let _ = writeln!(out, "  claim latency   {}", lat(l));
+        }
+        if let Some(l) = &self.pickup_latency {
+            let _ = writeln!(out, "  pickup latency  {}", lat(l));
+        }
+        let _ = writeln!(
+            out,
+            "  exactly once    {} of {} finished once; {} twice, {} lost, {} unknown, {} refused, {} left: {}",
+            e.finished - e.finished_twice,
+            e.expected,
+            e.finished_twice,
+            e.lost,
+            e.not_seeded,
+            e.completes_refused,
+            e.left_in_queue,
+            if e.holds { "ok" } else { "FAILED" }
+        );
+        let removed = if self.cleanup.removed {
+            "removed"
+        } else {
+            "drained, its finished items left to the store's purge"
+        };
+        let _ = writeln!(
+            out,
+            "  cleanup         {} {} {removed}",
+            self.cleanup.kind, self.cleanup.name
+        );
+        if let Some(p) = &self.plot {
+            let _ = writeln!(out, "  plot            {p}");
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_timeline_is_bucketed_into_items_per_second() {
+        let t = throughput(&[(0.01, 10), (0.04, 10), (0.06, 5), (0.12, 1)]);
+        assert_eq!(t.bucket_s, 0.05);
+        assert_eq!(t.points.len(), 3);
+        assert!((t.points[0].1 - 400.0).abs() < 1e-9);
+        assert!((t.points[1].1 - 100.0).abs() < 1e-9);
+        assert!((t.points[2].1 - 20.0).abs() < 1e-9);
+    }
+
+    #[test]
+    fn bucket_widths_are_round_and_about_a_hundredth() {
+        assert_eq!(bucket_width(1.0), 0.05);
+        assert_eq!(bucket_width(30.0), 0.5);
+        assert_eq!(bucket_width(100.0), 1.0);
+    }
+}
