@@ -122,6 +122,22 @@ impl RedisStore {
         &self.inner.prefix
     }
 
+    /// Sends `PING`: `Ok` when the server answers, [`Error::Unavailable`] when it
+    /// cannot be reached. `tenure::open` calls it so a wrong URL fails at once.
+    pub async fn ping(&self) -> Result<()> {
+        let (generation, mut conn) = self.connection().await?;
+        let answer: redis::RedisResult<String> = redis::cmd("PING").query_async(&mut conn).await;
+        match answer {
+            Ok(_) => Ok(()),
+            Err(e) => {
+                if needs_reconnect(&e) {
+                    self.broken(generation);
+                }
+                Err(map(e))
+            }
+        }
+    }
+
     /// The connection in use, opening one if there is none.
     async fn connection(&self) -> Result<(u64, MultiplexedConnection)> {
         if let Some(c) = self.current() {
