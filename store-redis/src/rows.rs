@@ -1,8 +1,6 @@
 //! Decoding script answers into the model. An answer our scripts never give is
 //! [`Error::Internal`](tenure_core::Error).
 
-use std::collections::HashMap;
-
 use tenure_core::{
     DedupKey, Item, ItemId, ItemState, OwnerId, QueueName, Result, ScopeKey, StreamKey, Timestamp,
 };
@@ -37,77 +35,64 @@ pub(crate) fn id_of(s: &str) -> Result<ItemId> {
         .map_err(|_| bad_reply(format!("{s:?} is not an item id")))
 }
 
-/// Decodes one item hash.
+/// An item's fields as the claim script answers them: `ITEM_FIELDS` of `lib.lua`, in
+/// that order, `nil` for an absent field.
+pub(crate) type Fields = Vec<Option<Vec<u8>>>;
+
+/// The names of [`Fields`], in order (`ITEM_FIELDS` of `lib.lua`).
+const ITEM_FIELDS: [&str; 20] = [
+    "id", "q", "pl", "st", "sc", "dk", "pr", "ra", "s", "a", "o", "le", "rn", "sl", "ma", "ms",
+    "mr", "e", "ca", "ua",
+];
+
+/// Decodes one item hash in `HGETALL` form.
 pub(crate) fn item(flat: Flat) -> Result<Item> {
-    let mut f: HashMap<String, Vec<u8>> = HashMap::with_capacity(flat.len() / 2);
+    let mut fields: Fields = vec![None; ITEM_FIELDS.len()];
     let mut it = flat.into_iter();
     while let (Some(k), Some(v)) = (it.next(), it.next()) {
-        f.insert(text(k, "name")?, v);
+        if let Some(i) = ITEM_FIELDS.iter().position(|f| f.as_bytes() == k.as_slice()) {
+            fields[i] = Some(v);
+        }
     }
-    let mut take = |name: &str| f.remove(name);
+    item_fields(fields)
+}
+
+/// Decodes an item answered in [`Fields`] order.
+pub(crate) fn item_fields(fields: Fields) -> Result<Item> {
+    let Ok::<[Option<Vec<u8>>; 20], _>(
+        [id, q, pl, st, sc, dk, pr, ra, s, a, o, le, rn, sl, ma, ms, mr, e, ca, ua],
+    ) = fields.try_into()
+    else {
+        return Err(bad_reply("an item answered with the wrong number of fields"));
+    };
     let need = |v: Option<Vec<u8>>, name: &str| {
         v.ok_or_else(|| bad_reply(format!("item field {name} is missing")))
     };
-    let id = id_of(&text(need(take("id"), "id")?, "id")?)?;
-    let queue = QueueName::new(text(need(take("q"), "q")?, "q")?)?;
-    let payload = need(take("pl"), "pl")?;
-    let stream = take("st")
-        .map(|v| text(v, "st"))
-        .transpose()?
-        .map(StreamKey::new)
-        .transpose()?;
-    let scope = take("sc")
-        .map(|v| text(v, "sc"))
-        .transpose()?
-        .map(ScopeKey::new)
-        .transpose()?;
-    let dedup_key = take("dk")
-        .map(|v| text(v, "dk"))
-        .transpose()?
-        .map(DedupKey::new)
-        .transpose()?;
-    let priority = i16::try_from(int(&need(take("pr"), "pr")?, "pr")?)
-        .map_err(|_| bad_reply("item field pr is out of range"))?;
     let time = |v: Vec<u8>, name: &str| int(&v, name).map(Timestamp::from_micros);
-    let run_at = time(need(take("ra"), "ra")?, "ra")?;
-    let state: ItemState = text(need(take("s"), "s")?, "s")?
-        .parse()
-        .map_err(|_| bad_reply("item field s is not a state"))?;
-    let attempt = u32_of(&need(take("a"), "a")?, "a")?;
-    let owner = take("o")
-        .map(|v| text(v, "o"))
-        .transpose()?
-        .map(OwnerId::new)
-        .transpose()?;
-    let lease_expires_at = take("le").map(|v| time(v, "le")).transpose()?;
-    let renewals = u32_of(&need(take("rn"), "rn")?, "rn")?;
-    let stalls = u32_of(&need(take("sl"), "sl")?, "sl")?;
-    let max_attempts = u32_of(&need(take("ma"), "ma")?, "ma")?;
-    let max_stalls = u32_of(&need(take("ms"), "ms")?, "ms")?;
-    let max_renewals = u32_of(&need(take("mr"), "mr")?, "mr")?;
-    let last_error = take("e").map(|v| text(v, "e")).transpose()?;
-    let created_at = time(need(take("ca"), "ca")?, "ca")?;
-    let updated_at = time(need(take("ua"), "ua")?, "ua")?;
+    let opt_text = |v: Option<Vec<u8>>, name: &str| v.map(|v| text(v, name)).transpose();
     Ok(Item {
-        id,
-        queue,
-        payload,
-        stream,
-        scope,
-        dedup_key,
-        priority,
-        run_at,
-        state,
-        attempt,
-        owner,
-        lease_expires_at,
-        renewals,
-        stalls,
-        max_attempts,
-        max_stalls,
-        max_renewals,
-        last_error,
-        created_at,
-        updated_at,
+        id: id_of(&text(need(id, "id")?, "id")?)?,
+        queue: QueueName::new(text(need(q, "q")?, "q")?)?,
+        payload: need(pl, "pl")?,
+        stream: opt_text(st, "st")?.map(StreamKey::new).transpose()?,
+        scope: opt_text(sc, "sc")?.map(ScopeKey::new).transpose()?,
+        dedup_key: opt_text(dk, "dk")?.map(DedupKey::new).transpose()?,
+        priority: i16::try_from(int(&need(pr, "pr")?, "pr")?)
+            .map_err(|_| bad_reply("item field pr is out of range"))?,
+        run_at: time(need(ra, "ra")?, "ra")?,
+        state: text(need(s, "s")?, "s")?
+            .parse::<ItemState>()
+            .map_err(|_| bad_reply("item field s is not a state"))?,
+        attempt: u32_of(&need(a, "a")?, "a")?,
+        owner: opt_text(o, "o")?.map(OwnerId::new).transpose()?,
+        lease_expires_at: le.map(|v| time(v, "le")).transpose()?,
+        renewals: u32_of(&need(rn, "rn")?, "rn")?,
+        stalls: u32_of(&need(sl, "sl")?, "sl")?,
+        max_attempts: u32_of(&need(ma, "ma")?, "ma")?,
+        max_stalls: u32_of(&need(ms, "ms")?, "ms")?,
+        max_renewals: u32_of(&need(mr, "mr")?, "mr")?,
+        last_error: opt_text(e, "e")?,
+        created_at: time(need(ca, "ca")?, "ca")?,
+        updated_at: time(need(ua, "ua")?, "ua")?,
     })
 }

@@ -5,6 +5,7 @@ use std::sync::{Arc, Mutex, RwLock};
 
 use redis::aio::MultiplexedConnection;
 use redis::{AsyncConnectionConfig, Client, FromRedisValue, ScriptInvocation, Value};
+use tenure_core::machine;
 use tenure_core::{
     async_trait, duration_micros, validate_identifier, Capabilities, ClaimParams, CompleteParams,
     DeregisterParams, DiscardParams, EnqueueParams, Enqueued, Error, EvictParams, Evicted,
@@ -243,11 +244,6 @@ impl RedisStore {
     }
 }
 
-/// Decodes a claim's or a get's item hashes.
-fn items(flats: Vec<Flat>) -> Result<Vec<Item>> {
-    flats.into_iter().map(rows::item).collect()
-}
-
 fn int_of(v: &Value) -> Result<i64> {
     i64::from_redis_value(v).map_err(|_| bad_reply("expected an integer"))
 }
@@ -330,9 +326,11 @@ impl Store for RedisStore {
         if params.partitioning.is_some() {
             return Err(Error::unsupported("partitioned claim", STORE));
         }
+        let now = self.inner.clock.now();
+        let expires_at = now + params.lease_for;
         let mut inv = SCRIPTS.claim.prepare_invoke();
         inv.key(&self.inner.root)
-            .arg(self.now())
+            .arg(micros(now))
             .arg(params.owner.as_str())
             .arg(params.limit)
             .arg(duration_micros(params.lease_for))
@@ -340,8 +338,24 @@ impl Store for RedisStore {
         for q in &params.queues {
             inv.arg(q.as_str());
         }
-        let flats: Vec<Flat> = self.write(&inv).await?;
-        items(flats)?.into_iter().map(Lease::from_item).collect()
+        let answers: Vec<rows::Fields> = self.write(&inv).await?;
+        // The script answers each item as it was before the claim; the claim's changes
+        // are exactly those of `machine::claim`, applied here.
+        answers
+            .into_iter()
+            .map(|fields| {
+                let mut item = rows::item_fields(fields)?;
+                if !machine::claim(&mut item, &params.owner, now, params.lease_for)
+                    || item.lease_expires_at != Some(expires_at)
+                {
+                    return Err(bad_reply(format!(
+                        "claim answered item {} that was not claimable",
+                        item.id
+                    )));
+                }
+                Lease::from_item(item)
+            })
+            .collect()
     }
 
     async fn renew(&self, params: RenewParams) -> Result<Vec<RenewOutcome>> {

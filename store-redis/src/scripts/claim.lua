@@ -3,7 +3,8 @@
 -- (G2, G6, G7), then takes candidates by (priority, run_at, seq) across the queues
 -- (G8). Every entry of a `ready` zset is claimable (G9, G10 are kept by the write
 -- path), so a claim of B items reads about B entries. Answers the claimed items'
--- fields (HGETALL form), in claim order.
+-- fields as they were before the claim (ITEM_FIELDS order, false when absent), in
+-- claim order.
 local now = tonumber(ARGV[1])
 local owner = ARGV[2]
 local limit = tonumber(ARGV[3])
@@ -16,31 +17,35 @@ for _, q in ipairs(queues) do promote_due(q, now) end
 
 local expires = now + lease
 local out = {}
+local taken = {}
+-- Claims the candidate `m` of queue `q`, already taken out of `ready`.
 local function take(q, m)
-  -- Taking a scoped item removes other queues' entries of its scope from `ready`; a
-  -- member fetched before that is skipped here.
-  if redis.call('ZREM', k_ready(q), m) == 0 then return false end
   local id = member_id(m)
-  local h = load(id)
-  if not h or h.s ~= 'ready' then return false end
   local key = k_item(id)
-  redis.call('HSET', key, 's', 'running', 'a', N(h.a + 1), 'o', owner, 'le', N(expires),
+  -- One read of every field, in the order of ITEM_FIELDS: what this script needs,
+  -- and the answer (the caller applies the claim's own changes to it, which it knows:
+  -- state, attempt + 1, owner, expiry, renewals, updated_at).
+  local v = redis.call('HMGET', key, unpack(ITEM_FIELDS))
+  if v[F_S] ~= 'ready' then return false end
+  local a = tonumber(v[F_A])
+  local sc = v[F_SC] or nil
+  redis.call('HSET', key, 's', 'running', 'a', N(a + 1), 'o', owner, 'le', N(expires),
     'rn', '0', 'ua', N(now))
-  redis.call('ZREM', k_readyall(q), id)
+  taken[q] = (taken[q] or 0) + 1
   redis.call('ZADD', k_run(q), N(expires), id)
   redis.call('SADD', k_owner(owner), id)
-  if h.sc then scope_taken(h.sc, q, m, id) end
-  out[#out + 1] = redis.call('HGETALL', key)
+  if sc then scope_taken(sc, q, m, id) end
+  out[#out + 1] = v
   return true
 end
 
 if nq == 1 then
+  -- One queue: the first `limit` members are exactly the items to take; no claim of
+  -- one of them changes this queue's other members (a scope has at most one
+  -- candidate per queue).
   local q = queues[1]
-  while #out < limit do
-    local ms = redis.call('ZRANGE', k_ready(q), 0, limit - #out - 1)
-    if #ms == 0 then break end
-    for _, m in ipairs(ms) do take(q, m) end
-  end
+  local popped = redis.call('ZPOPMIN', k_ready(q), limit)
+  for i = 1, #popped, 2 do take(q, popped[i]) end
 else
   while #out < limit do
     local want = limit - #out
@@ -53,7 +58,13 @@ else
     end
     if #cands == 0 then break end
     table.sort(cands, function(x, y) return order_lt(x[1], x[2], y[1], y[2]) end)
-    for i = 1, math.min(want, #cands) do take(cands[i][3], cands[i][2]) end
+    for i = 1, math.min(want, #cands) do
+      -- Taking a scoped item removes the scope's entries of the other queues from
+      -- `ready`; a member fetched before that is passed over here.
+      local c = cands[i]
+      if redis.call('ZREM', k_ready(c[3]), c[2]) == 1 then take(c[3], c[2]) end
+    end
   end
 end
+for q, n in pairs(taken) do redis.call('HINCRBY', k_count(q), 'ready', -n) end
 return out

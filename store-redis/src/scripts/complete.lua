@@ -6,7 +6,7 @@ local keep = ARGV[2] == '1'
 local out = {}
 for i = 3, #ARGV, 2 do
   local id = ARGV[i]
-  local h = load(id)
+  local h = load_running(id)
   if not is_current(h, tonumber(ARGV[i + 1])) then
     out[#out + 1] = 0
   else
@@ -17,7 +17,9 @@ for i = 3, #ARGV, 2 do
       redis.call('HDEL', k_item(id), 'o', 'le')
       redis.call('ZADD', k_done(h.q), N(now), id)
     else
-      delete(h)
+      -- A running item is in no index but its queue's running set and its owner's,
+      -- both left above.
+      redis.call('DEL', k_item(id))
     end
     out[#out + 1] = 1
   end

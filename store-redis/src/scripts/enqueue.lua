@@ -41,6 +41,7 @@ for i = 1, count do
 end
 -- Every check passed: write.
 local inserted = 0
+local added = {}
 for i = 1, count do
   local it = items[i]
   if it.dup then
@@ -64,17 +65,18 @@ for i = 1, count do
     if it.sc then table.insert(fields, 'sc'); table.insert(fields, it.sc) end
     if it.dk then table.insert(fields, 'dk'); table.insert(fields, it.dk) end
     redis.call('HSET', k_item(it.id), unpack(fields))
-    redis.call('ZADD', k_readyall(it.q), N(it.ra), it.id)
+    added[it.q] = (added[it.q] or 0) + 1
     local h = {id = it.id, q = it.q, pr = it.pr, ra = it.ra, sq = sq, sc = it.sc, st = it.st}
     local head = true
     if it.st then
       redis.call('ZADD', k_stream(it.st), N(sq), it.id)
       head = redis.call('ZCARD', k_stream(it.st)) == 1
     end
-    if head then place(h, now) end
+    if head then place(h, now) else redis.call('ZADD', k_hold(it.q), N(it.ra), it.id) end
     inserted = inserted + 1
     answers[i] = {it.id, 0}
   end
 end
+for q, n in pairs(added) do redis.call('HINCRBY', k_count(q), 'ready', n) end
 if inserted > 0 then redis.call('PUBLISH', K_WAKE, '1') end
 return answers

@@ -24,7 +24,8 @@ local function k_item(id) return P .. ':i:' .. id end          -- hash: one item
 local function k_ready(q) return P .. ':r:' .. q end           -- zset: claimable candidates
 local function k_sched(q) return P .. ':t:' .. q end           -- zset: scheduled candidates by run_at
 local function k_run(q) return P .. ':l:' .. q end             -- zset: running items by lease expiry
-local function k_readyall(q) return P .. ':a:' .. q end        -- zset: every ready item by run_at
+local function k_count(q) return P .. ':a:' .. q end           -- hash: field `ready`, the queue's ready items
+local function k_hold(q) return P .. ':h:' .. q end            -- zset: ready items behind their stream's head, by run_at
 local function k_dead(q) return P .. ':x:' .. q end            -- set: dead items
 local function k_done(q) return P .. ':f:' .. q end            -- zset: kept finished items by finish time
 local function k_stream(s) return P .. ':s:' .. s end          -- zset: unfinished items of a stream by seq
@@ -35,6 +36,14 @@ local function k_owner(o) return P .. ':o:' .. o end           -- set: running i
 local function k_dedup(q, key) return P .. ':d:' .. q .. '\0' .. key end -- string: "id expires_at"
 local function k_instance(id) return P .. ':n:' .. id end      -- hash: one instance
 local function k_leader(name) return P .. ':ld:' .. name end   -- hash: one leader lease
+
+-- Every field of an item hash, in the order the claim answers them (`rows.rs` decodes
+-- this order): id, queue, payload, stream, scope, dedup key, priority, run_at, state,
+-- attempt, owner, lease expiry, renewals, stalls, max attempts, max stalls, max
+-- renewals, last error, created, updated.
+local ITEM_FIELDS = {'id', 'q', 'pl', 'st', 'sc', 'dk', 'pr', 'ra', 's', 'a', 'o', 'le',
+  'rn', 'sl', 'ma', 'ms', 'mr', 'e', 'ca', 'ua'}
+local F_SC, F_S, F_A = 5, 9, 10
 
 -- The member of an item in a claim-order zset (`ready`, a scope's waiting set). The
 -- score is the priority; equal scores sort by member, so the member encodes run_at
@@ -68,6 +77,15 @@ local function load(id)
   h.mr = tonumber(h.mr)
   if h.le then h.le = tonumber(h.le) end
   return h
+end
+
+-- The fields a finalize needs, or nil when there is no such item: one HMGET, never
+-- the payload.
+local function load_running(id)
+  local v = redis.call('HMGET', k_item(id), 's', 'a', 'q', 'o', 'sc', 'st')
+  if not v[1] then return nil end
+  return {id = id, s = v[1], a = tonumber(v[2]), q = v[3], o = v[4] or nil,
+    sc = v[5] or nil, st = v[6] or nil}
 end
 
 -- True when token (id, attempt) names the item's current running attempt (G3).
@@ -113,10 +131,14 @@ local function is_stream_head(h)
   return first[1] == h.id
 end
 
--- Places the item `id` if it is ready and heads its stream.
+-- Places the item `id` if it is ready and heads its stream; it leaves the queue's
+-- set of items held behind a head.
 local function place_if_candidate(id, now)
   local h = load(id)
-  if h and h.s == 'ready' and is_stream_head(h) then place(h, now) end
+  if h and h.s == 'ready' and is_stream_head(h) then
+    redis.call('ZREM', k_hold(h.q), id)
+    place(h, now)
+  end
 end
 
 -- Marks scope `sc` busy with `id`, just claimed from queue `q` under member `m`: the
@@ -162,13 +184,13 @@ local function stream_leave(h, now)
   end
 end
 
--- A ready item's entries outside the candidate indexes: every ready item is in its
--- queue's `readyall` set by run_at (for counts).
+-- An item that was not ready becomes ready: it counts in its queue's ready items
+-- (for counts) and is placed.
 local function become_ready(h, now)
   h.s = 'ready'
   redis.call('HSET', k_item(h.id), 's', 'ready', 'ra', N(h.ra), 'ua', N(now))
   redis.call('HDEL', k_item(h.id), 'o', 'le')
-  redis.call('ZADD', k_readyall(h.q), N(h.ra), h.id)
+  redis.call('HINCRBY', k_count(h.q), 'ready', 1)
   place(h, now)
 end
 
@@ -223,7 +245,6 @@ end
 -- Deletes an item that is in no claim index (done or dead).
 local function delete(h)
   redis.call('DEL', k_item(h.id))
-  redis.call('ZREM', k_readyall(h.q), h.id)
   redis.call('SREM', k_dead(h.q), h.id)
   redis.call('ZREM', k_done(h.q), h.id)
 end

@@ -12,7 +12,7 @@ for i = 3, #ARGV do
     redis.call('HSET', k_item(h.id), 'sl', '0', 'ma', N(ma), 's', 'ready', 'ra', N(now), 'ua', N(now))
     h.s = 'ready'
     h.ra = now
-    redis.call('ZADD', k_readyall(h.q), N(now), h.id)
+    redis.call('HINCRBY', k_count(h.q), 'ready', 1)
     if is_stream_head(h) then place(h, now) end
     n = n + 1
   end
