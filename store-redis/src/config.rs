@@ -29,6 +29,7 @@ pub struct RedisConfig {
     pub(crate) connect_timeout: Duration,
     pub(crate) response_timeout: Duration,
     pub(crate) wait_replicas: Option<(u32, Duration)>,
+    pub(crate) connections: usize,
 }
 
 impl fmt::Debug for RedisConfig {
@@ -46,6 +47,7 @@ impl fmt::Debug for RedisConfig {
             .field("connect_timeout", &self.connect_timeout)
             .field("response_timeout", &self.response_timeout)
             .field("wait_replicas", &self.wait_replicas)
+            .field("connections", &self.connections)
             .finish_non_exhaustive()
     }
 }
@@ -66,6 +68,7 @@ impl RedisConfig {
             connect_timeout: Duration::from_secs(2),
             response_timeout: Duration::from_secs(10),
             wait_replicas: None,
+            connections: 1,
         }
     }
 
@@ -121,6 +124,14 @@ impl RedisConfig {
     /// have run; every finalize is fenced, so retrying it is safe.
     pub fn response_timeout(mut self, timeout: Duration) -> Self {
         self.response_timeout = timeout;
+        self
+    }
+
+    /// How many multiplexed connections the store's calls take turns on (default 1,
+    /// at least 1). One connection pipelines every concurrent call already; more
+    /// spread the client's encoding and decoding over tasks.
+    pub fn connections(mut self, n: usize) -> Self {
+        self.connections = n.max(1);
         self
     }
 

@@ -35,11 +35,11 @@ pub(crate) fn id_of(s: &str) -> Result<ItemId> {
         .map_err(|_| bad_reply(format!("{s:?} is not an item id")))
 }
 
-/// An item's fields as the claim script answers them: `ITEM_FIELDS` of `lib.lua`, in
-/// that order, `nil` for an absent field.
+/// An item's fields as the claim script answers them: [`ITEM_FIELDS`], in that order
+/// (`claim.lua` names them in its `HMGET`), `nil` for an absent field.
 pub(crate) type Fields = Vec<Option<Vec<u8>>>;
 
-/// The names of [`Fields`], in order (`ITEM_FIELDS` of `lib.lua`).
+/// The item hash's field names, in [`Fields`] order.
 const ITEM_FIELDS: [&str; 20] = [
     "id", "q", "pl", "st", "sc", "dk", "pr", "ra", "s", "a", "o", "le", "rn", "sl", "ma", "ms",
     "mr", "e", "ca", "ua",
@@ -50,7 +50,10 @@ pub(crate) fn item(flat: Flat) -> Result<Item> {
     let mut fields: Fields = vec![None; ITEM_FIELDS.len()];
     let mut it = flat.into_iter();
     while let (Some(k), Some(v)) = (it.next(), it.next()) {
-        if let Some(i) = ITEM_FIELDS.iter().position(|f| f.as_bytes() == k.as_slice()) {
+        if let Some(i) = ITEM_FIELDS
+            .iter()
+            .position(|f| f.as_bytes() == k.as_slice())
+        {
             fields[i] = Some(v);
         }
     }
@@ -63,7 +66,9 @@ pub(crate) fn item_fields(fields: Fields) -> Result<Item> {
         [id, q, pl, st, sc, dk, pr, ra, s, a, o, le, rn, sl, ma, ms, mr, e, ca, ua],
     ) = fields.try_into()
     else {
-        return Err(bad_reply("an item answered with the wrong number of fields"));
+        return Err(bad_reply(
+            "an item answered with the wrong number of fields",
+        ));
     };
     let need = |v: Option<Vec<u8>>, name: &str| {
         v.ok_or_else(|| bad_reply(format!("item field {name} is missing")))

@@ -1,6 +1,7 @@
 //! [`RedisStore`]: the [`Store`] contract on Redis, one script per operation.
 
 use std::fmt;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 
 use redis::aio::MultiplexedConnection;
@@ -32,9 +33,11 @@ pub struct RedisStore {
 struct Inner {
     client: Client,
     connection_config: AsyncConnectionConfig,
-    /// The connection in use and its generation; `None` until the first call and
-    /// after a call found it broken.
-    current: RwLock<Option<(u64, MultiplexedConnection)>>,
+    /// The multiplexed connections calls take turns on, each with its generation;
+    /// `None` until its first call and after a call found it broken.
+    slots: Vec<RwLock<Option<(u64, MultiplexedConnection)>>>,
+    /// The slot the next call uses (modulo the number of slots).
+    turn: AtomicUsize,
     /// Serialises reconnects; holds the last generation handed out.
     connecting: tokio::sync::Mutex<u64>,
     prefix: String,
@@ -96,7 +99,10 @@ impl RedisStore {
             inner: Arc::new(Inner {
                 client: client.clone(),
                 connection_config,
-                current: RwLock::new(None),
+                slots: (0..config.connections.max(1))
+                    .map(|_| RwLock::new(None))
+                    .collect(),
+                turn: AtomicUsize::new(0),
                 connecting: tokio::sync::Mutex::new(0),
                 prefix: config.prefix.clone(),
                 root: root.clone(),
@@ -139,13 +145,15 @@ impl RedisStore {
         }
     }
 
-    /// The connection in use, opening one if there is none.
-    async fn connection(&self) -> Result<(u64, MultiplexedConnection)> {
-        if let Some(c) = self.current() {
+    /// A connection for one call (slots in turn), opening it if there is none; the
+    /// answer names the slot and the connection's generation for [`Self::broken`].
+    async fn connection(&self) -> Result<((usize, u64), MultiplexedConnection)> {
+        let slot = self.inner.turn.fetch_add(1, Ordering::Relaxed) % self.inner.slots.len();
+        if let Some(c) = self.current(slot) {
             return Ok(c);
         }
         let mut generation = self.inner.connecting.lock().await;
-        if let Some(c) = self.current() {
+        if let Some(c) = self.current(slot) {
             return Ok(c);
         }
         let conn = self
@@ -155,20 +163,21 @@ impl RedisStore {
             .await
             .map_err(map)?;
         *generation += 1;
-        let entry = (*generation, conn);
-        if let Ok(mut w) = self.inner.current.write() {
-            *w = Some(entry.clone());
+        if let Ok(mut w) = self.inner.slots[slot].write() {
+            *w = Some((*generation, conn.clone()));
         }
-        Ok(entry)
+        Ok(((slot, *generation), conn))
     }
 
-    fn current(&self) -> Option<(u64, MultiplexedConnection)> {
-        self.inner.current.read().ok().and_then(|c| c.clone())
+    fn current(&self, slot: usize) -> Option<((usize, u64), MultiplexedConnection)> {
+        let guard = self.inner.slots[slot].read().ok()?;
+        guard.as_ref().map(|(g, c)| ((slot, *g), c.clone()))
     }
 
-    /// Forgets connection `generation` after it failed, so the next call opens another.
-    fn broken(&self, generation: u64) {
-        if let Ok(mut w) = self.inner.current.write() {
+    /// Forgets the connection `(slot, generation)` after it failed, so the next call
+    /// on that slot opens another.
+    fn broken(&self, (slot, generation): (usize, u64)) {
+        if let Ok(mut w) = self.inner.slots[slot].write() {
             if w.as_ref().is_some_and(|(g, _)| *g == generation) {
                 *w = None;
             }

@@ -22,13 +22,15 @@ local taken = {}
 local function take(q, m)
   local id = member_id(m)
   local key = k_item(id)
-  -- One read of every field, in the order of ITEM_FIELDS: what this script needs,
-  -- and the answer (the caller applies the claim's own changes to it, which it knows:
-  -- state, attempt + 1, owner, expiry, renewals, updated_at).
-  local v = redis.call('HMGET', key, unpack(ITEM_FIELDS))
-  if v[F_S] ~= 'ready' then return false end
-  local a = tonumber(v[F_A])
-  local sc = v[F_SC] or nil
+  -- One read of every field, in the order `rows.rs` decodes (ITEM_FIELDS there):
+  -- what this script needs, and the answer (the caller applies the claim's own
+  -- changes to it, which it knows: state, attempt + 1, owner, expiry, renewals,
+  -- updated_at).
+  local v = redis.call('HMGET', key, 'id', 'q', 'pl', 'st', 'sc', 'dk', 'pr', 'ra', 's',
+    'a', 'o', 'le', 'rn', 'sl', 'ma', 'ms', 'mr', 'e', 'ca', 'ua')
+  if v[9] ~= 'ready' then return false end
+  local a = tonumber(v[10])
+  local sc = v[5] or nil
   redis.call('HSET', key, 's', 'running', 'a', N(a + 1), 'o', owner, 'le', N(expires),
     'rn', '0', 'ua', N(now))
   taken[q] = (taken[q] or 0) + 1

@@ -37,14 +37,6 @@ local function k_dedup(q, key) return P .. ':d:' .. q .. '\0' .. key end -- stri
 local function k_instance(id) return P .. ':n:' .. id end      -- hash: one instance
 local function k_leader(name) return P .. ':ld:' .. name end   -- hash: one leader lease
 
--- Every field of an item hash, in the order the claim answers them (`rows.rs` decodes
--- this order): id, queue, payload, stream, scope, dedup key, priority, run_at, state,
--- attempt, owner, lease expiry, renewals, stalls, max attempts, max stalls, max
--- renewals, last error, created, updated.
-local ITEM_FIELDS = {'id', 'q', 'pl', 'st', 'sc', 'dk', 'pr', 'ra', 's', 'a', 'o', 'le',
-  'rn', 'sl', 'ma', 'ms', 'mr', 'e', 'ca', 'ua'}
-local F_SC, F_S, F_A = 5, 9, 10
-
 -- The member of an item in a claim-order zset (`ready`, a scope's waiting set). The
 -- score is the priority; equal scores sort by member, so the member encodes run_at
 -- and the enqueue sequence as fixed-width hex, then the id (G8).

@@ -127,3 +127,32 @@ pub async fn admin(url: &str) -> redis::aio::MultiplexedConnection {
         .await
         .unwrap()
 }
+
+/// Deletes every key under `{prefix}:` (SCAN by pattern; a test aid).
+pub async fn delete_prefix(url: &str, prefix: &str) {
+    let mut conn = admin(url).await;
+    let pattern = format!("{{{prefix}}}:*");
+    let mut cursor: u64 = 0;
+    loop {
+        let (next, keys): (u64, Vec<String>) = redis::cmd("SCAN")
+            .arg(cursor)
+            .arg("MATCH")
+            .arg(&pattern)
+            .arg("COUNT")
+            .arg(1000)
+            .query_async(&mut conn)
+            .await
+            .unwrap();
+        if !keys.is_empty() {
+            let _: i64 = redis::cmd("UNLINK")
+                .arg(&keys)
+                .query_async(&mut conn)
+                .await
+                .unwrap();
+        }
+        if next == 0 {
+            break;
+        }
+        cursor = next;
+    }
+}
