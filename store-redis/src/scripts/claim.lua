@@ -17,7 +17,10 @@ for _, q in ipairs(queues) do promote_due(q, now) end
 
 local expires = now + lease
 local out = {}
+-- Per queue, the running-set entries (score, member) to add; the owner's new ids.
+-- Written once per call after the loop: one ZADD per queue, one SADD.
 local taken = {}
+local owned = {}
 -- Claims the candidate `m` of queue `q`, already taken out of `ready`.
 local function take(q, m)
   local id = member_id(m)
@@ -33,9 +36,11 @@ local function take(q, m)
   local sc = v[5] or nil
   redis.call('HSET', key, 's', 'running', 'a', N(a + 1), 'o', owner, 'le', N(expires),
     'rn', '0', 'ua', N(now))
-  taken[q] = (taken[q] or 0) + 1
-  redis.call('ZADD', k_run(q), N(expires), id)
-  redis.call('SADD', k_owner(owner), id)
+  local run = taken[q]
+  if not run then run = {}; taken[q] = run end
+  run[#run + 1] = N(expires)
+  run[#run + 1] = id
+  owned[#owned + 1] = id
   if sc then scope_taken(sc, q, m, id) end
   out[#out + 1] = v
   return true
@@ -68,5 +73,9 @@ else
     end
   end
 end
-for q, n in pairs(taken) do redis.call('HINCRBY', k_count(q), 'ready', -n) end
+for q, run in pairs(taken) do
+  redis.call('ZADD', k_run(q), unpack(run))
+  redis.call('HINCRBY', k_count(q), 'ready', -(#run / 2))
+end
+if #owned > 0 then redis.call('SADD', k_owner(owner), unpack(owned)) end
 return out
