@@ -110,6 +110,30 @@
 //! [`Error::Unavailable`](tenure_core::Error) when too few replicas acknowledged it;
 //! the write stays applied, and retrying is safe because every finalize is fenced.
 //!
+//! # Performance
+//!
+//! `cargo bench -p tenure-benches --bench redis` drains N ready items with W workers
+//! claiming B at a time and completing each batch in one call, beside a raw Lua loop
+//! (LPOP off a list, a lease hash and an expiry zset, a finalize fenced on
+//! `owner:attempt`) in the same run. One run on the shared 2-core development machine
+//! with other builds running (load average about 5), items/s:
+//!
+//! | B, W | tenure | raw Lua | ratio |
+//! |---|---|---|---|
+//! | 1, 1 | 4,684 | 10,928 | 0.43 |
+//! | 1, 4 | 6,763 | 17,253 | 0.39 |
+//! | 1, 16 | 7,435 | 23,901 | 0.31 |
+//! | 100, 1 | 16,358 | 33,920 | 0.48 |
+//! | 100, 4 | 19,705 | 47,536 | 0.41 |
+//! | 100, 16 | 23,027 | 58,515 | 0.39 |
+//!
+//! Where the difference goes, server side: each script first runs `lib.lua` (about
+//! 40 helper closures, some 4 µs a call here), a claim first looks for expired leases
+//! and due schedules of its queues, and each claimed item is read whole (it is
+//! answered) and written, with its queue's running set, its owner's set and the ready
+//! counter kept in step, once per call. That bookkeeping is what lets recovery,
+//! eviction and `queue_counts` run without scans.
+//!
 //! # Errors and faults
 //!
 //! Connection loss, timeouts, and servers that are loading, read-only, failing over
