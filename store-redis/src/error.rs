@@ -2,7 +2,8 @@
 //!
 //! `redis::RedisError` never leaves this crate. Every call's error goes through
 //! [`map`]; [`classify`] is the table (unit-tested below). Our scripts answer two
-//! errors of their own, by code: `CONFLICT` (an enqueued id exists) and `NOTFOUND`.
+//! errors of their own, by code: `CONFLICT` (an enqueued id exists) and `NOTFOUND` (a
+//! partitioned claim's owner is not registered).
 
 use redis::{ErrorKind, RedisError};
 use tenure_core::Error;
@@ -17,6 +18,8 @@ pub(crate) enum Class {
     Retryable,
     /// An enqueued id exists (our script's `CONFLICT`).
     Conflict,
+    /// A partitioned claim's owner is not registered (our script's `NOTFOUND`).
+    NotFound,
     /// A bug, a wrong server or corrupt data: not retryable.
     Internal,
 }
@@ -34,6 +37,7 @@ pub(crate) fn classify(kind: ErrorKind, code: Option<&str>) -> Class {
         | ErrorKind::Ask => Class::Retryable,
         _ => match code {
             Some("CONFLICT") => Class::Conflict,
+            Some("NOTFOUND") => Class::NotFound,
             // A script running too long blocks the server (BUSY); the server is out of
             // memory (OOM); a replica was asked to write (READONLY), or cannot answer
             // while it syncs (MASTERDOWN): all transient on a healthy deployment.
@@ -49,6 +53,7 @@ pub(crate) fn map(err: RedisError) -> Error {
     match classify(err.kind(), err.code()) {
         Class::Retryable => Error::unavailable(STORE, err),
         Class::Conflict => Error::conflict("item", err.detail().unwrap_or("conflict").to_owned()),
+        Class::NotFound => Error::not_found("instance", err.detail().unwrap_or("?").to_owned()),
         Class::Internal => Error::internal(STORE, err),
     }
 }
@@ -88,6 +93,7 @@ mod tests {
             (ErrorKind::ExtensionError, Some("BUSY"), Class::Retryable),
             (ErrorKind::ExtensionError, Some("OOM"), Class::Retryable),
             (ErrorKind::ExtensionError, Some("CONFLICT"), Class::Conflict),
+            (ErrorKind::ExtensionError, Some("NOTFOUND"), Class::NotFound),
             (ErrorKind::ResponseError, Some("ERR"), Class::Internal),
             (
                 ErrorKind::ExtensionError,

@@ -61,8 +61,19 @@
 //!   heartbeat; each owner's running items are a set, so eviction releases them at
 //!   once without a scan. **Leader leases** (G13) are hashes holding the holder, the
 //!   term and the expiry.
-//! - **Partitioned claiming** (G14) is not offered: the capability is not declared,
-//!   and a partitioned claim answers [`Error::Unsupported`](tenure_core::Error).
+//! - **Partitioned claiming** (G14, declared in
+//!   [`capabilities`](tenure_core::Store::capabilities)): each item keeps its
+//!   [`key_hash`](tenure_core::partition::key_hash), computed in Rust at enqueue and
+//!   stored as two 32-bit halves (Lua numbers are doubles), so the script computes the
+//!   partition exactly. Instances are also kept in a sorted set scored 0, whose rank
+//!   is the id's rank in byte order, and a stream's pin is a key naming its instance,
+//!   with a set of pinned streams per instance so eviction and deregistration drop
+//!   them at once; a stream with no unfinished item loses its pin. A partitioned
+//!   claim refuses an unregistered owner before anything else
+//!   ([`Error::NotFound`](tenure_core::Error)), then looks at every due candidate of
+//!   its queues (the items waiting behind a free scope's first included) and takes the
+//!   owner's share, so it costs O(n) in the due candidates where an ordinary claim
+//!   costs O(B); the ordinary claim's script path is unchanged.
 //!
 //! Scripts check everything before their first write (an enqueue whose id exists
 //! answers [`Error::Conflict`](tenure_core::Error) having written nothing), because

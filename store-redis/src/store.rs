@@ -7,6 +7,7 @@ use std::sync::{Arc, Mutex, RwLock};
 use redis::aio::MultiplexedConnection;
 use redis::{AsyncConnectionConfig, Client, FromRedisValue, ScriptInvocation, Value};
 use tenure_core::machine;
+use tenure_core::partition::key_hash;
 use tenure_core::{
     async_trait, duration_micros, validate_identifier, Capabilities, ClaimParams, CompleteParams,
     DeregisterParams, DiscardParams, EnqueueParams, Enqueued, Error, EvictParams, Evicted,
@@ -276,7 +277,7 @@ impl Store for RedisStore {
     }
 
     fn capabilities(&self) -> Capabilities {
-        let caps = Capabilities::default();
+        let caps = Capabilities::default().with_partitioned_claiming();
         if self.inner.listening {
             caps.with_cross_process_wakeups()
         } else {
@@ -312,6 +313,9 @@ impl Store for RedisStore {
                 .arg(it.max_attempts)
                 .arg(it.max_stalls)
                 .arg(it.max_renewals);
+            // The partition hash (G14) as two 32-bit halves: Lua numbers are doubles.
+            let hash = key_hash(it.stream.as_ref(), it.id).unsigned_abs();
+            inv.arg(hash >> 32).arg(hash & 0xffff_ffff);
         }
         let answers: Vec<(String, i64)> = self.write(&inv).await?;
         if answers.len() != params.items.len() {
@@ -332,9 +336,6 @@ impl Store for RedisStore {
 
     async fn claim(&self, params: ClaimParams) -> Result<Vec<Lease>> {
         params.validate(&self.inner.limits)?;
-        if params.partitioning.is_some() {
-            return Err(Error::unsupported("partitioned claim", STORE));
-        }
         let now = self.inner.clock.now();
         let expires_at = now + params.lease_for;
         let mut inv = SCRIPTS.claim.prepare_invoke();
@@ -343,11 +344,17 @@ impl Store for RedisStore {
             .arg(params.owner.as_str())
             .arg(params.limit)
             .arg(duration_micros(params.lease_for))
+            .arg(params.partitioning.map_or(0, |p| p.partitions))
             .arg(params.queues.len());
         for q in &params.queues {
             inv.arg(q.as_str());
         }
-        let answers: Vec<rows::Fields> = self.write(&inv).await?;
+        let answers: Vec<rows::Fields> = match self.write(&inv).await {
+            Err(e) if e.kind() == tenure_core::ErrorKind::NotFound => {
+                return Err(Error::not_found("instance", params.owner.to_string()))
+            }
+            other => other?,
+        };
         // The script answers each item as it was before the claim; the claim's changes
         // are exactly those of `machine::claim`, applied here.
         answers

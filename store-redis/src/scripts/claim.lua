@@ -1,17 +1,31 @@
--- Store::claim. ARGV: now, owner, limit, lease (µs), queue count, queues...
--- Recovers the queues' expired leases and moves their due scheduled candidates first
--- (G2, G6, G7), then takes candidates by (priority, run_at, seq) across the queues
--- (G8). Every entry of a `ready` zset is claimable (G9, G10 are kept by the write
--- path), so a claim of B items reads about B entries. Answers the claimed items'
--- fields as they were before the claim (ITEM_FIELDS order, false when absent), in
--- claim order.
+-- Store::claim. ARGV: now, owner, limit, lease (µs), partitions (0: not partitioned),
+-- queue count, queues... Recovers the queues' expired leases and moves their due
+-- scheduled candidates first (G2, G6, G7), then takes candidates by (priority, run_at,
+-- seq) across the queues (G8). Every entry of a `ready` zset is claimable (G9, G10 are
+-- kept by the write path), so a claim of B items reads about B entries. Answers the
+-- claimed items' fields as they were before the claim (in the order `rows.rs` decodes,
+-- false when absent), in claim order.
+--
+-- Partitioned (G14): the owner must be registered (else the error NOTFOUND, nothing
+-- written); every due candidate is looked at, the scoped ones waiting behind the first
+-- of a free scope included, and only the owner's share is taken: items of a stream
+-- pinned to it, or unpinned items whose partition its rank takes. Claiming an item of
+-- an unpinned stream pins the stream. This walks the queues' due candidates, so it
+-- costs O(n) where an ordinary claim costs O(B).
 local now = tonumber(ARGV[1])
 local owner = ARGV[2]
 local limit = tonumber(ARGV[3])
 local lease = tonumber(ARGV[4])
-local nq = tonumber(ARGV[5])
+local partitions = tonumber(ARGV[5])
+local nq = tonumber(ARGV[6])
 local queues = {}
-for i = 1, nq do queues[i] = ARGV[5 + i] end
+for i = 1, nq do queues[i] = ARGV[6 + i] end
+local rank, live
+if partitions > 0 then
+  rank = redis.call('ZRANK', K_INST_IDS, owner)
+  if not rank then return redis.error_reply('NOTFOUND ' .. owner) end
+  live = redis.call('ZCARD', K_INST_IDS)
+end
 for _, q in ipairs(queues) do recover_queue(q, now) end
 for _, q in ipairs(queues) do promote_due(q, now) end
 
@@ -46,7 +60,50 @@ local function take(q, m)
   return true
 end
 
-if nq == 1 then
+if partitions > 0 then
+  -- Every due candidate: each queue's `ready`, and behind every free scope's first
+  -- (which is in `ready`) the rest of its waiting set.
+  local cands = {}
+  for _, q in ipairs(queues) do
+    local ms = redis.call('ZRANGE', k_ready(q), 0, -1, 'WITHSCORES')
+    for i = 1, #ms, 2 do
+      local m = ms[i]
+      cands[#cands + 1] = {tonumber(ms[i + 1]), m, q, true}
+      local sc = redis.call('HGET', k_item(member_id(m)), 'sc')
+      if sc then
+        local rest = redis.call('ZRANGE', k_scope_wait(sc, q), 1, -1, 'WITHSCORES')
+        for j = 1, #rest, 2 do cands[#cands + 1] = {tonumber(rest[j + 1]), rest[j], q, false} end
+      end
+    end
+  end
+  table.sort(cands, function(x, y) return order_lt(x[1], x[2], y[1], y[2]) end)
+  -- 2^32 mod partitions, so a 63-bit hash given as two 32-bit halves needs no
+  -- arithmetic beyond 2^53.
+  local wrap = 4294967296 % partitions
+  for _, c in ipairs(cands) do
+    if #out >= limit then break end
+    local q, m = c[3], c[2]
+    local v = redis.call('HMGET', k_item(member_id(m)), 'st', 'sc', 'hh', 'hl')
+    local st, sc = v[1] or nil, v[2] or nil
+    local pinned = st and redis.call('GET', k_pin(st)) or nil
+    local mine
+    if pinned then
+      mine = pinned == owner
+    else
+      local p = ((tonumber(v[3]) % partitions) * wrap + tonumber(v[4])) % partitions
+      mine = p % live == rank
+    end
+    -- An earlier item of this batch may have taken the scope.
+    local busy = sc and redis.call('EXISTS', k_scope_run(sc)) == 1
+    if mine and not busy then
+      if c[4] then redis.call('ZREM', k_ready(q), m) end
+      if take(q, m) and st and not pinned then
+        redis.call('SET', k_pin(st), owner)
+        redis.call('SADD', k_pins(owner), st)
+      end
+    end
+  end
+elseif nq == 1 then
   -- One queue: the first `limit` members are exactly the items to take; no claim of
   -- one of them changes this queue's other members (a scope has at most one
   -- candidate per queue).

@@ -5,4 +5,6 @@ local id = ARGV[2]
 local registered = redis.call('DEL', k_instance(id))
 redis.call('ZREM', K_INST, id)
 redis.call('ZREM', K_INST_SEEN, id)
+redis.call('ZREM', K_INST_IDS, id)
+unpin_owner(id)
 return {release_owner(id, now), registered}

@@ -1,10 +1,10 @@
 -- Store::enqueue. ARGV: now, count, then per item: id, queue, payload, stream, scope,
 -- dedup key, dedup window (µs), priority, run_at, max_attempts, max_stalls,
--- max_renewals ('' for an absent key). Answers per item {id, duplicate 0/1}, or the
+-- max_renewals, the partition hash's high and low 32 bits (G14) ('' for an absent key). Answers per item {id, duplicate 0/1}, or the
 -- error CONFLICT when an id exists; every check runs before the first write.
 local now = tonumber(ARGV[1])
 local count = tonumber(ARGV[2])
-local F = 12
+local F = 14
 local items = {}
 local seen = {}
 local answers = {}
@@ -14,7 +14,7 @@ for i = 1, count do
     id = ARGV[b + 1], q = ARGV[b + 2], pl = ARGV[b + 3], st = ARGV[b + 4],
     sc = ARGV[b + 5], dk = ARGV[b + 6], win = tonumber(ARGV[b + 7]),
     pr = tonumber(ARGV[b + 8]), ra = tonumber(ARGV[b + 9]), ma = ARGV[b + 10],
-    ms = ARGV[b + 11], mr = ARGV[b + 12],
+    ms = ARGV[b + 11], mr = ARGV[b + 12], hh = ARGV[b + 13], hl = ARGV[b + 14],
   }
   if it.st == '' then it.st = nil end
   if it.sc == '' then it.sc = nil end
@@ -60,7 +60,7 @@ for i = 1, count do
     end
     local fields = {'id', it.id, 'q', it.q, 'pl', it.pl, 'pr', N(it.pr), 'ra', N(it.ra), 's', 'ready',
       'a', '0', 'rn', '0', 'sl', '0', 'ma', it.ma, 'ms', it.ms, 'mr', it.mr,
-      'ca', N(now), 'ua', N(now), 'sq', N(sq)}
+      'ca', N(now), 'ua', N(now), 'sq', N(sq), 'hh', it.hh, 'hl', it.hl}
     if it.st then table.insert(fields, 'st'); table.insert(fields, it.st) end
     if it.sc then table.insert(fields, 'sc'); table.insert(fields, it.sc) end
     if it.dk then table.insert(fields, 'dk'); table.insert(fields, it.dk) end

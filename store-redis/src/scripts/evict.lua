@@ -15,6 +15,8 @@ for _, e in ipairs(ordered) do
   redis.call('DEL', k_instance(id))
   redis.call('ZREM', K_INST, id)
   redis.call('ZREM', K_INST_SEEN, id)
+  redis.call('ZREM', K_INST_IDS, id)
+  unpin_owner(id)
   released = released + release_owner(id, now)
   out[#out + 1] = id
 end

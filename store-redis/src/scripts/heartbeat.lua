@@ -7,6 +7,7 @@ if redis.call('EXISTS', key) == 0 then
   local order = redis.call('INCR', K_INST_SEQ)
   redis.call('HSET', key, 'st', N(now), 'ls', N(now))
   redis.call('ZADD', K_INST, N(order), id)
+  redis.call('ZADD', K_INST_IDS, 0, id)
 else
   redis.call('HSET', key, 'ls', N(now))
 end

@@ -17,6 +17,7 @@ local K_QUEUES = P .. ':queues'    -- set: every queue that has had an item
 local K_DEDUP_EXP = P .. ':dedupx' -- zset: dedup entries (queue \0 key) by expiry
 local K_INST = P .. ':inst'        -- zset: instances by registration order
 local K_INST_SEEN = P .. ':seen'   -- zset: instances by last heartbeat
+local K_INST_IDS = P .. ':ids'     -- zset: instances, all scored 0, so by id in byte order (G14 rank)
 local K_INST_SEQ = P .. ':instseq' -- string: the last registration number
 local K_WAKE = P .. ':wake'        -- pub/sub channel: new work (a hint)
 
@@ -36,6 +37,8 @@ local function k_owner(o) return P .. ':o:' .. o end           -- set: running i
 local function k_dedup(q, key) return P .. ':d:' .. q .. '\0' .. key end -- string: "id expires_at"
 local function k_instance(id) return P .. ':n:' .. id end      -- hash: one instance
 local function k_leader(name) return P .. ':ld:' .. name end   -- hash: one leader lease
+local function k_pin(s) return P .. ':p:' .. s end             -- string: the instance a stream is pinned to (G14)
+local function k_pins(o) return P .. ':ps:' .. o end           -- set: the streams pinned to an instance (G14)
 
 -- The member of an item in a claim-order zset (`ready`, a scope's waiting set). The
 -- score is the priority; equal scores sort by member, so the member encodes run_at
@@ -164,7 +167,8 @@ local function unlink_running(h)
 end
 
 -- Takes a finished or deleted item out of its stream; when it was the head, the next
--- item becomes a candidate (G9).
+-- item becomes a candidate (G9). A stream left with no unfinished item loses its pin
+-- (G14).
 local function stream_leave(h, now)
   if not h.st then return end
   local sk = k_stream(h.st)
@@ -172,7 +176,15 @@ local function stream_leave(h, now)
   redis.call('ZREM', sk, h.id)
   if head[1] == h.id then
     local nxt = redis.call('ZRANGE', sk, 0, 0)
-    if nxt[1] then place_if_candidate(nxt[1], now) end
+    if nxt[1] then
+      place_if_candidate(nxt[1], now)
+    else
+      local pinned = redis.call('GET', k_pin(h.st))
+      if pinned then
+        redis.call('DEL', k_pin(h.st))
+        redis.call('SREM', k_pins(pinned), h.st)
+      end
+    end
   end
 end
 
@@ -239,6 +251,13 @@ local function delete(h)
   redis.call('DEL', k_item(h.id))
   redis.call('SREM', k_dead(h.q), h.id)
   redis.call('ZREM', k_done(h.q), h.id)
+end
+
+-- Drops every pin of `owner` (G14), as it leaves the registry.
+local function unpin_owner(owner)
+  local ps = k_pins(owner)
+  for _, s in ipairs(redis.call('SMEMBERS', ps)) do redis.call('DEL', k_pin(s)) end
+  redis.call('DEL', ps)
 end
 
 -- Applies eviction to every running item of `owner`; returns how many (G12).
