@@ -127,16 +127,17 @@
 //! claiming B at a time and completing each batch in one call, beside a raw Lua loop
 //! (LPOP off a list, a lease hash and an expiry zset, a finalize fenced on
 //! `owner:attempt`) in the same run. One run on the shared 2-core development machine
-//! with other builds running (load average about 5), items/s:
+//! with other builds running (load average about 6; an earlier run gave ratios of
+//! 0.31-0.48), items/s:
 //!
 //! | B, W | tenure | raw Lua | ratio |
 //! |---|---|---|---|
-//! | 1, 1 | 4,684 | 10,928 | 0.43 |
-//! | 1, 4 | 6,763 | 17,253 | 0.39 |
-//! | 1, 16 | 7,435 | 23,901 | 0.31 |
-//! | 100, 1 | 16,358 | 33,920 | 0.48 |
-//! | 100, 4 | 19,705 | 47,536 | 0.41 |
-//! | 100, 16 | 23,027 | 58,515 | 0.39 |
+//! | 1, 1 | 4,975 | 11,948 | 0.42 |
+//! | 1, 4 | 6,258 | 10,865 | 0.58 |
+//! | 1, 16 | 4,915 | 26,095 | 0.19 |
+//! | 100, 1 | 24,505 | 54,214 | 0.45 |
+//! | 100, 4 | 30,889 | 47,467 | 0.65 |
+//! | 100, 16 | 25,071 | 50,234 | 0.50 |
 //!
 //! Where the difference goes, server side: each script first runs `lib.lua` (about
 //! 40 helper closures, some 4 µs a call here), a claim first looks for expired leases
