@@ -178,3 +178,30 @@ async fn an_enqueue_refused_for_an_existing_id_writes_nothing_of_its_batch() {
         "the stream had no phantom head from the refused batch: {claimed:?}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_write_too_few_replicas_acknowledged_is_unavailable_and_stays_applied() {
+    let Some(server) = TempRedis::start(&["--appendonly", "no"]).await else {
+        return;
+    };
+    // No replica will ever acknowledge: every write waits 50 ms and is told so.
+    let store = RedisStore::connect(
+        RedisConfig::new(server.url())
+            .prefix(&prefix())
+            .listen(false)
+            .wait_replicas(1, Duration::from_millis(50)),
+    )
+    .await
+    .unwrap();
+    let item = NewItem::new(queue(), b"x".to_vec());
+    let id = item.id;
+    let err = store.enqueue_one(item).await.unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Unavailable, "{err}");
+    // Reads do not wait; the write was applied on the primary.
+    let got = store
+        .item_get(id)
+        .await
+        .unwrap()
+        .expect("applied on the primary");
+    assert_eq!(got.payload, b"x");
+}
