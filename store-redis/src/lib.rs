@@ -116,6 +116,12 @@
 //!   restarts such a server in the middle of a drain and checks that no item is lost
 //!   or finalized twice. Expect a large cost per write on slow disks.
 //!
+//! Run the server with `maxmemory-policy noeviction` (Redis's default): a policy that
+//! evicts keys would drop items, indexes or markers without a transition, and a
+//! `volatile-*` policy would drop dedup keys (the only keys with a TTL) before their
+//! window ends. With `noeviction` a full server refuses writes (`OOM`), which the
+//! store answers as [`Error::Unavailable`](tenure_core::Error).
+//!
 //! Replication is asynchronous: on a failover the new primary may miss the last
 //! writes. [`RedisConfig::wait_replicas`] sends `WAIT` after every write and answers
 //! [`Error::Unavailable`](tenure_core::Error) when too few replicas acknowledged it;
