@@ -10,6 +10,7 @@
 //! | `memory://` | [`MemoryStore`]: one process, nothing kept |
 //! | `sqlite://data/work.db`, `sqlite:///var/lib/work.db` | `SqliteStore` (feature `sqlite`) |
 //! | `postgres://user@host/db?tenure_schema=jobs` | `PgStore` (feature `postgres`) |
+//! | `redis://host:6379/0?tenure_prefix=jobs`, `rediss://...` | `RedisStore` (feature `redis`) |
 //!
 //! ```no_run
 //! # async fn demo() -> tenure::Result<()> {
@@ -27,6 +28,8 @@ pub use tenure_core::*;
 pub use tenure_memory::MemoryStore;
 #[cfg(feature = "postgres")]
 pub use tenure_postgres::{PgConfig, PgStore};
+#[cfg(feature = "redis")]
+pub use tenure_redis::{RedisConfig, RedisStore};
 #[cfg(feature = "sqlite")]
 pub use tenure_sqlite::{SqliteConfig, SqliteStore};
 
@@ -37,7 +40,9 @@ pub type DynStore = Arc<dyn Store>;
 ///
 /// `sqlite://` creates and migrates the file; `postgres://` (or `postgresql://`)
 /// connects and migrates the schema given by the `tenure_schema` parameter (default
-/// `tenure`); every other parameter goes to the driver.
+/// `tenure`); `redis://` (or `rediss://`) uses the key prefix given by the
+/// `tenure_prefix` parameter (default `tenure`) and checks that the server answers;
+/// every other parameter goes to the driver.
 ///
 /// # Errors
 /// [`Error::InvalidInput`] naming `url` for an unknown scheme, a scheme whose store
@@ -57,9 +62,10 @@ pub async fn open(url: &str) -> Result<DynStore> {
         }
         "sqlite" => open_sqlite(url).await,
         "postgres" | "postgresql" => open_postgres(url).await,
+        "redis" | "rediss" => open_redis(url).await,
         _ => Err(Error::invalid(
             "url",
-            format!("{url:?}: expected memory://, sqlite://PATH or postgres://..."),
+            format!("{url:?}: expected memory://, sqlite://PATH, postgres://... or redis://..."),
         )),
     }
 }
@@ -97,20 +103,48 @@ async fn open_postgres(url: &str) -> Result<DynStore> {
     ))
 }
 
+#[cfg(feature = "redis")]
+async fn open_redis(url: &str) -> Result<DynStore> {
+    let (driver_url, prefix) = split_param(url, "tenure_prefix")?;
+    let mut config = RedisConfig::new(driver_url);
+    if let Some(prefix) = prefix {
+        validate_identifier("tenure_prefix", &prefix)?;
+        config = config.prefix(&prefix);
+    }
+    let store = RedisStore::connect(config).await?;
+    store.ping().await?;
+    Ok(Arc::new(store))
+}
+
+#[cfg(not(feature = "redis"))]
+async fn open_redis(url: &str) -> Result<DynStore> {
+    Err(Error::invalid(
+        "url",
+        format!("{url:?}: this build has no Redis store (feature `redis`)"),
+    ))
+}
+
 /// Takes our own `tenure_schema` parameter out of a Postgres URL, leaving the rest for
 /// the driver.
 #[cfg_attr(not(feature = "postgres"), allow(dead_code))]
 fn split_schema(url: &str) -> Result<(String, Option<String>)> {
+    split_param(url, "tenure_schema")
+}
+
+/// Takes our own parameter `name` out of a URL's query, leaving the rest for the
+/// driver.
+#[cfg_attr(not(any(feature = "postgres", feature = "redis")), allow(dead_code))]
+fn split_param(url: &str, name: &str) -> Result<(String, Option<String>)> {
     let Some((base, query)) = url.split_once('?') else {
         return Ok((url.to_owned(), None));
     };
-    let mut schema = None;
+    let mut found = None;
     let mut rest = Vec::new();
     for pair in query.split('&').filter(|p| !p.is_empty()) {
         match pair.split_once('=') {
-            Some(("tenure_schema", value)) => {
-                if schema.replace(value.to_owned()).is_some() {
-                    return Err(Error::invalid("url", "tenure_schema is given twice"));
+            Some((key, value)) if key == name => {
+                if found.replace(value.to_owned()).is_some() {
+                    return Err(Error::invalid("url", format!("{name} is given twice")));
                 }
             }
             _ => rest.push(pair),
@@ -121,7 +155,7 @@ fn split_schema(url: &str) -> Result<(String, Option<String>)> {
     } else {
         format!("{base}?{}", rest.join("&"))
     };
-    Ok((driver_url, schema))
+    Ok((driver_url, found))
 }
 
 #[cfg(test)]
@@ -136,7 +170,7 @@ mod tests {
 
     #[tokio::test]
     async fn unknown_schemes_name_the_url_field() {
-        for bad in ["mysql://x", "", "memory://x", "redis://127.0.0.1"] {
+        for bad in ["mysql://x", "", "memory://x", "redis://127.0.0.1:port"] {
             let err = open(bad).await.err().unwrap();
             assert_eq!(err.invalid_field(), Some("url"), "{bad:?}");
         }
@@ -166,6 +200,32 @@ mod tests {
         assert_eq!(s.as_deref(), Some("jobs"));
         let (u, s) = split_schema("postgres://h/db").unwrap();
         assert_eq!((u.as_str(), s), ("postgres://h/db", None));
+    }
+
+    #[test]
+    fn tenure_prefix_is_taken_out_of_the_redis_url() {
+        let (u, p) = split_param(
+            "redis://h:6379/0?protocol=resp2&tenure_prefix=jobs",
+            "tenure_prefix",
+        )
+        .unwrap();
+        assert_eq!(u, "redis://h:6379/0?protocol=resp2");
+        assert_eq!(p.as_deref(), Some("jobs"));
+    }
+
+    #[tokio::test]
+    async fn unsafe_redis_prefixes_are_refused_before_connecting() {
+        let err = open("redis://127.0.0.1:1/?tenure_prefix=a}b")
+            .await
+            .err()
+            .unwrap();
+        assert_eq!(err.invalid_field(), Some("tenure_prefix"));
+    }
+
+    #[tokio::test]
+    async fn an_unreachable_redis_url_is_unavailable() {
+        let err = open("redis://127.0.0.1:1/").await.err().unwrap();
+        assert!(err.is_retryable(), "{err}");
     }
 
     #[tokio::test]

@@ -191,3 +191,8 @@ async fn sqlite_four_workers_drain_ten_thousand_items_exactly_once() {
 async fn postgres_four_workers_drain_ten_thousand_items_exactly_once() {
     four_workers_drain_ten_thousand_items_exactly_once(Backend::Postgres).await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn redis_four_workers_drain_ten_thousand_items_exactly_once() {
+    four_workers_drain_ten_thousand_items_exactly_once(Backend::Redis).await;
+}

@@ -154,3 +154,8 @@ async fn sqlite_partitioned_workers_split_the_work() {
 async fn postgres_partitioned_workers_split_the_work() {
     workers_split_the_work_by_partition(Backend::Postgres).await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redis_partitioned_workers_split_the_work() {
+    workers_split_the_work_by_partition(Backend::Redis).await;
+}

@@ -1,6 +1,7 @@
 //! The wake signal on real stores: a worker whose every poll wait is 10 s picks up an
 //! item within a fraction of that once it is enqueued, through the same handle
-//! (in-process signal) or, on Postgres, through another connection pool (NOTIFY).
+//! (in-process signal) or, on Postgres and Redis, through another connection pool
+//! (NOTIFY) or store (pub/sub).
 
 // The shared body runs outside #[test] functions; a failure there is a failed test.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -27,12 +28,12 @@ async fn an_enqueue_wakes_a_worker_waiting_10_s(backend: Backend, through_a_peer
     } else {
         worker_store.clone()
     };
-    if backend == Backend::Postgres {
-        // The listener fires once when its LISTEN is in place. Wait for that first, so
+    if backend == Backend::Postgres || backend == Backend::Redis {
+        // The listener fires once when its LISTEN (SUBSCRIBE) is in place. Wait for that first, so
         // the wake below can only come from the peer's NOTIFY.
         let signal = worker_store
             .wake_signal()
-            .expect("postgres hands out a signal");
+            .expect("the store hands out a signal");
         tokio::time::timeout(WAIT, signal.notified())
             .await
             .expect("the listener started");
@@ -94,4 +95,9 @@ async fn sqlite_an_enqueue_through_the_same_handle_wakes_the_worker() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn postgres_an_enqueue_through_another_pool_wakes_the_worker_by_notify() {
     an_enqueue_wakes_a_worker_waiting_10_s(Backend::Postgres, true).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redis_an_enqueue_through_another_store_wakes_the_worker_by_pub_sub() {
+    an_enqueue_wakes_a_worker_waiting_10_s(Backend::Redis, true).await;
 }

@@ -13,6 +13,7 @@ pub enum Backend {
     Memory,
     Sqlite,
     Postgres,
+    Redis,
 }
 
 impl Backend {
@@ -21,6 +22,7 @@ impl Backend {
             Backend::Memory => "memory",
             Backend::Sqlite => "sqlite",
             Backend::Postgres => "postgres",
+            Backend::Redis => "redis",
         }
     }
 }
@@ -29,6 +31,11 @@ impl Backend {
 pub fn pg_url() -> String {
     std::env::var("TENURE_POSTGRES_URL")
         .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".to_owned())
+}
+
+/// `TENURE_REDIS_URL`, or the local default.
+pub fn redis_url() -> String {
+    std::env::var("TENURE_REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1:6379".to_owned())
 }
 
 /// True when a missing server must fail the run (CI sets `TENURE_REQUIRE_STORES=1`).
@@ -43,6 +50,8 @@ pub struct Place {
     /// The URL every handle of this place opens (`memory://` gets one shared handle).
     pub url: String,
     pub schema: Option<String>,
+    /// The Redis key prefix, if any (its keys are deleted by [`Place::cleanup`]).
+    pub prefix: Option<String>,
     _dir: Option<tempfile::TempDir>,
     memory: Option<DynStore>,
 }
@@ -61,6 +70,7 @@ impl Place {
                 backend,
                 url: "memory://".into(),
                 schema: None,
+                prefix: None,
                 _dir: None,
                 memory: Some(tenure::open("memory://").await.unwrap()),
             }),
@@ -78,6 +88,7 @@ impl Place {
                     backend,
                     url,
                     schema: None,
+                    prefix: None,
                     _dir: tmp,
                     memory: None,
                 })
@@ -104,6 +115,31 @@ impl Place {
                     backend,
                     url: format!("{base}{sep}tenure_schema={schema}"),
                     schema: Some(schema),
+                    prefix: None,
+                    _dir: None,
+                    memory: None,
+                })
+            }
+            Backend::Redis => {
+                let prefix = format!("t_{}", uuid::Uuid::now_v7().simple());
+                let base = redis_url();
+                let sep = if base.contains('?') { '&' } else { '?' };
+                let url = format!("{base}{sep}tenure_prefix={prefix}");
+                if let Err(e) = tenure::open(&url).await {
+                    if required() {
+                        panic!("Redis at {base} is required (TENURE_REQUIRE_STORES=1): {e}");
+                    }
+                    eprintln!(
+                        "skipped: Redis at {base} is unreachable ({e}); set TENURE_REDIS_URL, \
+                         or TENURE_REQUIRE_STORES=1 to fail instead"
+                    );
+                    return None;
+                }
+                Some(Place {
+                    backend,
+                    url,
+                    schema: None,
+                    prefix: Some(prefix),
                     _dir: None,
                     memory: None,
                 })
@@ -120,8 +156,36 @@ impl Place {
         }
     }
 
-    /// Drops the Postgres schema, if any.
+    /// Drops the Postgres schema or deletes the Redis prefix's keys, if any.
     pub async fn cleanup(&self) {
+        if let Some(prefix) = &self.prefix {
+            let client = redis::Client::open(redis_url()).unwrap();
+            let mut conn = client.get_multiplexed_async_connection().await.unwrap();
+            let pattern = format!("{{{prefix}}}:*");
+            let mut cursor: u64 = 0;
+            loop {
+                let (next, keys): (u64, Vec<String>) = redis::cmd("SCAN")
+                    .arg(cursor)
+                    .arg("MATCH")
+                    .arg(&pattern)
+                    .arg("COUNT")
+                    .arg(1000)
+                    .query_async(&mut conn)
+                    .await
+                    .unwrap();
+                if !keys.is_empty() {
+                    let _: i64 = redis::cmd("UNLINK")
+                        .arg(&keys)
+                        .query_async(&mut conn)
+                        .await
+                        .unwrap();
+                }
+                if next == 0 {
+                    break;
+                }
+                cursor = next;
+            }
+        }
         if let Some(schema) = &self.schema {
             let mut conn = sqlx::PgConnection::connect(&pg_url()).await.unwrap();
             sqlx::query(&format!("DROP SCHEMA IF EXISTS {schema} CASCADE"))

@@ -1,0 +1,58 @@
+//! Pub/sub wake-ups on a dedicated connection: a latency hint, never needed for
+//! correctness.
+//!
+//! Every enqueue that inserts publishes once on the prefix's channel `{prefix}:wake`
+//! (from inside the enqueue script, so the message follows the write). The listener
+//! runs in a background task that ends when the last store handle is dropped. A lost
+//! connection is re-established with a capped backoff; after every (re)subscribe the
+//! signal fires once, because messages sent meanwhile are lost.
+
+use std::time::Duration;
+
+use futures_util::StreamExt;
+use redis::Client;
+use tenure_core::WakeSignal;
+use tokio::task::JoinHandle;
+
+/// Starts the listener task for `channel`.
+pub(crate) fn spawn(
+    client: Client,
+    channel: String,
+    connect_timeout: Duration,
+    wake: WakeSignal,
+) -> JoinHandle<()> {
+    tokio::spawn(async move {
+        let mut backoff = Duration::from_millis(100);
+        loop {
+            let subscribed = async {
+                let mut pubsub = client.get_async_pubsub().await?;
+                pubsub.subscribe(&channel).await?;
+                Ok::<_, redis::RedisError>(pubsub)
+            };
+            let mut pubsub = match tokio::time::timeout(connect_timeout, subscribed).await {
+                Ok(Ok(p)) => p,
+                Ok(Err(e)) => {
+                    tracing::debug!(error = %e, "tenure-redis: SUBSCRIBE failed");
+                    tokio::time::sleep(backoff).await;
+                    backoff = (backoff * 2).min(Duration::from_secs(5));
+                    continue;
+                }
+                Err(_) => {
+                    tracing::debug!("tenure-redis: SUBSCRIBE timed out");
+                    tokio::time::sleep(backoff).await;
+                    backoff = (backoff * 2).min(Duration::from_secs(5));
+                    continue;
+                }
+            };
+            // Anything published before we subscribed is unknown: poll once.
+            wake.notify();
+            backoff = Duration::from_millis(100);
+            let mut messages = pubsub.on_message();
+            while messages.next().await.is_some() {
+                wake.notify();
+            }
+            tracing::debug!("tenure-redis: pub/sub connection lost");
+            tokio::time::sleep(backoff).await;
+        }
+    })
+}

@@ -1,0 +1,103 @@
+//! Decoding script answers into the model. An answer our scripts never give is
+//! [`Error::Internal`](tenure_core::Error).
+
+use tenure_core::{
+    DedupKey, Item, ItemId, ItemState, OwnerId, QueueName, Result, ScopeKey, StreamKey, Timestamp,
+};
+use uuid::Uuid;
+
+use crate::error::bad_reply;
+
+/// An item hash in `HGETALL` form: field, value, field, value...
+pub(crate) type Flat = Vec<Vec<u8>>;
+
+fn text(v: Vec<u8>, field: &str) -> Result<String> {
+    String::from_utf8(v).map_err(|_| bad_reply(format!("item field {field} is not UTF-8")))
+}
+
+/// Parses an integer field.
+pub(crate) fn int(v: &[u8], field: &str) -> Result<i64> {
+    std::str::from_utf8(v)
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .ok_or_else(|| bad_reply(format!("item field {field} is not an integer")))
+}
+
+fn u32_of(v: &[u8], field: &str) -> Result<u32> {
+    u32::try_from(int(v, field)?)
+        .map_err(|_| bad_reply(format!("item field {field} is out of range")))
+}
+
+/// Parses an item id.
+pub(crate) fn id_of(s: &str) -> Result<ItemId> {
+    Uuid::parse_str(s)
+        .map(ItemId::from_uuid)
+        .map_err(|_| bad_reply(format!("{s:?} is not an item id")))
+}
+
+/// An item's fields as the claim script answers them: [`ITEM_FIELDS`], in that order
+/// (`claim.lua` names them in its `HMGET`), `nil` for an absent field.
+pub(crate) type Fields = Vec<Option<Vec<u8>>>;
+
+/// The item hash's field names, in [`Fields`] order.
+const ITEM_FIELDS: [&str; 20] = [
+    "id", "q", "pl", "st", "sc", "dk", "pr", "ra", "s", "a", "o", "le", "rn", "sl", "ma", "ms",
+    "mr", "e", "ca", "ua",
+];
+
+/// Decodes one item hash in `HGETALL` form.
+pub(crate) fn item(flat: Flat) -> Result<Item> {
+    let mut fields: Fields = vec![None; ITEM_FIELDS.len()];
+    let mut it = flat.into_iter();
+    while let (Some(k), Some(v)) = (it.next(), it.next()) {
+        if let Some(i) = ITEM_FIELDS
+            .iter()
+            .position(|f| f.as_bytes() == k.as_slice())
+        {
+            fields[i] = Some(v);
+        }
+    }
+    item_fields(fields)
+}
+
+/// Decodes an item answered in [`Fields`] order.
+pub(crate) fn item_fields(fields: Fields) -> Result<Item> {
+    let Ok::<[Option<Vec<u8>>; 20], _>(
+        [id, q, pl, st, sc, dk, pr, ra, s, a, o, le, rn, sl, ma, ms, mr, e, ca, ua],
+    ) = fields.try_into()
+    else {
+        return Err(bad_reply(
+            "an item answered with the wrong number of fields",
+        ));
+    };
+    let need = |v: Option<Vec<u8>>, name: &str| {
+        v.ok_or_else(|| bad_reply(format!("item field {name} is missing")))
+    };
+    let time = |v: Vec<u8>, name: &str| int(&v, name).map(Timestamp::from_micros);
+    let opt_text = |v: Option<Vec<u8>>, name: &str| v.map(|v| text(v, name)).transpose();
+    Ok(Item {
+        id: id_of(&text(need(id, "id")?, "id")?)?,
+        queue: QueueName::new(text(need(q, "q")?, "q")?)?,
+        payload: need(pl, "pl")?,
+        stream: opt_text(st, "st")?.map(StreamKey::new).transpose()?,
+        scope: opt_text(sc, "sc")?.map(ScopeKey::new).transpose()?,
+        dedup_key: opt_text(dk, "dk")?.map(DedupKey::new).transpose()?,
+        priority: i16::try_from(int(&need(pr, "pr")?, "pr")?)
+            .map_err(|_| bad_reply("item field pr is out of range"))?,
+        run_at: time(need(ra, "ra")?, "ra")?,
+        state: text(need(s, "s")?, "s")?
+            .parse::<ItemState>()
+            .map_err(|_| bad_reply("item field s is not a state"))?,
+        attempt: u32_of(&need(a, "a")?, "a")?,
+        owner: opt_text(o, "o")?.map(OwnerId::new).transpose()?,
+        lease_expires_at: le.map(|v| time(v, "le")).transpose()?,
+        renewals: u32_of(&need(rn, "rn")?, "rn")?,
+        stalls: u32_of(&need(sl, "sl")?, "sl")?,
+        max_attempts: u32_of(&need(ma, "ma")?, "ma")?,
+        max_stalls: u32_of(&need(ms, "ms")?, "ms")?,
+        max_renewals: u32_of(&need(mr, "mr")?, "mr")?,
+        last_error: opt_text(e, "e")?,
+        created_at: time(need(ca, "ca")?, "ca")?,
+        updated_at: time(need(ua, "ua")?, "ua")?,
+    })
+}

@@ -1,0 +1,138 @@
+-- Store::claim. ARGV: now, owner, limit, lease (µs), partitions (0: not partitioned),
+-- queue count, queues... Recovers the queues' expired leases and moves their due
+-- scheduled candidates first (G2, G6, G7), then takes candidates by (priority, run_at,
+-- seq) across the queues (G8). Every entry of a `ready` zset is claimable (G9, G10 are
+-- kept by the write path), so a claim of B items reads about B entries. Answers the
+-- claimed items' fields as they were before the claim (in the order `rows.rs` decodes,
+-- false when absent), in claim order.
+--
+-- Partitioned (G14): the owner must be registered (else the error NOTFOUND, nothing
+-- written); every due candidate is looked at, the scoped ones waiting behind the first
+-- of a free scope included, and only the owner's share is taken: items of a stream
+-- pinned to it, or unpinned items whose partition its rank takes. Claiming an item of
+-- an unpinned stream pins the stream. This walks the queues' due candidates, so it
+-- costs O(n) where an ordinary claim costs O(B).
+local now = tonumber(ARGV[1])
+local owner = ARGV[2]
+local limit = tonumber(ARGV[3])
+local lease = tonumber(ARGV[4])
+local partitions = tonumber(ARGV[5])
+local nq = tonumber(ARGV[6])
+local queues = {}
+for i = 1, nq do queues[i] = ARGV[6 + i] end
+local rank, live
+if partitions > 0 then
+  rank = redis.call('ZRANK', K_INST_IDS, owner)
+  if not rank then return redis.error_reply('NOTFOUND ' .. owner) end
+  live = redis.call('ZCARD', K_INST_IDS)
+end
+for _, q in ipairs(queues) do recover_queue(q, now) end
+for _, q in ipairs(queues) do promote_due(q, now) end
+
+local expires = now + lease
+local out = {}
+-- Per queue, the running-set entries (score, member) to add; the owner's new ids.
+-- Written once per call after the loop: one ZADD per queue, one SADD.
+local taken = {}
+local owned = {}
+-- Claims the candidate `m` of queue `q`, already taken out of `ready`.
+local function take(q, m)
+  local id = member_id(m)
+  local key = k_item(id)
+  -- One read of every field, in the order `rows.rs` decodes (ITEM_FIELDS there):
+  -- what this script needs, and the answer (the caller applies the claim's own
+  -- changes to it, which it knows: state, attempt + 1, owner, expiry, renewals,
+  -- updated_at).
+  local v = redis.call('HMGET', key, 'id', 'q', 'pl', 'st', 'sc', 'dk', 'pr', 'ra', 's',
+    'a', 'o', 'le', 'rn', 'sl', 'ma', 'ms', 'mr', 'e', 'ca', 'ua')
+  if v[9] ~= 'ready' then return false end
+  local a = tonumber(v[10])
+  local sc = v[5] or nil
+  redis.call('HSET', key, 's', 'running', 'a', N(a + 1), 'o', owner, 'le', N(expires),
+    'rn', '0', 'ua', N(now))
+  local run = taken[q]
+  if not run then run = {}; taken[q] = run end
+  run[#run + 1] = N(expires)
+  run[#run + 1] = id
+  owned[#owned + 1] = id
+  if sc then scope_taken(sc, q, m, id) end
+  out[#out + 1] = v
+  return true
+end
+
+if partitions > 0 then
+  -- Every due candidate: each queue's `ready`, and behind every free scope's first
+  -- (which is in `ready`) the rest of its waiting set.
+  local cands = {}
+  for _, q in ipairs(queues) do
+    local ms = redis.call('ZRANGE', k_ready(q), 0, -1, 'WITHSCORES')
+    for i = 1, #ms, 2 do
+      local m = ms[i]
+      cands[#cands + 1] = {tonumber(ms[i + 1]), m, q, true}
+      local sc = redis.call('HGET', k_item(member_id(m)), 'sc')
+      if sc then
+        local rest = redis.call('ZRANGE', k_scope_wait(sc, q), 1, -1, 'WITHSCORES')
+        for j = 1, #rest, 2 do cands[#cands + 1] = {tonumber(rest[j + 1]), rest[j], q, false} end
+      end
+    end
+  end
+  table.sort(cands, function(x, y) return order_lt(x[1], x[2], y[1], y[2]) end)
+  -- 2^32 mod partitions, so a 63-bit hash given as two 32-bit halves needs no
+  -- arithmetic beyond 2^53.
+  local wrap = 4294967296 % partitions
+  for _, c in ipairs(cands) do
+    if #out >= limit then break end
+    local q, m = c[3], c[2]
+    local v = redis.call('HMGET', k_item(member_id(m)), 'st', 'sc', 'hh', 'hl')
+    local st, sc = v[1] or nil, v[2] or nil
+    local pinned = st and redis.call('GET', k_pin(st)) or nil
+    local mine
+    if pinned then
+      mine = pinned == owner
+    else
+      local p = ((tonumber(v[3]) % partitions) * wrap + tonumber(v[4])) % partitions
+      mine = p % live == rank
+    end
+    -- An earlier item of this batch may have taken the scope.
+    local busy = sc and redis.call('EXISTS', k_scope_run(sc)) == 1
+    if mine and not busy then
+      if c[4] then redis.call('ZREM', k_ready(q), m) end
+      if take(q, m) and st and not pinned then
+        redis.call('SET', k_pin(st), owner)
+        redis.call('SADD', k_pins(owner), st)
+      end
+    end
+  end
+elseif nq == 1 then
+  -- One queue: the first `limit` members are exactly the items to take; no claim of
+  -- one of them changes this queue's other members (a scope has at most one
+  -- candidate per queue).
+  local q = queues[1]
+  local popped = redis.call('ZPOPMIN', k_ready(q), limit)
+  for i = 1, #popped, 2 do take(q, popped[i]) end
+else
+  while #out < limit do
+    local want = limit - #out
+    local cands = {}
+    for _, q in ipairs(queues) do
+      local ms = redis.call('ZRANGE', k_ready(q), 0, want - 1, 'WITHSCORES')
+      for i = 1, #ms, 2 do
+        cands[#cands + 1] = {tonumber(ms[i + 1]), ms[i], q}
+      end
+    end
+    if #cands == 0 then break end
+    table.sort(cands, function(x, y) return order_lt(x[1], x[2], y[1], y[2]) end)
+    for i = 1, math.min(want, #cands) do
+      -- Taking a scoped item removes the scope's entries of the other queues from
+      -- `ready`; a member fetched before that is passed over here.
+      local c = cands[i]
+      if redis.call('ZREM', k_ready(c[3]), c[2]) == 1 then take(c[3], c[2]) end
+    end
+  end
+end
+for q, run in pairs(taken) do
+  redis.call('ZADD', k_run(q), unpack(run))
+  redis.call('HINCRBY', k_count(q), 'ready', -(#run / 2))
+end
+if #owned > 0 then redis.call('SADD', k_owner(owner), unpack(owned)) end
+return out

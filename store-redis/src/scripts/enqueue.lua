@@ -1,0 +1,82 @@
+-- Store::enqueue. ARGV: now, count, then per item: id, queue, payload, stream, scope,
+-- dedup key, dedup window (µs), priority, run_at, max_attempts, max_stalls,
+-- max_renewals, the partition hash's high and low 32 bits (G14) ('' for an absent key). Answers per item {id, duplicate 0/1}, or the
+-- error CONFLICT when an id exists; every check runs before the first write.
+local now = tonumber(ARGV[1])
+local count = tonumber(ARGV[2])
+local F = 14
+local items = {}
+local seen = {}
+local answers = {}
+for i = 1, count do
+  local b = 2 + (i - 1) * F
+  local it = {
+    id = ARGV[b + 1], q = ARGV[b + 2], pl = ARGV[b + 3], st = ARGV[b + 4],
+    sc = ARGV[b + 5], dk = ARGV[b + 6], win = tonumber(ARGV[b + 7]),
+    pr = tonumber(ARGV[b + 8]), ra = tonumber(ARGV[b + 9]), ma = ARGV[b + 10],
+    ms = ARGV[b + 11], mr = ARGV[b + 12], hh = ARGV[b + 13], hl = ARGV[b + 14],
+  }
+  if it.st == '' then it.st = nil end
+  if it.sc == '' then it.sc = nil end
+  if it.dk == '' then it.dk = nil end
+  local dup = nil
+  if it.dk then
+    local sk = it.q .. '\0' .. it.dk
+    if seen[sk] then
+      dup = seen[sk]
+    else
+      local v = redis.call('GET', k_dedup(it.q, it.dk))
+      if v then
+        local id, exp = string.match(v, '^(%S+) (%-?%d+)$')
+        if id and tonumber(exp) > now then dup = id end
+      end
+      if not dup then seen[sk] = it.id end
+    end
+  end
+  if not dup and redis.call('EXISTS', k_item(it.id)) == 1 then
+    return redis.error_reply('CONFLICT an item with id ' .. it.id .. ' already exists')
+  end
+  it.dup = dup
+  items[i] = it
+end
+-- Every check passed: write.
+local inserted = 0
+local added = {}
+for i = 1, count do
+  local it = items[i]
+  if it.dup then
+    answers[i] = {it.dup, 1}
+  else
+    local sq = redis.call('INCR', K_SEQ)
+    redis.call('SADD', K_QUEUES, it.q)
+    if it.dk then
+      local exp = now + it.win
+      local entry = it.q .. '\0' .. it.dk
+      -- The store's clock decides (the value carries the expiry); the key's TTL, a
+      -- day past the window, only collects keys nobody purges.
+      redis.call('SET', k_dedup(it.q, it.dk), it.id .. ' ' .. N(exp),
+        'PX', N(math.floor(it.win / 1000) + 86400000))
+      redis.call('ZADD', K_DEDUP_EXP, N(exp), entry)
+    end
+    local fields = {'id', it.id, 'q', it.q, 'pl', it.pl, 'pr', N(it.pr), 'ra', N(it.ra), 's', 'ready',
+      'a', '0', 'rn', '0', 'sl', '0', 'ma', it.ma, 'ms', it.ms, 'mr', it.mr,
+      'ca', N(now), 'ua', N(now), 'sq', N(sq), 'hh', it.hh, 'hl', it.hl}
+    if it.st then table.insert(fields, 'st'); table.insert(fields, it.st) end
+    if it.sc then table.insert(fields, 'sc'); table.insert(fields, it.sc) end
+    if it.dk then table.insert(fields, 'dk'); table.insert(fields, it.dk) end
+    redis.call('HSET', k_item(it.id), unpack(fields))
+    added[it.q] = (added[it.q] or 0) + 1
+    local h = {id = it.id, q = it.q, pr = it.pr, ra = it.ra, sq = sq, sc = it.sc, st = it.st}
+    local head = true
+    if it.st then
+      redis.call('ZADD', k_stream(it.st), N(sq), it.id)
+      head = redis.call('ZCARD', k_stream(it.st)) == 1
+    end
+    if head then place(h, now) else redis.call('ZADD', k_hold(it.q), N(it.ra), it.id) end
+    inserted = inserted + 1
+    answers[i] = {it.id, 0}
+  end
+end
+for q, n in pairs(added) do redis.call('HINCRBY', k_count(q), 'ready', n) end
+if inserted > 0 then redis.call('PUBLISH', K_WAKE, '1') end
+return answers

@@ -1,0 +1,279 @@
+-- Shared by every script: the key layout and the index moves of the state machine.
+-- Prepended to each operation's script, so each script is self-contained on the server.
+--
+-- KEYS[1] is the prefix's root key `{prefix}`; every key below starts with it, so all
+-- of a prefix's keys hash to one slot (Redis Cluster routes the script by KEYS[1]).
+--
+-- Numbers: Lua numbers are doubles, exact for integers below 2^53 (times are
+-- microseconds since the epoch, about 1.7e15). Every number written to Redis goes
+-- through N(), never through Lua's own number-to-string conversion (which keeps only
+-- 14 significant digits).
+
+local P = KEYS[1]
+local function N(n) return string.format('%d', n) end
+
+local K_SEQ = P .. ':seq'          -- string: the last enqueue sequence number
+local K_QUEUES = P .. ':queues'    -- set: every queue that has had an item
+local K_DEDUP_EXP = P .. ':dedupx' -- zset: dedup entries (queue \0 key) by expiry
+local K_INST = P .. ':inst'        -- zset: instances by registration order
+local K_INST_SEEN = P .. ':seen'   -- zset: instances by last heartbeat
+local K_INST_IDS = P .. ':ids'     -- zset: instances, all scored 0, so by id in byte order (G14 rank)
+local K_INST_SEQ = P .. ':instseq' -- string: the last registration number
+local K_WAKE = P .. ':wake'        -- pub/sub channel: new work (a hint)
+
+local function k_item(id) return P .. ':i:' .. id end          -- hash: one item
+local function k_ready(q) return P .. ':r:' .. q end           -- zset: claimable candidates
+local function k_sched(q) return P .. ':t:' .. q end           -- zset: scheduled candidates by run_at
+local function k_run(q) return P .. ':l:' .. q end             -- zset: running items by lease expiry
+local function k_count(q) return P .. ':a:' .. q end           -- hash: field `ready`, the queue's ready items
+local function k_hold(q) return P .. ':h:' .. q end            -- zset: ready items behind their stream's head, by run_at
+local function k_dead(q) return P .. ':x:' .. q end            -- set: dead items
+local function k_done(q) return P .. ':f:' .. q end            -- zset: kept finished items by finish time
+local function k_stream(s) return P .. ':s:' .. s end          -- zset: unfinished items of a stream by seq
+local function k_scope_run(sc) return P .. ':c:' .. sc end     -- string: the running item of a scope
+local function k_scope_wait(sc, q) return P .. ':w:' .. q .. '\0' .. sc end -- zset: due candidates of a scope
+local function k_scope_queues(sc) return P .. ':k:' .. sc end  -- set: queues with waiting items of a scope
+local function k_owner(o) return P .. ':o:' .. o end           -- set: running items of an owner
+local function k_dedup(q, key) return P .. ':d:' .. q .. '\0' .. key end -- string: "id expires_at"
+local function k_instance(id) return P .. ':n:' .. id end      -- hash: one instance
+local function k_leader(name) return P .. ':ld:' .. name end   -- hash: one leader lease
+local function k_pin(s) return P .. ':p:' .. s end             -- string: the instance a stream is pinned to (G14)
+local function k_pins(o) return P .. ':ps:' .. o end           -- set: the streams pinned to an instance (G14)
+
+-- The member of an item in a claim-order zset (`ready`, a scope's waiting set). The
+-- score is the priority; equal scores sort by member, so the member encodes run_at
+-- and the enqueue sequence as fixed-width hex, then the id (G8).
+local function order_member(ra, sq, id)
+  return string.format('%016x%016x', ra, sq) .. id
+end
+local function member_id(m) return string.sub(m, 33) end
+
+-- (score a, member a) < (score b, member b) in zset order.
+local function order_lt(sa, ma, sb, mb)
+  if sa ~= sb then return sa < sb end
+  return ma < mb
+end
+
+-- The fields of an item hash as a table, or nil when there is no such item.
+local function load(id)
+  local flat = redis.call('HGETALL', k_item(id))
+  if #flat == 0 then return nil end
+  local h = {}
+  for i = 1, #flat, 2 do h[flat[i]] = flat[i + 1] end
+  h.id = id
+  h.pr = tonumber(h.pr)
+  h.ra = tonumber(h.ra)
+  h.sq = tonumber(h.sq)
+  h.a = tonumber(h.a)
+  h.rn = tonumber(h.rn)
+  h.sl = tonumber(h.sl)
+  h.ma = tonumber(h.ma)
+  h.ms = tonumber(h.ms)
+  h.mr = tonumber(h.mr)
+  if h.le then h.le = tonumber(h.le) end
+  return h
+end
+
+-- The fields a finalize needs, or nil when there is no such item: one HMGET, never
+-- the payload.
+local function load_running(id)
+  local v = redis.call('HMGET', k_item(id), 's', 'a', 'q', 'o', 'sc', 'st')
+  if not v[1] then return nil end
+  return {id = id, s = v[1], a = tonumber(v[2]), q = v[3], o = v[4] or nil,
+    sc = v[5] or nil, st = v[6] or nil}
+end
+
+-- True when token (id, attempt) names the item's current running attempt (G3).
+local function is_current(h, attempt)
+  return h ~= nil and h.s == 'running' and h.a == attempt
+end
+
+-- Places a due candidate: in `ready`, or in its scope's waiting set, and in `ready`
+-- when it is the first of that set and the scope is free (G10).
+local function place_due(h)
+  local m = order_member(h.ra, h.sq, h.id)
+  local score = N(h.pr)
+  if not h.sc then
+    redis.call('ZADD', k_ready(h.q), score, m)
+    return
+  end
+  local wk = k_scope_wait(h.sc, h.q)
+  local first = redis.call('ZRANGE', wk, 0, 0, 'WITHSCORES')
+  redis.call('ZADD', wk, score, m)
+  redis.call('SADD', k_scope_queues(h.sc), h.q)
+  if redis.call('EXISTS', k_scope_run(h.sc)) == 1 then return end
+  if #first == 0 then
+    redis.call('ZADD', k_ready(h.q), score, m)
+  elseif order_lt(h.pr, m, tonumber(first[2]), first[1]) then
+    redis.call('ZREM', k_ready(h.q), first[1])
+    redis.call('ZADD', k_ready(h.q), score, m)
+  end
+end
+
+-- Places a candidate (ready, head of its stream) at `now`: scheduled, or due (G7).
+local function place(h, now)
+  if h.ra > now then
+    redis.call('ZADD', k_sched(h.q), N(h.ra), h.id)
+  else
+    place_due(h)
+  end
+end
+
+-- True when the item is the first unfinished item of its stream, or has none (G9).
+local function is_stream_head(h)
+  if not h.st then return true end
+  local first = redis.call('ZRANGE', k_stream(h.st), 0, 0)
+  return first[1] == h.id
+end
+
+-- Places the item `id` if it is ready and heads its stream; it leaves the queue's
+-- set of items held behind a head.
+local function place_if_candidate(id, now)
+  local h = load(id)
+  if h and h.s == 'ready' and is_stream_head(h) then
+    redis.call('ZREM', k_hold(h.q), id)
+    place(h, now)
+  end
+end
+
+-- Marks scope `sc` busy with `id`, just claimed from queue `q` under member `m`: the
+-- scope's waiting items leave `ready` (G10).
+local function scope_taken(sc, q, m, id)
+  local wk = k_scope_wait(sc, q)
+  redis.call('ZREM', wk, m)
+  if redis.call('ZCARD', wk) == 0 then redis.call('SREM', k_scope_queues(sc), q) end
+  redis.call('SET', k_scope_run(sc), id)
+  for _, q2 in ipairs(redis.call('SMEMBERS', k_scope_queues(sc))) do
+    local first = redis.call('ZRANGE', k_scope_wait(sc, q2), 0, 0)
+    if first[1] then redis.call('ZREM', k_ready(q2), first[1]) end
+  end
+end
+
+-- Marks scope `sc` free: the first waiting item of each queue goes back to `ready`.
+local function scope_freed(sc)
+  redis.call('DEL', k_scope_run(sc))
+  for _, q2 in ipairs(redis.call('SMEMBERS', k_scope_queues(sc))) do
+    local first = redis.call('ZRANGE', k_scope_wait(sc, q2), 0, 0, 'WITHSCORES')
+    if first[1] then redis.call('ZADD', k_ready(q2), first[2], first[1]) end
+  end
+end
+
+-- Takes a running item out of the running indexes and frees its scope; called while
+-- the item is still `running`, just before the transition that ends it.
+local function unlink_running(h)
+  redis.call('ZREM', k_run(h.q), h.id)
+  if h.o then redis.call('SREM', k_owner(h.o), h.id) end
+  if h.sc then scope_freed(h.sc) end
+end
+
+-- Takes a finished or deleted item out of its stream; when it was the head, the next
+-- item becomes a candidate (G9). A stream left with no unfinished item loses its pin
+-- (G14).
+local function stream_leave(h, now)
+  if not h.st then return end
+  local sk = k_stream(h.st)
+  local head = redis.call('ZRANGE', sk, 0, 0)
+  redis.call('ZREM', sk, h.id)
+  if head[1] == h.id then
+    local nxt = redis.call('ZRANGE', sk, 0, 0)
+    if nxt[1] then
+      place_if_candidate(nxt[1], now)
+    else
+      local pinned = redis.call('GET', k_pin(h.st))
+      if pinned then
+        redis.call('DEL', k_pin(h.st))
+        redis.call('SREM', k_pins(pinned), h.st)
+      end
+    end
+  end
+end
+
+-- An item that was not ready becomes ready: it counts in its queue's ready items
+-- (for counts) and is placed.
+local function become_ready(h, now)
+  h.s = 'ready'
+  redis.call('HSET', k_item(h.id), 's', 'ready', 'ra', N(h.ra), 'ua', N(now))
+  redis.call('HDEL', k_item(h.id), 'o', 'le')
+  redis.call('HINCRBY', k_count(h.q), 'ready', 1)
+  place(h, now)
+end
+
+local function become_dead(h, now)
+  h.s = 'dead'
+  redis.call('HSET', k_item(h.id), 's', 'dead', 'ua', N(now))
+  redis.call('HDEL', k_item(h.id), 'o', 'le')
+  redis.call('SADD', k_dead(h.q), h.id)
+end
+
+-- An expired or evicted lease (already unlinked): counts a stall; dead at max_stalls
+-- (G6), else back to ready at `now` (G2). Returns 'dead' or 'requeued'.
+local function stall(h, now)
+  h.sl = h.sl + 1
+  redis.call('HSET', k_item(h.id), 'sl', N(h.sl))
+  if h.sl >= h.ms then
+    redis.call('HSET', k_item(h.id), 'e', 'stalled: lease expired ' .. N(h.sl) .. ' times')
+    become_dead(h, now)
+    return 'dead'
+  end
+  h.ra = now
+  become_ready(h, now)
+  return 'requeued'
+end
+
+-- Recovers the item `id` if its lease has expired at `now`; returns what happened
+-- or nil.
+local function recover_one(id, now)
+  local h = load(id)
+  if not h or h.s ~= 'running' or h.le == nil or h.le > now then return nil end
+  unlink_running(h)
+  return stall(h, now)
+end
+
+-- Recovers every expired lease of queue `q` (G2, G6), oldest first.
+local function recover_queue(q, now)
+  local ids = redis.call('ZRANGEBYSCORE', k_run(q), '-inf', N(now))
+  for _, id in ipairs(ids) do recover_one(id, now) end
+end
+
+-- Moves queue `q`'s scheduled candidates that have come due (G7).
+local function promote_due(q, now)
+  local ids = redis.call('ZRANGEBYSCORE', k_sched(q), '-inf', N(now))
+  if #ids == 0 then return end
+  for _, id in ipairs(ids) do
+    local h = load(id)
+    if h and h.s == 'ready' then place_due(h) end
+  end
+  redis.call('ZREMRANGEBYSCORE', k_sched(q), '-inf', N(now))
+end
+
+-- Deletes an item that is in no claim index (done or dead).
+local function delete(h)
+  redis.call('DEL', k_item(h.id))
+  redis.call('SREM', k_dead(h.q), h.id)
+  redis.call('ZREM', k_done(h.q), h.id)
+end
+
+-- Drops every pin of `owner` (G14), as it leaves the registry.
+local function unpin_owner(owner)
+  local ps = k_pins(owner)
+  for _, s in ipairs(redis.call('SMEMBERS', ps)) do redis.call('DEL', k_pin(s)) end
+  redis.call('DEL', ps)
+end
+
+-- Applies eviction to every running item of `owner`; returns how many (G12).
+local function release_owner(owner, now)
+  local ok = k_owner(owner)
+  local ids = redis.call('SMEMBERS', ok)
+  redis.call('DEL', ok)
+  table.sort(ids)
+  local released = 0
+  for _, id in ipairs(ids) do
+    local h = load(id)
+    if h and h.s == 'running' and h.o == owner then
+      unlink_running(h)
+      stall(h, now)
+      released = released + 1
+    end
+  end
+  return released
+end

@@ -1,0 +1,12 @@
+-- Store::queue_counts. ARGV: now, queue. Answers {ready and due, scheduled, running,
+-- dead, done}, from counters and index sizes; nothing is scanned. A ready item is
+-- scheduled when its run_at is after `now`: such items are the scheduled candidates
+-- and the items held behind a stream head, both sorted sets by run_at.
+local now = tonumber(ARGV[1])
+local q = ARGV[2]
+local all = tonumber(redis.call('HGET', k_count(q), 'ready') or '0')
+local later = '(' .. N(now)
+local scheduled = redis.call('ZCOUNT', k_sched(q), later, '+inf')
+  + redis.call('ZCOUNT', k_hold(q), later, '+inf')
+return {all - scheduled, scheduled, redis.call('ZCARD', k_run(q)), redis.call('SCARD', k_dead(q)),
+  redis.call('ZCARD', k_done(q))}

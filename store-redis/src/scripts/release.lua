@@ -1,0 +1,19 @@
+-- Store::release. ARGV: now, then pairs id, attempt. Answers per token 1 accepted,
+-- 0 lease lost (G3). An accepted item is ready at `now`, keeping its attempt and
+-- stalls; max_attempts goes up by one so a release uses up no attempt (G5).
+local now = tonumber(ARGV[1])
+local out = {}
+for i = 2, #ARGV, 2 do
+  local id = ARGV[i]
+  local h = load(id)
+  if not is_current(h, tonumber(ARGV[i + 1])) then
+    out[#out + 1] = 0
+  else
+    unlink_running(h)
+    redis.call('HSET', k_item(id), 'ma', N(h.ma + 1))
+    h.ra = now
+    become_ready(h, now)
+    out[#out + 1] = 1
+  end
+end
+return out

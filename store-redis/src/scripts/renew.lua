@@ -1,0 +1,20 @@
+-- Store::renew. ARGV: now, lease (µs), then pairs id, attempt. Answers per token
+-- {1, expires_at, renewals} renewed, {2, limit} at the cap (G4), {0} lease lost (G3).
+local now = tonumber(ARGV[1])
+local lease = tonumber(ARGV[2])
+local out = {}
+for i = 3, #ARGV, 2 do
+  local id = ARGV[i]
+  local h = load(id)
+  if not is_current(h, tonumber(ARGV[i + 1])) then
+    out[#out + 1] = {0}
+  elseif h.rn >= h.mr then
+    out[#out + 1] = {2, h.mr}
+  else
+    local expires = now + lease
+    redis.call('HSET', k_item(id), 'rn', N(h.rn + 1), 'le', N(expires), 'ua', N(now))
+    redis.call('ZADD', k_run(h.q), N(expires), id)
+    out[#out + 1] = {1, expires, h.rn + 1}
+  end
+end
+return out

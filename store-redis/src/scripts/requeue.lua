@@ -1,0 +1,20 @@
+-- Store::dead_requeue. ARGV: now, additional attempts, ids... Puts dead items back to
+-- ready at `now`, keeping the attempt, resetting stalls, and raising max_attempts to at
+-- least attempt + additional (G5). Answers how many changed.
+local now = tonumber(ARGV[1])
+local add = tonumber(ARGV[2])
+local n = 0
+for i = 3, #ARGV do
+  local h = load(ARGV[i])
+  if h and h.s == 'dead' then
+    redis.call('SREM', k_dead(h.q), h.id)
+    local ma = math.max(h.ma, h.a + add)
+    redis.call('HSET', k_item(h.id), 'sl', '0', 'ma', N(ma), 's', 'ready', 'ra', N(now), 'ua', N(now))
+    h.s = 'ready'
+    h.ra = now
+    redis.call('HINCRBY', k_count(h.q), 'ready', 1)
+    if is_stream_head(h) then place(h, now) end
+    n = n + 1
+  end
+end
+return n

@@ -1,0 +1,634 @@
+//! [`RedisStore`]: the [`Store`] contract on Redis, one script per operation.
+
+use std::fmt;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, RwLock};
+
+use redis::aio::MultiplexedConnection;
+use redis::{AsyncConnectionConfig, Client, FromRedisValue, ScriptInvocation, Value};
+use tenure_core::machine;
+use tenure_core::partition::key_hash;
+use tenure_core::{
+    async_trait, duration_micros, validate_identifier, Capabilities, ClaimParams, CompleteParams,
+    DeregisterParams, DiscardParams, EnqueueParams, Enqueued, Error, EvictParams, Evicted,
+    FailOutcome, FailParams, HeartbeatParams, Instance, Item, ItemId, LeaderParams, LeaderStatus,
+    Lease, Limits, OwnerId, PurgeParams, Purged, QueueCounts, QueueName, RecoverParams, Recovered,
+    ReleaseParams, RenewOutcome, RenewParams, RequeueParams, Result, Retry, SharedClock, Store,
+    Timestamp, TokenOutcome, WakeSignal,
+};
+use tokio::task::JoinHandle;
+
+use crate::error::{bad_reply, map, needs_reconnect};
+use crate::rows::{self, Flat};
+use crate::scripts::SCRIPTS;
+use crate::{listen, RedisConfig, STORE};
+
+/// A Redis store. `Clone` gives another handle on the same connection.
+///
+/// See the [crate docs](crate) for the key layout, durability and faults.
+#[derive(Clone)]
+pub struct RedisStore {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    client: Client,
+    connection_config: AsyncConnectionConfig,
+    /// The multiplexed connections calls take turns on, each with its generation;
+    /// `None` until its first call and after a call found it broken.
+    slots: Vec<RwLock<Option<(u64, MultiplexedConnection)>>>,
+    /// The slot the next call uses (modulo the number of slots).
+    turn: AtomicUsize,
+    /// Serialises reconnects; holds the last generation handed out.
+    connecting: tokio::sync::Mutex<u64>,
+    prefix: String,
+    /// `{prefix}`: every script's one declared key, the hash tag of all others.
+    root: String,
+    clock: SharedClock,
+    limits: Limits,
+    keep_done: bool,
+    wait_replicas: Option<(u32, std::time::Duration)>,
+    listening: bool,
+    wake: WakeSignal,
+    listener: Mutex<Option<JoinHandle<()>>>,
+}
+
+impl Drop for Inner {
+    fn drop(&mut self) {
+        if let Ok(mut guard) = self.listener.lock() {
+            if let Some(task) = guard.take() {
+                task.abort();
+            }
+        }
+    }
+}
+
+impl fmt::Debug for RedisStore {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RedisStore")
+            .field("prefix", &self.inner.prefix)
+            .field("keep_done", &self.inner.keep_done)
+            .field("listening", &self.inner.listening)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Writes a time in microseconds as a script argument.
+fn micros(t: Timestamp) -> i64 {
+    t.as_micros()
+}
+
+impl RedisStore {
+    /// Builds a store on `config.url`. No command is sent here: the connection opens
+    /// with the first call (and again after it breaks), so this succeeds while the
+    /// server is down and calls answer [`Error::Unavailable`] until it is back.
+    ///
+    /// The prefix is validated first: an unsafe one answers [`Error::InvalidInput`]
+    /// naming `prefix`; a malformed URL names `url`. With
+    /// [`listen`](RedisConfig::listen) on (the default) this starts the pub/sub
+    /// listener, so it must run inside a tokio runtime.
+    pub async fn connect(config: RedisConfig) -> Result<RedisStore> {
+        validate_identifier("prefix", &config.prefix)?;
+        let client =
+            Client::open(config.url.as_str()).map_err(|e| Error::invalid("url", e.to_string()))?;
+        let connection_config = AsyncConnectionConfig::new()
+            .set_connection_timeout(config.connect_timeout)
+            .set_response_timeout(config.response_timeout);
+        let root = format!("{{{}}}", config.prefix);
+        let wake = WakeSignal::new();
+        let store = RedisStore {
+            inner: Arc::new(Inner {
+                client: client.clone(),
+                connection_config,
+                slots: (0..config.connections.max(1))
+                    .map(|_| RwLock::new(None))
+                    .collect(),
+                turn: AtomicUsize::new(0),
+                connecting: tokio::sync::Mutex::new(0),
+                prefix: config.prefix.clone(),
+                root: root.clone(),
+                clock: config.clock.clone(),
+                limits: config.limits,
+                keep_done: config.keep_done,
+                wait_replicas: config.wait_replicas,
+                listening: config.listen,
+                wake: wake.clone(),
+                listener: Mutex::new(None),
+            }),
+        };
+        if config.listen {
+            let task = listen::spawn(client, format!("{root}:wake"), config.connect_timeout, wake);
+            if let Ok(mut guard) = store.inner.listener.lock() {
+                *guard = Some(task);
+            }
+        }
+        Ok(store)
+    }
+
+    /// The key prefix this store uses.
+    pub fn prefix(&self) -> &str {
+        &self.inner.prefix
+    }
+
+    /// Sends `PING`: `Ok` when the server answers, [`Error::Unavailable`] when it
+    /// cannot be reached. `tenure::open` calls it so a wrong URL fails at once.
+    pub async fn ping(&self) -> Result<()> {
+        let (generation, mut conn) = self.connection().await?;
+        let answer: redis::RedisResult<String> = redis::cmd("PING").query_async(&mut conn).await;
+        match answer {
+            Ok(_) => Ok(()),
+            Err(e) => {
+                if needs_reconnect(&e) {
+                    self.broken(generation);
+                }
+                Err(map(e))
+            }
+        }
+    }
+
+    /// A connection for one call (slots in turn), opening it if there is none; the
+    /// answer names the slot and the connection's generation for [`Self::broken`].
+    async fn connection(&self) -> Result<((usize, u64), MultiplexedConnection)> {
+        let slot = self.inner.turn.fetch_add(1, Ordering::Relaxed) % self.inner.slots.len();
+        if let Some(c) = self.current(slot) {
+            return Ok(c);
+        }
+        let mut generation = self.inner.connecting.lock().await;
+        if let Some(c) = self.current(slot) {
+            return Ok(c);
+        }
+        let conn = self
+            .inner
+            .client
+            .get_multiplexed_async_connection_with_config(&self.inner.connection_config)
+            .await
+            .map_err(map)?;
+        *generation += 1;
+        if let Ok(mut w) = self.inner.slots[slot].write() {
+            *w = Some((*generation, conn.clone()));
+        }
+        Ok(((slot, *generation), conn))
+    }
+
+    fn current(&self, slot: usize) -> Option<((usize, u64), MultiplexedConnection)> {
+        let guard = self.inner.slots[slot].read().ok()?;
+        guard.as_ref().map(|(g, c)| ((slot, *g), c.clone()))
+    }
+
+    /// Forgets the connection `(slot, generation)` after it failed, so the next call
+    /// on that slot opens another.
+    fn broken(&self, (slot, generation): (usize, u64)) {
+        if let Ok(mut w) = self.inner.slots[slot].write() {
+            if w.as_ref().is_some_and(|(g, _)| *g == generation) {
+                *w = None;
+            }
+        }
+    }
+
+    /// Runs a script that only reads.
+    async fn read<T: FromRedisValue>(&self, inv: &ScriptInvocation<'_>) -> Result<T> {
+        let (generation, mut conn) = self.connection().await?;
+        match inv.invoke_async(&mut conn).await {
+            Ok(v) => Ok(v),
+            Err(e) => {
+                if needs_reconnect(&e) {
+                    self.broken(generation);
+                }
+                Err(map(e))
+            }
+        }
+    }
+
+    /// Runs a script that writes, then the configured `WAIT` for replicas.
+    async fn write<T: FromRedisValue>(&self, inv: &ScriptInvocation<'_>) -> Result<T> {
+        let (generation, mut conn) = self.connection().await?;
+        let out = match inv.invoke_async(&mut conn).await {
+            Ok(v) => v,
+            Err(e) => {
+                if needs_reconnect(&e) {
+                    self.broken(generation);
+                }
+                return Err(map(e));
+            }
+        };
+        if let Some((replicas, timeout)) = self.inner.wait_replicas {
+            let millis = u64::try_from(timeout.as_millis())
+                .unwrap_or(u64::MAX)
+                .max(1);
+            let acked: i64 = match redis::cmd("WAIT")
+                .arg(replicas)
+                .arg(millis)
+                .query_async(&mut conn)
+                .await
+            {
+                Ok(n) => n,
+                Err(e) => {
+                    if needs_reconnect(&e) {
+                        self.broken(generation);
+                    }
+                    return Err(map(e));
+                }
+            };
+            if acked < i64::from(replicas) {
+                return Err(Error::unavailable(
+                    STORE,
+                    format!(
+                        "the write was acknowledged by {acked} of {replicas} replicas within \
+                         {timeout:?}; it is applied on the primary and may be lost on failover"
+                    ),
+                ));
+            }
+        }
+        Ok(out)
+    }
+
+    fn now(&self) -> i64 {
+        micros(self.inner.clock.now())
+    }
+
+    /// Pushes token pairs `id, attempt` onto an invocation.
+    fn tokens<'a>(inv: &mut ScriptInvocation<'a>, tokens: &[tenure_core::LeaseToken]) {
+        for t in tokens {
+            inv.arg(t.id.to_string()).arg(t.attempt);
+        }
+    }
+}
+
+fn int_of(v: &Value) -> Result<i64> {
+    i64::from_redis_value(v).map_err(|_| bad_reply("expected an integer"))
+}
+
+fn string_of(v: &Value) -> Result<String> {
+    String::from_redis_value(v).map_err(|_| bad_reply("expected a string"))
+}
+
+fn u64_of(n: i64) -> u64 {
+    u64::try_from(n).unwrap_or(0)
+}
+
+fn u32_of(n: i64) -> Result<u32> {
+    u32::try_from(n).map_err(|_| bad_reply(format!("{n} is out of range")))
+}
+
+#[async_trait]
+impl Store for RedisStore {
+    fn name(&self) -> &'static str {
+        STORE
+    }
+
+    fn capabilities(&self) -> Capabilities {
+        let caps = Capabilities::default().with_partitioned_claiming();
+        if self.inner.listening {
+            caps.with_cross_process_wakeups()
+        } else {
+            caps
+        }
+    }
+
+    fn limits(&self) -> Limits {
+        self.inner.limits
+    }
+
+    fn wake_signal(&self) -> Option<WakeSignal> {
+        Some(self.inner.wake.clone())
+    }
+
+    async fn enqueue(&self, params: EnqueueParams) -> Result<Vec<Enqueued>> {
+        params.validate(&self.inner.limits)?;
+        let now = self.inner.clock.now();
+        let mut inv = SCRIPTS.enqueue.prepare_invoke();
+        inv.key(&self.inner.root)
+            .arg(micros(now))
+            .arg(params.items.len());
+        for it in &params.items {
+            inv.arg(it.id.to_string())
+                .arg(it.queue.as_str())
+                .arg(it.payload.as_slice())
+                .arg(it.stream.as_ref().map_or("", |s| s.as_str()))
+                .arg(it.scope.as_ref().map_or("", |s| s.as_str()))
+                .arg(it.dedup_key.as_ref().map_or("", |s| s.as_str()))
+                .arg(duration_micros(it.dedup_window))
+                .arg(it.priority)
+                .arg(micros(it.schedule.run_at(now)))
+                .arg(it.max_attempts)
+                .arg(it.max_stalls)
+                .arg(it.max_renewals);
+            // The partition hash (G14) as two 32-bit halves: Lua numbers are doubles.
+            let hash = key_hash(it.stream.as_ref(), it.id).unsigned_abs();
+            inv.arg(hash >> 32).arg(hash & 0xffff_ffff);
+        }
+        let answers: Vec<(String, i64)> = self.write(&inv).await?;
+        if answers.len() != params.items.len() {
+            return Err(bad_reply("enqueue answered a different number of items"));
+        }
+        let out = answers
+            .into_iter()
+            .map(|(id, dup)| {
+                Ok(Enqueued {
+                    id: rows::id_of(&id)?,
+                    duplicate: dup == 1,
+                })
+            })
+            .collect::<Result<Vec<_>>>()?;
+        self.inner.wake.notify();
+        Ok(out)
+    }
+
+    async fn claim(&self, params: ClaimParams) -> Result<Vec<Lease>> {
+        params.validate(&self.inner.limits)?;
+        let now = self.inner.clock.now();
+        let expires_at = now + params.lease_for;
+        let mut inv = SCRIPTS.claim.prepare_invoke();
+        inv.key(&self.inner.root)
+            .arg(micros(now))
+            .arg(params.owner.as_str())
+            .arg(params.limit)
+            .arg(duration_micros(params.lease_for))
+            .arg(params.partitioning.map_or(0, |p| p.partitions))
+            .arg(params.queues.len());
+        for q in &params.queues {
+            inv.arg(q.as_str());
+        }
+        let answers: Vec<rows::Fields> = match self.write(&inv).await {
+            Err(e) if e.kind() == tenure_core::ErrorKind::NotFound => {
+                return Err(Error::not_found("instance", params.owner.to_string()))
+            }
+            other => other?,
+        };
+        // The script answers each item as it was before the claim; the claim's changes
+        // are exactly those of `machine::claim`, applied here.
+        answers
+            .into_iter()
+            .map(|fields| {
+                let mut item = rows::item_fields(fields)?;
+                if !machine::claim(&mut item, &params.owner, now, params.lease_for)
+                    || item.lease_expires_at != Some(expires_at)
+                {
+                    return Err(bad_reply(format!(
+                        "claim answered item {} that was not claimable",
+                        item.id
+                    )));
+                }
+                Lease::from_item(item)
+            })
+            .collect()
+    }
+
+    async fn renew(&self, params: RenewParams) -> Result<Vec<RenewOutcome>> {
+        params.validate(&self.inner.limits)?;
+        let mut inv = SCRIPTS.renew.prepare_invoke();
+        inv.key(&self.inner.root)
+            .arg(self.now())
+            .arg(duration_micros(params.lease_for));
+        Self::tokens(&mut inv, &params.tokens);
+        let answers: Vec<Vec<i64>> = self.write(&inv).await?;
+        answers
+            .into_iter()
+            .map(|a| match a.as_slice() {
+                [1, expires, renewals] => Ok(RenewOutcome::Renewed {
+                    expires_at: Timestamp::from_micros(*expires),
+                    renewals: u32_of(*renewals)?,
+                }),
+                [2, limit] => Ok(RenewOutcome::LimitReached {
+                    limit: u32_of(*limit)?,
+                }),
+                [0] => Ok(RenewOutcome::LeaseLost),
+                other => Err(bad_reply(format!("renew answered {other:?}"))),
+            })
+            .collect()
+    }
+
+    async fn complete(&self, params: CompleteParams) -> Result<Vec<TokenOutcome>> {
+        params.validate(&self.inner.limits)?;
+        let mut inv = SCRIPTS.complete.prepare_invoke();
+        inv.key(&self.inner.root)
+            .arg(self.now())
+            .arg(if self.inner.keep_done { "1" } else { "0" });
+        Self::tokens(&mut inv, &params.tokens);
+        let answers: Vec<i64> = self.write(&inv).await?;
+        Ok(token_outcomes(answers))
+    }
+
+    async fn fail(&self, params: FailParams) -> Result<Vec<FailOutcome>> {
+        params.validate(&self.inner.limits)?;
+        let mut inv = SCRIPTS.fail.prepare_invoke();
+        inv.key(&self.inner.root).arg(self.now());
+        for f in &params.failures {
+            let delay = match f.retry {
+                Retry::After(d) => duration_micros(d),
+                Retry::Never => -1,
+            };
+            inv.arg(f.token.id.to_string())
+                .arg(f.token.attempt)
+                .arg(delay);
+        }
+        for f in &params.failures {
+            inv.arg(f.error.as_str());
+        }
+        let answers: Vec<Vec<i64>> = self.write(&inv).await?;
+        answers
+            .into_iter()
+            .map(|a| match a.as_slice() {
+                [1, run_at] => Ok(FailOutcome::Retrying {
+                    run_at: Timestamp::from_micros(*run_at),
+                }),
+                [2] => Ok(FailOutcome::Dead),
+                [0] => Ok(FailOutcome::LeaseLost),
+                other => Err(bad_reply(format!("fail answered {other:?}"))),
+            })
+            .collect()
+    }
+
+    async fn release(&self, params: ReleaseParams) -> Result<Vec<TokenOutcome>> {
+        params.validate(&self.inner.limits)?;
+        let mut inv = SCRIPTS.release.prepare_invoke();
+        inv.key(&self.inner.root).arg(self.now());
+        Self::tokens(&mut inv, &params.tokens);
+        let answers: Vec<i64> = self.write(&inv).await?;
+        Ok(token_outcomes(answers))
+    }
+
+    async fn recover_expired(&self, params: RecoverParams) -> Result<Recovered> {
+        params.validate(&self.inner.limits)?;
+        let mut inv = SCRIPTS.recover.prepare_invoke();
+        inv.key(&self.inner.root).arg(self.now()).arg(params.limit);
+        let (requeued, dead): (i64, i64) = self.write(&inv).await?;
+        Ok(Recovered {
+            requeued: u64_of(requeued),
+            dead: u64_of(dead),
+        })
+    }
+
+    async fn purge(&self, params: PurgeParams) -> Result<Purged> {
+        params.validate(&self.inner.limits)?;
+        let mut inv = SCRIPTS.purge.prepare_invoke();
+        inv.key(&self.inner.root)
+            .arg(self.now())
+            .arg(duration_micros(params.keep_done_for))
+            .arg(params.limit);
+        let (items, keys): (i64, i64) = self.write(&inv).await?;
+        Ok(Purged {
+            items: u64_of(items),
+            dedup_keys: u64_of(keys),
+        })
+    }
+
+    async fn dead_requeue(&self, params: RequeueParams) -> Result<u64> {
+        params.validate(&self.inner.limits)?;
+        let mut inv = SCRIPTS.requeue.prepare_invoke();
+        inv.key(&self.inner.root)
+            .arg(self.now())
+            .arg(params.additional_attempts);
+        for id in &params.ids {
+            inv.arg(id.to_string());
+        }
+        let n: i64 = self.write(&inv).await?;
+        Ok(u64_of(n))
+    }
+
+    async fn dead_discard(&self, params: DiscardParams) -> Result<u64> {
+        params.validate(&self.inner.limits)?;
+        let mut inv = SCRIPTS.discard.prepare_invoke();
+        inv.key(&self.inner.root).arg(self.now());
+        for id in &params.ids {
+            inv.arg(id.to_string());
+        }
+        let n: i64 = self.write(&inv).await?;
+        Ok(u64_of(n))
+    }
+
+    async fn item_get(&self, id: ItemId) -> Result<Option<Item>> {
+        let mut inv = SCRIPTS.item_get.prepare_invoke();
+        inv.key(&self.inner.root).arg(id.to_string());
+        let flat: Flat = self.read(&inv).await?;
+        if flat.is_empty() {
+            return Ok(None);
+        }
+        rows::item(flat).map(Some)
+    }
+
+    async fn queue_counts(&self, queue: &QueueName) -> Result<QueueCounts> {
+        let mut inv = SCRIPTS.queue_counts.prepare_invoke();
+        inv.key(&self.inner.root)
+            .arg(self.now())
+            .arg(queue.as_str());
+        let c: Vec<i64> = self.read(&inv).await?;
+        let [ready, scheduled, running, dead, done] = c.as_slice() else {
+            return Err(bad_reply("queue_counts answered the wrong shape"));
+        };
+        Ok(QueueCounts {
+            ready: u64_of(*ready),
+            scheduled: u64_of(*scheduled),
+            running: u64_of(*running),
+            dead: u64_of(*dead),
+            done: u64_of(*done),
+        })
+    }
+
+    async fn instance_heartbeat(&self, params: HeartbeatParams) -> Result<()> {
+        let mut inv = SCRIPTS.heartbeat.prepare_invoke();
+        inv.key(&self.inner.root)
+            .arg(self.now())
+            .arg(params.instance.as_str());
+        let _: i64 = self.write(&inv).await?;
+        Ok(())
+    }
+
+    async fn instance_list(&self) -> Result<Vec<Instance>> {
+        let mut inv = SCRIPTS.instance_list.prepare_invoke();
+        inv.key(&self.inner.root);
+        let rows: Vec<(String, i64, i64)> = self.read(&inv).await?;
+        rows.into_iter()
+            .map(|(id, started, seen)| {
+                Ok(Instance {
+                    id: OwnerId::new(id)?,
+                    started_at: Timestamp::from_micros(started),
+                    last_seen: Timestamp::from_micros(seen),
+                })
+            })
+            .collect()
+    }
+
+    async fn instance_evict_stale(&self, params: EvictParams) -> Result<Evicted> {
+        params.validate(&self.inner.limits)?;
+        let mut inv = SCRIPTS.evict.prepare_invoke();
+        inv.key(&self.inner.root)
+            .arg(self.now())
+            .arg(duration_micros(params.stale_after));
+        let answer: Vec<Value> = self.write(&inv).await?;
+        let Some((released, ids)) = answer.split_first() else {
+            return Err(bad_reply("instance_evict_stale answered nothing"));
+        };
+        let instances = ids
+            .iter()
+            .map(|id| OwnerId::new(string_of(id)?))
+            .collect::<Result<Vec<_>>>()?;
+        Ok(Evicted {
+            instances,
+            released: u64_of(int_of(released)?),
+        })
+    }
+
+    async fn instance_deregister(&self, params: DeregisterParams) -> Result<Evicted> {
+        let mut inv = SCRIPTS.deregister.prepare_invoke();
+        inv.key(&self.inner.root)
+            .arg(self.now())
+            .arg(params.instance.as_str());
+        let (released, registered): (i64, i64) = self.write(&inv).await?;
+        Ok(Evicted {
+            instances: if registered == 1 {
+                vec![params.instance]
+            } else {
+                Vec::new()
+            },
+            released: u64_of(released),
+        })
+    }
+
+    async fn leader_acquire(&self, params: LeaderParams) -> Result<LeaderStatus> {
+        params.validate(&self.inner.limits)?;
+        let mut inv = SCRIPTS.leader_acquire.prepare_invoke();
+        inv.key(&self.inner.root)
+            .arg(self.now())
+            .arg(params.name.as_str())
+            .arg(params.holder.as_str())
+            .arg(duration_micros(params.lease_for));
+        let answer: Vec<Value> = self.write(&inv).await?;
+        match answer.as_slice() {
+            [lead, term, expires] if int_of(lead)? == 1 => Ok(LeaderStatus::Leader {
+                term: u64_of(int_of(term)?),
+                expires_at: Timestamp::from_micros(int_of(expires)?),
+            }),
+            [_, holder, term, expires] => Ok(LeaderStatus::Follower {
+                holder: OwnerId::new(string_of(holder)?)?,
+                term: u64_of(int_of(term)?),
+                expires_at: Timestamp::from_micros(int_of(expires)?),
+            }),
+            other => Err(bad_reply(format!("leader_acquire answered {other:?}"))),
+        }
+    }
+
+    async fn leader_resign(&self, params: LeaderParams) -> Result<bool> {
+        params.validate(&self.inner.limits)?;
+        let mut inv = SCRIPTS.leader_resign.prepare_invoke();
+        inv.key(&self.inner.root)
+            .arg(self.now())
+            .arg(params.name.as_str())
+            .arg(params.holder.as_str());
+        let n: i64 = self.write(&inv).await?;
+        Ok(n == 1)
+    }
+}
+
+fn token_outcomes(answers: Vec<i64>) -> Vec<TokenOutcome> {
+    answers
+        .into_iter()
+        .map(|a| {
+            if a == 1 {
+                TokenOutcome::Accepted
+            } else {
+                TokenOutcome::LeaseLost
+            }
+        })
+        .collect()
+}

@@ -1,0 +1,157 @@
+//! The shared conformance suite against Redis: every case on a fresh key prefix
+//! (random), peers as second stores (their own connections) on that prefix,
+//! unreachable as a store aimed at a closed port. The prefixes' keys are deleted when
+//! the run ends.
+//!
+//! The server comes from `TENURE_REDIS_URL` (default `redis://127.0.0.1:6379`). When
+//! it is missing the run fails if `TENURE_REQUIRE_STORES=1` and is otherwise skipped
+//! with a message.
+
+use std::process::ExitCode;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use tenure_core::{async_trait, ManualClock, Result};
+use tenure_redis::{RedisConfig, RedisStore};
+
+fn url() -> String {
+    std::env::var("TENURE_REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1:6379".to_owned())
+}
+
+/// With `TENURE_REDIS_KEEP_DONE=1` finished items are kept as `done` instead of deleted.
+fn configured(config: RedisConfig) -> RedisConfig {
+    config.keep_done(std::env::var("TENURE_REDIS_KEEP_DONE").is_ok_and(|v| v == "1"))
+}
+
+struct RedisHarness {
+    prefixes: Arc<Mutex<Vec<String>>>,
+}
+
+#[async_trait]
+impl tenure_conformance::Harness for RedisHarness {
+    type Store = RedisStore;
+
+    async fn open(&self, clock: ManualClock) -> Result<RedisStore> {
+        let prefix = format!("c_{}", uuid::Uuid::now_v7().simple());
+        if let Ok(mut p) = self.prefixes.lock() {
+            p.push(prefix.clone());
+        }
+        RedisStore::connect(configured(
+            RedisConfig::new(url()).prefix(&prefix).clock(clock),
+        ))
+        .await
+    }
+
+    async fn open_peer(&self, store: &RedisStore, clock: ManualClock) -> Result<RedisStore> {
+        RedisStore::connect(configured(
+            RedisConfig::new(url())
+                .prefix(store.prefix())
+                .clock(clock)
+                .listen(false),
+        ))
+        .await
+    }
+
+    async fn open_unreachable(&self, clock: ManualClock) -> Result<Option<RedisStore>> {
+        // Port 1 refuses connections: every call answers Unavailable at once.
+        let store = RedisStore::connect(
+            RedisConfig::new("redis://127.0.0.1:1")
+                .clock(clock)
+                .connect_timeout(Duration::from_millis(500))
+                .listen(false),
+        )
+        .await?;
+        Ok(Some(store))
+    }
+}
+
+/// Runs `f` with a plain connection on a small runtime of its own.
+fn with_admin<T>(
+    f: impl AsyncFnOnce(&mut redis::aio::MultiplexedConnection) -> T,
+) -> std::result::Result<T, String> {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| e.to_string())?;
+    rt.block_on(async {
+        let client = redis::Client::open(url()).map_err(|e| e.to_string())?;
+        let mut conn = tokio::time::timeout(
+            Duration::from_secs(3),
+            client.get_multiplexed_async_connection(),
+        )
+        .await
+        .map_err(|_| "connecting timed out".to_owned())?
+        .map_err(|e| e.to_string())?;
+        let _: String = redis::cmd("PING")
+            .query_async(&mut conn)
+            .await
+            .map_err(|e| e.to_string())?;
+        Ok(f(&mut conn).await)
+    })
+}
+
+fn main() -> ExitCode {
+    if let Err(e) = with_admin(async |_| ()) {
+        if std::env::var("TENURE_REQUIRE_STORES").is_ok_and(|v| v == "1") {
+            eprintln!(
+                "Redis at {} is required (TENURE_REQUIRE_STORES=1): {e}",
+                url()
+            );
+            return ExitCode::FAILURE;
+        }
+        eprintln!(
+            "skipped: Redis at {} is unreachable ({e}); set TENURE_REDIS_URL, or \
+             TENURE_REQUIRE_STORES=1 to fail instead",
+            url()
+        );
+        return ExitCode::SUCCESS;
+    }
+    let prefixes = Arc::new(Mutex::new(Vec::new()));
+    let code = tenure_conformance::main(RedisHarness {
+        prefixes: prefixes.clone(),
+    });
+    let names = prefixes.lock().map(|p| p.clone()).unwrap_or_default();
+    let deleted = with_admin(async |conn| delete_prefixes(conn, &names).await);
+    match deleted {
+        Ok(Ok(())) => {}
+        Ok(Err(e)) => eprintln!("could not delete the case prefixes: {e}"),
+        Err(e) => eprintln!("could not delete the case prefixes: {e}"),
+    }
+    code
+}
+
+/// Deletes every key of the given prefixes: one SCAN over the keyspace (a test aid,
+/// never on the store's own paths).
+async fn delete_prefixes(
+    conn: &mut redis::aio::MultiplexedConnection,
+    prefixes: &[String],
+) -> redis::RedisResult<()> {
+    let roots: std::collections::HashSet<String> =
+        prefixes.iter().map(|p| format!("{{{p}}}")).collect();
+    let mut cursor: u64 = 0;
+    loop {
+        let (next, keys): (u64, Vec<String>) = redis::cmd("SCAN")
+            .arg(cursor)
+            .arg("MATCH")
+            .arg("{c_*")
+            .arg("COUNT")
+            .arg(1000)
+            .query_async(conn)
+            .await?;
+        let ours: Vec<&String> = keys
+            .iter()
+            .filter(|k| {
+                k.split_once(':')
+                    .is_some_and(|(root, _)| roots.contains(root))
+            })
+            .collect();
+        if !ours.is_empty() {
+            let _: i64 = redis::cmd("UNLINK").arg(ours).query_async(conn).await?;
+        }
+        if next == 0 {
+            break;
+        }
+        cursor = next;
+    }
+    Ok(())
+}
