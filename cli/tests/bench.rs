@@ -380,8 +380,9 @@ fn an_interrupted_sqlite_run_still_removes_its_file() {
         );
         std::thread::sleep(std::time::Duration::from_millis(5));
     }
-    let killed = Command::new("kill")
-        .args(["-INT", &child.id().to_string()])
+    // The shell's own `kill`, so no procps is needed.
+    let killed = Command::new("sh")
+        .args(["-c", &format!("kill -INT {}", child.id())])
         .status()
         .expect("kill");
     assert!(killed.success());

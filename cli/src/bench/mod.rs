@@ -65,7 +65,8 @@ pub(crate) struct BenchArgs {
     #[arg(short = 'n', long = "items", default_value_t = 100_000)]
     pub(crate) items: usize,
 
-    /// Claiming tasks (--through store).
+    /// Claiming tasks (--through store). On PostgreSQL, `tenure::open` gives the store
+    /// a pool of 10 connections: tasks beyond it wait for one.
     #[arg(short = 'w', long, default_value_t = 4)]
     pub(crate) workers: usize,
 
