@@ -186,12 +186,23 @@ fn key<T>(v: Option<String>, make: fn(String) -> tenure_core::Result<T>) -> OpRe
 
 /// Reads one row selected with [`ITEM_COLS`] (or the lean list).
 fn read_item(row: &Row<'_>) -> OpResult<(i64, Item)> {
+    read_item_of(row, None)
+}
+
+/// As [`read_item`]; with `queue`, a row of that queue (as the claim's scan of one
+/// queue reads) shares its name instead of copying and checking it again.
+fn read_item_of(row: &Row<'_>, queue: Option<&QueueName>) -> OpResult<(i64, Item)> {
     let seq: i64 = row.get(0)?;
-    let id: Vec<u8> = row.get(1)?;
-    let state: String = row.get(9)?;
+    let id = blob_id(row.get_ref(1)?.as_blob().map_err(rusqlite::Error::from)?)?;
+    let state = row.get_ref(9)?.as_str().map_err(rusqlite::Error::from)?;
+    let stored_queue = row.get_ref(2)?.as_str().map_err(rusqlite::Error::from)?;
+    let queue = match queue {
+        Some(q) if q.as_str() == stored_queue => q.clone(),
+        _ => QueueName::new(stored_queue).map_err(corrupt)?,
+    };
     let item = Item {
-        id: blob_id(&id)?,
-        queue: QueueName::new(row.get::<_, String>(2)?).map_err(corrupt)?,
+        id,
+        queue,
         payload: row.get(3)?,
         stream: key(row.get(4)?, StreamKey::new)?,
         scope: key(row.get(5)?, ScopeKey::new)?,
@@ -408,7 +419,7 @@ impl<'a> Share<'a> {
 /// index is ordered by `run_at`, and the scan of a level stops at `now`. With a
 /// [`Share`] it walks the same index and keeps only the owner's share.
 struct QueueCursor<'q> {
-    queue: &'q str,
+    queue: &'q QueueName,
     share: Option<&'q Share<'q>>,
     buf: VecDeque<Candidate>,
     level: Option<i64>,
@@ -418,7 +429,7 @@ struct QueueCursor<'q> {
 }
 
 impl<'q> QueueCursor<'q> {
-    fn new(queue: &'q str, share: Option<&'q Share<'q>>) -> Self {
+    fn new(queue: &'q QueueName, share: Option<&'q Share<'q>>) -> Self {
         QueueCursor {
             queue,
             share,
@@ -436,7 +447,7 @@ impl<'q> QueueCursor<'q> {
                 let mut next = conn.prepare_cached(SQL_NEXT_LEVEL)?;
                 let from = self.level.unwrap_or(i64::MIN);
                 match next
-                    .query_row(params![self.queue, from], |r| r.get::<_, i64>(0))
+                    .query_row(params![self.queue.as_str(), from], |r| r.get::<_, i64>(0))
                     .optional()?
                 {
                     Some(p) => {
@@ -457,7 +468,7 @@ impl<'q> QueueCursor<'q> {
                 None => {
                     stmt = conn.prepare_cached(SQL_LEVEL_SCAN)?;
                     stmt.query(params![
-                        self.queue,
+                        self.queue.as_str(),
                         level,
                         now.as_micros(),
                         self.after.0,
@@ -468,7 +479,7 @@ impl<'q> QueueCursor<'q> {
                 Some(share) => {
                     stmt = conn.prepare_cached(SQL_LEVEL_SCAN_PARTITIONED)?;
                     stmt.query(params![
-                        self.queue,
+                        self.queue.as_str(),
                         level,
                         now.as_micros(),
                         self.after.0,
@@ -483,7 +494,7 @@ impl<'q> QueueCursor<'q> {
             };
             let mut got = 0usize;
             while let Some(row) = rows.next()? {
-                let (seq, item) = read_item(row)?;
+                let (seq, item) = read_item_of(row, Some(self.queue))?;
                 self.after = (item.run_at.as_micros(), seq);
                 self.buf.push_back(Candidate { seq, item });
                 got += 1;
@@ -535,14 +546,14 @@ pub(crate) fn claim(cx: &Cx<'_>, params: &ClaimParams) -> OpResult<Vec<Lease>> {
         Some(p) => Some(Share::of(conn, &params.owner, p.partitions)?),
         None => None,
     };
-    let mut queues: Vec<&str> = params.queues.iter().map(QueueName::as_str).collect();
+    let mut queues: Vec<&QueueName> = params.queues.iter().collect();
     queues.sort_unstable();
     queues.dedup();
 
     // G2/G6: expired leases of these queues first, exactly as recover_expired.
     let mut recovered = Recovered::default();
     for q in &queues {
-        recover_where(cx, Some(q), u32::MAX, &mut recovered)?;
+        recover_where(cx, Some(q.as_str()), u32::MAX, &mut recovered)?;
     }
 
     let limit = usize::try_from(params.limit).unwrap_or(usize::MAX);
