@@ -22,8 +22,9 @@
 //!
 //! # How the contract is encoded
 //!
-//! Every [`Store`](tenure_core::Store) operation is one Lua script (`src/scripts/`,
-//! each with the shared `lib.lua` in front), run with `EVALSHA`. Redis runs a script
+//! Every [`Store`](tenure_core::Store) operation is one Lua function (`src/scripts/`),
+//! all of them in one Redis function library (Redis 7 or later) with the shared
+//! `lib.lua` at its top, run with `FCALL`. Redis runs a function
 //! alone, so every transition is atomic (G1): no other command sees half of a claim or
 //! of a finalize. The store's [`Clock`](tenure_core::Clock) is read once per call and
 //! passed into the script as microseconds; no script reads the server's `TIME`, so a
@@ -145,8 +146,7 @@
 //! | 100, 4 | 30,889 | 47,467 | 0.65 |
 //! | 100, 16 | 25,071 | 50,234 | 0.50 |
 //!
-//! Where the difference goes, server side: each script first runs `lib.lua` (about
-//! 40 helper closures, some 4 µs a call here), a claim first looks for expired leases
+//! Where the difference goes, server side: a claim first looks for expired leases
 //! and due schedules of its queues, and each claimed item is read whole (it is
 //! answered) and written, with its queue's running set, its owner's set and the ready
 //! counter kept in step, once per call. That bookkeeping is what lets recovery,
@@ -160,8 +160,12 @@
 //! the next call opens a new one, so the same store works again once the server is
 //! back, without a restart. A call whose connection broke mid-way may or may not have
 //! been applied: every finalize is fenced on `(id, attempt)`, so retrying it can never
-//! finalize an item twice. After a restart that emptied the script cache, the first
-//! call of each script loads it again (`NOSCRIPT`).
+//! finalize an item twice. The store loads its function library (`FUNCTION LOAD`)
+//! when a call answers `Function not found`, as after a restart without persistence
+//! or a `FUNCTION FLUSH`, and sends the call again; with AOF or RDB persistence the
+//! library survives a restart like the data. The library's name carries a hash of
+//! its text, so stores of different versions can share a server; a library no
+//! version uses any more stays until `FUNCTION DELETE tenure_<hash>`.
 #![deny(missing_docs)]
 
 mod config;
