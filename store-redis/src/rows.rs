@@ -35,8 +35,8 @@ pub(crate) fn id_of(s: &str) -> Result<ItemId> {
         .map_err(|_| bad_reply(format!("{s:?} is not an item id")))
 }
 
-/// An item's fields as the claim script answers them: [`ITEM_FIELDS`], in that order
-/// (`claim.lua` names them in its `HMGET`), `nil` for an absent field.
+/// An item's fields in a fixed order ([`ITEM_FIELDS`], or [`CLAIMED_FIELDS`] for a
+/// claim's answer), `None` for an absent field.
 pub(crate) type Fields = Vec<Option<Vec<u8>>>;
 
 /// The item hash's field names, in [`Fields`] order.
@@ -58,6 +58,51 @@ pub(crate) fn item(flat: Flat) -> Result<Item> {
         }
     }
     item_fields(fields)
+}
+
+/// What the claim script answers of each item it claimed, in this order (`claim.lua`
+/// names them in its `HMGET`): every field of [`ITEM_FIELDS`] but `s` (the script
+/// checks it is `ready`), `o` and `le` (a ready item has neither), `rn` and `ua`,
+/// all of which the claim overwrites.
+pub(crate) const CLAIMED_FIELDS: [&str; 15] = [
+    "id", "q", "pl", "st", "sc", "dk", "pr", "ra", "a", "sl", "ma", "ms", "mr", "e", "ca",
+];
+
+/// Decodes an item the claim script answered in [`CLAIMED_FIELDS`] order, as it was
+/// before the claim: `ready`, no owner or expiry, no renewals; its `updated_at`
+/// stands at `created_at` until the caller applies the claim, which sets it.
+pub(crate) fn claimed_item(fields: Fields) -> Result<Item> {
+    let Ok::<[Option<Vec<u8>>; CLAIMED_FIELDS.len()], _>(
+        [id, q, pl, st, sc, dk, pr, ra, a, sl, ma, ms, mr, e, ca],
+    ) = fields.try_into()
+    else {
+        return Err(bad_reply(
+            "a claimed item answered with the wrong number of fields",
+        ));
+    };
+    let ua = ca.clone();
+    item_fields(vec![
+        id,
+        q,
+        pl,
+        st,
+        sc,
+        dk,
+        pr,
+        ra,
+        Some(b"ready".to_vec()),
+        a,
+        None,
+        None,
+        Some(b"0".to_vec()),
+        sl,
+        ma,
+        ms,
+        mr,
+        e,
+        ca,
+        ua,
+    ])
 }
 
 /// Decodes an item answered in [`Fields`] order.
@@ -100,4 +145,28 @@ pub(crate) fn item_fields(fields: Fields) -> Result<Item> {
         created_at: time(need(ca, "ca")?, "ca")?,
         updated_at: time(need(ua, "ua")?, "ua")?,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_claim_script_reads_the_claimed_fields_in_order_then_the_state() {
+        let lua = include_str!("scripts/claim.lua");
+        let start = lua.find("redis.call('HMGET', key, ").unwrap();
+        let call = &lua[start..start + lua[start..].find(')').unwrap()];
+        let names: Vec<&str> = call.split('\'').skip(3).step_by(2).collect();
+        let mut want = CLAIMED_FIELDS.to_vec();
+        want.push("s");
+        assert_eq!(names, want);
+        // Every claimed field is an item field, and those left out are the ones a
+        // claim overwrites.
+        let left_out: Vec<&str> = ITEM_FIELDS
+            .iter()
+            .copied()
+            .filter(|f| !CLAIMED_FIELDS.contains(f))
+            .collect();
+        assert_eq!(left_out, ["s", "o", "le", "rn", "ua"]);
+    }
 }

@@ -394,7 +394,7 @@ impl Store for RedisStore {
         answers
             .into_iter()
             .map(|fields| {
-                let mut item = rows::item_fields(fields)?;
+                let mut item = rows::claimed_item(fields)?;
                 if !machine::claim(&mut item, &params.owner, now, params.lease_for)
                     || item.lease_expires_at != Some(expires_at)
                 {

@@ -3,8 +3,8 @@
 -- scheduled candidates first (G2, G6, G7), then takes candidates by (priority, run_at,
 -- seq) across the queues (G8). Every entry of a `ready` zset is claimable (G9, G10 are
 -- kept by the write path), so a claim of B items reads about B entries. Answers the
--- claimed items' fields as they were before the claim (in the order `rows.rs` decodes,
--- false when absent), in claim order.
+-- claimed items' fields as they were before the claim, less those the claim
+-- overwrites (in the order `rows.rs` decodes, false when absent), in claim order.
 --
 -- Partitioned (G14): the owner must be registered (else the error NOTFOUND, nothing
 -- written); every due candidate is looked at, the scoped ones waiting behind the first
@@ -39,14 +39,17 @@ local owned = {}
 local function take(q, m)
   local id = member_id(m)
   local key = k_item(id)
-  -- One read of every field, in the order `rows.rs` decodes (ITEM_FIELDS there):
-  -- what this script needs, and the answer (the caller applies the claim's own
-  -- changes to it, which it knows: state, attempt + 1, owner, expiry, renewals,
-  -- updated_at).
-  local v = redis.call('HMGET', key, 'id', 'q', 'pl', 'st', 'sc', 'dk', 'pr', 'ra', 's',
-    'a', 'o', 'le', 'rn', 'sl', 'ma', 'ms', 'mr', 'e', 'ca', 'ua')
-  if v[9] ~= 'ready' then return false end
-  local a = tonumber(v[10])
+  -- One read: what this script needs, and the answer, in the order `rows.rs`
+  -- decodes (CLAIMED_FIELDS there): every field but those the claim overwrites
+  -- (the caller applies the claim's own changes, which it knows: state, attempt + 1,
+  -- owner, expiry, renewals, updated_at). Each value read costs the server a
+  -- conversion into Lua and another into the answer, so the state is read last,
+  -- checked, and left out of the answer; owner and expiry a ready item has not.
+  local v = redis.call('HMGET', key, 'id', 'q', 'pl', 'st', 'sc', 'dk', 'pr', 'ra', 'a',
+    'sl', 'ma', 'ms', 'mr', 'e', 'ca', 's')
+  if v[16] ~= 'ready' then return false end
+  v[16] = nil
+  local a = tonumber(v[9])
   local sc = v[5] or nil
   redis.call('HSET', key, 's', 'running', 'a', N(a + 1), 'o', owner, 'le', N(expires),
     'rn', '0', 'ua', N(now))
