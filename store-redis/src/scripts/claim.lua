@@ -59,7 +59,11 @@ local function take(q, m)
   run[#run + 1] = id
   owned[#owned + 1] = id
   if sc then scope_taken(sc, q, m, id) end
-  out[#out + 1] = v
+  -- The answer: the text fields, then the eight numbers in one string, so the client
+  -- parses 8 values per item, not 15 (CLAIMED_FIELDS in `rows.rs` has the order).
+  out[#out + 1] = {v[1], v[2], v[3], v[4], v[5], v[6], v[14],
+    v[7] .. ' ' .. v[8] .. ' ' .. v[9] .. ' ' .. v[10] .. ' ' .. v[11] .. ' ' .. v[12] .. ' '
+      .. v[13] .. ' ' .. v[15]}
   return true
 end
 
