@@ -60,8 +60,9 @@ pub(crate) fn item(flat: Flat) -> Result<Item> {
     item_fields(fields)
 }
 
-/// What the claim script reads of each item it claims, in this order (`claim.lua`
-/// names them in its `HMGET`, then `s`, which it checks is `ready`): every field of
+/// What the claim script answers of each item it claims, in this order (it knows
+/// the first two, the id and the queue; `claim.lua` names the others in its `HMGET`,
+/// then `s`, which it checks is `ready`): every field of
 /// [`ITEM_FIELDS`] but `s`, `o` and `le` (a ready item has neither), `rn` and `ua`,
 /// all of which the claim overwrites. It answers the text fields `id q pl st sc dk
 /// e`, then the numbers `pr ra a sl ma ms mr ca` as one string, space-separated: a
@@ -182,9 +183,11 @@ mod tests {
         let start = lua.find("redis.call('HMGET', key, ").unwrap();
         let call = &lua[start..start + lua[start..].find(')').unwrap()];
         let names: Vec<&str> = call.split('\'').skip(3).step_by(2).collect();
-        let mut want = CLAIMED_FIELDS.to_vec();
+        // The id and queue the script knows, so it reads the rest, then the state.
+        let mut want = CLAIMED_FIELDS[2..].to_vec();
         want.push("s");
         assert_eq!(names, want);
+        assert_eq!(CLAIMED_FIELDS[..2], ["id", "q"]);
         // Every claimed field is an item field, and those left out are the ones a
         // claim overwrites.
         let left_out: Vec<&str> = ITEM_FIELDS

@@ -39,18 +39,18 @@ local owned = {}
 local function take(q, m)
   local id = member_id(m)
   local key = k_item(id)
-  -- One read: what this script needs, and the answer, in the order `rows.rs`
-  -- decodes (CLAIMED_FIELDS there): every field but those the claim overwrites
-  -- (the caller applies the claim's own changes, which it knows: state, attempt + 1,
-  -- owner, expiry, renewals, updated_at). Each value read costs the server a
-  -- conversion into Lua and another into the answer, so the state is read last,
-  -- checked, and left out of the answer; owner and expiry a ready item has not.
-  local v = redis.call('HMGET', key, 'id', 'q', 'pl', 'st', 'sc', 'dk', 'pr', 'ra', 'a',
-    'sl', 'ma', 'ms', 'mr', 'e', 'ca', 's')
-  if v[16] ~= 'ready' then return false end
-  v[16] = nil
-  local a = tonumber(v[9])
-  local sc = v[5] or nil
+  -- One read: what this script needs and the answer, in the order `rows.rs` decodes
+  -- (CLAIMED_FIELDS there): every field but those the claim overwrites (the caller
+  -- applies the claim's own changes, which it knows: state, attempt + 1, owner,
+  -- expiry, renewals, updated_at). Each value read costs the server a conversion into
+  -- Lua and another into the answer, so the id and queue, known here, are not read,
+  -- the state is read last, checked, and not answered, and owner and expiry, which a
+  -- ready item has not, are neither.
+  local v = redis.call('HMGET', key, 'pl', 'st', 'sc', 'dk', 'pr', 'ra', 'a', 'sl', 'ma',
+    'ms', 'mr', 'e', 'ca', 's')
+  if v[14] ~= 'ready' then return false end
+  local a = tonumber(v[7])
+  local sc = v[3] or nil
   redis.call('HSET', key, 's', 'running', 'a', N(a + 1), 'o', owner, 'le', N(expires),
     'rn', '0', 'ua', N(now))
   local run = taken[q]
@@ -60,10 +60,10 @@ local function take(q, m)
   owned[#owned + 1] = id
   if sc then scope_taken(sc, q, m, id) end
   -- The answer: the text fields, then the eight numbers in one string, so the client
-  -- parses 8 values per item, not 15 (CLAIMED_FIELDS in `rows.rs` has the order).
-  out[#out + 1] = {v[1], v[2], v[3], v[4], v[5], v[6], v[14],
-    v[7] .. ' ' .. v[8] .. ' ' .. v[9] .. ' ' .. v[10] .. ' ' .. v[11] .. ' ' .. v[12] .. ' '
-      .. v[13] .. ' ' .. v[15]}
+  -- parses 8 values per item, not 15.
+  out[#out + 1] = {id, q, v[1], v[2], v[3], v[4], v[12],
+    v[5] .. ' ' .. v[6] .. ' ' .. v[7] .. ' ' .. v[8] .. ' ' .. v[9] .. ' ' .. v[10] .. ' '
+      .. v[11] .. ' ' .. v[13]}
   return true
 end
 
