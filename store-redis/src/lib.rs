@@ -135,22 +135,23 @@
 //! (LPOP off a list, a lease hash and an expiry zset, a finalize fenced on
 //! `owner:attempt`) in the same run. One run on the shared 2-core development machine
 //! with other builds running (load average about 3; runs of the same code differ by
-//! up to 0.2 in a cell), items/s:
+//! up to 0.3 in a cell: other runs of it gave 0.84 0.61 0.71 / 0.65 0.75 0.47 and
+//! 0.41 0.66 0.78 / 0.76 0.88 0.47), items/s:
 //!
 //! | B, W | tenure | raw Lua | ratio |
 //! |---|---|---|---|
-//! | 1, 1 | 7,538 | 8,979 | 0.84 |
-//! | 1, 4 | 14,688 | 23,973 | 0.61 |
-//! | 1, 16 | 16,959 | 23,735 | 0.71 |
-//! | 100, 1 | 33,662 | 52,001 | 0.65 |
-//! | 100, 4 | 39,815 | 53,360 | 0.75 |
-//! | 100, 16 | 39,552 | 84,720 | 0.47 |
+//! | 1, 1 | 10,204 | 17,033 | 0.60 |
+//! | 1, 4 | 14,405 | 24,159 | 0.60 |
+//! | 1, 16 | 15,469 | 25,603 | 0.60 |
+//! | 100, 1 | 33,944 | 48,560 | 0.70 |
+//! | 100, 4 | 37,352 | 47,928 | 0.78 |
+//! | 100, 16 | 44,155 | 89,093 | 0.50 |
 //!
 //! Where the difference goes, server side (`INFO commandstats`, claim 100 then
-//! complete, per item): about 12.5 µs in the claim and 5.5 µs in the complete, against
+//! complete, per item): about 12 µs in the claim and 5.5 µs in the complete, against
 //! about 10.6 µs for the raw loop's claim and finalize together. A claim first looks
 //! for expired leases and due schedules of its queues (two reads, also at B = 1), and
-//! each claimed item is read (16 fields, each a value Redis converts into Lua) and
+//! each claimed item is read (14 fields, each a value Redis converts into Lua) and
 //! written, with its queue's running set, its owner's set and the ready counter kept
 //! in step, once per call. That bookkeeping is what lets recovery, eviction and
 //! `queue_counts` run without scans. Each call runs only its operation's Lua: the
