@@ -1,13 +1,17 @@
-//! The Lua scripts, one per operation, each with the helpers of `lib.lua` it uses in
-//! front.
+//! The Lua code: one Redis function library holding `lib.lua`'s helpers and one
+//! function per operation.
 //!
-//! A script is sent once per server (`EVALSHA`; on `NOSCRIPT`, as after a restart or
-//! `SCRIPT FLUSH`, the driver loads it and runs it again), so a call sends only the
-//! script's hash and its arguments. Redis runs a script's whole text on every call, so
-//! each helper it defines costs a closure per call: [`with_lib`] puts in front of an
-//! operation only the `lib.lua` definitions its text names, directly or through
-//! another definition, in `lib.lua`'s order (each definition comes after those it
-//! uses).
+//! The library is loaded once per server (`FUNCTION LOAD`; when a call answers
+//! `Function not found`, as after a restart without persistence or a `FUNCTION
+//! FLUSH`, the store loads it and calls again), so a call sends only the function's
+//! name and its arguments. Unlike a script sent with `EVALSHA`, whose whole text runs
+//! on every call (each helper it defines a closure built per call, some 4 µs for
+//! `lib.lua`'s forty here), a library's top level runs once, at load: a call runs
+//! only its own operation.
+//!
+//! The library's name and its functions' names carry a hash of its text
+//! (`tenure_<hash>`, `tenure_<hash>_claim`), so stores of different versions share
+//! a server without calling each other's code.
 
 use std::sync::LazyLock;
 
@@ -15,133 +19,104 @@ use redis::Script;
 
 const LIB: &str = include_str!("scripts/lib.lua");
 
-/// The compiled script of every operation, in contract order.
+/// The operations, by the name their function is registered under (after the
+/// library's tag), with their Lua bodies.
+const OPS: [(&str, &str); 18] = [
+    ("enqueue", include_str!("scripts/enqueue.lua")),
+    ("claim", include_str!("scripts/claim.lua")),
+    ("renew", include_str!("scripts/renew.lua")),
+    ("complete", include_str!("scripts/complete.lua")),
+    ("fail", include_str!("scripts/fail.lua")),
+    ("release", include_str!("scripts/release.lua")),
+    ("recover", include_str!("scripts/recover.lua")),
+    ("purge", include_str!("scripts/purge.lua")),
+    ("requeue", include_str!("scripts/requeue.lua")),
+    ("discard", include_str!("scripts/discard.lua")),
+    ("item_get", include_str!("scripts/item_get.lua")),
+    ("queue_counts", include_str!("scripts/queue_counts.lua")),
+    ("heartbeat", include_str!("scripts/heartbeat.lua")),
+    ("instance_list", include_str!("scripts/instance_list.lua")),
+    ("evict", include_str!("scripts/evict.lua")),
+    ("deregister", include_str!("scripts/deregister.lua")),
+    ("leader_acquire", include_str!("scripts/leader_acquire.lua")),
+    ("leader_resign", include_str!("scripts/leader_resign.lua")),
+];
+
+/// Stands for the library's tag in the text that is hashed.
+const TAG: &str = "__TENURE_TAG__";
+
+/// The library text and the function name of every operation, in contract order.
 pub(crate) struct Scripts {
-    pub(crate) enqueue: Script,
-    pub(crate) claim: Script,
-    pub(crate) renew: Script,
-    pub(crate) complete: Script,
-    pub(crate) fail: Script,
-    pub(crate) release: Script,
-    pub(crate) recover: Script,
-    pub(crate) purge: Script,
-    pub(crate) requeue: Script,
-    pub(crate) discard: Script,
-    pub(crate) item_get: Script,
-    pub(crate) queue_counts: Script,
-    pub(crate) heartbeat: Script,
-    pub(crate) instance_list: Script,
-    pub(crate) evict: Script,
-    pub(crate) deregister: Script,
-    pub(crate) leader_acquire: Script,
-    pub(crate) leader_resign: Script,
+    /// The whole library, as `FUNCTION LOAD` takes it.
+    pub(crate) library: String,
+    pub(crate) enqueue: String,
+    pub(crate) claim: String,
+    pub(crate) renew: String,
+    pub(crate) complete: String,
+    pub(crate) fail: String,
+    pub(crate) release: String,
+    pub(crate) recover: String,
+    pub(crate) purge: String,
+    pub(crate) requeue: String,
+    pub(crate) discard: String,
+    pub(crate) item_get: String,
+    pub(crate) queue_counts: String,
+    pub(crate) heartbeat: String,
+    pub(crate) instance_list: String,
+    pub(crate) evict: String,
+    pub(crate) deregister: String,
+    pub(crate) leader_acquire: String,
+    pub(crate) leader_resign: String,
 }
 
-/// One top-level definition of `lib.lua`: the name it defines and its text (with the
-/// comment lines above it).
-struct Definition<'a> {
-    name: &'a str,
-    text: String,
-}
-
-/// Splits `lib.lua` at its top-level `local` definitions. The file's leading comment
-/// goes with the first one.
-fn definitions(lib: &str) -> Vec<Definition<'_>> {
-    let mut out: Vec<Definition<'_>> = Vec::new();
-    let mut pending = String::new();
-    for line in lib.lines() {
-        let defined = line
-            .strip_prefix("local function ")
-            .or_else(|| line.strip_prefix("local "))
-            .map(|rest| {
-                let end = rest
-                    .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
-                    .unwrap_or(rest.len());
-                &rest[..end]
-            })
-            .filter(|name| !name.is_empty());
-        match defined {
-            Some(name) => {
-                let mut text = std::mem::take(&mut pending);
-                text.push_str(line);
-                text.push('\n');
-                out.push(Definition { name, text });
-            }
-            None if line.starts_with("--") || line.trim().is_empty() => {
-                pending.push_str(line);
-                pending.push('\n');
-            }
-            None => {
-                // A continuation of the last definition (a function body, a table).
-                if let Some(last) = out.last_mut() {
-                    last.text.push_str(&pending);
-                    pending.clear();
-                    last.text.push_str(line);
-                    last.text.push('\n');
-                }
-            }
-        }
+/// The library of `lib` and `ops`: `lib` at the top, then each operation's body as
+/// a registered function whose first act is `set_root(KEYS[1])`. Answers the text
+/// and the registered names, in `ops` order.
+fn library(lib: &str, ops: &[(&str, &str)]) -> (String, Vec<String>) {
+    let mut body = String::from(lib);
+    for (name, op) in ops {
+        body.push_str(&format!(
+            "\nredis.register_function('tenure_{TAG}_{name}', function(KEYS, ARGV)\n\
+             set_root(KEYS[1])\n{op}\nend)\n"
+        ));
     }
-    out
-}
-
-/// True when `text` names `word` as a whole identifier.
-fn names(text: &str, word: &str) -> bool {
-    let ident = |c: char| c.is_ascii_alphanumeric() || c == '_';
-    text.match_indices(word).any(|(at, _)| {
-        let before = text[..at].chars().next_back();
-        let after = text[at + word.len()..].chars().next();
-        !before.is_some_and(ident) && !after.is_some_and(ident)
-    })
-}
-
-/// The operation's text with the definitions it needs in front.
-fn assemble(lib: &str, op: &str) -> String {
-    let defs = definitions(lib);
-    let mut needed = vec![false; defs.len()];
-    // Later definitions only use earlier ones, so one pass from the end settles it.
-    for i in (0..defs.len()).rev() {
-        let used_later = defs[i + 1..]
-            .iter()
-            .zip(&needed[i + 1..])
-            .any(|(d, n)| *n && names(&d.text, defs[i].name));
-        needed[i] = used_later || names(op, defs[i].name);
-    }
-    let mut script: String = defs
+    // The tag: the first 16 hex digits of the SHA-1 of the text without it.
+    let hash = Script::new(&body).get_hash().to_owned();
+    let tag = &hash[..16];
+    let text = format!("#!lua name=tenure_{tag}\n{}", body.replace(TAG, tag));
+    let names = ops
         .iter()
-        .zip(&needed)
-        .filter(|(_, n)| **n)
-        .map(|(d, _)| d.text.as_str())
+        .map(|(name, _)| format!("tenure_{tag}_{name}"))
         .collect();
-    script.push('\n');
-    script.push_str(op);
-    script
-}
-
-fn with_lib(op: &str) -> Script {
-    Script::new(&assemble(LIB, op))
+    (text, names)
 }
 
 /// Built once per process.
-pub(crate) static SCRIPTS: LazyLock<Scripts> = LazyLock::new(|| Scripts {
-    enqueue: with_lib(include_str!("scripts/enqueue.lua")),
-    claim: with_lib(include_str!("scripts/claim.lua")),
-    renew: with_lib(include_str!("scripts/renew.lua")),
-    complete: with_lib(include_str!("scripts/complete.lua")),
-    fail: with_lib(include_str!("scripts/fail.lua")),
-    release: with_lib(include_str!("scripts/release.lua")),
-    recover: with_lib(include_str!("scripts/recover.lua")),
-    purge: with_lib(include_str!("scripts/purge.lua")),
-    requeue: with_lib(include_str!("scripts/requeue.lua")),
-    discard: with_lib(include_str!("scripts/discard.lua")),
-    item_get: with_lib(include_str!("scripts/item_get.lua")),
-    queue_counts: with_lib(include_str!("scripts/queue_counts.lua")),
-    heartbeat: with_lib(include_str!("scripts/heartbeat.lua")),
-    instance_list: with_lib(include_str!("scripts/instance_list.lua")),
-    evict: with_lib(include_str!("scripts/evict.lua")),
-    deregister: with_lib(include_str!("scripts/deregister.lua")),
-    leader_acquire: with_lib(include_str!("scripts/leader_acquire.lua")),
-    leader_resign: with_lib(include_str!("scripts/leader_resign.lua")),
+pub(crate) static SCRIPTS: LazyLock<Scripts> = LazyLock::new(|| {
+    let (library, names) = library(LIB, &OPS);
+    let mut n = names.into_iter();
+    let mut next = || n.next().unwrap_or_default();
+    Scripts {
+        enqueue: next(),
+        claim: next(),
+        renew: next(),
+        complete: next(),
+        fail: next(),
+        release: next(),
+        recover: next(),
+        purge: next(),
+        requeue: next(),
+        discard: next(),
+        item_get: next(),
+        queue_counts: next(),
+        heartbeat: next(),
+        instance_list: next(),
+        evict: next(),
+        deregister: next(),
+        leader_acquire: next(),
+        leader_resign: next(),
+        library,
+    }
 });
 
 #[cfg(test)]
@@ -149,31 +124,37 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_script_gets_the_definitions_it_names_and_theirs_in_order() {
-        let lib = "-- header\nlocal P = KEYS[1]\nlocal function k_a(x) return P .. x end\n\
-                   -- b uses a\nlocal function b(x)\n  return k_a(x)\nend\n\
-                   local function unused() return 1 end\n";
-        let s = assemble(lib, "return b(1)\n");
-        assert!(s.starts_with("-- header\nlocal P = KEYS[1]\n"), "{s}");
-        let (p, a, b) = (
-            s.find("local P").unwrap(),
-            s.find("local function k_a").unwrap(),
-            s.find("local function b").unwrap(),
+    fn every_operation_is_a_function_named_with_the_tag_of_the_library_text() {
+        let (text, names) = library("local P\n", &[("a", "return 1"), ("b", "return 2")]);
+        let header = text.lines().next().unwrap();
+        let tag = header.strip_prefix("#!lua name=tenure_").unwrap();
+        assert_eq!(tag.len(), 16, "{header}");
+        assert_eq!(
+            names,
+            [format!("tenure_{tag}_a"), format!("tenure_{tag}_b")]
         );
-        assert!(p < a && a < b, "{s}");
-        assert!(s.contains("  return k_a(x)\nend\n"), "{s}");
-        assert!(!s.contains("unused"), "{s}");
-        // A name inside a longer identifier is not a use.
-        assert!(!assemble(lib, "return bb(1)\n").contains("local function b("));
+        for n in &names {
+            assert!(
+                text.contains(&format!("redis.register_function('{n}'")),
+                "{text}"
+            );
+        }
+        assert!(!text.contains(TAG), "{text}");
+        // Another text, another tag: versions never share a function name.
+        let (other, _) = library("local P\n", &[("a", "return 3"), ("b", "return 2")]);
+        assert_ne!(other.lines().next(), Some(header));
     }
 
     #[test]
-    fn every_script_keeps_the_root_key_and_drops_what_it_never_names() {
-        let claim = assemble(LIB, include_str!("scripts/claim.lua"));
-        assert!(claim.contains("local P = KEYS[1]"));
-        assert!(!claim.contains("local function k_leader"));
-        let leader = assemble(LIB, include_str!("scripts/leader_acquire.lua"));
-        assert!(leader.contains("local function k_leader"));
-        assert!(!leader.contains("local function place_due"));
+    fn the_real_library_names_every_operation_once() {
+        let s = &*SCRIPTS;
+        assert_eq!(
+            s.library.matches("redis.register_function(").count(),
+            OPS.len()
+        );
+        assert!(s
+            .library
+            .contains(&format!("redis.register_function('{}'", s.claim)));
+        assert!(s.claim.ends_with("_claim") && s.leader_resign.ends_with("_leader_resign"));
     }
 }

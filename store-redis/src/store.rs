@@ -5,7 +5,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 
 use redis::aio::MultiplexedConnection;
-use redis::{AsyncConnectionConfig, Client, FromRedisValue, ScriptInvocation, Value};
+use redis::{AsyncConnectionConfig, Client, Cmd, FromRedisValue, RedisResult, Value};
 use tenure_core::machine;
 use tenure_core::partition::key_hash;
 use tenure_core::{
@@ -185,10 +185,38 @@ impl RedisStore {
         }
     }
 
-    /// Runs a script that only reads.
-    async fn read<T: FromRedisValue>(&self, inv: &ScriptInvocation<'_>) -> Result<T> {
+    /// `FCALL` of the library function `name` with the store's root as its one key;
+    /// the caller adds the arguments.
+    fn call(&self, name: &str) -> Cmd {
+        let mut cmd = redis::cmd("FCALL");
+        cmd.arg(name).arg(1).arg(&self.inner.root);
+        cmd
+    }
+
+    /// Sends `cmd` (an `FCALL`); when the server has no such function (restarted
+    /// without persistence, `FUNCTION FLUSH`), loads the library and sends it again.
+    async fn fcall<T: FromRedisValue>(
+        conn: &mut MultiplexedConnection,
+        cmd: &Cmd,
+    ) -> RedisResult<T> {
+        match cmd.query_async(conn).await {
+            Err(e) if function_missing(&e) => {
+                redis::cmd("FUNCTION")
+                    .arg("LOAD")
+                    .arg("REPLACE")
+                    .arg(&SCRIPTS.library)
+                    .query_async::<()>(conn)
+                    .await?;
+                cmd.query_async(conn).await
+            }
+            other => other,
+        }
+    }
+
+    /// Runs a function that only reads.
+    async fn read<T: FromRedisValue>(&self, inv: &Cmd) -> Result<T> {
         let (generation, mut conn) = self.connection().await?;
-        match inv.invoke_async(&mut conn).await {
+        match Self::fcall(&mut conn, inv).await {
             Ok(v) => Ok(v),
             Err(e) => {
                 if needs_reconnect(&e) {
@@ -199,10 +227,10 @@ impl RedisStore {
         }
     }
 
-    /// Runs a script that writes, then the configured `WAIT` for replicas.
-    async fn write<T: FromRedisValue>(&self, inv: &ScriptInvocation<'_>) -> Result<T> {
+    /// Runs a function that writes, then the configured `WAIT` for replicas.
+    async fn write<T: FromRedisValue>(&self, inv: &Cmd) -> Result<T> {
         let (generation, mut conn) = self.connection().await?;
-        let out = match inv.invoke_async(&mut conn).await {
+        let out = match Self::fcall(&mut conn, inv).await {
             Ok(v) => v,
             Err(e) => {
                 if needs_reconnect(&e) {
@@ -247,11 +275,20 @@ impl RedisStore {
     }
 
     /// Pushes token pairs `id, attempt` onto an invocation.
-    fn tokens<'a>(inv: &mut ScriptInvocation<'a>, tokens: &[tenure_core::LeaseToken]) {
+    fn tokens(inv: &mut Cmd, tokens: &[tenure_core::LeaseToken]) {
         for t in tokens {
             inv.arg(t.id.to_string()).arg(t.attempt);
         }
     }
+}
+
+/// True when `err` is the server's answer to an `FCALL` of a function it does not
+/// have.
+fn function_missing(err: &redis::RedisError) -> bool {
+    err.code() == Some("ERR")
+        && err
+            .detail()
+            .is_some_and(|d| d.starts_with("Function not found"))
 }
 
 fn int_of(v: &Value) -> Result<i64> {
@@ -296,10 +333,8 @@ impl Store for RedisStore {
     async fn enqueue(&self, params: EnqueueParams) -> Result<Vec<Enqueued>> {
         params.validate(&self.inner.limits)?;
         let now = self.inner.clock.now();
-        let mut inv = SCRIPTS.enqueue.prepare_invoke();
-        inv.key(&self.inner.root)
-            .arg(micros(now))
-            .arg(params.items.len());
+        let mut inv = self.call(&SCRIPTS.enqueue);
+        inv.arg(micros(now)).arg(params.items.len());
         for it in &params.items {
             inv.arg(it.id.to_string())
                 .arg(it.queue.as_str())
@@ -338,9 +373,8 @@ impl Store for RedisStore {
         params.validate(&self.inner.limits)?;
         let now = self.inner.clock.now();
         let expires_at = now + params.lease_for;
-        let mut inv = SCRIPTS.claim.prepare_invoke();
-        inv.key(&self.inner.root)
-            .arg(micros(now))
+        let mut inv = self.call(&SCRIPTS.claim);
+        inv.arg(micros(now))
             .arg(params.owner.as_str())
             .arg(params.limit)
             .arg(duration_micros(params.lease_for))
@@ -360,7 +394,7 @@ impl Store for RedisStore {
         answers
             .into_iter()
             .map(|fields| {
-                let mut item = rows::item_fields(fields)?;
+                let mut item = rows::claimed_item(fields)?;
                 if !machine::claim(&mut item, &params.owner, now, params.lease_for)
                     || item.lease_expires_at != Some(expires_at)
                 {
@@ -376,10 +410,8 @@ impl Store for RedisStore {
 
     async fn renew(&self, params: RenewParams) -> Result<Vec<RenewOutcome>> {
         params.validate(&self.inner.limits)?;
-        let mut inv = SCRIPTS.renew.prepare_invoke();
-        inv.key(&self.inner.root)
-            .arg(self.now())
-            .arg(duration_micros(params.lease_for));
+        let mut inv = self.call(&SCRIPTS.renew);
+        inv.arg(self.now()).arg(duration_micros(params.lease_for));
         Self::tokens(&mut inv, &params.tokens);
         let answers: Vec<Vec<i64>> = self.write(&inv).await?;
         answers
@@ -400,9 +432,8 @@ impl Store for RedisStore {
 
     async fn complete(&self, params: CompleteParams) -> Result<Vec<TokenOutcome>> {
         params.validate(&self.inner.limits)?;
-        let mut inv = SCRIPTS.complete.prepare_invoke();
-        inv.key(&self.inner.root)
-            .arg(self.now())
+        let mut inv = self.call(&SCRIPTS.complete);
+        inv.arg(self.now())
             .arg(if self.inner.keep_done { "1" } else { "0" });
         Self::tokens(&mut inv, &params.tokens);
         let answers: Vec<i64> = self.write(&inv).await?;
@@ -411,8 +442,8 @@ impl Store for RedisStore {
 
     async fn fail(&self, params: FailParams) -> Result<Vec<FailOutcome>> {
         params.validate(&self.inner.limits)?;
-        let mut inv = SCRIPTS.fail.prepare_invoke();
-        inv.key(&self.inner.root).arg(self.now());
+        let mut inv = self.call(&SCRIPTS.fail);
+        inv.arg(self.now());
         for f in &params.failures {
             let delay = match f.retry {
                 Retry::After(d) => duration_micros(d),
@@ -441,8 +472,8 @@ impl Store for RedisStore {
 
     async fn release(&self, params: ReleaseParams) -> Result<Vec<TokenOutcome>> {
         params.validate(&self.inner.limits)?;
-        let mut inv = SCRIPTS.release.prepare_invoke();
-        inv.key(&self.inner.root).arg(self.now());
+        let mut inv = self.call(&SCRIPTS.release);
+        inv.arg(self.now());
         Self::tokens(&mut inv, &params.tokens);
         let answers: Vec<i64> = self.write(&inv).await?;
         Ok(token_outcomes(answers))
@@ -450,8 +481,8 @@ impl Store for RedisStore {
 
     async fn recover_expired(&self, params: RecoverParams) -> Result<Recovered> {
         params.validate(&self.inner.limits)?;
-        let mut inv = SCRIPTS.recover.prepare_invoke();
-        inv.key(&self.inner.root).arg(self.now()).arg(params.limit);
+        let mut inv = self.call(&SCRIPTS.recover);
+        inv.arg(self.now()).arg(params.limit);
         let (requeued, dead): (i64, i64) = self.write(&inv).await?;
         Ok(Recovered {
             requeued: u64_of(requeued),
@@ -461,9 +492,8 @@ impl Store for RedisStore {
 
     async fn purge(&self, params: PurgeParams) -> Result<Purged> {
         params.validate(&self.inner.limits)?;
-        let mut inv = SCRIPTS.purge.prepare_invoke();
-        inv.key(&self.inner.root)
-            .arg(self.now())
+        let mut inv = self.call(&SCRIPTS.purge);
+        inv.arg(self.now())
             .arg(duration_micros(params.keep_done_for))
             .arg(params.limit);
         let (items, keys): (i64, i64) = self.write(&inv).await?;
@@ -475,10 +505,8 @@ impl Store for RedisStore {
 
     async fn dead_requeue(&self, params: RequeueParams) -> Result<u64> {
         params.validate(&self.inner.limits)?;
-        let mut inv = SCRIPTS.requeue.prepare_invoke();
-        inv.key(&self.inner.root)
-            .arg(self.now())
-            .arg(params.additional_attempts);
+        let mut inv = self.call(&SCRIPTS.requeue);
+        inv.arg(self.now()).arg(params.additional_attempts);
         for id in &params.ids {
             inv.arg(id.to_string());
         }
@@ -488,8 +516,8 @@ impl Store for RedisStore {
 
     async fn dead_discard(&self, params: DiscardParams) -> Result<u64> {
         params.validate(&self.inner.limits)?;
-        let mut inv = SCRIPTS.discard.prepare_invoke();
-        inv.key(&self.inner.root).arg(self.now());
+        let mut inv = self.call(&SCRIPTS.discard);
+        inv.arg(self.now());
         for id in &params.ids {
             inv.arg(id.to_string());
         }
@@ -498,8 +526,8 @@ impl Store for RedisStore {
     }
 
     async fn item_get(&self, id: ItemId) -> Result<Option<Item>> {
-        let mut inv = SCRIPTS.item_get.prepare_invoke();
-        inv.key(&self.inner.root).arg(id.to_string());
+        let mut inv = self.call(&SCRIPTS.item_get);
+        inv.arg(id.to_string());
         let flat: Flat = self.read(&inv).await?;
         if flat.is_empty() {
             return Ok(None);
@@ -508,10 +536,8 @@ impl Store for RedisStore {
     }
 
     async fn queue_counts(&self, queue: &QueueName) -> Result<QueueCounts> {
-        let mut inv = SCRIPTS.queue_counts.prepare_invoke();
-        inv.key(&self.inner.root)
-            .arg(self.now())
-            .arg(queue.as_str());
+        let mut inv = self.call(&SCRIPTS.queue_counts);
+        inv.arg(self.now()).arg(queue.as_str());
         let c: Vec<i64> = self.read(&inv).await?;
         let [ready, scheduled, running, dead, done] = c.as_slice() else {
             return Err(bad_reply("queue_counts answered the wrong shape"));
@@ -526,17 +552,14 @@ impl Store for RedisStore {
     }
 
     async fn instance_heartbeat(&self, params: HeartbeatParams) -> Result<()> {
-        let mut inv = SCRIPTS.heartbeat.prepare_invoke();
-        inv.key(&self.inner.root)
-            .arg(self.now())
-            .arg(params.instance.as_str());
+        let mut inv = self.call(&SCRIPTS.heartbeat);
+        inv.arg(self.now()).arg(params.instance.as_str());
         let _: i64 = self.write(&inv).await?;
         Ok(())
     }
 
     async fn instance_list(&self) -> Result<Vec<Instance>> {
-        let mut inv = SCRIPTS.instance_list.prepare_invoke();
-        inv.key(&self.inner.root);
+        let inv = self.call(&SCRIPTS.instance_list);
         let rows: Vec<(String, i64, i64)> = self.read(&inv).await?;
         rows.into_iter()
             .map(|(id, started, seen)| {
@@ -551,10 +574,8 @@ impl Store for RedisStore {
 
     async fn instance_evict_stale(&self, params: EvictParams) -> Result<Evicted> {
         params.validate(&self.inner.limits)?;
-        let mut inv = SCRIPTS.evict.prepare_invoke();
-        inv.key(&self.inner.root)
-            .arg(self.now())
-            .arg(duration_micros(params.stale_after));
+        let mut inv = self.call(&SCRIPTS.evict);
+        inv.arg(self.now()).arg(duration_micros(params.stale_after));
         let answer: Vec<Value> = self.write(&inv).await?;
         let Some((released, ids)) = answer.split_first() else {
             return Err(bad_reply("instance_evict_stale answered nothing"));
@@ -570,10 +591,8 @@ impl Store for RedisStore {
     }
 
     async fn instance_deregister(&self, params: DeregisterParams) -> Result<Evicted> {
-        let mut inv = SCRIPTS.deregister.prepare_invoke();
-        inv.key(&self.inner.root)
-            .arg(self.now())
-            .arg(params.instance.as_str());
+        let mut inv = self.call(&SCRIPTS.deregister);
+        inv.arg(self.now()).arg(params.instance.as_str());
         let (released, registered): (i64, i64) = self.write(&inv).await?;
         Ok(Evicted {
             instances: if registered == 1 {
@@ -587,9 +606,8 @@ impl Store for RedisStore {
 
     async fn leader_acquire(&self, params: LeaderParams) -> Result<LeaderStatus> {
         params.validate(&self.inner.limits)?;
-        let mut inv = SCRIPTS.leader_acquire.prepare_invoke();
-        inv.key(&self.inner.root)
-            .arg(self.now())
+        let mut inv = self.call(&SCRIPTS.leader_acquire);
+        inv.arg(self.now())
             .arg(params.name.as_str())
             .arg(params.holder.as_str())
             .arg(duration_micros(params.lease_for));
@@ -610,9 +628,8 @@ impl Store for RedisStore {
 
     async fn leader_resign(&self, params: LeaderParams) -> Result<bool> {
         params.validate(&self.inner.limits)?;
-        let mut inv = SCRIPTS.leader_resign.prepare_invoke();
-        inv.key(&self.inner.root)
-            .arg(self.now())
+        let mut inv = self.call(&SCRIPTS.leader_resign);
+        inv.arg(self.now())
             .arg(params.name.as_str())
             .arg(params.holder.as_str());
         let n: i64 = self.write(&inv).await?;

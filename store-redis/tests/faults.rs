@@ -1,5 +1,6 @@
 //! Faults on Redis: a killed connection answers `Unavailable` and the same store works
-//! again by itself; a server that goes away and comes back is the same; a script
+//! again by itself; a server that goes away and comes back is the same, and one that
+//! lost the function library gets it again; a function
 //! that refuses its input leaves nothing written.
 
 // Test bodies: a failure is a failed test.
@@ -64,6 +65,52 @@ async fn a_killed_connection_answers_unavailable_then_the_store_reconnects_by_it
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_that_lost_the_function_library_gets_it_again_on_the_next_call() {
+    let Some(server) = TempRedis::start(&["--appendonly", "no"]).await else {
+        return;
+    };
+    let store = RedisStore::connect(
+        RedisConfig::new(server.url())
+            .prefix(&prefix())
+            .listen(false),
+    )
+    .await
+    .unwrap();
+    let id = store
+        .enqueue_one(NewItem::new(queue(), b"x".to_vec()))
+        .await
+        .unwrap()
+        .id;
+    let mut admin = admin(&server.url()).await;
+    let libraries: Vec<redis::Value> = redis::cmd("FUNCTION")
+        .arg("LIST")
+        .query_async(&mut admin)
+        .await
+        .unwrap();
+    assert_eq!(libraries.len(), 1, "the first call loaded the library");
+    // As after a restart without persistence: the data stays, the functions go.
+    let _: () = redis::cmd("FUNCTION")
+        .arg("FLUSH")
+        .query_async(&mut admin)
+        .await
+        .unwrap();
+    // The same connection, the same store: the call loads the library and runs.
+    let lease = store
+        .claim_one(queue(), OwnerId::new("w").unwrap(), LEASE)
+        .await
+        .unwrap()
+        .expect("the item is still there");
+    assert_eq!(lease.item.id, id);
+    store.complete_one(lease.token).await.unwrap();
+    let libraries: Vec<redis::Value> = redis::cmd("FUNCTION")
+        .arg("LIST")
+        .query_async(&mut admin)
+        .await
+        .unwrap();
+    assert_eq!(libraries.len(), 1, "loaded again, once");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_server_that_goes_away_is_unavailable_and_the_store_works_again_once_it_is_back() {
     let Some(mut server) =
         TempRedis::start(&["--appendonly", "yes", "--appendfsync", "always"]).await
@@ -102,8 +149,8 @@ async fn a_server_that_goes_away_is_unavailable_and_the_store_works_again_once_i
         "never a Follower: {err}"
     );
     server.boot().await;
-    // The same store, no rebuild: the item survived (AOF always) and the scripts,
-    // gone from the restarted server's cache, load again.
+    // The same store, no rebuild: the item survived (AOF always), and so did the
+    // function library, which the AOF keeps like the data.
     let item = store
         .item_get(id)
         .await

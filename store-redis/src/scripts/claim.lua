@@ -3,8 +3,8 @@
 -- scheduled candidates first (G2, G6, G7), then takes candidates by (priority, run_at,
 -- seq) across the queues (G8). Every entry of a `ready` zset is claimable (G9, G10 are
 -- kept by the write path), so a claim of B items reads about B entries. Answers the
--- claimed items' fields as they were before the claim (in the order `rows.rs` decodes,
--- false when absent), in claim order.
+-- claimed items' fields as they were before the claim, less those the claim
+-- overwrites (in the order `rows.rs` decodes, false when absent), in claim order.
 --
 -- Partitioned (G14): the owner must be registered (else the error NOTFOUND, nothing
 -- written); every due candidate is looked at, the scoped ones waiting behind the first
@@ -39,15 +39,18 @@ local owned = {}
 local function take(q, m)
   local id = member_id(m)
   local key = k_item(id)
-  -- One read of every field, in the order `rows.rs` decodes (ITEM_FIELDS there):
-  -- what this script needs, and the answer (the caller applies the claim's own
-  -- changes to it, which it knows: state, attempt + 1, owner, expiry, renewals,
-  -- updated_at).
-  local v = redis.call('HMGET', key, 'id', 'q', 'pl', 'st', 'sc', 'dk', 'pr', 'ra', 's',
-    'a', 'o', 'le', 'rn', 'sl', 'ma', 'ms', 'mr', 'e', 'ca', 'ua')
-  if v[9] ~= 'ready' then return false end
-  local a = tonumber(v[10])
-  local sc = v[5] or nil
+  -- One read: what this script needs and the answer, in the order `rows.rs` decodes
+  -- (CLAIMED_FIELDS there): every field but those the claim overwrites (the caller
+  -- applies the claim's own changes, which it knows: state, attempt + 1, owner,
+  -- expiry, renewals, updated_at). Each value read costs the server a conversion into
+  -- Lua and another into the answer, so the id and queue, known here, are not read,
+  -- the state is read last, checked, and not answered, and owner and expiry, which a
+  -- ready item has not, are neither.
+  local v = redis.call('HMGET', key, 'pl', 'st', 'sc', 'dk', 'pr', 'ra', 'a', 'sl', 'ma',
+    'ms', 'mr', 'e', 'ca', 's')
+  if v[14] ~= 'ready' then return false end
+  local a = tonumber(v[7])
+  local sc = v[3] or nil
   redis.call('HSET', key, 's', 'running', 'a', N(a + 1), 'o', owner, 'le', N(expires),
     'rn', '0', 'ua', N(now))
   local run = taken[q]
@@ -56,7 +59,11 @@ local function take(q, m)
   run[#run + 1] = id
   owned[#owned + 1] = id
   if sc then scope_taken(sc, q, m, id) end
-  out[#out + 1] = v
+  -- The answer: the text fields, then the eight numbers in one string, so the client
+  -- parses 8 values per item, not 15.
+  out[#out + 1] = {id, q, v[1], v[2], v[3], v[4], v[12],
+    v[5] .. ' ' .. v[6] .. ' ' .. v[7] .. ' ' .. v[8] .. ' ' .. v[9] .. ' ' .. v[10] .. ' '
+      .. v[11] .. ' ' .. v[13]}
   return true
 end
 

@@ -1,25 +1,41 @@
--- Shared by every script: the key layout and the index moves of the state machine.
--- Prepended to each operation's script, so each script is self-contained on the server.
+-- Shared by every operation: the key layout and the index moves of the state machine.
+-- The top of the one function library (`scripts.rs`): these definitions are made once,
+-- when the server loads the library, not on every call.
 --
 -- KEYS[1] is the prefix's root key `{prefix}`; every key below starts with it, so all
--- of a prefix's keys hash to one slot (Redis Cluster routes the script by KEYS[1]).
+-- of a prefix's keys hash to one slot (Redis Cluster routes the call by KEYS[1]).
+-- Each function sets it with set_root before anything else; a function runs alone
+-- on the server, so no other call sees P change under it.
 --
 -- Numbers: Lua numbers are doubles, exact for integers below 2^53 (times are
 -- microseconds since the epoch, about 1.7e15). Every number written to Redis goes
 -- through N(), never through Lua's own number-to-string conversion (which keeps only
 -- 14 significant digits).
 
-local P = KEYS[1]
+local P
 local function N(n) return string.format('%d', n) end
 
-local K_SEQ = P .. ':seq'          -- string: the last enqueue sequence number
-local K_QUEUES = P .. ':queues'    -- set: every queue that has had an item
-local K_DEDUP_EXP = P .. ':dedupx' -- zset: dedup entries (queue \0 key) by expiry
-local K_INST = P .. ':inst'        -- zset: instances by registration order
-local K_INST_SEEN = P .. ':seen'   -- zset: instances by last heartbeat
-local K_INST_IDS = P .. ':ids'     -- zset: instances, all scored 0, so by id in byte order (G14 rank)
-local K_INST_SEQ = P .. ':instseq' -- string: the last registration number
-local K_WAKE = P .. ':wake'        -- pub/sub channel: new work (a hint)
+local K_SEQ       -- string: the last enqueue sequence number
+local K_QUEUES    -- set: every queue that has had an item
+local K_DEDUP_EXP -- zset: dedup entries (queue \0 key) by expiry
+local K_INST      -- zset: instances by registration order
+local K_INST_SEEN -- zset: instances by last heartbeat
+local K_INST_IDS  -- zset: instances, all scored 0, so by id in byte order (G14 rank)
+local K_INST_SEQ  -- string: the last registration number
+local K_WAKE      -- pub/sub channel: new work (a hint)
+
+-- Every function of the library calls this first with its KEYS[1].
+local function set_root(root)
+  P = root
+  K_SEQ = P .. ':seq'
+  K_QUEUES = P .. ':queues'
+  K_DEDUP_EXP = P .. ':dedupx'
+  K_INST = P .. ':inst'
+  K_INST_SEEN = P .. ':seen'
+  K_INST_IDS = P .. ':ids'
+  K_INST_SEQ = P .. ':instseq'
+  K_WAKE = P .. ':wake'
+end
 
 local function k_item(id) return P .. ':i:' .. id end          -- hash: one item
 local function k_ready(q) return P .. ':r:' .. q end           -- zset: claimable candidates
