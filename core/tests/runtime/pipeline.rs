@@ -6,7 +6,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use tenure_core::runtime::{Job, Worker};
-use tenure_core::{ItemState, NewItem, ScopeKey, StreamKey};
+use tenure_core::{ItemId, ItemState, NewItem, ScopeKey, StreamKey};
 use tokio::time::Instant;
 
 use crate::support::{enqueue, enqueue_items, item, memory, queue, until, Probe};
@@ -132,17 +132,21 @@ async fn slow_handlers_turn_prefetch_off_and_claims_ask_only_for_free_slots() {
     worker.shutdown(Duration::from_secs(1)).await;
 }
 
-#[tokio::test(start_paused = true)]
-async fn a_prefetched_lease_still_waiting_at_its_renewal_is_given_back_not_renewed() {
-    let store = Probe::new(memory());
-    // Short items teach the worker its handlers are short; then one long item holds
-    // the only slot while the item behind it waits, prefetched.
+/// Eight short items teach the worker its handlers are short; then "long" holds the
+/// only slot while "behind" waits, prefetched. Returns the ids of those two.
+async fn short_then_long(store: &Probe<tenure_memory::MemoryStore>) -> (ItemId, ItemId) {
     let mut names: Vec<String> = (0..8).map(|i| format!("short-{i}")).collect();
     names.push("long".to_owned());
     names.push("behind".to_owned());
     let refs: Vec<&str> = names.iter().map(String::as_str).collect();
-    let ids = enqueue(&store, &refs).await;
-    let behind = ids[9];
+    let ids = enqueue(store, &refs).await;
+    (ids[8], ids[9])
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_prefetched_lease_still_waiting_at_its_renewal_is_given_back_not_renewed() {
+    let store = Probe::new(memory());
+    let (_, behind) = short_then_long(&store).await;
     let worker = Worker::builder(store.clone())
         .queue(queue())
         .concurrency(1)
@@ -269,12 +273,7 @@ async fn prefetch_and_overlapping_claims_keep_stream_order_and_one_running_item_
 #[tokio::test(start_paused = true)]
 async fn shutdown_gives_back_prefetched_leases_at_once_without_running_them() {
     let store = Probe::new(memory());
-    let mut names: Vec<String> = (0..8).map(|i| format!("short-{i}")).collect();
-    names.push("long".to_owned());
-    names.push("behind".to_owned());
-    let refs: Vec<&str> = names.iter().map(String::as_str).collect();
-    let ids = enqueue(&store, &refs).await;
-    let (long, behind) = (ids[8], ids[9]);
+    let (long, behind) = short_then_long(&store).await;
     let ran: Arc<Mutex<Vec<String>>> = Arc::default();
     let worker = Worker::builder(store.clone())
         .queue(queue())
