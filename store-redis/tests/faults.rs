@@ -26,23 +26,30 @@ fn prefix() -> String {
     format!("f_{}", uuid::Uuid::now_v7().simple())
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_killed_connection_answers_unavailable_then_the_store_reconnects_by_itself() {
-    let Some(server) = TempRedis::start(&["--appendonly", "no"]).await else {
-        return;
-    };
-    let store = RedisStore::connect(
-        RedisConfig::new(server.url())
-            .prefix(&prefix())
-            .listen(false),
-    )
-    .await
-    .unwrap();
+/// A store on `server` with a prefix of its own and no listener.
+fn config(server: &TempRedis) -> RedisConfig {
+    RedisConfig::new(server.url())
+        .prefix(&prefix())
+        .listen(false)
+}
+
+/// Connects with `config` and enqueues one item; returns the store and its id.
+async fn open_with_item(config: RedisConfig) -> (RedisStore, ItemId) {
+    let store = RedisStore::connect(config).await.unwrap();
     let id = store
         .enqueue_one(NewItem::new(queue(), b"x".to_vec()))
         .await
         .unwrap()
         .id;
+    (store, id)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_killed_connection_answers_unavailable_then_the_store_reconnects_by_itself() {
+    let Some(server) = TempRedis::start(&["--appendonly", "no"]).await else {
+        return;
+    };
+    let (store, id) = open_with_item(config(&server)).await;
     // Kill every client connection but this one: the store's connection goes.
     let mut admin = admin(&server.url()).await;
     let killed: i64 = redis::cmd("CLIENT")
@@ -69,18 +76,7 @@ async fn a_server_that_lost_the_function_library_gets_it_again_on_the_next_call(
     let Some(server) = TempRedis::start(&["--appendonly", "no"]).await else {
         return;
     };
-    let store = RedisStore::connect(
-        RedisConfig::new(server.url())
-            .prefix(&prefix())
-            .listen(false),
-    )
-    .await
-    .unwrap();
-    let id = store
-        .enqueue_one(NewItem::new(queue(), b"x".to_vec()))
-        .await
-        .unwrap()
-        .id;
+    let (store, id) = open_with_item(config(&server)).await;
     let mut admin = admin(&server.url()).await;
     let libraries: Vec<redis::Value> = redis::cmd("FUNCTION")
         .arg("LIST")
@@ -117,19 +113,8 @@ async fn a_server_that_goes_away_is_unavailable_and_the_store_works_again_once_i
     else {
         return;
     };
-    let store = RedisStore::connect(
-        RedisConfig::new(server.url())
-            .prefix(&prefix())
-            .listen(false)
-            .connect_timeout(Duration::from_millis(500)),
-    )
-    .await
-    .unwrap();
-    let id = store
-        .enqueue_one(NewItem::new(queue(), b"x".to_vec()))
-        .await
-        .unwrap()
-        .id;
+    let (store, id) =
+        open_with_item(config(&server).connect_timeout(Duration::from_millis(500))).await;
     server.kill();
     for _ in 0..3 {
         let err = store.item_get(id).await.unwrap_err();
@@ -170,13 +155,7 @@ async fn an_enqueue_refused_for_an_existing_id_writes_nothing_of_its_batch() {
     let Some(server) = TempRedis::start(&["--appendonly", "no"]).await else {
         return;
     };
-    let store = RedisStore::connect(
-        RedisConfig::new(server.url())
-            .prefix(&prefix())
-            .listen(false),
-    )
-    .await
-    .unwrap();
+    let store = RedisStore::connect(config(&server)).await.unwrap();
     let existing = store
         .enqueue_one(NewItem::new(queue(), b"first".to_vec()))
         .await
@@ -232,14 +211,9 @@ async fn a_write_too_few_replicas_acknowledged_is_unavailable_and_stays_applied(
         return;
     };
     // No replica will ever acknowledge: every write waits 50 ms and is told so.
-    let store = RedisStore::connect(
-        RedisConfig::new(server.url())
-            .prefix(&prefix())
-            .listen(false)
-            .wait_replicas(1, Duration::from_millis(50)),
-    )
-    .await
-    .unwrap();
+    let store = RedisStore::connect(config(&server).wait_replicas(1, Duration::from_millis(50)))
+        .await
+        .unwrap();
     let item = NewItem::new(queue(), b"x".to_vec());
     let id = item.id;
     let err = store.enqueue_one(item).await.unwrap_err();
