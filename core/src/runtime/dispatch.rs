@@ -42,21 +42,23 @@ impl Shared {
     /// none while the handlers are slow or have not run yet.
     fn prefetch_now(&self) -> usize {
         let s = &self.settings;
-        if s.prefetch == 0 {
-            return 0;
-        }
         let average = self.handler_micros.load(Ordering::Relaxed);
-        if average == UNKNOWN {
-            return 0;
-        }
-        let wait = Duration::from_micros(average)
-            .saturating_mul(u32::try_from(s.prefetch).unwrap_or(u32::MAX))
-            / u32::try_from(s.concurrency).unwrap_or(u32::MAX);
-        if wait <= s.renew_after / 4 {
+        if s.prefetch > 0 && average != UNKNOWN && average <= self.prefetch_limit_micros() {
             s.prefetch
         } else {
             0
         }
+    }
+
+    /// The longest average handler run time at which the prefetch applies: a queued
+    /// lease then waits about `prefetch / concurrency` runs, at most a quarter of the
+    /// renewal interval.
+    fn prefetch_limit_micros(&self) -> u64 {
+        let s = &self.settings;
+        let limit = (s.renew_after / 4)
+            .saturating_mul(u32::try_from(s.concurrency).unwrap_or(u32::MAX))
+            / u32::try_from(s.prefetch.max(1)).unwrap_or(u32::MAX);
+        u64::try_from(limit.as_micros()).unwrap_or(UNKNOWN - 1)
     }
 
     /// Counts `n` leases the claim loop asked for.
@@ -177,11 +179,10 @@ impl Shared {
     /// prefetch off, so it stays off until short runs bring the average down again
     /// (and a given-back lease is not claimed straight back into the queue).
     pub(crate) fn prefetch_missed(&self) {
-        let s = &self.settings;
-        let off = (s.renew_after / 4)
-            .saturating_mul(u32::try_from(s.concurrency).unwrap_or(u32::MAX))
-            / u32::try_from(s.prefetch.max(1)).unwrap_or(u32::MAX);
-        let floor = u64::try_from(off.as_micros().saturating_mul(2)).unwrap_or(UNKNOWN - 1);
+        let floor = self
+            .prefetch_limit_micros()
+            .saturating_mul(2)
+            .min(UNKNOWN - 1);
         let _ = self
             .handler_micros
             .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |avg| {
