@@ -532,7 +532,7 @@ impl Store for RedisStore {
         if flat.is_empty() {
             return Ok(None);
         }
-        rows::item(flat).map(Some)
+        rows::item(id, flat).map(Some)
     }
 
     async fn queue_counts(&self, queue: &QueueName) -> Result<QueueCounts> {

@@ -25,8 +25,9 @@ for i = 3, #ARGV, 2 do
     if h.sc then scope_freed(h.sc) end
     stream_leave(h, now)
     if keep then
-      redis.call('HSET', k_item(id), 's', 'done', 'ua', N(now))
-      redis.call('HDEL', k_item(id), 'o', 'le')
+      h.s, h.ua = 'done', now
+      redis.call('HSET', k_item(id), 's', state_of(h))
+      redis.call('HDEL', k_item(id), 'l')
       redis.call('ZADD', k_done(h.q), N(now), id)
     else
       -- A running item is in no index but its queue's running set and its owner's,

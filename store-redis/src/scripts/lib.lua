@@ -70,6 +70,30 @@ local function order_lt(sa, ma, sb, mb)
   return ma < mb
 end
 
+-- An item hash has few fields, because every field a command names is a scan of the
+-- hash's listpack and every value read is a conversion into Lua:
+--   q           the queue
+--   pl          the payload
+--   st, sc, dk  the stream, scope and dedup keys (absent when none)
+--   e           the last error (absent when none)
+--   s           "<state> <attempt> <renewals> <updated_at>": what every transition
+--               writes, and the fence reads
+--   n           "<priority> <run_at> <stalls> <max_attempts> <max_stalls>
+--               <max_renewals> <created_at> <seq> <hash_hi> <hash_lo>": what few
+--               transitions change; the first seven in the order a claim answers them
+--   l           "<owner> <lease_expires_at>", only while running
+
+-- The `s` field of h.
+local function state_of(h)
+  return h.s .. ' ' .. N(h.a) .. ' ' .. N(h.rn) .. ' ' .. N(h.ua)
+end
+
+-- The `n` field of h.
+local function numbers_of(h)
+  return N(h.pr) .. ' ' .. N(h.ra) .. ' ' .. N(h.sl) .. ' ' .. N(h.ma) .. ' ' .. N(h.ms)
+    .. ' ' .. N(h.mr) .. ' ' .. N(h.ca) .. ' ' .. N(h.sq) .. ' ' .. h.hh .. ' ' .. h.hl
+end
+
 -- The fields of an item hash as a table, or nil when there is no such item.
 local function load(id)
   local flat = redis.call('HGETALL', k_item(id))
@@ -77,26 +101,27 @@ local function load(id)
   local h = {}
   for i = 1, #flat, 2 do h[flat[i]] = flat[i + 1] end
   h.id = id
-  h.pr = tonumber(h.pr)
-  h.ra = tonumber(h.ra)
-  h.sq = tonumber(h.sq)
-  h.a = tonumber(h.a)
-  h.rn = tonumber(h.rn)
-  h.sl = tonumber(h.sl)
-  h.ma = tonumber(h.ma)
-  h.ms = tonumber(h.ms)
-  h.mr = tonumber(h.mr)
-  if h.le then h.le = tonumber(h.le) end
+  local s, a, rn, ua = string.match(h.s, '^(%a+) (%d+) (%d+) (%-?%d+)$')
+  h.s, h.a, h.rn, h.ua = s, tonumber(a), tonumber(rn), tonumber(ua)
+  local pr, ra, sl, ma, ms, mr, ca, sq, hh, hl = string.match(h.n,
+    '^(%-?%d+) (%-?%d+) (%d+) (%d+) (%d+) (%d+) (%-?%d+) (%d+) (%d+) (%d+)$')
+  h.pr, h.ra, h.sl, h.ma, h.ms = tonumber(pr), tonumber(ra), tonumber(sl), tonumber(ma), tonumber(ms)
+  h.mr, h.ca, h.sq, h.hh, h.hl = tonumber(mr), tonumber(ca), tonumber(sq), hh, hl
+  if h.l then
+    local o, le = string.match(h.l, '^(%S+) (%-?%d+)$')
+    h.o, h.le = o, tonumber(le)
+  end
   return h
 end
 
--- The fields a finalize needs, or nil when there is no such item: one HMGET, never
--- the payload.
+-- The fields a finalize needs, or nil when there is no such item: one HMGET of five
+-- small fields, never the payload.
 local function load_running(id)
-  local v = redis.call('HMGET', k_item(id), 's', 'a', 'q', 'o', 'sc', 'st')
+  local v = redis.call('HMGET', k_item(id), 's', 'q', 'l', 'sc', 'st')
   if not v[1] then return nil end
-  return {id = id, s = v[1], a = tonumber(v[2]), q = v[3], o = v[4] or nil,
-    sc = v[5] or nil, st = v[6] or nil}
+  local s, a, rn = string.match(v[1], '^(%a+) (%d+) (%d+) ')
+  return {id = id, s = s, a = tonumber(a), rn = tonumber(rn), q = v[2],
+    o = v[3] and string.match(v[3], '^(%S+)') or nil, sc = v[4] or nil, st = v[5] or nil}
 end
 
 -- True when token (id, attempt) names the item's current running attempt (G3).
@@ -208,16 +233,18 @@ end
 -- (for counts) and is placed.
 local function become_ready(h, now)
   h.s = 'ready'
-  redis.call('HSET', k_item(h.id), 's', 'ready', 'ra', N(h.ra), 'ua', N(now))
-  redis.call('HDEL', k_item(h.id), 'o', 'le')
+  h.ua = now
+  redis.call('HSET', k_item(h.id), 's', state_of(h), 'n', numbers_of(h))
+  redis.call('HDEL', k_item(h.id), 'l')
   redis.call('HINCRBY', k_count(h.q), 'ready', 1)
   place(h, now)
 end
 
 local function become_dead(h, now)
   h.s = 'dead'
-  redis.call('HSET', k_item(h.id), 's', 'dead', 'ua', N(now))
-  redis.call('HDEL', k_item(h.id), 'o', 'le')
+  h.ua = now
+  redis.call('HSET', k_item(h.id), 's', state_of(h), 'n', numbers_of(h))
+  redis.call('HDEL', k_item(h.id), 'l')
   redis.call('SADD', k_dead(h.q), h.id)
 end
 
@@ -225,7 +252,6 @@ end
 -- (G6), else back to ready at `now` (G2). Returns 'dead' or 'requeued'.
 local function stall(h, now)
   h.sl = h.sl + 1
-  redis.call('HSET', k_item(h.id), 'sl', N(h.sl))
   if h.sl >= h.ms then
     redis.call('HSET', k_item(h.id), 'e', 'stalled: lease expired ' .. N(h.sl) .. ' times')
     become_dead(h, now)
