@@ -1,6 +1,7 @@
--- Store::claim. ARGV: now, owner, limit, lease (µs), partitions (0: not partitioned),
--- queue count, queues... Recovers the queues' expired leases and moves their due
--- scheduled candidates first (G2, G6, G7), then takes candidates by (priority, run_at,
+-- Store::claim. ARGV: now, owner, limit, the lease's expiry (now + lease, µs),
+-- partitions (0: not partitioned), queue count, queues... Recovers the queues' expired
+-- leases and moves their due scheduled candidates first when their `due` bound says
+-- there may be some (G2, G6, G7), then takes candidates by (priority, run_at,
 -- seq) across the queues (G8). Every entry of a `ready` zset is claimable (G9, G10 are
 -- kept by the write path), so a claim of B items reads about B entries. Answers each
 -- claimed item as it was before the claim, less what the claim overwrites (see
@@ -14,8 +15,8 @@
 -- costs O(n) where an ordinary claim costs O(B).
 local now = tonumber(ARGV[1])
 local owner = ARGV[2]
-local limit = tonumber(ARGV[3])
-local lease = tonumber(ARGV[4])
+local expires_n = ARGV[4]
+local expires = tonumber(expires_n)
 local partitions = tonumber(ARGV[5])
 local nq = tonumber(ARGV[6])
 local queues = {}
@@ -26,13 +27,13 @@ if partitions > 0 then
   if not rank then return redis.error_reply('NOTFOUND ' .. owner) end
   live = redis.call('ZCARD', K_INST_IDS)
 end
-for _, q in ipairs(queues) do recover_queue(q, now) end
-for _, q in ipairs(queues) do promote_due(q, now) end
+-- Per queue, its `due` bound and whether it is to be written (lib.lua's catch_up).
+local dues, rewrite = {}, {}
+for _, q in ipairs(queues) do dues[q], rewrite[q] = catch_up(q, now) end
 
-local expires = now + lease
-local expires_n = N(expires)
--- What every claimed item's `s` ends with, and its `l` (lib.lua's item layout).
-local claimed_tail = ' 0 ' .. N(now)
+-- What every claimed item's `s` ends with, and its `l` (lib.lua's item layout): the
+-- times as the client wrote them.
+local claimed_tail = ' 0 ' .. ARGV[1]
 local lease_field = owner .. ' ' .. expires_n
 local out = {}
 -- Per queue, the running-set entries (score, member) to add; the owner's new ids.
@@ -49,7 +50,7 @@ local function take(q, m)
   local v = redis.call('HMGET', key, 's', 'pl', 'st', 'sc', 'dk', 'e', 'n')
   local a = v[1] and string.match(v[1], '^ready (%d+) ')
   if not a then return false end
-  redis.call('HSET', key, 's', 'running ' .. N(a + 1) .. claimed_tail, 'l', lease_field)
+  redis.call('HSET', key, 's', 'running ' .. next_attempt(a) .. claimed_tail, 'l', lease_field)
   local run = taken[q]
   if not run then run = {}; taken[q] = run end
   run[#run + 1] = expires_n
@@ -65,6 +66,7 @@ end
 if partitions > 0 then
   -- Every due candidate: each queue's `ready`, and behind every free scope's first
   -- (which is in `ready`) the rest of its waiting set.
+  local limit = tonumber(ARGV[3])
   local cands = {}
   for _, q in ipairs(queues) do
     local ms = redis.call('ZRANGE', k_ready(q), 0, -1, 'WITHSCORES')
@@ -111,9 +113,10 @@ elseif nq == 1 then
   -- one of them changes this queue's other members (a scope has at most one
   -- candidate per queue).
   local q = queues[1]
-  local popped = redis.call('ZPOPMIN', k_ready(q), limit)
+  local popped = redis.call('ZPOPMIN', k_ready(q), ARGV[3])
   for i = 1, #popped, 2 do take(q, popped[i]) end
 else
+  local limit = tonumber(ARGV[3])
   while #out < limit do
     local want = limit - #out
     local cands = {}
@@ -136,6 +139,13 @@ end
 for q, run in pairs(taken) do
   redis.call('ZADD', k_run(q), unpack(run))
   redis.call('HINCRBY', k_count(q), 'ready', -(#run / 2))
+  if expires < dues[q] then
+    dues[q] = expires
+    rewrite[q] = true
+  end
+end
+for q, due in pairs(dues) do
+  if rewrite[q] then redis.call('HSET', k_count(q), 'due', N(due)) end
 end
 if #owned > 0 then redis.call('SADD', k_owner(owner), unpack(owned)) end
 return out

@@ -15,6 +15,7 @@ for i = 3, #ARGV, 2 do
     h.rn, h.ua = h.rn + 1, now
     redis.call('HSET', k_item(id), 's', state_of(h), 'l', h.o .. ' ' .. N(expires))
     redis.call('ZADD', k_run(h.q), N(expires), id)
+    lower_due(h.q, expires)
     out[#out + 1] = {1, expires, h.rn}
   end
 end
