@@ -15,16 +15,17 @@ use sqlx::query::Query;
 use sqlx::{Acquire, PgConnection, PgPool, Postgres, Row, Transaction};
 use tenure_core::partition::key_hash;
 use tenure_core::{
-    async_trait, validate_identifier, Capabilities, ClaimParams, CompleteParams, DeregisterParams,
-    DiscardParams, EnqueueParams, Enqueued, Error, EvictParams, Evicted, FailOutcome, FailParams,
-    HeartbeatParams, Instance, Item, ItemId, ItemState, LeaderParams, LeaderStatus, Lease, Limits,
-    NewItem, OwnerId, PurgeParams, Purged, QueueCounts, QueueName, RecoverParams, Recovered,
-    ReleaseParams, RenewOutcome, RenewParams, RequeueParams, Result, Retry, SharedClock, Store,
-    Timestamp, TokenOutcome, WakeSignal,
+    async_trait, Capabilities, ClaimParams, CompleteParams, DeregisterParams, DiscardParams,
+    EnqueueParams, Enqueued, Error, EvictParams, Evicted, FailOutcome, FailParams, HeartbeatParams,
+    Instance, Item, ItemId, ItemState, LeaderParams, LeaderStatus, Lease, Limits, NewItem, OwnerId,
+    PurgeParams, Purged, QueueCounts, QueueName, RecoverParams, Recovered, ReleaseParams,
+    RenewOutcome, RenewParams, RequeueParams, Result, Retry, SharedClock, Store, Timestamp,
+    TokenOutcome, WakeSignal,
 };
 use tokio::task::JoinHandle;
 use uuid::Uuid;
 
+use crate::connect::{check_schema, check_url, diagnosed};
 use crate::error::{db_code, map};
 use crate::rows::{i32_of, u32_of};
 use crate::sql::{Sql, SCOPE_INDEX};
@@ -46,6 +47,9 @@ pub struct PgStore {
 
 struct Inner {
     pool: PgPool,
+    /// What the pool connects with, for [`diagnosed`] acquires.
+    options: PgConnectOptions,
+    max_connections: u32,
     sql: Sql,
     schema: String,
     clock: SharedClock,
@@ -97,12 +101,17 @@ impl PgStore {
     /// [`migrate_on_connect(false)`](PgConfig::migrate_on_connect), applies missing
     /// migrations.
     ///
-    /// The schema name is validated first: an unsafe name answers
-    /// [`Error::InvalidInput`] naming `schema`, and nothing is executed. Connections are
+    /// The schema name and the URL are validated first: an unsafe name or a
+    /// PostgreSQL system schema (`information_schema`, `pg_*`) answers
+    /// [`Error::InvalidInput`] naming `schema`; a URL parameter outside
+    /// [`DRIVER_PARAMETERS`](crate::DRIVER_PARAMETERS), or a certificate file that
+    /// does not exist, answers [`Error::InvalidInput`] naming `url` and the
+    /// parameter. Nothing is executed then. Connections are
     /// opened lazily, so with `migrate_on_connect(false)` this succeeds even while the
     /// server is down (calls then answer [`Error::Unavailable`] until it is back).
     pub async fn connect(config: PgConfig) -> Result<PgStore> {
-        validate_identifier("schema", &config.schema)?;
+        check_schema("schema", &config.schema)?;
+        check_url(&config.url)?;
         let mut options = PgConnectOptions::from_str(&config.url)
             .map_err(|e| Error::invalid("url", e.to_string()))?
             .application_name(&config.application_name);
@@ -134,6 +143,8 @@ impl PgStore {
         let store = PgStore {
             inner: Arc::new(Inner {
                 pool,
+                options: options.clone(),
+                max_connections: config.max_connections,
                 sql: Sql::new(&config.schema),
                 schema: config.schema.clone(),
                 clock: config.clock.clone(),
@@ -163,7 +174,21 @@ impl PgStore {
     /// Safe to run from several processes at once; a schema newer than this code
     /// answers [`Error::Conflict`].
     pub async fn migrate(&self) -> Result<()> {
-        migrate::run(self.inner.pool.clone(), self.inner.schema.clone()).await
+        let tx = self.begin().await?;
+        migrate::run(tx, &self.inner.schema).await
+    }
+
+    /// A transaction on a pooled connection, acquired as [`diagnosed`] says.
+    async fn begin(&self) -> Result<Transaction<'static, Postgres>> {
+        let pool = &self.inner.pool;
+        diagnosed(
+            pool,
+            &self.inner.options,
+            self.inner.max_connections,
+            pool.begin(),
+        )
+        .await
+        .map_err(map)
     }
 
     /// A statement, prepared and cached per connection unless statement caching is
@@ -174,10 +199,19 @@ impl PgStore {
 
     /// A connection for one call (see [`Session`]).
     async fn raw_session(&self) -> std::result::Result<Session, sqlx::Error> {
+        let (pool, options, max) = (
+            &self.inner.pool,
+            &self.inner.options,
+            self.inner.max_connections,
+        );
         if self.inner.statement_cache {
-            Ok(Session::Auto(self.inner.pool.acquire().await?))
+            Ok(Session::Auto(
+                diagnosed(pool, options, max, pool.acquire()).await?,
+            ))
         } else {
-            Ok(Session::Tx(self.inner.pool.begin().await?))
+            Ok(Session::Tx(
+                diagnosed(pool, options, max, pool.begin()).await?,
+            ))
         }
     }
 
@@ -596,7 +630,7 @@ impl PgStore {
         ids: &[Uuid],
         attempts: Option<&[i32]>,
     ) -> Result<Vec<Uuid>> {
-        let mut tx = self.inner.pool.begin().await.map_err(map)?;
+        let mut tx = self.begin().await?;
         let mut q = self.query(sql).bind(now.as_micros()).bind(ids);
         if let Some(a) = attempts {
             q = q.bind(a);
@@ -766,7 +800,7 @@ impl Store for PgStore {
                 })
                 .collect()
         } else {
-            let mut tx = self.inner.pool.begin().await.map_err(map)?;
+            let mut tx = self.begin().await?;
             let out = self.enqueue_steps(&mut tx, &params.items, now).await?;
             tx.commit().await.map_err(map)?;
             out
