@@ -93,6 +93,11 @@ mod g13_leader;
 mod g14_partitioned_claiming;
 mod g15_bad_input;
 
+mod across_queues;
+mod g15_bounds;
+mod mixed_batches;
+mod varied_inputs;
+
 pub use case::{
     Capability, Case, CaseFn, CaseFuture, CaseResult, Entry, Env, Failure, Report, Status, Verdict,
 };
