@@ -6,6 +6,7 @@ use std::collections::{BTreeSet, HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use tenure_conformance::Unreachable;
 use tenure_conformance::{
     cases, run_all, run_case, Capability, Case, CaseResult, Env, Harness, Report, Status, Verdict,
 };
@@ -41,13 +42,15 @@ impl Harness for MemoryHarness {
         Ok(store.clone())
     }
 
-    async fn open_unreachable(&self, clock: ManualClock) -> Result<Option<MemoryStore>> {
+    async fn open_unreachable(&self, clock: ManualClock) -> Result<Unreachable<MemoryStore>> {
         if !self.unreachable {
-            return Ok(None);
+            return Ok(Unreachable::not_offered(
+                "this harness keeps its store reachable",
+            ));
         }
         let store = MemoryStore::new(clock);
         store.set_available(false);
-        Ok(Some(store))
+        Ok(Unreachable::Store(store))
     }
 }
 
@@ -485,10 +488,10 @@ impl Harness for FlawedHarness {
         Ok(store.clone())
     }
 
-    async fn open_unreachable(&self, clock: ManualClock) -> Result<Option<Flawed>> {
+    async fn open_unreachable(&self, clock: ManualClock) -> Result<Unreachable<Flawed>> {
         let store = self.open(clock).await?;
         store.inner.set_available(false);
-        Ok(Some(store))
+        Ok(Unreachable::Store(store))
     }
 }
 
@@ -583,6 +586,83 @@ mod memory_store {
         assert!(
             report.to_string().contains("did not apply g13_leader::"),
             "{report}"
+        );
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn without_an_unreachable_store_the_certificate_leaves_g13_uncertified_saying_why() {
+        let report = run_all(&MemoryHarness {
+            keep_done: false,
+            unreachable: false,
+        })
+        .await;
+        let cert = report.certificate();
+        assert!(!cert.is_complete(), "{cert}");
+        assert_eq!(cert.not_certified.len(), 1, "{cert}");
+        let line = &cert.not_certified[0];
+        assert!(line.starts_with("g13_leader: "), "{line}");
+        assert!(
+            line.contains("an_unreachable_store_is_an_error_never_a_follower")
+                && line.contains("this harness keeps its store reachable"),
+            "{line}"
+        );
+        assert!(!cert.groups_passed.contains(&"g13_leader"), "{cert}");
+        assert_eq!(cert.groups_passed.len(), cert.groups - 1, "{cert}");
+        let text = cert.to_string();
+        assert!(text.contains("not certified:\n    g13_leader: "), "{text}");
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_full_run_certifies_every_group_naming_store_cases_and_capabilities() {
+        let report = run_all(&MemoryHarness {
+            keep_done: false,
+            unreachable: true,
+        })
+        .await;
+        let cert = report.certificate();
+        assert!(cert.is_complete(), "{cert}");
+        assert_eq!(cert.store, Some("memory"), "{cert}");
+        assert_eq!(cert.groups_passed.len(), cert.groups, "{cert}");
+        assert_eq!(cert.cases, cases::<MemoryHarness>().len(), "{cert}");
+        assert_eq!(cert.passed, cert.cases, "{cert}");
+        assert_eq!(cert.capabilities, vec!["partitioned_claiming"], "{cert}");
+        let text = cert.to_string();
+        for want in [
+            "memory store",
+            &format!("groups passed: {0} of {0}", cert.groups),
+            &format!("cases: {0} of {0} passed", cert.cases),
+            "capabilities declared: partitioned_claiming",
+            "not certified: nothing",
+        ] {
+            assert!(text.contains(want), "{want:?} missing from\n{text}");
+        }
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn failed_and_skipped_groups_are_not_certified_one_line_each() {
+        // Breaks G10 across queues only.
+        let report = run_all(&FlawedHarness(Flaw::ScopesPerQueue)).await;
+        let cert = report.certificate();
+        let g10: Vec<&String> = cert
+            .not_certified
+            .iter()
+            .filter(|l| l.starts_with("g10_scope: "))
+            .collect();
+        assert_eq!(g10.len(), 1, "{cert}");
+        assert!(
+            g10[0].contains("failed")
+                && g10[0].contains("a_busy_scope_is_passed_over_in_every_queue"),
+            "{cert}"
+        );
+        let skipping = run_all(&FlawedHarness(Flaw::ClaimsAllWithoutThePartitionCapability)).await;
+        let cert = skipping.certificate();
+        assert!(cert.capabilities.is_empty(), "{cert}");
+        assert!(
+            cert.not_certified
+                .iter()
+                .any(|l| l.starts_with("g14_partitioned_claiming: ")
+                    && l.contains("skipped: capability partitioned_claiming not declared")),
+            "{cert}"
         );
     }
 }
