@@ -59,7 +59,12 @@ fn rank_of(who: &OwnerId, instances: &[&OwnerId]) -> (u32, u32) {
 
 /// True when the instance `who` among `instances` takes the unpinned item with this
 /// stream and id.
-fn in_share(stream: Option<&StreamKey>, id: ItemId, who: &OwnerId, instances: &[&OwnerId]) -> bool {
+pub(crate) fn in_share(
+    stream: Option<&StreamKey>,
+    id: ItemId,
+    who: &OwnerId,
+    instances: &[&OwnerId],
+) -> bool {
     let (rank, live) = rank_of(who, instances);
     takes(
         partitioning().partition_of(key_hash(stream, id)),
@@ -69,7 +74,7 @@ fn in_share(stream: Option<&StreamKey>, id: ItemId, who: &OwnerId, instances: &[
 }
 
 /// The ids `instance-a`, `instance-b` and `instance-c`, in rank order.
-fn three_instances() -> Result<(OwnerId, OwnerId, OwnerId), Failure> {
+pub(crate) fn three_instances() -> Result<(OwnerId, OwnerId, OwnerId), Failure> {
     Ok((
         owner("instance-a")?,
         owner("instance-b")?,
@@ -88,7 +93,10 @@ fn id_in_share(who: &OwnerId, instances: &[&OwnerId]) -> ItemId {
 }
 
 /// The first stream key `prefix-N` for which `pick` holds.
-fn stream_where(prefix: &str, pick: impl Fn(&StreamKey) -> bool) -> Result<StreamKey, Failure> {
+pub(crate) fn stream_where(
+    prefix: &str,
+    pick: impl Fn(&StreamKey) -> bool,
+) -> Result<StreamKey, Failure> {
     for n in 0..100_000 {
         let s = stream(&format!("{prefix}-{n}"))?;
         if pick(&s) {
@@ -101,7 +109,7 @@ fn stream_where(prefix: &str, pick: impl Fn(&StreamKey) -> bool) -> Result<Strea
     ))
 }
 
-async fn beat<S: Store + ?Sized>(store: &S, who: &OwnerId) -> Result<(), Failure> {
+pub(crate) async fn beat<S: Store + ?Sized>(store: &S, who: &OwnerId) -> Result<(), Failure> {
     store
         .instance_heartbeat(HeartbeatParams::new(who.clone()))
         .await
@@ -109,7 +117,7 @@ async fn beat<S: Store + ?Sized>(store: &S, who: &OwnerId) -> Result<(), Failure
 }
 
 /// A partitioned claim of up to `limit` items of `queue` for `who`.
-async fn pclaim<S: Store + ?Sized>(
+pub(crate) async fn pclaim<S: Store + ?Sized>(
     store: &S,
     queue: &QueueName,
     who: &OwnerId,
@@ -125,7 +133,7 @@ async fn pclaim<S: Store + ?Sized>(
     Ok(leases)
 }
 
-fn id_set(leases: &[Lease]) -> BTreeSet<ItemId> {
+pub(crate) fn id_set(leases: &[Lease]) -> BTreeSet<ItemId> {
     leases.iter().map(|l| l.token.id).collect()
 }
 

@@ -6,6 +6,7 @@ use std::collections::{BTreeSet, HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use tenure_conformance::Unreachable;
 use tenure_conformance::{
     cases, run_all, run_case, Capability, Case, CaseResult, Env, Harness, Report, Status, Verdict,
 };
@@ -17,6 +18,7 @@ use tenure_core::{
     ReleaseParams, RenewOutcome, RenewParams, RequeueParams, Result, Retry, Schedule, ScopeKey,
     Store, StreamKey, TokenOutcome, WakeSignal, MAX_ATTEMPTS_LIMIT,
 };
+use tenure_core::{Clock, DedupKey};
 use tenure_memory::MemoryStore;
 
 // ---------------------------------------------------------------------------------------
@@ -40,13 +42,15 @@ impl Harness for MemoryHarness {
         Ok(store.clone())
     }
 
-    async fn open_unreachable(&self, clock: ManualClock) -> Result<Option<MemoryStore>> {
+    async fn open_unreachable(&self, clock: ManualClock) -> Result<Unreachable<MemoryStore>> {
         if !self.unreachable {
-            return Ok(None);
+            return Ok(Unreachable::not_offered(
+                "this harness keeps its store reachable",
+            ));
         }
         let store = MemoryStore::new(clock);
         store.set_available(false);
-        Ok(Some(store))
+        Ok(Unreachable::Store(store))
     }
 }
 
@@ -88,6 +92,38 @@ enum Flaw {
     /// Does not declare partitioned claiming, yet serves partitioned claims as ordinary
     /// ones instead of refusing them (G14's mandatory case).
     ClaimsAllWithoutThePartitionCapability,
+    /// Keys streams by queue and stream, so a stream's order and pin stop at its queue
+    /// (breaks G9 and G14 across queues).
+    StreamsPerQueue,
+    /// Keys scopes by queue and scope, so a busy scope is free in other queues (G10).
+    ScopesPerQueue,
+    /// Records a dedup key for the last queue that used it, forgetting the other
+    /// queue's item (G11 across queues).
+    DedupKeyOwnedByLastQueue,
+    /// Answers a batch of renew, complete, fail or release in the order of the item
+    /// ids, not of the tokens (G3 in batches).
+    BatchAnswersInIdOrder,
+    /// Finalizes every token of a batch of more than one by the item's current
+    /// attempt, whatever the token says (G3 in batches).
+    BatchesIgnoreTheAttempt,
+    /// Leases every claim for 30 s, whatever was asked (G2).
+    FixedClaimLease,
+    /// Renews every lease for 30 s, whatever was asked (G4).
+    FixedRenewLease,
+    /// Leases the leader lease for 15 s, whatever was asked (G13).
+    FixedLeaderLease,
+    /// Evicts by the default 30 s silence, whatever was asked (G12).
+    FixedStaleAfter,
+    /// Recovers every expired lease in one pass, whatever the limit (G2).
+    IgnoresRecoverLimit,
+    /// Claims one item more than the limit asks (G8).
+    ClaimLimitOffByOne,
+    /// Writes a `run_at` outside the schedule window, clamped to its edge (G15).
+    ClampsRunAtIntoTheWindow,
+    /// Writes a delay longer than the schedule window, clamped to it (G15).
+    ClampsLongDelays,
+    /// Reads only as many queue names of a claim as the limit allows (G15).
+    TruncatesTheQueueList,
 }
 
 /// What the wrapper hid from the inner store, to show it again on reads.
@@ -97,12 +133,16 @@ struct Hidden {
     streams: HashMap<ItemId, StreamKey>,
     renewals: HashMap<ItemId, u32>,
     stalls: HashMap<ItemId, u32>,
+    dedup_keys: HashMap<ItemId, DedupKey>,
+    /// Per dedup key, the queue that last used it and how often it changed hands.
+    dedup_owner: HashMap<String, (QueueName, u32)>,
     handed: Vec<Lease>,
 }
 
 #[derive(Clone, Debug)]
 struct Flawed {
     inner: MemoryStore,
+    clock: ManualClock,
     flaw: Flaw,
     hidden: Arc<Mutex<Hidden>>,
 }
@@ -128,6 +168,33 @@ impl Flawed {
         }
         if let Some(&n) = hidden.stalls.get(&item.id) {
             item.max_stalls = n;
+        }
+        if let Some(k) = hidden.dedup_keys.get(&item.id) {
+            item.dedup_key = Some(k.clone());
+        }
+    }
+
+    /// With [`Flaw::BatchesIgnoreTheAttempt`], a batch's tokens rewritten to the items'
+    /// current attempts.
+    async fn current_attempts(&self, tokens: &mut [LeaseToken]) -> Result<()> {
+        if self.flaw != Flaw::BatchesIgnoreTheAttempt || tokens.len() < 2 {
+            return Ok(());
+        }
+        for token in tokens {
+            if let Some(item) = self.inner.item_get(token.id).await? {
+                if item.state == ItemState::Running {
+                    *token = LeaseToken::new(token.id, item.attempt);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// With [`Flaw::BatchAnswersInIdOrder`], sorts a batch by item id (and answers in
+    /// that order).
+    fn id_order<T>(&self, batch: &mut [T], id: impl Fn(&T) -> ItemId) {
+        if self.flaw == Flaw::BatchAnswersInIdOrder {
+            batch.sort_by_key(|t| id(t));
         }
     }
 }
@@ -177,6 +244,44 @@ impl Store for Flawed {
                 Flaw::ClaimsFutureItems => item.schedule = Schedule::Now,
                 Flaw::IgnoresPriority => item.priority = 0,
                 Flaw::IgnoresDedupKeys => item.dedup_key = None,
+                Flaw::StreamsPerQueue => {
+                    if let Some(s) = item.stream.take() {
+                        item.stream = Some(StreamKey::new(format!("{}/{s}", item.queue))?);
+                        self.hidden().streams.insert(item.id, s);
+                    }
+                }
+                Flaw::ScopesPerQueue => {
+                    if let Some(s) = item.scope.take() {
+                        item.scope = Some(ScopeKey::new(format!("{}/{s}", item.queue))?);
+                        self.hidden().scopes.insert(item.id, s);
+                    }
+                }
+                Flaw::DedupKeyOwnedByLastQueue => {
+                    if let Some(k) = item.dedup_key.take() {
+                        let mut hidden = self.hidden();
+                        let owner = hidden
+                            .dedup_owner
+                            .entry(k.to_string())
+                            .or_insert((item.queue.clone(), 0));
+                        if owner.0 != item.queue {
+                            *owner = (item.queue.clone(), owner.1 + 1);
+                        }
+                        item.dedup_key = Some(DedupKey::new(format!("{k}#{}", owner.1))?);
+                        hidden.dedup_keys.insert(item.id, k);
+                    }
+                }
+                Flaw::ClampsRunAtIntoTheWindow => {
+                    let (window, now) = (self.limits().schedule_window, self.clock.now());
+                    if let Schedule::At(t) = item.schedule {
+                        item.schedule = Schedule::At(t.clamp(now - window, now + window));
+                    }
+                }
+                Flaw::ClampsLongDelays => {
+                    let window = self.limits().schedule_window;
+                    if let Schedule::After(d) = item.schedule {
+                        item.schedule = Schedule::After(d.min(window));
+                    }
+                }
                 _ => {}
             }
         }
@@ -199,6 +304,14 @@ impl Store for Flawed {
         }
         let limit = params.limit as usize;
         let owner = params.owner.clone();
+        match self.flaw {
+            Flaw::FixedClaimLease => params.lease_for = Duration::from_secs(30),
+            Flaw::ClaimLimitOffByOne => params.limit += 1,
+            Flaw::TruncatesTheQueueList => {
+                params.queues.truncate(self.limits().max_claim_queues);
+            }
+            _ => {}
+        }
         let mut leases = self.inner.claim(params).await?;
         if self.flaw == Flaw::LosesReclaimedLeases {
             leases.retain(|l| l.token.attempt == 1);
@@ -233,11 +346,18 @@ impl Store for Flawed {
         Ok(leases)
     }
 
-    async fn renew(&self, params: RenewParams) -> Result<Vec<RenewOutcome>> {
+    async fn renew(&self, mut params: RenewParams) -> Result<Vec<RenewOutcome>> {
+        if self.flaw == Flaw::FixedRenewLease {
+            params.lease_for = Duration::from_secs(30);
+        }
+        self.current_attempts(&mut params.tokens).await?;
+        self.id_order(&mut params.tokens, |t| t.id);
         self.inner.renew(params).await
     }
 
     async fn complete(&self, mut params: CompleteParams) -> Result<Vec<TokenOutcome>> {
+        self.current_attempts(&mut params.tokens).await?;
+        self.id_order(&mut params.tokens, |t| t.id);
         if self.flaw == Flaw::IgnoresAttemptOnComplete {
             for token in &mut params.tokens {
                 if let Some(item) = self.inner.item_get(token.id).await? {
@@ -258,14 +378,25 @@ impl Store for Flawed {
                 }
             }
         }
+        let mut tokens: Vec<LeaseToken> = params.failures.iter().map(|f| f.token).collect();
+        self.current_attempts(&mut tokens).await?;
+        for (f, t) in params.failures.iter_mut().zip(tokens) {
+            f.token = t;
+        }
+        self.id_order(&mut params.failures, |f| f.token.id);
         self.inner.fail(params).await
     }
 
-    async fn release(&self, params: ReleaseParams) -> Result<Vec<TokenOutcome>> {
+    async fn release(&self, mut params: ReleaseParams) -> Result<Vec<TokenOutcome>> {
+        self.current_attempts(&mut params.tokens).await?;
+        self.id_order(&mut params.tokens, |t| t.id);
         self.inner.release(params).await
     }
 
-    async fn recover_expired(&self, params: RecoverParams) -> Result<Recovered> {
+    async fn recover_expired(&self, mut params: RecoverParams) -> Result<Recovered> {
+        if self.flaw == Flaw::IgnoresRecoverLimit {
+            params.limit = 1_000;
+        }
         self.inner.recover_expired(params).await
     }
 
@@ -301,7 +432,10 @@ impl Store for Flawed {
         self.inner.instance_list().await
     }
 
-    async fn instance_evict_stale(&self, params: EvictParams) -> Result<Evicted> {
+    async fn instance_evict_stale(&self, mut params: EvictParams) -> Result<Evicted> {
+        if self.flaw == Flaw::FixedStaleAfter {
+            params.stale_after = Duration::from_secs(30);
+        }
         if self.flaw == Flaw::NeverEvicts {
             params.validate(&self.limits())?;
             return Ok(Evicted::default());
@@ -313,7 +447,10 @@ impl Store for Flawed {
         self.inner.instance_deregister(params).await
     }
 
-    async fn leader_acquire(&self, params: LeaderParams) -> Result<LeaderStatus> {
+    async fn leader_acquire(&self, mut params: LeaderParams) -> Result<LeaderStatus> {
+        if self.flaw == Flaw::FixedLeaderLease {
+            params.lease_for = Duration::from_secs(15);
+        }
         let holder = params.holder.clone();
         match self.inner.leader_acquire(params).await {
             Err(Error::Unavailable { .. }) if self.flaw == Flaw::FollowerWhenUnreachable => {
@@ -340,7 +477,8 @@ impl Harness for FlawedHarness {
 
     async fn open(&self, clock: ManualClock) -> Result<Flawed> {
         Ok(Flawed {
-            inner: MemoryStore::new(clock),
+            inner: MemoryStore::new(clock.clone()),
+            clock,
             flaw: self.0,
             hidden: Arc::default(),
         })
@@ -350,10 +488,10 @@ impl Harness for FlawedHarness {
         Ok(store.clone())
     }
 
-    async fn open_unreachable(&self, clock: ManualClock) -> Result<Option<Flawed>> {
+    async fn open_unreachable(&self, clock: ManualClock) -> Result<Unreachable<Flawed>> {
         let store = self.open(clock).await?;
         store.inner.set_available(false);
-        Ok(Some(store))
+        Ok(Unreachable::Store(store))
     }
 }
 
@@ -380,6 +518,24 @@ async fn must_fail(flaw: Flaw, group: &str, case: &str) {
         in_group.contains(&case),
         "{flaw:?} must fail {group}::{case}; it failed {in_group:?}\n{report}"
     );
+}
+
+/// Like [`must_fail`], for a flaw that must fail every one of `in_cases` of `group`,
+/// from one run.
+async fn must_fail_each(flaw: Flaw, group: &str, in_cases: &[&str]) {
+    let report = run_all(&FlawedHarness(flaw)).await;
+    let in_group: Vec<&str> = report
+        .failures()
+        .filter(|f| f.group == group)
+        .map(|f| f.case)
+        .collect();
+    eprintln!("{flaw:?}: failed in {group}: {in_group:?}");
+    for case in in_cases {
+        assert!(
+            in_group.contains(case),
+            "{flaw:?} must fail {group}::{case}; it failed {in_group:?}\n{report}"
+        );
+    }
 }
 
 fn assert_all_passed(report: &Report) {
@@ -430,6 +586,83 @@ mod memory_store {
         assert!(
             report.to_string().contains("did not apply g13_leader::"),
             "{report}"
+        );
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn without_an_unreachable_store_the_certificate_leaves_g13_uncertified_saying_why() {
+        let report = run_all(&MemoryHarness {
+            keep_done: false,
+            unreachable: false,
+        })
+        .await;
+        let cert = report.certificate();
+        assert!(!cert.is_complete(), "{cert}");
+        assert_eq!(cert.not_certified.len(), 1, "{cert}");
+        let line = &cert.not_certified[0];
+        assert!(line.starts_with("g13_leader: "), "{line}");
+        assert!(
+            line.contains("an_unreachable_store_is_an_error_never_a_follower")
+                && line.contains("this harness keeps its store reachable"),
+            "{line}"
+        );
+        assert!(!cert.groups_passed.contains(&"g13_leader"), "{cert}");
+        assert_eq!(cert.groups_passed.len(), cert.groups - 1, "{cert}");
+        let text = cert.to_string();
+        assert!(text.contains("not certified:\n    g13_leader: "), "{text}");
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_full_run_certifies_every_group_naming_store_cases_and_capabilities() {
+        let report = run_all(&MemoryHarness {
+            keep_done: false,
+            unreachable: true,
+        })
+        .await;
+        let cert = report.certificate();
+        assert!(cert.is_complete(), "{cert}");
+        assert_eq!(cert.store, Some("memory"), "{cert}");
+        assert_eq!(cert.groups_passed.len(), cert.groups, "{cert}");
+        assert_eq!(cert.cases, cases::<MemoryHarness>().len(), "{cert}");
+        assert_eq!(cert.passed, cert.cases, "{cert}");
+        assert_eq!(cert.capabilities, vec!["partitioned_claiming"], "{cert}");
+        let text = cert.to_string();
+        for want in [
+            "memory store",
+            &format!("groups passed: {0} of {0}", cert.groups),
+            &format!("cases: {0} of {0} passed", cert.cases),
+            "capabilities declared: partitioned_claiming",
+            "not certified: nothing",
+        ] {
+            assert!(text.contains(want), "{want:?} missing from\n{text}");
+        }
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn failed_and_skipped_groups_are_not_certified_one_line_each() {
+        // Breaks G10 across queues only.
+        let report = run_all(&FlawedHarness(Flaw::ScopesPerQueue)).await;
+        let cert = report.certificate();
+        let g10: Vec<&String> = cert
+            .not_certified
+            .iter()
+            .filter(|l| l.starts_with("g10_scope: "))
+            .collect();
+        assert_eq!(g10.len(), 1, "{cert}");
+        assert!(
+            g10[0].contains("failed")
+                && g10[0].contains("a_busy_scope_is_passed_over_in_every_queue"),
+            "{cert}"
+        );
+        let skipping = run_all(&FlawedHarness(Flaw::ClaimsAllWithoutThePartitionCapability)).await;
+        let cert = skipping.certificate();
+        assert!(cert.capabilities.is_empty(), "{cert}");
+        assert!(
+            cert.not_certified
+                .iter()
+                .any(|l| l.starts_with("g14_partitioned_claiming: ")
+                    && l.contains("skipped: capability partitioned_claiming not declared")),
+            "{cert}"
         );
     }
 }
@@ -593,6 +826,169 @@ mod broken_wrappers {
             Flaw::NeverEvicts,
             "g12_instances",
             "a_silent_instance_is_evicted_and_its_leases_released_at_once",
+        )
+        .await;
+    }
+}
+
+mod keys_across_queues {
+    use super::*;
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn keying_streams_by_queue_fails_g09_across_queues() {
+        must_fail(
+            Flaw::StreamsPerQueue,
+            "g09_stream_fifo",
+            "a_stream_spanning_two_queues_is_claimed_in_enqueue_order_across_them",
+        )
+        .await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn keying_streams_by_queue_fails_g14_pins_across_queues() {
+        must_fail(
+            Flaw::StreamsPerQueue,
+            "g14_partitioned_claiming",
+            "a_streams_pin_holds_in_every_queue_of_the_stream",
+        )
+        .await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn keying_scopes_by_queue_fails_g10_across_queues() {
+        must_fail(
+            Flaw::ScopesPerQueue,
+            "g10_scope",
+            "a_busy_scope_is_passed_over_in_every_queue",
+        )
+        .await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_dedup_key_owned_by_the_last_queue_fails_g11_across_queues() {
+        must_fail(
+            Flaw::DedupKeyOwnedByLastQueue,
+            "g11_dedup",
+            "each_queue_answers_its_own_earlier_item_for_a_shared_dedup_key",
+        )
+        .await;
+    }
+}
+
+mod mixed_batches {
+    use super::*;
+
+    const CASES: [&str; 4] = [
+        "a_mixed_renew_batch_renews_only_the_current_tokens_answering_each_in_order",
+        "a_mixed_complete_batch_completes_only_the_current_tokens_answering_each_in_order",
+        "a_mixed_fail_batch_fails_only_the_current_tokens_answering_each_in_order",
+        "a_mixed_release_batch_releases_only_the_current_tokens_answering_each_in_order",
+    ];
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn answering_batches_in_id_order_fails_every_mixed_batch_of_g03() {
+        must_fail_each(Flaw::BatchAnswersInIdOrder, "g03_fenced_finalize", &CASES).await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn batches_that_ignore_the_attempt_fail_every_mixed_batch_of_g03() {
+        must_fail_each(Flaw::BatchesIgnoreTheAttempt, "g03_fenced_finalize", &CASES).await;
+    }
+}
+
+mod varied_inputs {
+    use super::*;
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_fixed_claim_lease_fails_g02() {
+        must_fail(
+            Flaw::FixedClaimLease,
+            "g02_expiry",
+            "the_claims_lease_duration_decides_the_expiry_and_when_the_item_is_reclaimed",
+        )
+        .await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn ignoring_the_recovery_limit_fails_g02() {
+        must_fail(
+            Flaw::IgnoresRecoverLimit,
+            "g02_expiry",
+            "a_recovery_pass_requeues_exactly_its_limit",
+        )
+        .await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_fixed_renewal_lease_fails_g04() {
+        must_fail(
+            Flaw::FixedRenewLease,
+            "g04_renewal_cap",
+            "the_renewals_lease_duration_decides_the_new_expiry",
+        )
+        .await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_claim_limit_off_by_one_fails_g08() {
+        must_fail(
+            Flaw::ClaimLimitOffByOne,
+            "g08_order",
+            "a_claim_takes_exactly_its_limit_in_claim_order",
+        )
+        .await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_fixed_stale_after_fails_g12() {
+        must_fail(
+            Flaw::FixedStaleAfter,
+            "g12_instances",
+            "the_stale_after_window_decides_which_instances_are_evicted",
+        )
+        .await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_fixed_leader_lease_fails_g13() {
+        must_fail(
+            Flaw::FixedLeaderLease,
+            "g13_leader",
+            "the_leader_lease_duration_decides_when_another_may_lead",
+        )
+        .await;
+    }
+}
+
+mod bounds {
+    use super::*;
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn writing_a_run_at_outside_the_window_fails_g15() {
+        must_fail(
+            Flaw::ClampsRunAtIntoTheWindow,
+            "g15_bad_input",
+            "a_run_at_beyond_the_schedule_window_names_run_at_and_writes_nothing",
+        )
+        .await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn writing_a_delay_beyond_the_window_fails_g15() {
+        must_fail(
+            Flaw::ClampsLongDelays,
+            "g15_bad_input",
+            "a_delay_beyond_the_schedule_window_names_delay_and_writes_nothing",
+        )
+        .await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn truncating_the_queue_list_fails_g15() {
+        must_fail(
+            Flaw::TruncatesTheQueueList,
+            "g15_bad_input",
+            "a_claim_naming_more_queues_than_the_limit_names_queues_and_changes_nothing",
         )
         .await;
     }

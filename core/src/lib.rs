@@ -83,6 +83,7 @@ pub use store::{
     RecoverParams, ReleaseParams, RenewParams, RequeueParams, Retry, Store, WakeSignal,
     DEFAULT_STALE_AFTER, MAX_ERROR_BYTES,
 };
+pub use store::{DEFAULT_MAX_CLAIM_QUEUES, DEFAULT_SCHEDULE_WINDOW};
 pub use time::{duration_micros, Clock, ManualClock, SharedClock, SystemClock, Timestamp};
 
 /// Re-exported so stores and tests name the same version.

@@ -187,7 +187,11 @@ impl Store for MemoryStore {
 
     async fn enqueue(&self, params: EnqueueParams) -> Result<Vec<Enqueued>> {
         params.validate(&self.inner.limits)?;
-        let out = self.with_state(|s, now| s.enqueue(&params.items, now))??;
+        let limits = &self.inner.limits;
+        let out = self.with_state(|s, now| {
+            params.validate_schedule(limits, now)?;
+            s.enqueue(&params.items, now)
+        })??;
         self.inner.wake.notify();
         Ok(out)
     }

@@ -301,6 +301,7 @@ impl PgStore {
     ) -> Result<Vec<Enqueued>> {
         params.validate(&self.inner.limits)?;
         let now = self.inner.clock.now();
+        params.validate_schedule(&self.inner.limits, now)?;
         let mut tx = conn.begin().await.map_err(map)?;
         let out = self.enqueue_steps(&mut tx, &params.items, now).await?;
         tx.commit().await.map_err(map)?;
@@ -782,6 +783,7 @@ impl Store for PgStore {
     async fn enqueue(&self, params: EnqueueParams) -> Result<Vec<Enqueued>> {
         params.validate(&self.inner.limits)?;
         let now = self.inner.clock.now();
+        params.validate_schedule(&self.inner.limits, now)?;
         let simple = params
             .items
             .iter()

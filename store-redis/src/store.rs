@@ -333,6 +333,7 @@ impl Store for RedisStore {
     async fn enqueue(&self, params: EnqueueParams) -> Result<Vec<Enqueued>> {
         params.validate(&self.inner.limits)?;
         let now = self.inner.clock.now();
+        params.validate_schedule(&self.inner.limits, now)?;
         let mut inv = self.call(&SCRIPTS.enqueue);
         inv.arg(micros(now)).arg(params.items.len());
         for it in &params.items {

@@ -329,6 +329,7 @@ impl SqliteStore {
                 now: config.clock.now(),
                 keep_done: config.keep_done,
             };
+            params.validate_schedule(&config.limits, cx.now)?;
             ops::enqueue(&cx, &params)
         };
         let sql = |e: rusqlite::Error| -> Error {
@@ -391,10 +392,14 @@ impl Store for SqliteStore {
 
     async fn enqueue(&self, params: EnqueueParams) -> Result<Vec<Enqueued>> {
         params.validate(self.limits_ref())?;
+        let limits = *self.limits_ref();
         let out = self
             .inner
             .writer
-            .call(move |cx| ops::enqueue(cx, &params))
+            .call(move |cx| {
+                params.validate_schedule(&limits, cx.now)?;
+                ops::enqueue(cx, &params)
+            })
             .await?;
         self.inner.wake.notify();
         Ok(out)

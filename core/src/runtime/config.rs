@@ -349,6 +349,16 @@ impl WorkerBuilder {
         if self.queues.is_empty() {
             return Err(Error::invalid("queues", "must name at least one queue"));
         }
+        if self.queues.len() > limits.max_claim_queues {
+            return Err(Error::invalid(
+                "queues",
+                format!(
+                    "names {} queues; one claim takes at most {}",
+                    self.queues.len(),
+                    limits.max_claim_queues
+                ),
+            ));
+        }
         if self.concurrency == 0 || self.concurrency > 100_000 {
             return Err(Error::invalid(
                 "concurrency",

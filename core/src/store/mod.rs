@@ -8,7 +8,8 @@
 //!
 //! * **Validate first.** A method MUST call its params' `validate` with the store's
 //!   [`Limits`] and return that error before writing anything (G15; group
-//!   `g15_bad_input`).
+//!   `g15_bad_input`). `enqueue` also calls
+//!   [`EnqueueParams::validate_schedule`] with the `now` it reads, before it writes.
 //! * **One clock.** A method reads the store's [`Clock`](crate::Clock) once and uses that
 //!   instant for every comparison and every timestamp it writes.
 
@@ -24,6 +25,7 @@ pub use params::{
     FailParams, Failure, HeartbeatParams, LeaderParams, Limits, PurgeParams, RecoverParams,
     ReleaseParams, RenewParams, RequeueParams, Retry, DEFAULT_STALE_AFTER, MAX_ERROR_BYTES,
 };
+pub use params::{DEFAULT_MAX_CLAIM_QUEUES, DEFAULT_SCHEDULE_WINDOW};
 
 use crate::error::Result;
 use crate::keys::QueueName;
@@ -119,7 +121,8 @@ pub trait Store: Send + Sync + fmt::Debug + 'static {
     /// - MUST assign enqueue order in the order of `params.items`; it is the last key of
     ///   claim order (G8; `g08_order`) and the order within a stream (G9; `g09_stream_fifo`).
     /// - MUST compute `run_at` from the item's schedule at the store's `now` (G7;
-    ///   `g07_schedule`).
+    ///   `g07_schedule`), after refusing, with [`EnqueueParams::validate_schedule`] at
+    ///   that `now`, a `run_at` outside [`Limits::schedule_window`] (G15).
     /// - For an item with a dedup key whose `(queue, key)` was recorded less than its
     ///   window ago (including earlier in the same call) MUST insert nothing and answer
     ///   the earlier item's id with `duplicate = true`; otherwise it records the key
