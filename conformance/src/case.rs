@@ -43,6 +43,8 @@ pub enum Capability {
     PartitionedClaiming,
     /// Wake-ups from other processes ([`Capabilities::cross_process_wakeups`]).
     CrossProcessWakeups,
+    /// Stream runs ([`Capabilities::stream_runs`]).
+    StreamRuns,
 }
 
 impl Capability {
@@ -51,6 +53,7 @@ impl Capability {
         match self {
             Capability::PartitionedClaiming => "partitioned_claiming",
             Capability::CrossProcessWakeups => "cross_process_wakeups",
+            Capability::StreamRuns => "stream_runs",
         }
     }
 
@@ -59,6 +62,7 @@ impl Capability {
         match self {
             Capability::PartitionedClaiming => caps.partitioned_claiming,
             Capability::CrossProcessWakeups => caps.cross_process_wakeups,
+            Capability::StreamRuns => caps.stream_runs,
         }
     }
 }

@@ -86,6 +86,7 @@ mod g06_stalls;
 mod g07_schedule;
 mod g08_order;
 mod g09_stream_fifo;
+mod g09_stream_runs;
 mod g10_scope;
 mod g11_dedup;
 mod g12_instances;
