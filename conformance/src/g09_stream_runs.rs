@@ -313,7 +313,12 @@ async fn a_failed_item_of_a_run_puts_every_later_item_back_untouched<H: Harness>
     for l in &rest[1..] {
         expect_put_back(env.store(), &l.item, "behind a failed item of its run").await?;
     }
-    expect_lost(env.store(), &rest[1..], "after an earlier item of its run failed").await?;
+    expect_lost(
+        env.store(),
+        &rest[1..],
+        "after an earlier item of its run failed",
+    )
+    .await?;
     let none = rclaim(env.store(), &q, &w, 10, 4).await?;
     ensure(
         none.is_empty(),
@@ -347,7 +352,12 @@ async fn a_released_item_of_a_run_puts_every_later_item_back_untouched<H: Harnes
     for l in &rest[1..] {
         expect_put_back(env.store(), &l.item, "behind a released item of its run").await?;
     }
-    expect_lost(env.store(), &rest[1..], "after an earlier item of its run was released").await?;
+    expect_lost(
+        env.store(),
+        &rest[1..],
+        "after an earlier item of its run was released",
+    )
+    .await?;
     let again = rclaim(env.store(), &q, &owner("w2")?, 10, 1).await?;
     ensure_eq(
         tokens(&again),
@@ -386,15 +396,15 @@ async fn an_expired_run_is_recovered_from_its_head_without_stalls_behind_it<H: H
     let again = rclaim(env.store(), &q, &owner("w2")?, 10, 3).await?;
     ensure_eq(
         tokens(&again),
-        ids.iter().map(|id| LeaseToken::new(*id, 2)).collect::<Vec<_>>(),
+        ids.iter()
+            .map(|id| LeaseToken::new(*id, 2))
+            .collect::<Vec<_>>(),
         "the claim after recovery: the whole run again, in order, at attempt 2",
     )?;
     pass()
 }
 
-async fn evicting_the_owner_of_a_run_puts_the_items_behind_its_head_back_untouched<
-    H: Harness,
->(
+async fn evicting_the_owner_of_a_run_puts_the_items_behind_its_head_back_untouched<H: Harness>(
     env: Env<'_, H>,
 ) -> CaseResult {
     let who = owner("instance-a")?;

@@ -91,6 +91,7 @@ mod g10_scope;
 mod g11_dedup;
 mod g12_instances;
 mod g13_leader;
+mod g14_enqueue_pins;
 mod g14_partitioned_claiming;
 mod g15_bad_input;
 
