@@ -97,6 +97,6 @@ pub use config::{
 };
 pub use handler::{Handler, Job, JobError, StopReason};
 pub use metrics::MetricsSnapshot;
-pub use poll::PollPolicy;
+pub use poll::{PollPolicy, DEFAULT_RELAXED_POLL};
 pub use tokio_util::sync::CancellationToken;
 pub use worker::{Role, ShutdownReport, Worker};
