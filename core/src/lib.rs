@@ -80,8 +80,8 @@ pub use runtime::{
 pub use store::{
     Capabilities, ClaimParams, CompleteParams, DeregisterParams, DiscardParams, EnqueueParams,
     EvictParams, FailParams, Failure, HeartbeatParams, LeaderParams, Limits, PurgeParams,
-    RecoverParams, ReleaseParams, RenewParams, RequeueParams, Retry, Store, WakeHealth,
-    WakeSignal, DEFAULT_STALE_AFTER, MAX_ERROR_BYTES,
+    RecoverParams, ReleaseParams, RenewParams, RequeueParams, Retry, Store, WakeHealth, WakeSignal,
+    DEFAULT_STALE_AFTER, MAX_ERROR_BYTES,
 };
 pub use time::{duration_micros, Clock, ManualClock, SharedClock, SystemClock, Timestamp};
 

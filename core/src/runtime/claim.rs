@@ -277,9 +277,13 @@ async fn release_claimed(shared: &Shared, leases: Vec<Lease>) {
 }
 
 /// Registers the instance again (one heartbeat, limited to one heartbeat interval);
-/// true when the store recorded it.
+/// true when the store recorded it. Never while the heartbeat is switched off.
 async fn register_again(shared: &Shared) -> bool {
     let s = &shared.settings;
+    if !*shared.heartbeat_on.borrow() {
+        // Draining: the instance is meant to stay evicted.
+        return false;
+    }
     let call = shared
         .store
         .instance_heartbeat(HeartbeatParams::new(s.instance.clone()));

@@ -235,6 +235,8 @@ pub(crate) struct Shared {
     /// Fires when the worker is dropped without a shutdown: every task ends at once.
     pub(crate) killed: CancellationToken,
     pub(crate) first_heartbeat: CancellationToken,
+    /// The heartbeat off-switch ([`Worker::set_heartbeat`]): true while it beats.
+    pub(crate) heartbeat_on: watch::Sender<bool>,
     pub(crate) role: watch::Sender<Role>,
     pub(crate) span: tracing::Span,
 }
@@ -381,6 +383,7 @@ impl Worker {
         );
         let (finalize_tx, finalize_rx) = mpsc::unbounded_channel();
         let (role_tx, role) = watch::channel(Role::Starting);
+        let settings_heartbeat = settings.heartbeat_enabled;
         let shared = Arc::new(Shared {
             store,
             handler,
@@ -401,6 +404,7 @@ impl Worker {
             stop_claiming: CancellationToken::new(),
             killed: CancellationToken::new(),
             first_heartbeat: CancellationToken::new(),
+            heartbeat_on: watch::Sender::new(settings_heartbeat),
             role: role_tx,
             span: span.clone(),
         });
@@ -453,6 +457,36 @@ impl Worker {
     /// The counters now.
     pub fn metrics(&self) -> MetricsSnapshot {
         self.shared.metrics.snapshot()
+    }
+
+    /// Turns the instance heartbeat off (`false`) or back on (`true`) while the worker
+    /// runs: the seed's off-switch for a graceful drain.
+    ///
+    /// # Behavior
+    /// - Off: no heartbeat is sent from now on (one already out completes). Once the
+    ///   instance has been silent for `stale_after`, any peer's maintenance may evict
+    ///   it and release all its leases at once (G12), so peers take its items; its own
+    ///   handlers then learn "lease lost" at their next renewal and their outcomes are
+    ///   discarded (G3). Claiming goes on unless the worker is partitioned (an evicted
+    ///   instance is refused partitioned claims, and does not register again while
+    ///   the heartbeat is off) or shut down.
+    /// - On: heartbeats at once, registering again if it was evicted, then on its
+    ///   interval.
+    /// - Setting the state it already has does nothing.
+    pub fn set_heartbeat(&self, enabled: bool) {
+        let changed = self.shared.heartbeat_on.send_if_modified(|on| {
+            let changed = *on != enabled;
+            *on = enabled;
+            changed
+        });
+        if changed {
+            tracing::info!(parent: &self.shared.span, event = "heartbeat", enabled, "instance heartbeat switched");
+        }
+    }
+
+    /// Whether the instance heartbeat is on (see [`Worker::set_heartbeat`]).
+    pub fn heartbeat_enabled(&self) -> bool {
+        *self.shared.heartbeat_on.borrow()
     }
 
     /// Leader, Follower, Faulted (the store did not answer) or Starting.
