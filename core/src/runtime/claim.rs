@@ -258,6 +258,17 @@ async fn start(shared: &Arc<Shared>, mut leases: Vec<Lease>, asked: usize, sent:
     let got = leases.len();
     add(&shared.metrics.polls, 1);
     add(&shared.metrics.claimed, got as u64);
+    shared.export.claim.record(sent.elapsed().as_secs_f64());
+    if shared.export.single() {
+        if got > 0 {
+            shared.export.at(0).claimed.increment(got as u64);
+        }
+    } else {
+        for l in &leases {
+            let queue = shared.export.index(&l.item.queue);
+            shared.export.at(queue).claimed.increment(1);
+        }
+    }
     shared.let_go(asked - got);
     if got > 0 {
         shared.dispatch(leases, sent);

@@ -168,6 +168,7 @@ async fn maintain(shared: &Shared, call_timeout: Duration) {
         Ok(Err(e)) => failed(shared, "evict", &e.to_string()),
         Err(_) => failed(shared, "evict", "timed out"),
     }
+    super::export::sample_queues(shared, call_timeout).await;
 }
 
 fn failed(shared: &Shared, step: &'static str, error: &str) {

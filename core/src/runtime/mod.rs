@@ -82,6 +82,7 @@
 mod claim;
 mod config;
 mod dispatch;
+mod export;
 mod finalize;
 mod handler;
 mod instance;

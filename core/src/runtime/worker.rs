@@ -21,6 +21,7 @@ use crate::store::{DeregisterParams, ReleaseParams, Store};
 use super::config::{Settings, WorkerBuilder};
 use super::finalize::Outcome;
 use super::handler::{Handler, StopReason};
+use super::export::{Exported, QueueHandles};
 use super::metrics::{add, Metrics, MetricsSnapshot};
 
 /// How long shutdown waits for cancelled handlers to return before it drops them, and
@@ -108,6 +109,8 @@ pub(crate) struct Entry {
     /// When the renewal loop is to renew this lease next: the schedule entry in
     /// [`InFlight::due`] that carries this instant is the live one.
     pub(crate) renew_due: Instant,
+    /// The index of the item's queue among the worker's metric handles.
+    pub(crate) queue: u32,
 }
 
 /// One lease's place in the renewal schedule.
@@ -211,6 +214,8 @@ pub(crate) struct Shared {
     pub(crate) handler: Arc<dyn Handler>,
     pub(crate) settings: Settings,
     pub(crate) metrics: Metrics,
+    /// The handles of the `metrics` facade, registered once per queue.
+    pub(crate) export: Exported,
     pub(crate) inflight: Mutex<InFlight>,
     pub(crate) renew_wake: Notify,
     /// Claimed leases waiting for a slot, in claim order, with when their claim was sent.
@@ -285,16 +290,48 @@ impl Shared {
 
     /// Counts a "lease lost" answer once per attempt.
     pub(crate) fn count_lost(&self, token: &LeaseToken) {
-        let first = match self.inflight().entries.get_mut(token) {
+        let (first, queue) = match self.inflight().entries.get_mut(token) {
             Some(e) if !e.lost_counted => {
                 e.lost_counted = true;
-                true
+                (true, e.queue)
             }
-            Some(_) => false,
-            None => true,
+            Some(_) => (false, 0),
+            None => (true, 0),
         };
         if first {
             add(&self.metrics.lost, 1);
+            self.export.at(queue).lost.increment(1);
+        }
+    }
+
+    /// The metric handles of `token`'s queue (no lock when the worker serves one
+    /// queue).
+    pub(crate) fn queue_of(&self, token: &LeaseToken) -> &QueueHandles {
+        if self.export.single() {
+            return self.export.at(0);
+        }
+        let queue = self.inflight().entries.get(token).map_or(0, |e| e.queue);
+        self.export.at(queue)
+    }
+
+    /// Adds one to `which` counter of each token's queue: one increment in all when the
+    /// worker serves one queue, else one lock for every token.
+    pub(crate) fn tally<'a>(
+        &self,
+        tokens: impl IntoIterator<Item = &'a LeaseToken>,
+        which: fn(&QueueHandles) -> &metrics::Counter,
+    ) {
+        if self.export.single() {
+            let n = tokens.into_iter().count() as u64;
+            if n > 0 {
+                which(self.export.at(0)).increment(n);
+            }
+            return;
+        }
+        let map = self.inflight();
+        for t in tokens {
+            let queue = map.entries.get(t).map_or(0, |e| e.queue);
+            which(self.export.at(queue)).increment(1);
         }
     }
 
@@ -384,6 +421,7 @@ impl Worker {
         let (finalize_tx, finalize_rx) = mpsc::unbounded_channel();
         let (role_tx, role) = watch::channel(Role::Starting);
         let settings_heartbeat = settings.heartbeat_enabled;
+        let export = Exported::new(&settings.queues);
         let shared = Arc::new(Shared {
             store,
             handler,
@@ -397,6 +435,7 @@ impl Worker {
             handler_micros: AtomicU64::new(super::dispatch::UNKNOWN),
             settings,
             metrics: Metrics::default(),
+            export,
             inflight: Mutex::new(InFlight::default()),
             renew_wake: Notify::new(),
             tracker: TaskTracker::new(),
@@ -696,6 +735,7 @@ mod tests {
             lost_counted: false,
             unanswered: false,
             renew_due: due,
+            queue: 0,
         }
     }
 
