@@ -4,25 +4,15 @@
 //! job: the hot path never formats a label or looks a name up. Install the exporter's
 //! recorder before spawning workers; handles registered before it are no-ops.
 //!
-//! | name | kind | labels | what |
-//! | --- | --- | --- | --- |
-//! | `tenure_claimed_total` | counter | `queue` | leases claimed |
-//! | `tenure_completed_total` | counter | `queue` | completions the store accepted |
-//! | `tenure_failed_total` | counter | `queue` | failures the store accepted (retrying or dead, panics and timeouts included) |
-//! | `tenure_lost_total` | counter | `queue` | attempts whose lease was lost (a renewal or finalize answered "lease lost") |
-//! | `tenure_renewed_total` | counter | `queue` | successful lease renewals, one per lease per renewal |
-//! | `tenure_self_stopped_total` | counter | `queue` | attempts cancelled by the self-stop |
-//! | `tenure_timed_out_total` | counter | `queue` | attempts stopped by the handler timeout |
-//! | `tenure_claim_seconds` | histogram | `queue` | one claim call, sent to answered; `queue` is the worker's queues joined by `,` |
-//! | `tenure_pickup_seconds` | histogram | `queue` | from the item's `run_at` (its enqueue, or the end of its delay or retry backoff) to its handler's start, by this process's wall clock |
-//! | `tenure_handler_seconds` | histogram | `queue` | handler run time, start to return (or drop) |
-//! | `tenure_finalize_batch_size` | histogram | `queue` | outcomes written by one finalize flush; `queue` as for claims |
-//! | `tenure_in_flight` | gauge | `queue` | handlers running now |
-//! | `tenure_queue_depth` | gauge | `queue`, `state` | items by state (`ready`, `scheduled`, `running`, `dead`), sampled by the maintenance leader every maintenance interval |
+//! The names, kinds and labels are documented in one table, in the module docs of
+//! [`runtime`](super).
 
 use std::time::Duration;
 
-use metrics::{counter, gauge, histogram, Counter, Gauge, Histogram};
+use metrics::{
+    counter, describe_counter, describe_gauge, describe_histogram, gauge, histogram, Counter,
+    Gauge, Histogram, Unit,
+};
 
 use crate::keys::QueueName;
 use crate::model::{Item, QueueCounts};
@@ -31,7 +21,7 @@ use crate::time::{Clock, SystemClock};
 use super::metrics::add;
 use super::worker::Shared;
 
-/// Every metric name the runtime records, for exporters that describe them.
+// Every metric name the runtime records.
 pub(crate) const CLAIMED: &str = "tenure_claimed_total";
 pub(crate) const COMPLETED: &str = "tenure_completed_total";
 pub(crate) const FAILED: &str = "tenure_failed_total";
@@ -45,6 +35,53 @@ pub(crate) const HANDLER_SECONDS: &str = "tenure_handler_seconds";
 pub(crate) const FINALIZE_BATCH: &str = "tenure_finalize_batch_size";
 pub(crate) const IN_FLIGHT: &str = "tenure_in_flight";
 pub(crate) const QUEUE_DEPTH: &str = "tenure_queue_depth";
+
+/// Describes every metric the runtime records (help text and unit) to the recorder
+/// installed now, for exporters that show them (Prometheus `# HELP`). Optional: the
+/// metrics are recorded either way.
+pub fn describe_metrics() {
+    describe_counter!(CLAIMED, Unit::Count, "Leases claimed.");
+    describe_counter!(COMPLETED, Unit::Count, "Completions the store accepted.");
+    describe_counter!(
+        FAILED,
+        Unit::Count,
+        "Failures the store accepted (retrying or dead)."
+    );
+    describe_counter!(LOST, Unit::Count, "Attempts whose lease was lost.");
+    describe_counter!(RENEWED, Unit::Count, "Successful lease renewals.");
+    describe_counter!(
+        SELF_STOPPED,
+        Unit::Count,
+        "Attempts cancelled by the self-stop."
+    );
+    describe_counter!(
+        TIMED_OUT,
+        Unit::Count,
+        "Attempts stopped by the handler timeout."
+    );
+    describe_histogram!(
+        CLAIM_SECONDS,
+        Unit::Seconds,
+        "One claim call, sent to answered."
+    );
+    describe_histogram!(
+        PICKUP_SECONDS,
+        Unit::Seconds,
+        "From an item's run_at (or enqueue) to its handler's start."
+    );
+    describe_histogram!(HANDLER_SECONDS, Unit::Seconds, "Handler run time.");
+    describe_histogram!(
+        FINALIZE_BATCH,
+        Unit::Count,
+        "Outcomes written by one finalize flush."
+    );
+    describe_gauge!(IN_FLIGHT, Unit::Count, "Handlers running now.");
+    describe_gauge!(
+        QUEUE_DEPTH,
+        Unit::Count,
+        "Items by state, sampled by the maintenance leader."
+    );
+}
 
 /// The handles of one queue.
 #[derive(Debug)]

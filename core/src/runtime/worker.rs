@@ -19,9 +19,9 @@ use crate::model::{Lease, LeaseToken, TokenOutcome};
 use crate::store::{DeregisterParams, ReleaseParams, Store};
 
 use super::config::{Settings, WorkerBuilder};
+use super::export::{Exported, QueueHandles};
 use super::finalize::Outcome;
 use super::handler::{Handler, StopReason};
-use super::export::{Exported, QueueHandles};
 use super::metrics::{add, Metrics, MetricsSnapshot};
 
 /// How long shutdown waits for cancelled handlers to return before it drops them, and
