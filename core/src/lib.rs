@@ -80,7 +80,7 @@ pub use runtime::{
 pub use store::{
     Capabilities, ClaimParams, CompleteParams, DeregisterParams, DiscardParams, EnqueueParams,
     EvictParams, FailParams, Failure, HeartbeatParams, LeaderParams, Limits, PurgeParams,
-    RecoverParams, ReleaseParams, RenewParams, RequeueParams, Retry, Store, WakeSignal,
+    RecoverParams, ReleaseParams, RenewParams, RequeueParams, Retry, Store, WakeHealth, WakeSignal,
     DEFAULT_STALE_AFTER, MAX_ERROR_BYTES, MAX_STREAM_RUN,
 };
 pub use store::{DEFAULT_MAX_CLAIM_QUEUES, DEFAULT_SCHEDULE_WINDOW};

@@ -181,6 +181,10 @@ impl Store for MemoryStore {
         self.inner.limits
     }
 
+    /// Every enqueue through any handle of this store fires it. Its health is always
+    /// [`WakeHealth::Local`](tenure_core::WakeHealth::Local): a memory store lives in
+    /// one process and nothing can go down, so workers keep their tight poll (which
+    /// also finds scheduled items and retries coming due).
     fn wake_signal(&self) -> Option<WakeSignal> {
         Some(self.inner.wake.clone())
     }

@@ -20,7 +20,7 @@ use tenure_core::{
     Instance, Item, ItemId, ItemState, LeaderParams, LeaderStatus, Lease, Limits, NewItem, OwnerId,
     PurgeParams, Purged, QueueCounts, QueueName, RecoverParams, Recovered, ReleaseParams,
     RenewOutcome, RenewParams, RequeueParams, Result, Retry, SharedClock, Store, Timestamp,
-    TokenOutcome, WakeSignal,
+    TokenOutcome, WakeHealth, WakeSignal,
 };
 use tokio::task::JoinHandle;
 use uuid::Uuid;
@@ -162,6 +162,8 @@ impl PgStore {
             store.migrate().await?;
         }
         if config.listen {
+            // Not listening yet: workers poll at their base until the listener is up.
+            wake.set_health(WakeHealth::Down);
             let task = listen::spawn(options, channel, wake);
             if let Ok(mut guard) = store.inner.listener.lock() {
                 *guard = Some(task);

@@ -14,7 +14,7 @@ use tenure_core::{
     FailOutcome, FailParams, HeartbeatParams, Instance, Item, ItemId, LeaderParams, LeaderStatus,
     Lease, Limits, OwnerId, PurgeParams, Purged, QueueCounts, QueueName, RecoverParams, Recovered,
     ReleaseParams, RenewOutcome, RenewParams, RequeueParams, Result, Retry, SharedClock, Store,
-    Timestamp, TokenOutcome, WakeSignal,
+    Timestamp, TokenOutcome, WakeHealth, WakeSignal,
 };
 use tokio::task::JoinHandle;
 
@@ -117,6 +117,8 @@ impl RedisStore {
             }),
         };
         if config.listen {
+            // Not subscribed yet: workers poll at their base until the listener is up.
+            wake.set_health(WakeHealth::Down);
             let task = listen::spawn(client, format!("{root}:wake"), config.connect_timeout, wake);
             if let Ok(mut guard) = store.inner.listener.lock() {
                 *guard = Some(task);

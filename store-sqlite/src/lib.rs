@@ -388,6 +388,10 @@ impl Store for SqliteStore {
         self.inner.config.limits
     }
 
+    /// Enqueues through this handle and its clones fire it. Its health is always
+    /// [`WakeHealth::Local`](tenure_core::WakeHealth::Local): it never goes down, but
+    /// other processes (or other [`SqliteStore::open`]s) writing the same file do not
+    /// fire it, so workers keep their tight poll.
     fn wake_signal(&self) -> Option<WakeSignal> {
         Some(self.inner.wake.clone())
     }

@@ -14,6 +14,7 @@
 //!   instant for every comparison and every timestamp it writes.
 
 mod params;
+mod wake;
 
 use std::fmt;
 use std::sync::Arc;
@@ -27,6 +28,7 @@ pub use params::{
     MAX_STREAM_RUN,
 };
 pub use params::{DEFAULT_MAX_CLAIM_QUEUES, DEFAULT_SCHEDULE_WINDOW};
+pub use wake::{WakeHealth, WakeSignal};
 
 use crate::error::Result;
 use crate::keys::QueueName;
@@ -70,32 +72,6 @@ impl Capabilities {
     }
 }
 
-/// A latency hint that new work may be claimable: a worker waiting out its poll
-/// backoff polls at once when it fires. Never needed for correctness.
-#[derive(Clone, Debug, Default)]
-pub struct WakeSignal(Arc<tokio::sync::Notify>);
-
-impl WakeSignal {
-    /// A new, unfired signal.
-    pub fn new() -> Self {
-        WakeSignal::default()
-    }
-
-    /// Wakes every current waiter, and leaves one wake-up stored so the next wait
-    /// returns at once too (a waiter about to wait must not miss it). A consumer that
-    /// is about to look for work anyway drops that stored wake-up first, as the
-    /// runtime's claim loop does before each claim.
-    pub fn notify(&self) {
-        self.0.notify_waiters();
-        self.0.notify_one();
-    }
-
-    /// Waits until the signal fires.
-    pub async fn notified(&self) {
-        self.0.notified().await;
-    }
-}
-
 /// A storage backend for Tenure.
 ///
 /// Object-safe: `Arc<dyn Store>` works, so an application picks its backend at run time.
@@ -121,6 +97,11 @@ pub trait Store: Send + Sync + fmt::Debug + 'static {
 
     /// An in-process signal fired after every enqueue through this handle (and, with
     /// [`Capabilities::cross_process_wakeups`], after enqueues elsewhere), or `None`.
+    ///
+    /// A store with cross-process wake-ups reports on the signal whether its listener
+    /// is delivering them ([`WakeSignal::set_health`], [`WakeHealth`]); the worker
+    /// polls at its tight base while it is down. Every call MUST hand out the same
+    /// signal (clones of it), so the health one listener sets is seen by every worker.
     fn wake_signal(&self) -> Option<WakeSignal> {
         None
     }
