@@ -106,6 +106,8 @@ mod g13_leader;
 mod g14_enqueue_pins;
 mod g14_partitioned_claiming;
 mod g15_bad_input;
+mod op_control;
+mod op_inspection;
 
 mod across_queues;
 mod g15_bounds;

@@ -55,6 +55,12 @@ pub fn cases<H: Harness>() -> Vec<Case<H>> {
         .flat_map(|group| group())
         .collect();
     all.sort_by_key(|case| case.group);
+    // The operator's inspection and control, after the guarantees.
+    let operate: [fn() -> Vec<Case<H>>; 2] = [
+        crate::op_inspection::cases::<H>,
+        crate::op_control::cases::<H>,
+    ];
+    all.extend(operate.iter().flat_map(|group| group()));
     all
 }
 

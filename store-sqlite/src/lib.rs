@@ -545,4 +545,57 @@ impl Store for SqliteStore {
             .call(move |cx| ops::leader_resign(cx, &params))
             .await
     }
+
+    async fn item_list(
+        &self,
+        params: tenure_core::ItemListParams,
+    ) -> Result<tenure_core::ItemPage> {
+        params.validate(self.limits_ref())?;
+        self.inner
+            .writer
+            .call(move |cx| ops::item_list(cx, &params))
+            .await
+    }
+
+    async fn lease_list(
+        &self,
+        params: tenure_core::LeaseListParams,
+    ) -> Result<tenure_core::LeasePage> {
+        params.validate(self.limits_ref())?;
+        self.inner
+            .writer
+            .call(move |cx| ops::lease_list(cx, &params))
+            .await
+    }
+
+    async fn queue_list(&self) -> Result<Vec<QueueName>> {
+        self.inner.writer.call(ops::queue_list).await
+    }
+
+    async fn item_cancel(
+        &self,
+        params: tenure_core::CancelParams,
+    ) -> Result<Vec<tenure_core::CancelOutcome>> {
+        params.validate(self.limits_ref())?;
+        self.inner
+            .writer
+            .call(move |cx| ops::item_cancel(cx, &params.ids))
+            .await
+    }
+
+    async fn queue_pause(&self, params: tenure_core::PauseParams) -> Result<bool> {
+        params.validate(self.limits_ref())?;
+        self.inner
+            .writer
+            .call(move |cx| ops::set_paused(cx, &params, true))
+            .await
+    }
+
+    async fn queue_resume(&self, params: tenure_core::PauseParams) -> Result<bool> {
+        params.validate(self.limits_ref())?;
+        self.inner
+            .writer
+            .call(move |cx| ops::set_paused(cx, &params, false))
+            .await
+    }
 }
