@@ -51,6 +51,7 @@ mod ext;
 mod keys;
 pub mod machine;
 mod model;
+mod operate;
 pub mod partition;
 mod retry;
 #[cfg(feature = "runtime")]
@@ -70,12 +71,19 @@ pub use model::{
     DEFAULT_DEDUP_WINDOW, DEFAULT_MAX_ATTEMPTS, DEFAULT_MAX_RENEWALS, DEFAULT_MAX_STALLS,
     MAX_ATTEMPTS_LIMIT,
 };
+pub use operate::{
+    CancelOutcome, Cursor, ItemPage, LeaseInfo, LeasePage, ListOrder, ListState, MAX_CURSOR_BYTES,
+};
 pub use partition::Partitioning;
 pub use retry::RetryPolicy;
 #[cfg(feature = "runtime")]
 pub use runtime::{
     Handler, Job, JobError, MetricsSnapshot, PollPolicy, Role, ShutdownReport, StopReason, Worker,
     WorkerBuilder,
+};
+pub use store::{
+    CancelParams, DeadFilter, ItemListParams, LeaseListParams, PauseParams, DEFAULT_DEAD_BATCH,
+    DEFAULT_PAGE, MAX_DEAD_BATCH, MAX_PAGE,
 };
 pub use store::{
     Capabilities, ClaimParams, CompleteParams, DeregisterParams, DiscardParams, EnqueueParams,

@@ -287,6 +287,44 @@ impl Store for MemoryStore {
         params.validate(&self.inner.limits)?;
         self.with_state(|s, now| s.leader_resign(&params.name, &params.holder, now))
     }
+
+    async fn item_list(
+        &self,
+        params: tenure_core::ItemListParams,
+    ) -> tenure_core::Result<tenure_core::ItemPage> {
+        let _ = params;
+        Err(tenure_core::Error::unsupported("item_list", self.name()))
+    }
+
+    async fn lease_list(
+        &self,
+        params: tenure_core::LeaseListParams,
+    ) -> tenure_core::Result<tenure_core::LeasePage> {
+        let _ = params;
+        Err(tenure_core::Error::unsupported("lease_list", self.name()))
+    }
+
+    async fn queue_list(&self) -> tenure_core::Result<Vec<tenure_core::QueueName>> {
+        Err(tenure_core::Error::unsupported("queue_list", self.name()))
+    }
+
+    async fn item_cancel(
+        &self,
+        params: tenure_core::CancelParams,
+    ) -> tenure_core::Result<Vec<tenure_core::CancelOutcome>> {
+        let _ = params;
+        Err(tenure_core::Error::unsupported("item_cancel", self.name()))
+    }
+
+    async fn queue_pause(&self, params: tenure_core::PauseParams) -> tenure_core::Result<bool> {
+        let _ = params;
+        Err(tenure_core::Error::unsupported("queue_pause", self.name()))
+    }
+
+    async fn queue_resume(&self, params: tenure_core::PauseParams) -> tenure_core::Result<bool> {
+        let _ = params;
+        Err(tenure_core::Error::unsupported("queue_resume", self.name()))
+    }
 }
 
 #[cfg(test)]

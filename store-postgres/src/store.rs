@@ -1080,13 +1080,13 @@ impl Store for PgStore {
                     .bind(now.as_micros()),
             )
             .await?;
-        Ok(QueueCounts {
-            ready: count(&row, 0)?,
-            scheduled: count(&row, 1)?,
-            running: count(&row, 2)?,
-            dead: count(&row, 3)?,
-            done: count(&row, 4)?,
-        })
+        Ok(QueueCounts::new(
+            count(&row, 0)?,
+            count(&row, 1)?,
+            count(&row, 2)?,
+            count(&row, 3)?,
+            count(&row, 4)?,
+        ))
     }
 
     async fn instance_heartbeat(&self, params: HeartbeatParams) -> Result<()> {
@@ -1212,5 +1212,43 @@ impl Store for PgStore {
             )
             .await?;
         Ok(row.is_some())
+    }
+
+    async fn item_list(
+        &self,
+        params: tenure_core::ItemListParams,
+    ) -> tenure_core::Result<tenure_core::ItemPage> {
+        let _ = params;
+        Err(tenure_core::Error::unsupported("item_list", self.name()))
+    }
+
+    async fn lease_list(
+        &self,
+        params: tenure_core::LeaseListParams,
+    ) -> tenure_core::Result<tenure_core::LeasePage> {
+        let _ = params;
+        Err(tenure_core::Error::unsupported("lease_list", self.name()))
+    }
+
+    async fn queue_list(&self) -> tenure_core::Result<Vec<tenure_core::QueueName>> {
+        Err(tenure_core::Error::unsupported("queue_list", self.name()))
+    }
+
+    async fn item_cancel(
+        &self,
+        params: tenure_core::CancelParams,
+    ) -> tenure_core::Result<Vec<tenure_core::CancelOutcome>> {
+        let _ = params;
+        Err(tenure_core::Error::unsupported("item_cancel", self.name()))
+    }
+
+    async fn queue_pause(&self, params: tenure_core::PauseParams) -> tenure_core::Result<bool> {
+        let _ = params;
+        Err(tenure_core::Error::unsupported("queue_pause", self.name()))
+    }
+
+    async fn queue_resume(&self, params: tenure_core::PauseParams) -> tenure_core::Result<bool> {
+        let _ = params;
+        Err(tenure_core::Error::unsupported("queue_resume", self.name()))
     }
 }

@@ -12,6 +12,8 @@ use crate::keys::{LeaderName, OwnerId, QueueName};
 use crate::model::{ItemId, LeaseToken, NewItem, MAX_ATTEMPTS_LIMIT};
 use crate::partition::Partitioning;
 
+use super::operate::DeadFilter;
+
 /// The bounds a store enforces on its input (G15). Stores hold one, usually the
 /// default, and pass it to every `validate` call.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -449,6 +451,9 @@ pub struct RequeueParams {
     /// Attempts granted on top of those already made: `max_attempts` becomes at least
     /// `attempt + additional_attempts`. Default 1. `attempt` itself never goes down.
     pub additional_attempts: u32,
+    /// Requeue the dead items this filter matches instead of `ids` (which is then
+    /// empty), at most `filter.limit` of them in this call.
+    pub filter: Option<DeadFilter>,
 }
 
 impl RequeueParams {
@@ -457,6 +462,17 @@ impl RequeueParams {
         RequeueParams {
             ids,
             additional_attempts: 1,
+            filter: None,
+        }
+    }
+
+    /// Requeue the dead items `filter` matches (at most `filter.limit` per call), with
+    /// one more attempt each.
+    pub fn matching(filter: DeadFilter) -> Self {
+        RequeueParams {
+            ids: Vec::new(),
+            additional_attempts: 1,
+            filter: Some(filter),
         }
     }
 
@@ -466,9 +482,12 @@ impl RequeueParams {
         self
     }
 
-    /// Checks the batch bounds (G15).
+    /// Checks the batch bounds, or the filter (G15).
     pub fn validate(&self, limits: &Limits) -> Result<()> {
-        limits.check_batch("ids", self.ids.len(), limits.max_enqueue_batch)?;
+        match &self.filter {
+            Some(f) => f.validate(limits)?,
+            None => limits.check_batch("ids", self.ids.len(), limits.max_enqueue_batch)?,
+        }
         if self.additional_attempts == 0 || self.additional_attempts > MAX_ATTEMPTS_LIMIT {
             return Err(Error::invalid(
                 "additional_attempts",
@@ -488,17 +507,31 @@ impl RequeueParams {
 pub struct DiscardParams {
     /// Dead items to delete. Ids that are not dead are left alone.
     pub ids: Vec<ItemId>,
+    /// Discard the dead items this filter matches instead of `ids` (which is then
+    /// empty), at most `filter.limit` of them in this call.
+    pub filter: Option<DeadFilter>,
 }
 
 impl DiscardParams {
     /// Discard these dead items.
     pub fn new(ids: Vec<ItemId>) -> Self {
-        DiscardParams { ids }
+        DiscardParams { ids, filter: None }
     }
 
-    /// Checks the batch bounds (G15).
+    /// Discard the dead items `filter` matches (at most `filter.limit` per call).
+    pub fn matching(filter: DeadFilter) -> Self {
+        DiscardParams {
+            ids: Vec::new(),
+            filter: Some(filter),
+        }
+    }
+
+    /// Checks the batch bounds, or the filter (G15).
     pub fn validate(&self, limits: &Limits) -> Result<()> {
-        limits.check_batch("ids", self.ids.len(), limits.max_enqueue_batch)
+        match &self.filter {
+            Some(f) => f.validate(limits),
+            None => limits.check_batch("ids", self.ids.len(), limits.max_enqueue_batch),
+        }
     }
 }
 
