@@ -400,6 +400,33 @@ impl Store for MidTick {
     async fn leader_resign(&self, params: LeaderParams) -> Result<bool> {
         self.inner.leader_resign(params).await
     }
+    async fn item_list(
+        &self,
+        params: tenure_core::ItemListParams,
+    ) -> Result<tenure_core::ItemPage> {
+        self.inner.item_list(params).await
+    }
+    async fn lease_list(
+        &self,
+        params: tenure_core::LeaseListParams,
+    ) -> Result<tenure_core::LeasePage> {
+        self.inner.lease_list(params).await
+    }
+    async fn queue_list(&self) -> Result<Vec<QueueName>> {
+        self.inner.queue_list().await
+    }
+    async fn item_cancel(
+        &self,
+        params: tenure_core::CancelParams,
+    ) -> Result<Vec<tenure_core::CancelOutcome>> {
+        self.inner.item_cancel(params).await
+    }
+    async fn queue_pause(&self, params: tenure_core::PauseParams) -> Result<bool> {
+        self.inner.queue_pause(params).await
+    }
+    async fn queue_resume(&self, params: tenure_core::PauseParams) -> Result<bool> {
+        self.inner.queue_resume(params).await
+    }
 }
 
 /// The leader dies inside the enqueue of tick T; the follower takes over once the
