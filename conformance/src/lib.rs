@@ -92,6 +92,8 @@ mod g12_instances;
 mod g13_leader;
 mod g14_partitioned_claiming;
 mod g15_bad_input;
+mod op_control;
+mod op_inspection;
 
 pub use case::{
     Capability, Case, CaseFn, CaseFuture, CaseResult, Entry, Env, Failure, Report, Status, Verdict,

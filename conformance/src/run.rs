@@ -39,7 +39,16 @@ pub fn cases<H: Harness>() -> Vec<Case<H>> {
         crate::g14_partitioned_claiming::cases::<H>,
         crate::g15_bad_input::cases::<H>,
     ];
-    groups.iter().flat_map(|group| group()).collect()
+    // The operator's inspection and control, after the guarantees.
+    let operate: [fn() -> Vec<Case<H>>; 2] = [
+        crate::op_inspection::cases::<H>,
+        crate::op_control::cases::<H>,
+    ];
+    groups
+        .iter()
+        .chain(operate.iter())
+        .flat_map(|group| group())
+        .collect()
 }
 
 /// Runs one case against a fresh store from `harness`: opens the store on a new

@@ -17,6 +17,10 @@ use tenure_core::{
     ReleaseParams, RenewOutcome, RenewParams, RequeueParams, Result, Retry, Schedule, ScopeKey,
     Store, StreamKey, TokenOutcome, WakeSignal, MAX_ATTEMPTS_LIMIT,
 };
+use tenure_core::{
+    CancelOutcome, CancelParams, DeadFilter, ItemListParams, ItemPage, LeaseListParams, LeasePage,
+    ListState, PauseParams,
+};
 use tenure_memory::MemoryStore;
 
 // ---------------------------------------------------------------------------------------
@@ -88,6 +92,21 @@ enum Flaw {
     /// Does not declare partitioned claiming, yet serves partitioned claims as ordinary
     /// ones instead of refusing them (G14's mandatory case).
     ClaimsAllWithoutThePartitionCapability,
+    /// Lists from the start whatever cursor it is given (breaks paging).
+    ListingIgnoresTheCursor,
+    /// Lists scheduled items with the ready ones (breaks the split by state).
+    ListsScheduledAsReady,
+    /// Reports no pause flag and no oldest age in the counts.
+    CountsWithoutPauseOrAge,
+    /// Cancels a running item too, by failing and discarding it.
+    CancelsRunningItems,
+    /// Answers a pause but never applies it.
+    IgnoresPause,
+    /// Keeps a pause in the handle that paused, so claims through other handles onto
+    /// the same data go on (breaks the pause race).
+    PausesOnlyItsOwnHandle,
+    /// Requeues and discards dead items by filter whatever their age.
+    FilterIgnoresAge,
 }
 
 /// What the wrapper hid from the inner store, to show it again on reads.
@@ -98,6 +117,7 @@ struct Hidden {
     renewals: HashMap<ItemId, u32>,
     stalls: HashMap<ItemId, u32>,
     handed: Vec<Lease>,
+    local_pauses: HashSet<QueueName>,
 }
 
 #[derive(Clone, Debug)]
@@ -199,6 +219,13 @@ impl Store for Flawed {
         }
         let limit = params.limit as usize;
         let owner = params.owner.clone();
+        if self.flaw == Flaw::PausesOnlyItsOwnHandle {
+            let local = self.hidden().local_pauses.clone();
+            params.queues.retain(|q| !local.contains(q));
+            if params.queues.is_empty() {
+                return Ok(Vec::new());
+            }
+        }
         let mut leases = self.inner.claim(params).await?;
         if self.flaw == Flaw::LosesReclaimedLeases {
             leases.retain(|l| l.token.attempt == 1);
@@ -273,11 +300,21 @@ impl Store for Flawed {
         self.inner.purge(params).await
     }
 
-    async fn dead_requeue(&self, params: RequeueParams) -> Result<u64> {
+    async fn dead_requeue(&self, mut params: RequeueParams) -> Result<u64> {
+        if self.flaw == Flaw::FilterIgnoresAge {
+            if let Some(f) = &mut params.filter {
+                *f = DeadFilter::new(f.queue.clone()).limit(f.limit);
+            }
+        }
         self.inner.dead_requeue(params).await
     }
 
-    async fn dead_discard(&self, params: DiscardParams) -> Result<u64> {
+    async fn dead_discard(&self, mut params: DiscardParams) -> Result<u64> {
+        if self.flaw == Flaw::FilterIgnoresAge {
+            if let Some(f) = &mut params.filter {
+                *f = DeadFilter::new(f.queue.clone()).limit(f.limit);
+            }
+        }
         self.inner.dead_discard(params).await
     }
 
@@ -290,7 +327,15 @@ impl Store for Flawed {
     }
 
     async fn queue_counts(&self, queue: &QueueName) -> Result<QueueCounts> {
-        self.inner.queue_counts(queue).await
+        let c = self.inner.queue_counts(queue).await?;
+        if self.flaw == Flaw::PausesOnlyItsOwnHandle {
+            let paused = self.hidden().local_pauses.contains(queue);
+            return Ok(c.with_paused(paused));
+        }
+        if self.flaw == Flaw::CountsWithoutPauseOrAge {
+            return Ok(c.with_paused(false).with_oldest_ready_age(None));
+        }
+        Ok(c)
     }
 
     async fn instance_heartbeat(&self, params: HeartbeatParams) -> Result<()> {
@@ -331,31 +376,66 @@ impl Store for Flawed {
         self.inner.leader_resign(params).await
     }
 
-    async fn item_list(
-        &self,
-        params: tenure_core::ItemListParams,
-    ) -> tenure_core::Result<tenure_core::ItemPage> {
+    async fn item_list(&self, mut params: ItemListParams) -> Result<ItemPage> {
+        if self.flaw == Flaw::ListingIgnoresTheCursor {
+            params.cursor = None;
+        }
+        if self.flaw == Flaw::ListsScheduledAsReady && params.state == ListState::Ready {
+            let mut page = self.inner.item_list(params.clone()).await?;
+            let later = self
+                .inner
+                .item_list(ItemListParams::new(params.queue, ListState::Scheduled))
+                .await?;
+            page.items.extend(later.items);
+            return Ok(page);
+        }
         self.inner.item_list(params).await
     }
-    async fn lease_list(
-        &self,
-        params: tenure_core::LeaseListParams,
-    ) -> tenure_core::Result<tenure_core::LeasePage> {
+
+    async fn lease_list(&self, params: LeaseListParams) -> Result<LeasePage> {
         self.inner.lease_list(params).await
     }
-    async fn queue_list(&self) -> tenure_core::Result<Vec<tenure_core::QueueName>> {
+
+    async fn queue_list(&self) -> Result<Vec<QueueName>> {
         self.inner.queue_list().await
     }
-    async fn item_cancel(
-        &self,
-        params: tenure_core::CancelParams,
-    ) -> tenure_core::Result<Vec<tenure_core::CancelOutcome>> {
+
+    async fn item_cancel(&self, params: CancelParams) -> Result<Vec<CancelOutcome>> {
+        if self.flaw == Flaw::CancelsRunningItems {
+            for &id in &params.ids {
+                if let Some(item) = self.inner.item_get(id).await? {
+                    if item.state == ItemState::Running {
+                        let f = tenure_core::Failure::permanent(item.token(), "cancelled");
+                        self.inner.fail(FailParams::one(f)).await?;
+                        self.inner
+                            .dead_discard(DiscardParams::new(vec![id]))
+                            .await?;
+                    }
+                }
+            }
+            let mut out = self.inner.item_cancel(params).await?;
+            for o in &mut out {
+                if *o == CancelOutcome::NotFound {
+                    *o = CancelOutcome::Cancelled;
+                }
+            }
+            return Ok(out);
+        }
         self.inner.item_cancel(params).await
     }
-    async fn queue_pause(&self, params: tenure_core::PauseParams) -> tenure_core::Result<bool> {
-        self.inner.queue_pause(params).await
+
+    async fn queue_pause(&self, params: PauseParams) -> Result<bool> {
+        match self.flaw {
+            Flaw::IgnoresPause => Ok(!self.inner.queue_counts(&params.queue).await?.paused),
+            Flaw::PausesOnlyItsOwnHandle => Ok(self.hidden().local_pauses.insert(params.queue)),
+            _ => self.inner.queue_pause(params).await,
+        }
     }
-    async fn queue_resume(&self, params: tenure_core::PauseParams) -> tenure_core::Result<bool> {
+
+    async fn queue_resume(&self, params: PauseParams) -> Result<bool> {
+        if self.flaw == Flaw::PausesOnlyItsOwnHandle {
+            return Ok(self.hidden().local_pauses.remove(&params.queue));
+        }
         self.inner.queue_resume(params).await
     }
 }
@@ -375,7 +455,11 @@ impl Harness for FlawedHarness {
     }
 
     async fn open_peer(&self, store: &Flawed, _clock: ManualClock) -> Result<Flawed> {
-        Ok(store.clone())
+        let mut peer = store.clone();
+        if self.0 == Flaw::PausesOnlyItsOwnHandle {
+            peer.hidden = Arc::default();
+        }
+        Ok(peer)
     }
 
     async fn open_unreachable(&self, clock: ManualClock) -> Result<Option<Flawed>> {
@@ -624,12 +708,82 @@ mod broken_wrappers {
         )
         .await;
     }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn ignoring_the_cursor_fails_op_inspection() {
+        must_fail(
+            Flaw::ListingIgnoresTheCursor,
+            "op_inspection",
+            "pages_show_every_item_once_in_enqueue_order_either_way",
+        )
+        .await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn listing_scheduled_items_as_ready_fails_op_inspection() {
+        must_fail(
+            Flaw::ListsScheduledAsReady,
+            "op_inspection",
+            "listings_split_items_by_state_and_carry_attempt_owner_expiry_and_error",
+        )
+        .await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn counts_without_pause_or_age_fail_op_inspection() {
+        must_fail(
+            Flaw::CountsWithoutPauseOrAge,
+            "op_inspection",
+            "queue_counts_report_the_oldest_due_wait_and_the_pause",
+        )
+        .await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn cancelling_running_items_fails_op_control() {
+        must_fail(
+            Flaw::CancelsRunningItems,
+            "op_control",
+            "cancel_leaves_running_dead_and_unknown_items_alone_and_says_which",
+        )
+        .await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn ignoring_pause_fails_op_control() {
+        must_fail(
+            Flaw::IgnoresPause,
+            "op_control",
+            "a_paused_queue_is_not_claimed_while_held_leases_run_on",
+        )
+        .await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn pausing_only_the_own_handle_fails_the_pause_race() {
+        must_fail(
+            Flaw::PausesOnlyItsOwnHandle,
+            "op_control",
+            "a_pause_racing_claims_is_told_consistently_to_every_racer",
+        )
+        .await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_filter_ignoring_age_fails_op_control() {
+        must_fail(
+            Flaw::FilterIgnoresAge,
+            "op_control",
+            "dead_items_are_requeued_and_discarded_by_queue_and_age_in_bounded_batches",
+        )
+        .await;
+    }
 }
 
 mod registry {
     use super::*;
 
-    const GROUPS: [&str; 15] = [
+    const GROUPS: [&str; 17] = [
         "g01_exclusive_claim",
         "g02_expiry",
         "g03_fenced_finalize",
@@ -645,6 +799,8 @@ mod registry {
         "g13_leader",
         "g14_partitioned_claiming",
         "g15_bad_input",
+        "op_inspection",
+        "op_control",
     ];
 
     #[test]

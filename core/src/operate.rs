@@ -199,6 +199,25 @@ pub struct LeaseInfo {
 }
 
 impl LeaseInfo {
+    /// A lease as a store read it.
+    pub fn new(
+        token: LeaseToken,
+        queue: QueueName,
+        owner: OwnerId,
+        expires_at: Timestamp,
+        renewals: u32,
+        max_renewals: u32,
+    ) -> Self {
+        LeaseInfo {
+            token,
+            queue,
+            owner,
+            expires_at,
+            renewals,
+            max_renewals,
+        }
+    }
+
     /// The lease of a running item, or `None` when the item is not running with an
     /// owner and an expiry.
     pub fn from_item(item: &Item) -> Option<Self> {

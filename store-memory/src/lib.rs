@@ -59,11 +59,13 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
 use tenure_core::{
-    async_trait, Capabilities, ClaimParams, Clock, CompleteParams, DeregisterParams, DiscardParams,
-    EnqueueParams, Enqueued, Error, EvictParams, Evicted, FailOutcome, FailParams, HeartbeatParams,
-    Instance, Item, ItemId, LeaderParams, LeaderStatus, Lease, Limits, PurgeParams, Purged,
-    QueueCounts, QueueName, RecoverParams, Recovered, ReleaseParams, RenewOutcome, RenewParams,
-    RequeueParams, Result, SharedClock, Store, SystemClock, Timestamp, TokenOutcome, WakeSignal,
+    async_trait, CancelOutcome, CancelParams, Capabilities, ClaimParams, Clock, CompleteParams,
+    DeregisterParams, DiscardParams, EnqueueParams, Enqueued, Error, EvictParams, Evicted,
+    FailOutcome, FailParams, HeartbeatParams, Instance, Item, ItemId, ItemListParams, ItemPage,
+    LeaderParams, LeaderStatus, Lease, LeaseListParams, LeasePage, Limits, PauseParams,
+    PurgeParams, Purged, QueueCounts, QueueName, RecoverParams, Recovered, ReleaseParams,
+    RenewOutcome, RenewParams, RequeueParams, Result, SharedClock, Store, SystemClock, Timestamp,
+    TokenOutcome, WakeSignal,
 };
 
 use crate::state::State;
@@ -243,12 +245,24 @@ impl Store for MemoryStore {
 
     async fn dead_requeue(&self, params: RequeueParams) -> Result<u64> {
         params.validate(&self.inner.limits)?;
-        self.with_state(|s, now| s.dead_requeue(&params.ids, params.additional_attempts, now))
+        self.with_state(|s, now| match &params.filter {
+            Some(f) => {
+                let ids = s.dead_matching(f, now);
+                s.dead_requeue(&ids, params.additional_attempts, now)
+            }
+            None => s.dead_requeue(&params.ids, params.additional_attempts, now),
+        })
     }
 
     async fn dead_discard(&self, params: DiscardParams) -> Result<u64> {
         params.validate(&self.inner.limits)?;
-        self.with_state(|s, now| s.dead_discard(&params.ids, now))
+        self.with_state(|s, now| match &params.filter {
+            Some(f) => {
+                let ids = s.dead_matching(f, now);
+                s.dead_discard(&ids, now)
+            }
+            None => s.dead_discard(&params.ids, now),
+        })
     }
 
     async fn item_get(&self, id: ItemId) -> Result<Option<Item>> {
@@ -288,42 +302,44 @@ impl Store for MemoryStore {
         self.with_state(|s, now| s.leader_resign(&params.name, &params.holder, now))
     }
 
-    async fn item_list(
-        &self,
-        params: tenure_core::ItemListParams,
-    ) -> tenure_core::Result<tenure_core::ItemPage> {
-        let _ = params;
-        Err(tenure_core::Error::unsupported("item_list", self.name()))
+    async fn item_list(&self, params: ItemListParams) -> Result<ItemPage> {
+        params.validate(&self.inner.limits)?;
+        let limit = usize::try_from(params.limit).unwrap_or(usize::MAX);
+        self.with_state(|s, now| {
+            s.item_list(
+                &params.queue,
+                params.state,
+                params.order,
+                limit,
+                params.cursor.as_ref(),
+                now,
+            )
+        })?
     }
 
-    async fn lease_list(
-        &self,
-        params: tenure_core::LeaseListParams,
-    ) -> tenure_core::Result<tenure_core::LeasePage> {
-        let _ = params;
-        Err(tenure_core::Error::unsupported("lease_list", self.name()))
+    async fn lease_list(&self, params: LeaseListParams) -> Result<LeasePage> {
+        params.validate(&self.inner.limits)?;
+        let limit = usize::try_from(params.limit).unwrap_or(usize::MAX);
+        self.with_state(|s, now| s.lease_list(&params.queue, limit, params.cursor.as_ref(), now))?
     }
 
-    async fn queue_list(&self) -> tenure_core::Result<Vec<tenure_core::QueueName>> {
-        Err(tenure_core::Error::unsupported("queue_list", self.name()))
+    async fn queue_list(&self) -> Result<Vec<QueueName>> {
+        self.with_state(|s, _| s.queue_list())
     }
 
-    async fn item_cancel(
-        &self,
-        params: tenure_core::CancelParams,
-    ) -> tenure_core::Result<Vec<tenure_core::CancelOutcome>> {
-        let _ = params;
-        Err(tenure_core::Error::unsupported("item_cancel", self.name()))
+    async fn item_cancel(&self, params: CancelParams) -> Result<Vec<CancelOutcome>> {
+        params.validate(&self.inner.limits)?;
+        self.with_state(|s, now| s.item_cancel(&params.ids, now))?
     }
 
-    async fn queue_pause(&self, params: tenure_core::PauseParams) -> tenure_core::Result<bool> {
-        let _ = params;
-        Err(tenure_core::Error::unsupported("queue_pause", self.name()))
+    async fn queue_pause(&self, params: PauseParams) -> Result<bool> {
+        params.validate(&self.inner.limits)?;
+        self.with_state(|s, _| s.set_paused(&params.queue, true))
     }
 
-    async fn queue_resume(&self, params: tenure_core::PauseParams) -> tenure_core::Result<bool> {
-        let _ = params;
-        Err(tenure_core::Error::unsupported("queue_resume", self.name()))
+    async fn queue_resume(&self, params: PauseParams) -> Result<bool> {
+        params.validate(&self.inner.limits)?;
+        self.with_state(|s, _| s.set_paused(&params.queue, false))
     }
 }
 

@@ -551,38 +551,53 @@ impl Store for SqliteStore {
     async fn item_list(
         &self,
         params: tenure_core::ItemListParams,
-    ) -> tenure_core::Result<tenure_core::ItemPage> {
-        let _ = params;
-        Err(tenure_core::Error::unsupported("item_list", self.name()))
+    ) -> Result<tenure_core::ItemPage> {
+        params.validate(self.limits_ref())?;
+        self.inner
+            .writer
+            .call(move |cx| ops::item_list(cx, &params))
+            .await
     }
 
     async fn lease_list(
         &self,
         params: tenure_core::LeaseListParams,
-    ) -> tenure_core::Result<tenure_core::LeasePage> {
-        let _ = params;
-        Err(tenure_core::Error::unsupported("lease_list", self.name()))
+    ) -> Result<tenure_core::LeasePage> {
+        params.validate(self.limits_ref())?;
+        self.inner
+            .writer
+            .call(move |cx| ops::lease_list(cx, &params))
+            .await
     }
 
-    async fn queue_list(&self) -> tenure_core::Result<Vec<tenure_core::QueueName>> {
-        Err(tenure_core::Error::unsupported("queue_list", self.name()))
+    async fn queue_list(&self) -> Result<Vec<QueueName>> {
+        self.inner.writer.call(ops::queue_list).await
     }
 
     async fn item_cancel(
         &self,
         params: tenure_core::CancelParams,
-    ) -> tenure_core::Result<Vec<tenure_core::CancelOutcome>> {
-        let _ = params;
-        Err(tenure_core::Error::unsupported("item_cancel", self.name()))
+    ) -> Result<Vec<tenure_core::CancelOutcome>> {
+        params.validate(self.limits_ref())?;
+        self.inner
+            .writer
+            .call(move |cx| ops::item_cancel(cx, &params.ids))
+            .await
     }
 
-    async fn queue_pause(&self, params: tenure_core::PauseParams) -> tenure_core::Result<bool> {
-        let _ = params;
-        Err(tenure_core::Error::unsupported("queue_pause", self.name()))
+    async fn queue_pause(&self, params: tenure_core::PauseParams) -> Result<bool> {
+        params.validate(self.limits_ref())?;
+        self.inner
+            .writer
+            .call(move |cx| ops::set_paused(cx, &params, true))
+            .await
     }
 
-    async fn queue_resume(&self, params: tenure_core::PauseParams) -> tenure_core::Result<bool> {
-        let _ = params;
-        Err(tenure_core::Error::unsupported("queue_resume", self.name()))
+    async fn queue_resume(&self, params: tenure_core::PauseParams) -> Result<bool> {
+        params.validate(self.limits_ref())?;
+        self.inner
+            .writer
+            .call(move |cx| ops::set_paused(cx, &params, false))
+            .await
     }
 }
