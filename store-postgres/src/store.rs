@@ -30,6 +30,8 @@ use crate::rows::{i32_of, u32_of};
 use crate::sql::{Sql, SCOPE_INDEX};
 use crate::{listen, migrate, rows, PgConfig, STORE};
 
+pub(crate) mod operate;
+
 /// How many times a claim that lost a scope race (G10) is tried again before it
 /// answers with what it has (nothing).
 const SCOPE_RACE_RETRIES: usize = 16;
@@ -1042,7 +1044,13 @@ impl Store for PgStore {
     async fn dead_requeue(&self, params: RequeueParams) -> Result<u64> {
         params.validate(&self.inner.limits)?;
         let now = self.inner.clock.now();
-        let ids: Vec<Uuid> = params.ids.iter().map(|i| *i.as_uuid()).collect();
+        let ids: Vec<Uuid> = match &params.filter {
+            Some(f) => self.op_dead_matching(f, now).await?,
+            None => params.ids.iter().map(|i| *i.as_uuid()).collect(),
+        };
+        if ids.is_empty() {
+            return Ok(0);
+        }
         let n = self
             .execute(
                 self.query(&self.inner.sql.requeue)
@@ -1057,7 +1065,13 @@ impl Store for PgStore {
     async fn dead_discard(&self, params: DiscardParams) -> Result<u64> {
         params.validate(&self.inner.limits)?;
         let now = self.inner.clock.now();
-        let ids: Vec<Uuid> = params.ids.iter().map(|i| *i.as_uuid()).collect();
+        let ids: Vec<Uuid> = match &params.filter {
+            Some(f) => self.op_dead_matching(f, now).await?,
+            None => params.ids.iter().map(|i| *i.as_uuid()).collect(),
+        };
+        if ids.is_empty() {
+            return Ok(0);
+        }
         let done = self
             .finish_with_streams(&self.inner.sql.discard, now, &ids, None)
             .await?;
@@ -1080,13 +1094,17 @@ impl Store for PgStore {
                     .bind(now.as_micros()),
             )
             .await?;
+        let oldest: Option<i64> = row.try_get(5).map_err(map)?;
+        let paused: bool = row.try_get(6).map_err(map)?;
         Ok(QueueCounts::new(
             count(&row, 0)?,
             count(&row, 1)?,
             count(&row, 2)?,
             count(&row, 3)?,
             count(&row, 4)?,
-        ))
+        )
+        .with_paused(paused)
+        .with_oldest_ready_age(oldest.map(|at| now.duration_since(Timestamp::from_micros(at)))))
     }
 
     async fn instance_heartbeat(&self, params: HeartbeatParams) -> Result<()> {
@@ -1217,38 +1235,38 @@ impl Store for PgStore {
     async fn item_list(
         &self,
         params: tenure_core::ItemListParams,
-    ) -> tenure_core::Result<tenure_core::ItemPage> {
-        let _ = params;
-        Err(tenure_core::Error::unsupported("item_list", self.name()))
+    ) -> Result<tenure_core::ItemPage> {
+        params.validate(&self.inner.limits)?;
+        self.op_item_list(params).await
     }
 
     async fn lease_list(
         &self,
         params: tenure_core::LeaseListParams,
-    ) -> tenure_core::Result<tenure_core::LeasePage> {
-        let _ = params;
-        Err(tenure_core::Error::unsupported("lease_list", self.name()))
+    ) -> Result<tenure_core::LeasePage> {
+        params.validate(&self.inner.limits)?;
+        self.op_lease_list(params).await
     }
 
-    async fn queue_list(&self) -> tenure_core::Result<Vec<tenure_core::QueueName>> {
-        Err(tenure_core::Error::unsupported("queue_list", self.name()))
+    async fn queue_list(&self) -> Result<Vec<QueueName>> {
+        self.op_queue_list().await
     }
 
     async fn item_cancel(
         &self,
         params: tenure_core::CancelParams,
-    ) -> tenure_core::Result<Vec<tenure_core::CancelOutcome>> {
-        let _ = params;
-        Err(tenure_core::Error::unsupported("item_cancel", self.name()))
+    ) -> Result<Vec<tenure_core::CancelOutcome>> {
+        params.validate(&self.inner.limits)?;
+        self.op_item_cancel(params).await
     }
 
-    async fn queue_pause(&self, params: tenure_core::PauseParams) -> tenure_core::Result<bool> {
-        let _ = params;
-        Err(tenure_core::Error::unsupported("queue_pause", self.name()))
+    async fn queue_pause(&self, params: tenure_core::PauseParams) -> Result<bool> {
+        params.validate(&self.inner.limits)?;
+        self.op_set_paused(params, true).await
     }
 
-    async fn queue_resume(&self, params: tenure_core::PauseParams) -> tenure_core::Result<bool> {
-        let _ = params;
-        Err(tenure_core::Error::unsupported("queue_resume", self.name()))
+    async fn queue_resume(&self, params: tenure_core::PauseParams) -> Result<bool> {
+        params.validate(&self.inner.limits)?;
+        self.op_set_paused(params, false).await
     }
 }
