@@ -533,7 +533,7 @@ async fn migrate_case(f: &Fixture) {
             format!("sqlite://{}", path.display())
         }
         Place::Postgres(schema) => {
-            let other = format!("{schema}_script");
+            let other = format!("{schema}_s");
             let sql = human(&[
                 "migrate",
                 &format!("{}?tenure_schema={other}", pg_url()),
