@@ -238,6 +238,23 @@ pub use config::PgConfig;
 pub use connect::{check_schema, DRIVER_PARAMETERS};
 pub use store::PgStore;
 
+/// The newest schema version this crate migrates to.
+pub fn schema_version() -> i32 {
+    migrate::latest()
+}
+
+/// The SQL of every migration after version `from` (0 for a new schema) for
+/// `schema`, for an application that applies migrations with its own tool. Each
+/// migration is followed by the row that records it in `<schema>.tenure_migrations`,
+/// so [`PgStore::migrate`] later sees it as applied; run the script in one
+/// transaction. The schema name is validated first.
+///
+/// # Errors
+/// [`Error::InvalidInput`](tenure_core::Error) naming `schema` or `from`.
+pub fn migration_script(schema: &str, from: i32) -> tenure_core::Result<String> {
+    migrate::script(schema, from)
+}
+
 /// The store's name, as [`Store::name`](tenure_core::Store::name) reports it.
 pub(crate) const STORE: &str = "postgres";
 

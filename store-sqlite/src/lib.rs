@@ -209,6 +209,19 @@ use crate::writer::Writer;
 /// The schema version this crate creates and understands (kept in `tenure_meta`).
 pub const SCHEMA_VERSION: i64 = schema::SCHEMA_VERSION;
 
+/// The SQL that creates this crate's schema (version [`SCHEMA_VERSION`]) and records
+/// its version, for an application that applies schema changes with its own tool.
+/// Run it in one transaction on a database without the `tenure_` tables; opening the
+/// file with [`SqliteStore::open`] then finds the schema current and changes nothing.
+/// Upgrades of an existing file are not SQL alone (version 2 back-fills a hash
+/// computed in Rust): open the file with this crate, or run `tenure migrate`.
+///
+/// # Errors
+/// [`Error::Unavailable`] if SQLite cannot build the schema in memory.
+pub fn schema_script() -> Result<String> {
+    schema::script()
+}
+
 struct Inner {
     config: SqliteConfig,
     writer: Writer,
