@@ -179,15 +179,15 @@
 //! # Damaged and emptied files
 //!
 //! - A damaged file (`SQLITE_CORRUPT`, or an open file that no longer reads as a
-//!   database) answers [`Error::Corrupt`](tenure_core::Error::Corrupt), not
+//!   database) answers [`Error::Corrupt`], not
 //!   retryable, naming the file, what SQLite said and the first problems `PRAGMA
 //!   quick_check` finds. Retrying cannot help; restore the file from a backup.
 //! - An open store whose file was emptied or replaced by one without the store's
-//!   schema answers [`Error::Corrupt`](tenure_core::Error::Corrupt) on its next call
+//!   schema answers [`Error::Corrupt`] on its next call
 //!   and writes nothing: the file held the store when it was opened, so a fresh
 //!   store in its place would silently forget every item.
 //! - [`SqliteStore::open`] of a zero-byte file beside a non-empty `-wal` log answers
-//!   [`Error::Corrupt`](tenure_core::Error::Corrupt) and writes nothing: the log holds
+//!   [`Error::Corrupt`] and writes nothing: the log holds
 //!   pages of a database that lost its contents.
 //! - [`SqliteStore::open`] of a zero-byte file alone creates a fresh store in it:
 //!   nothing tells such a file from one just made empty on purpose (`touch`, a
