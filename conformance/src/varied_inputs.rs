@@ -6,8 +6,8 @@
 //! - the lease duration of a claim (G2), of a renewal (G4) and of the leader lease
 //!   (G13): the expiry is `now + lease_for`, and the item or lease is free exactly
 //!   then, not a tick before;
-//! - the limit of a claim (G8) and of a recovery pass (G2): exactly that many are
-//!   taken when more are there, in order;
+//! - the limit of a claim (G8), of a recovery pass (G2) and of a purge pass (G11):
+//!   exactly that many are taken when more are there, in order;
 //! - the `stale_after` window of eviction (G12).
 //!
 //! Dedup windows (G11), enqueue delays (G7) and retry delays (G5) are varied in their
@@ -16,15 +16,15 @@
 use std::time::Duration;
 
 use tenure_core::{
-    EvictParams, HeartbeatParams, LeaderParams, LeaderStatus, LeaseToken, RecoverParams,
-    RenewOutcome, Store,
+    EvictParams, HeartbeatParams, LeaderParams, LeaderStatus, LeaseToken, PurgeParams,
+    RecoverParams, RenewOutcome, Store,
 };
 
 use crate::case::{Case, CaseResult, Env, Failure};
 use crate::check::{ensure, ensure_eq, expect_counts, pass, OrFail};
 use crate::fixtures::{
-    claim, claim_for, claim_none, claim_one, counts, enqueue, enqueue_n, enqueue_one, item, leader,
-    owner, queue, renew, LEASE, TICK,
+    claim, claim_for, claim_none, claim_one, counts, dedup, enqueue, enqueue_n, enqueue_one, item,
+    leader, owner, queue, renew, LEASE, TICK,
 };
 use crate::harness::Harness;
 
@@ -38,6 +38,9 @@ pub(crate) fn cases<H: Harness>() -> Vec<Case<H>> {
     ]);
     all.extend(crate::register![crate::g08_order::GROUP;
         a_claim_takes_exactly_its_limit_in_claim_order,
+    ]);
+    all.extend(crate::register![crate::g11_dedup::GROUP;
+        a_purge_pass_forgets_exactly_its_limit_of_expired_keys,
     ]);
     all.extend(crate::register![crate::g12_instances::GROUP;
         the_stale_after_window_decides_which_instances_are_evicted,
@@ -187,6 +190,33 @@ async fn a_claim_takes_exactly_its_limit_in_claim_order<H: Harness>(env: Env<'_,
             ),
         )?;
         taken += expect;
+    }
+    pass()
+}
+
+async fn a_purge_pass_forgets_exactly_its_limit_of_expired_keys<H: Harness>(
+    env: Env<'_, H>,
+) -> CaseResult {
+    let q = queue("g11-purge")?;
+    let window = Duration::from_secs(10);
+    for n in 0..5 {
+        let it = item(&q)
+            .dedup_key(dedup(&format!("k{n}"))?)
+            .dedup_window(window);
+        enqueue_one(env.store(), it).await?;
+    }
+    env.advance(window);
+    for (limit, purged) in [(2, 2), (1, 1), (10, 2), (10, 0)] {
+        let p = env
+            .store()
+            .purge(PurgeParams::new(Duration::from_secs(3600), limit))
+            .await
+            .or_fail("purge")?;
+        ensure_eq(
+            p.dedup_keys,
+            purged,
+            &format!("expired dedup keys forgotten by a purge pass with limit {limit}"),
+        )?;
     }
     pass()
 }

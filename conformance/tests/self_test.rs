@@ -118,6 +118,8 @@ enum Flaw {
     IgnoresRecoverLimit,
     /// Claims one item more than the limit asks (G8).
     ClaimLimitOffByOne,
+    /// Purges every expired key in one pass, whatever the limit (G11).
+    IgnoresPurgeLimit,
     /// Writes a `run_at` outside the schedule window, clamped to its edge (G15).
     ClampsRunAtIntoTheWindow,
     /// Writes a delay longer than the schedule window, clamped to it (G15).
@@ -400,7 +402,10 @@ impl Store for Flawed {
         self.inner.recover_expired(params).await
     }
 
-    async fn purge(&self, params: PurgeParams) -> Result<Purged> {
+    async fn purge(&self, mut params: PurgeParams) -> Result<Purged> {
+        if self.flaw == Flaw::IgnoresPurgeLimit {
+            params.limit = 1_000;
+        }
         self.inner.purge(params).await
     }
 
@@ -935,6 +940,16 @@ mod varied_inputs {
             Flaw::ClaimLimitOffByOne,
             "g08_order",
             "a_claim_takes_exactly_its_limit_in_claim_order",
+        )
+        .await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn ignoring_the_purge_limit_fails_g11() {
+        must_fail(
+            Flaw::IgnoresPurgeLimit,
+            "g11_dedup",
+            "a_purge_pass_forgets_exactly_its_limit_of_expired_keys",
         )
         .await;
     }
