@@ -6,6 +6,7 @@
 
 mod support;
 
+mod builder;
 mod finalize;
 mod instances;
 mod lost_answer;
