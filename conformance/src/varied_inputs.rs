@@ -8,10 +8,10 @@
 //!   then, not a tick before;
 //! - the limit of a claim (G8), of a recovery pass (G2) and of a purge pass (G11):
 //!   exactly that many are taken when more are there, in order;
+//! - the delay of an enqueue (G7): due exactly `delay` after the enqueue;
 //! - the `stale_after` window of eviction (G12).
 //!
-//! Dedup windows (G11), enqueue delays (G7) and retry delays (G5) are varied in their
-//! own groups. Each case registers in the group of its guarantee.
+//! Dedup windows (G11) and retry delays (G5) are varied in their own groups. Each case registers in the group of its guarantee.
 
 use std::time::Duration;
 
@@ -21,7 +21,7 @@ use tenure_core::{
 };
 
 use crate::case::{Case, CaseResult, Env, Failure};
-use crate::check::{ensure, ensure_eq, expect_counts, pass, OrFail};
+use crate::check::{ensure, ensure_eq, expect_counts, get, pass, OrFail};
 use crate::fixtures::{
     claim, claim_for, claim_none, claim_one, counts, dedup, enqueue, enqueue_n, enqueue_one, item,
     leader, owner, queue, renew, LEASE, TICK,
@@ -35,6 +35,9 @@ pub(crate) fn cases<H: Harness>() -> Vec<Case<H>> {
     ];
     all.extend(crate::register![crate::g04_renewal_cap::GROUP;
         the_renewals_lease_duration_decides_the_new_expiry,
+    ]);
+    all.extend(crate::register![crate::g07_schedule::GROUP;
+        an_enqueue_delay_decides_when_the_item_is_due,
     ]);
     all.extend(crate::register![crate::g08_order::GROUP;
         a_claim_takes_exactly_its_limit_in_claim_order,
@@ -154,6 +157,34 @@ async fn the_renewals_lease_duration_decides_the_new_expiry<H: Harness>(
         )
         .await?;
         ensure_eq(again.token, LeaseToken::new(id, 2), "the reclaim's token")?;
+    }
+    pass()
+}
+
+async fn an_enqueue_delay_decides_when_the_item_is_due<H: Harness>(env: Env<'_, H>) -> CaseResult {
+    for (n, delay) in [Duration::from_secs(3), Duration::from_secs(2 * 24 * 3600)]
+        .into_iter()
+        .enumerate()
+    {
+        let q = queue(&format!("g07-delay-{n}"))?;
+        let id = enqueue_one(env.store(), item(&q).delay(delay)).await?;
+        ensure_eq(
+            get(env.store(), id).await?.run_at,
+            env.now() + delay,
+            &format!("run_at of an item delayed {delay:?}"),
+        )?;
+        let w = owner("w1")?;
+        env.advance(delay - TICK);
+        claim_none(
+            env.store(),
+            &q,
+            &w,
+            &format!("an item delayed {delay:?} is due in one tick"),
+        )
+        .await?;
+        env.advance(TICK);
+        let lease = claim_one(env.store(), &q, &w, "the claim of the due item").await?;
+        ensure_eq(lease.token, LeaseToken::new(id, 1), "the due item's token")?;
     }
     pass()
 }

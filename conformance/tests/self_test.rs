@@ -120,6 +120,8 @@ enum Flaw {
     ClaimLimitOffByOne,
     /// Purges every expired key in one pass, whatever the limit (G11).
     IgnoresPurgeLimit,
+    /// Delays every delayed item by 60 s, whatever was asked (G7).
+    FixedDelay,
     /// Writes a `run_at` outside the schedule window, clamped to its edge (G15).
     ClampsRunAtIntoTheWindow,
     /// Writes a delay longer than the schedule window, clamped to it (G15).
@@ -276,6 +278,13 @@ impl Store for Flawed {
                     let (window, now) = (self.limits().schedule_window, self.clock.now());
                     if let Schedule::At(t) = item.schedule {
                         item.schedule = Schedule::At(t.clamp(now - window, now + window));
+                    }
+                }
+                Flaw::FixedDelay => {
+                    if let Schedule::After(d) = item.schedule {
+                        if d > Duration::ZERO {
+                            item.schedule = Schedule::After(Duration::from_secs(60));
+                        }
                     }
                 }
                 Flaw::ClampsLongDelays => {
@@ -930,6 +939,16 @@ mod varied_inputs {
             Flaw::FixedRenewLease,
             "g04_renewal_cap",
             "the_renewals_lease_duration_decides_the_new_expiry",
+        )
+        .await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_fixed_delay_fails_g07() {
+        must_fail(
+            Flaw::FixedDelay,
+            "g07_schedule",
+            "an_enqueue_delay_decides_when_the_item_is_due",
         )
         .await;
     }
