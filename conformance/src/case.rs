@@ -44,6 +44,8 @@ pub enum Capability {
     PartitionedClaiming,
     /// Wake-ups from other processes ([`Capabilities::cross_process_wakeups`]).
     CrossProcessWakeups,
+    /// Stream runs ([`Capabilities::stream_runs`]).
+    StreamRuns,
 }
 
 impl Capability {
@@ -52,6 +54,7 @@ impl Capability {
         match self {
             Capability::PartitionedClaiming => "partitioned_claiming",
             Capability::CrossProcessWakeups => "cross_process_wakeups",
+            Capability::StreamRuns => "stream_runs",
         }
     }
 
@@ -60,6 +63,7 @@ impl Capability {
         match self {
             Capability::PartitionedClaiming => caps.partitioned_claiming,
             Capability::CrossProcessWakeups => caps.cross_process_wakeups,
+            Capability::StreamRuns => caps.stream_runs,
         }
     }
 }

@@ -43,11 +43,12 @@ pub(crate) fn cases<H: Harness>() -> Vec<Case<H>> {
         claims_without_partitioning_ignore_shares_and_pins,
         racing_instances_take_disjoint_shares_and_keep_each_stream_on_one_instance,
     ]);
+    all.extend(crate::g14_enqueue_pins::cases::<H>());
     all
 }
 
 /// The partitioning every case uses: the default number of partitions.
-fn partitioning() -> Partitioning {
+pub(crate) fn partitioning() -> Partitioning {
     Partitioning::default()
 }
 
@@ -137,7 +138,7 @@ pub(crate) fn id_set(leases: &[Lease]) -> BTreeSet<ItemId> {
     leases.iter().map(|l| l.token.id).collect()
 }
 
-fn with_stream(queue: &QueueName, s: &StreamKey) -> NewItem {
+pub(crate) fn with_stream(queue: &QueueName, s: &StreamKey) -> NewItem {
     item(queue).stream(s.clone())
 }
 

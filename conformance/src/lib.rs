@@ -98,10 +98,12 @@ mod g06_stalls;
 mod g07_schedule;
 mod g08_order;
 mod g09_stream_fifo;
+mod g09_stream_runs;
 mod g10_scope;
 mod g11_dedup;
 mod g12_instances;
 mod g13_leader;
+mod g14_enqueue_pins;
 mod g14_partitioned_claiming;
 mod g15_bad_input;
 

@@ -128,6 +128,20 @@ enum Flaw {
     ClampsLongDelays,
     /// Reads only as many queue names of a claim as the limit allows (G15).
     TruncatesTheQueueList,
+    /// Declares stream runs but claims heads only, whatever run is asked (G9).
+    IgnoresStreamRuns,
+    /// Does not declare stream runs, yet serves them (G9's mandatory runs case).
+    RunsWithoutTheCapability,
+    /// Counts a whole run as one lease against the claim's limit (G9).
+    CountsARunAsOneLease,
+    /// Leaves the later items of a run running after an earlier one fails or is
+    /// released, as a store without the put-back rule would (G9).
+    LeavesTheRunRunning,
+    /// Counts a stall on every item of an expired or evicted run, not only on its head,
+    /// as a store recovering each item on its own would (G9).
+    StallsTheRunBehindItsHead,
+    /// Drops the pin of an enqueue (G14).
+    IgnoresEnqueuePins,
 }
 
 /// What the wrapper hid from the inner store, to show it again on reads.
@@ -141,6 +155,12 @@ struct Hidden {
     /// Per dedup key, the queue that last used it and how often it changed hands.
     dedup_owner: HashMap<String, (QueueName, u32)>,
     handed: Vec<Lease>,
+    /// Leases of items behind the head of a run, in claim order.
+    tails: Vec<Lease>,
+    /// Tail leases shown as still running after an earlier item of their run left.
+    kept: HashMap<ItemId, Lease>,
+    /// Stalls shown on top of the real ones.
+    extra_stalls: HashMap<ItemId, u32>,
 }
 
 #[derive(Clone, Debug)]
@@ -176,6 +196,9 @@ impl Flawed {
         if let Some(k) = hidden.dedup_keys.get(&item.id) {
             item.dedup_key = Some(k.clone());
         }
+        if let Some(&n) = hidden.extra_stalls.get(&item.id) {
+            item.stalls += n;
+        }
     }
 
     /// With [`Flaw::BatchesIgnoreTheAttempt`], a batch's tokens rewritten to the items'
@@ -194,12 +217,65 @@ impl Flawed {
         Ok(())
     }
 
+    /// For [`Flaw::LeavesTheRunRunning`]: the items of a run behind `failed` are shown
+    /// as still running under their lease.
+    async fn keep_tails_behind(&self, failed: &[LeaseToken]) -> Result<()> {
+        if self.flaw != Flaw::LeavesTheRunRunning {
+            return Ok(());
+        }
+        for t in failed {
+            let Some(item) = self.inner.item_get(t.id).await? else {
+                continue;
+            };
+            if !(item.state == ItemState::Running && item.attempt == t.attempt) {
+                continue;
+            }
+            let mut hidden = self.hidden();
+            let from = hidden.tails.iter().position(|l| l.token.id == t.id);
+            let later: Vec<Lease> = hidden
+                .tails
+                .iter()
+                .enumerate()
+                .filter(|(j, l)| {
+                    l.item.stream == item.stream && from.is_none_or(|p| *j > p) && l.token != *t
+                })
+                .map(|(_, l)| l.clone())
+                .collect();
+            for l in later {
+                hidden.kept.insert(l.token.id, l);
+            }
+        }
+        Ok(())
+    }
+
     /// With [`Flaw::BatchAnswersInIdOrder`], sorts a batch by item id (and answers in
     /// that order).
     fn id_order<T>(&self, batch: &mut [T], id: impl Fn(&T) -> ItemId) {
         if self.flaw == Flaw::BatchAnswersInIdOrder {
             batch.sort_by_key(|t| id(t));
         }
+    }
+
+    /// For [`Flaw::StallsTheRunBehindItsHead`]: every tail put back by recovery or
+    /// eviction is shown with a stall of its own; returns how many.
+    async fn stall_put_back_tails(&self) -> Result<u64> {
+        if self.flaw != Flaw::StallsTheRunBehindItsHead {
+            return Ok(0);
+        }
+        let tails = std::mem::take(&mut self.hidden().tails);
+        let mut stalled = 0;
+        let mut still = Vec::new();
+        for l in tails {
+            match self.inner.item_get(l.token.id).await? {
+                Some(i) if i.state == ItemState::Ready && i.attempt == l.token.attempt => {
+                    *self.hidden().extra_stalls.entry(l.token.id).or_default() += 1;
+                    stalled += 1;
+                }
+                _ => still.push(l),
+            }
+        }
+        self.hidden().tails = still;
+        Ok(stalled)
     }
 }
 
@@ -213,6 +289,9 @@ impl Store for Flawed {
         if self.flaw == Flaw::ClaimsAllWithoutThePartitionCapability {
             return Capabilities::default();
         }
+        if self.flaw == Flaw::RunsWithoutTheCapability {
+            return Capabilities::default().with_partitioned_claiming();
+        }
         self.inner.capabilities()
     }
 
@@ -225,6 +304,9 @@ impl Store for Flawed {
     }
 
     async fn enqueue(&self, mut params: EnqueueParams) -> Result<Vec<Enqueued>> {
+        if self.flaw == Flaw::IgnoresEnqueuePins {
+            params.pin_to = None;
+        }
         for item in &mut params.items {
             match self.flaw {
                 Flaw::IgnoresScope => {
@@ -313,6 +395,12 @@ impl Store for Flawed {
         ) {
             params.partitioning = None;
         }
+        if self.flaw == Flaw::IgnoresStreamRuns {
+            params.stream_run = 1;
+        }
+        if self.flaw == Flaw::CountsARunAsOneLease && params.stream_run > 1 {
+            params.limit = (params.limit * params.stream_run).min(1_000);
+        }
         let limit = params.limit as usize;
         let owner = params.owner.clone();
         match self.flaw {
@@ -351,6 +439,17 @@ impl Store for Flawed {
                 }
             }
         }
+        if matches!(
+            self.flaw,
+            Flaw::LeavesTheRunRunning | Flaw::StallsTheRunBehindItsHead
+        ) {
+            let mut hidden = self.hidden();
+            for pair in leases.windows(2) {
+                if pair[1].item.stream.is_some() && pair[1].item.stream == pair[0].item.stream {
+                    hidden.tails.push(pair[1].clone());
+                }
+            }
+        }
         for lease in &mut leases {
             self.restore(&mut lease.item);
         }
@@ -378,6 +477,17 @@ impl Store for Flawed {
                 }
             }
         }
+        if self.flaw == Flaw::LeavesTheRunRunning {
+            let mut out = Vec::new();
+            for t in params.tokens {
+                let kept = self.hidden().kept.remove(&t.id);
+                match kept {
+                    Some(l) if l.token == t => out.push(TokenOutcome::Accepted),
+                    _ => out.extend(self.inner.complete(CompleteParams::new(vec![t])).await?),
+                }
+            }
+            return Ok(out);
+        }
         self.inner.complete(params).await
     }
 
@@ -390,6 +500,7 @@ impl Store for Flawed {
             }
         }
         let mut tokens: Vec<LeaseToken> = params.failures.iter().map(|f| f.token).collect();
+        self.keep_tails_behind(&tokens).await?;
         self.current_attempts(&mut tokens).await?;
         for (f, t) in params.failures.iter_mut().zip(tokens) {
             f.token = t;
@@ -399,6 +510,7 @@ impl Store for Flawed {
     }
 
     async fn release(&self, mut params: ReleaseParams) -> Result<Vec<TokenOutcome>> {
+        self.keep_tails_behind(&params.tokens).await?;
         self.current_attempts(&mut params.tokens).await?;
         self.id_order(&mut params.tokens, |t| t.id);
         self.inner.release(params).await
@@ -408,7 +520,9 @@ impl Store for Flawed {
         if self.flaw == Flaw::IgnoresRecoverLimit {
             params.limit = 1_000;
         }
-        self.inner.recover_expired(params).await
+        let mut recovered = self.inner.recover_expired(params).await?;
+        recovered.requeued += self.stall_put_back_tails().await?;
+        Ok(recovered)
     }
 
     async fn purge(&self, mut params: PurgeParams) -> Result<Purged> {
@@ -427,6 +541,9 @@ impl Store for Flawed {
     }
 
     async fn item_get(&self, id: ItemId) -> Result<Option<Item>> {
+        if let Some(l) = self.hidden().kept.get(&id) {
+            return Ok(Some(l.item.clone()));
+        }
         let mut item = self.inner.item_get(id).await?;
         if let Some(item) = &mut item {
             self.restore(item);
@@ -454,7 +571,9 @@ impl Store for Flawed {
             params.validate(&self.limits())?;
             return Ok(Evicted::default());
         }
-        self.inner.instance_evict_stale(params).await
+        let mut evicted = self.inner.instance_evict_stale(params).await?;
+        evicted.released += self.stall_put_back_tails().await?;
+        Ok(evicted)
     }
 
     async fn instance_deregister(&self, params: DeregisterParams) -> Result<Evicted> {
@@ -835,6 +954,146 @@ mod broken_wrappers {
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn ignoring_stream_runs_fails_g09() {
+        must_fail(
+            Flaw::IgnoresStreamRuns,
+            "g09_stream_fifo",
+            "a_run_leases_the_head_and_the_ready_items_behind_it_in_order",
+        )
+        .await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn ignoring_stream_runs_fails_the_zero_run_refusal_of_g09() {
+        must_fail(
+            Flaw::IgnoresStreamRuns,
+            "g09_stream_fifo",
+            "a_stream_run_of_zero_is_refused_naming_the_field",
+        )
+        .await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn serving_runs_without_the_capability_fails_g09() {
+        must_fail(
+            Flaw::RunsWithoutTheCapability,
+            "g09_stream_fifo",
+            "stream_runs_are_served_only_by_stores_that_declare_them",
+        )
+        .await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn counting_a_run_as_one_lease_fails_g09() {
+        must_fail(
+            Flaw::CountsARunAsOneLease,
+            "g09_stream_fifo",
+            "a_run_counts_towards_the_claim_limit",
+        )
+        .await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn claiming_future_items_fails_the_run_stop_of_g09() {
+        must_fail(
+            Flaw::ClaimsFutureItems,
+            "g09_stream_fifo",
+            "a_run_stops_at_an_item_that_is_not_due_or_not_in_the_claimed_queues",
+        )
+        .await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn ignoring_scope_fails_the_run_stop_of_g09() {
+        must_fail(
+            Flaw::IgnoresScope,
+            "g09_stream_fifo",
+            "a_run_stops_at_an_item_whose_scope_is_busy",
+        )
+        .await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn leaving_a_run_running_after_a_failure_fails_g09() {
+        must_fail(
+            Flaw::LeavesTheRunRunning,
+            "g09_stream_fifo",
+            "a_failed_item_of_a_run_puts_every_later_item_back_untouched",
+        )
+        .await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn leaving_a_run_running_after_a_release_fails_g09() {
+        must_fail(
+            Flaw::LeavesTheRunRunning,
+            "g09_stream_fifo",
+            "a_released_item_of_a_run_puts_every_later_item_back_untouched",
+        )
+        .await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn stalling_a_whole_expired_run_fails_g09() {
+        must_fail(
+            Flaw::StallsTheRunBehindItsHead,
+            "g09_stream_fifo",
+            "an_expired_run_is_recovered_from_its_head_without_stalls_behind_it",
+        )
+        .await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn stalling_a_whole_evicted_run_fails_g09() {
+        must_fail(
+            Flaw::StallsTheRunBehindItsHead,
+            "g09_stream_fifo",
+            "evicting_the_owner_of_a_run_puts_the_items_behind_its_head_back_untouched",
+        )
+        .await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn ignoring_enqueue_pins_fails_g14() {
+        must_fail(
+            Flaw::IgnoresEnqueuePins,
+            "g14_partitioned_claiming",
+            "a_stream_pinned_at_enqueue_goes_only_to_the_enqueuing_instance_first_pin_winning",
+        )
+        .await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn ignoring_enqueue_pins_fails_the_unregistered_pin_refusal_of_g14() {
+        must_fail(
+            Flaw::IgnoresEnqueuePins,
+            "g14_partitioned_claiming",
+            "pinning_at_enqueue_to_an_unregistered_instance_is_refused_and_writes_nothing",
+        )
+        .await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn ignoring_enqueue_pins_fails_the_eviction_of_a_pin_of_g14() {
+        must_fail(
+            Flaw::IgnoresEnqueuePins,
+            "g14_partitioned_claiming",
+            "eviction_drops_a_pin_made_at_enqueue",
+        )
+        .await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn pinning_at_enqueue_without_the_capability_fails_g14() {
+        must_fail(
+            Flaw::ClaimsAllWithoutThePartitionCapability,
+            "g14_partitioned_claiming",
+            "pinning_at_enqueue_is_served_only_by_stores_that_declare_partitioned_claiming",
+        )
+        .await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn never_evicting_fails_g12() {
         must_fail(
             Flaw::NeverEvicts,
@@ -1065,7 +1324,8 @@ mod registry {
                 "{} is not a snake-case sentence",
                 c.full_name()
             );
-            if c.group != "g14_partitioned_claiming" {
+            if c.group != "g14_partitioned_claiming" && c.capability != Some(Capability::StreamRuns)
+            {
                 assert_eq!(
                     c.capability,
                     None,
@@ -1074,15 +1334,19 @@ mod registry {
                 );
             }
         }
-        let optional = all.iter().filter(|c| c.capability.is_some()).count();
+        let optional = all
+            .iter()
+            .filter(|c| c.capability == Some(Capability::PartitionedClaiming))
+            .count();
         let g14 = all
             .iter()
             .filter(|c| c.group == "g14_partitioned_claiming")
             .count();
+        // G14's first case is mandatory, and so is the first case of pinning at enqueue.
         assert_eq!(
-            optional + 1,
+            optional + 2,
             g14,
-            "G14's first case is mandatory, the rest optional"
+            "G14's mandatory cases: the partitioned claim and the pinned enqueue"
         );
     }
 

@@ -378,7 +378,7 @@ impl Store for RedisStore {
         inv.arg(micros(now))
             .arg(params.owner.as_str())
             .arg(params.limit)
-            .arg(duration_micros(params.lease_for))
+            .arg(micros(expires_at))
             .arg(params.partitioning.map_or(0, |p| p.partitions))
             .arg(params.queues.len());
         for q in &params.queues {
@@ -533,7 +533,7 @@ impl Store for RedisStore {
         if flat.is_empty() {
             return Ok(None);
         }
-        rows::item(flat).map(Some)
+        rows::item(id, flat).map(Some)
     }
 
     async fn queue_counts(&self, queue: &QueueName) -> Result<QueueCounts> {

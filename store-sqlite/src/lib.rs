@@ -379,7 +379,9 @@ impl Store for SqliteStore {
     }
 
     fn capabilities(&self) -> Capabilities {
-        Capabilities::default().with_partitioned_claiming()
+        Capabilities::default()
+            .with_partitioned_claiming()
+            .with_stream_runs()
     }
 
     fn limits(&self) -> Limits {

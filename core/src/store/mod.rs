@@ -24,6 +24,7 @@ pub use params::{
     ClaimParams, CompleteParams, DeregisterParams, DiscardParams, EnqueueParams, EvictParams,
     FailParams, Failure, HeartbeatParams, LeaderParams, Limits, PurgeParams, RecoverParams,
     ReleaseParams, RenewParams, RequeueParams, Retry, DEFAULT_STALE_AFTER, MAX_ERROR_BYTES,
+    MAX_STREAM_RUN,
 };
 pub use params::{DEFAULT_MAX_CLAIM_QUEUES, DEFAULT_SCHEDULE_WINDOW};
 
@@ -44,6 +45,9 @@ pub struct Capabilities {
     /// Wake-ups from other processes (for example Postgres LISTEN/NOTIFY). Every store
     /// may hand out an in-process [`WakeSignal`] regardless.
     pub cross_process_wakeups: bool,
+    /// Stream runs: a claim with [`ClaimParams::stream_runs`] leases up to `k`
+    /// consecutive items of one stream (G9). Stores without it claim heads only.
+    pub stream_runs: bool,
 }
 
 impl Capabilities {
@@ -56,6 +60,12 @@ impl Capabilities {
     /// Declares wake-ups from other processes.
     pub fn with_cross_process_wakeups(mut self) -> Self {
         self.cross_process_wakeups = true;
+        self
+    }
+
+    /// Declares stream runs.
+    pub fn with_stream_runs(mut self) -> Self {
+        self.stream_runs = true;
         self
     }
 }
@@ -129,6 +139,13 @@ pub trait Store: Send + Sync + fmt::Debug + 'static {
     ///   until `now + dedup_window` (G11; `g11_dedup`).
     /// - Answers one [`Enqueued`] per item, in order. All or nothing: on error nothing
     ///   is written.
+    /// - With [`EnqueueParams::pin_to`] (G14; `g14_partitioned_claiming`), only on
+    ///   stores that declare [`Capabilities::partitioned_claiming`] (others answer
+    ///   [`Error::Unsupported`](crate::Error::Unsupported), writing nothing): the
+    ///   instance MUST be registered, else [`Error::NotFound`](crate::Error::NotFound)
+    ///   with `what = "instance"` and nothing written; the stream of every inserted item
+    ///   that is pinned to nobody is pinned to it, and an existing pin is kept (first
+    ///   write wins).
     async fn enqueue(&self, params: EnqueueParams) -> Result<Vec<Enqueued>>;
 
     /// Leases up to `limit` claimable items of `queues` to `owner`.
@@ -158,6 +175,22 @@ pub trait Store: Send + Sync + fmt::Debug + 'static {
     ///   owner's rank ([`partition::takes`](crate::partition::takes)). Claiming an item
     ///   of an unpinned stream pins the stream to `owner`. Instance eviction and
     ///   deregistration drop the instance's pins. See [`crate::partition`].
+    /// - With [`ClaimParams::stream_run`] `k > 1`, on stores that declare
+    ///   [`Capabilities::stream_runs`] (others claim heads only): each stream head taken
+    ///   brings the items right behind it in enqueue order, while each is `ready`, due,
+    ///   in one of `queues` and not of a scope that is busy (a scope taken by an earlier
+    ///   item of the run included), up to `k` items in all and within `limit` (G9;
+    ///   `g09_stream_fifo`). Each is claimed as above. The run's leases are adjacent in
+    ///   the answer, in stream order.
+    /// - **Put-back rule (G9).** When a running item of a stream leaves `running` other
+    ///   than by [`Store::complete`] (a failure, a release, expiry recovery, eviction),
+    ///   every later running item of that stream goes back to `ready` untouched: owner
+    ///   and expiry cleared, `attempt`, `stalls` and `run_at` kept, `max_attempts + 1`
+    ///   (no attempt spent, as [`machine::put_back`](crate::machine::put_back)), no
+    ///   stall counted; their tokens then answer lease lost. Items so put back are not
+    ///   counted as recovered or released. So a stream's running items are always a
+    ///   prefix of its unfinished items, and G9 holds exactly as without runs. Applies
+    ///   only to stores that declare [`Capabilities::stream_runs`].
     async fn claim(&self, params: ClaimParams) -> Result<Vec<Lease>>;
 
     /// Extends leases, answering per token, in order.

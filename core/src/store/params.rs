@@ -125,17 +125,38 @@ impl Limits {
 pub struct EnqueueParams {
     /// The items, in enqueue order.
     pub items: Vec<NewItem>,
+    /// Pin the items' streams to this registered instance at enqueue (G14; see
+    /// [`EnqueueParams::pin_streams_to`]); `None` (the default) leaves pinning to the
+    /// first partitioned claim.
+    pub pin_to: Option<OwnerId>,
 }
 
 impl EnqueueParams {
     /// Enqueue `items` in this order.
     pub fn new(items: Vec<NewItem>) -> Self {
-        EnqueueParams { items }
+        EnqueueParams {
+            items,
+            pin_to: None,
+        }
     }
 
     /// Enqueue one item.
     pub fn one(item: NewItem) -> Self {
-        EnqueueParams { items: vec![item] }
+        EnqueueParams::new(vec![item])
+    }
+
+    /// Pins the stream of every inserted item that is pinned to nobody yet to
+    /// `instance`, the instance that enqueues it (G14, first write wins): partitioned
+    /// claims of other instances then pass the stream over, whatever its partition,
+    /// until `instance` leaves the registry. A stream already pinned keeps its pin; a
+    /// duplicate (G11) inserts nothing and pins nothing. `instance` MUST be registered,
+    /// else the enqueue answers [`Error::NotFound`] with `what = "instance"` and writes
+    /// nothing. Only on stores that declare
+    /// [`Capabilities::partitioned_claiming`](crate::Capabilities::partitioned_claiming);
+    /// others answer [`Error::Unsupported`].
+    pub fn pin_streams_to(mut self, instance: OwnerId) -> Self {
+        self.pin_to = Some(instance);
+        self
     }
 
     /// Checks every bound of G15 that does not need the store's clock; a delay longer
@@ -244,7 +265,14 @@ pub struct ClaimParams {
     /// Partitioned claiming (G14), for stores that declare it; `None` (the default)
     /// claims from all of the queues' work.
     pub partitioning: Option<Partitioning>,
+    /// Most items of one stream one claim leases as a run: the stream's head and the
+    /// consecutive ready items behind it (G9; see [`ClaimParams::stream_runs`]). 1 (the
+    /// default) claims heads only.
+    pub stream_run: u32,
 }
+
+/// Most items one stream run may hold ([`ClaimParams::stream_runs`]).
+pub const MAX_STREAM_RUN: u32 = 1_000;
 
 impl ClaimParams {
     /// Claim up to `limit` items of `queue` for `owner`, each leased for `lease_for`.
@@ -255,7 +283,23 @@ impl ClaimParams {
             limit,
             lease_for,
             partitioning: None,
+            stream_run: 1,
         }
+    }
+
+    /// Leases runs of up to `k` items per stream (1..=[`MAX_STREAM_RUN`]; 1 turns runs
+    /// off): with a stream's head, the claim also takes the items right behind it in
+    /// enqueue order while each is `ready`, due, in one of the claim's queues and free
+    /// of a busy scope, up to `k` in all. The run's leases are adjacent in the answer,
+    /// in stream order, each with its own token, and count towards `limit` like any
+    /// lease. Handle them in that order: a failure, release, expiry or eviction of one
+    /// puts every later running item of its stream back untouched (see
+    /// [`Store::claim`](crate::Store::claim)). Stores without
+    /// [`Capabilities::stream_runs`](crate::Capabilities::stream_runs) claim heads only,
+    /// which is a run of one.
+    pub fn stream_runs(mut self, k: u32) -> Self {
+        self.stream_run = k;
+        self
     }
 
     /// Claims from these queues instead (priority order still holds across them).
@@ -293,6 +337,12 @@ impl ClaimParams {
         let limit = usize::try_from(self.limit).unwrap_or(usize::MAX);
         limits.check_batch("limit", limit, limits.max_batch)?;
         limits.check_lease("lease_for", self.lease_for)?;
+        if self.stream_run == 0 || self.stream_run > MAX_STREAM_RUN {
+            return Err(Error::invalid(
+                "stream_run",
+                format!("{} is outside 1..={MAX_STREAM_RUN}", self.stream_run),
+            ));
+        }
         match &self.partitioning {
             Some(p) => p.validate(),
             None => Ok(()),
