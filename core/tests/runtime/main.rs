@@ -7,6 +7,7 @@
 mod support;
 
 mod drain;
+mod exported;
 mod finalize;
 mod instances;
 mod lost_answer;
