@@ -36,8 +36,9 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         path.display()
     );
 
-    // 1. Open the store: creates the file and its schema.
-    let store = SqliteStore::open(SqliteConfig::new(&path)).await?;
+    // 1. Open the store: creates the file and its schema. Finished items are kept (the
+    //    purge removes them after a day), so `tenure status` can show them afterwards.
+    let store = SqliteStore::open(SqliteConfig::new(&path).keep_done(true)).await?;
     let queue = QueueName::new("quickstart")?;
 
     // 2. Enqueue 1,000 items in one call; each payload is the item's number.
@@ -125,5 +126,10 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     if duplicates > 0 || lost > 0 || counts.pending() > 0 {
         return Err("some items were not processed exactly once".into());
     }
+    // 6. The operator's view of the same file (`cargo install --path cli` installs it).
+    println!(
+        "see it as an operator: tenure status 'sqlite://{}'",
+        path.display()
+    );
     Ok(())
 }

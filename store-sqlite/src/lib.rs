@@ -209,6 +209,19 @@ use crate::writer::Writer;
 /// The schema version this crate creates and understands (kept in `tenure_meta`).
 pub const SCHEMA_VERSION: i64 = schema::SCHEMA_VERSION;
 
+/// The SQL that creates this crate's schema (version [`SCHEMA_VERSION`]) and records
+/// its version, for an application that applies schema changes with its own tool.
+/// Run it in one transaction on a database without the `tenure_` tables; opening the
+/// file with [`SqliteStore::open`] then finds the schema current and changes nothing.
+/// Upgrades of an existing file are not SQL alone (version 2 back-fills a hash
+/// computed in Rust): open the file with this crate, or run `tenure migrate`.
+///
+/// # Errors
+/// [`Error::Unavailable`] if SQLite cannot build the schema in memory.
+pub fn schema_script() -> Result<String> {
+    schema::script()
+}
+
 struct Inner {
     config: SqliteConfig,
     writer: Writer,
@@ -329,6 +342,7 @@ impl SqliteStore {
                 now: config.clock.now(),
                 keep_done: config.keep_done,
             };
+            params.validate_schedule(&config.limits, cx.now)?;
             ops::enqueue(&cx, &params)
         };
         let sql = |e: rusqlite::Error| -> Error {
@@ -378,7 +392,9 @@ impl Store for SqliteStore {
     }
 
     fn capabilities(&self) -> Capabilities {
-        Capabilities::default().with_partitioned_claiming()
+        Capabilities::default()
+            .with_partitioned_claiming()
+            .with_stream_runs()
     }
 
     fn limits(&self) -> Limits {
@@ -395,10 +411,14 @@ impl Store for SqliteStore {
 
     async fn enqueue(&self, params: EnqueueParams) -> Result<Vec<Enqueued>> {
         params.validate(self.limits_ref())?;
+        let limits = *self.limits_ref();
         let out = self
             .inner
             .writer
-            .call(move |cx| ops::enqueue(cx, &params))
+            .call(move |cx| {
+                params.validate_schedule(&limits, cx.now)?;
+                ops::enqueue(cx, &params)
+            })
             .await?;
         self.inner.wake.notify();
         Ok(out)
@@ -536,6 +556,59 @@ impl Store for SqliteStore {
         self.inner
             .writer
             .call(move |cx| ops::leader_resign(cx, &params))
+            .await
+    }
+
+    async fn item_list(
+        &self,
+        params: tenure_core::ItemListParams,
+    ) -> Result<tenure_core::ItemPage> {
+        params.validate(self.limits_ref())?;
+        self.inner
+            .writer
+            .call(move |cx| ops::item_list(cx, &params))
+            .await
+    }
+
+    async fn lease_list(
+        &self,
+        params: tenure_core::LeaseListParams,
+    ) -> Result<tenure_core::LeasePage> {
+        params.validate(self.limits_ref())?;
+        self.inner
+            .writer
+            .call(move |cx| ops::lease_list(cx, &params))
+            .await
+    }
+
+    async fn queue_list(&self) -> Result<Vec<QueueName>> {
+        self.inner.writer.call(ops::queue_list).await
+    }
+
+    async fn item_cancel(
+        &self,
+        params: tenure_core::CancelParams,
+    ) -> Result<Vec<tenure_core::CancelOutcome>> {
+        params.validate(self.limits_ref())?;
+        self.inner
+            .writer
+            .call(move |cx| ops::item_cancel(cx, &params.ids))
+            .await
+    }
+
+    async fn queue_pause(&self, params: tenure_core::PauseParams) -> Result<bool> {
+        params.validate(self.limits_ref())?;
+        self.inner
+            .writer
+            .call(move |cx| ops::set_paused(cx, &params, true))
+            .await
+    }
+
+    async fn queue_resume(&self, params: tenure_core::PauseParams) -> Result<bool> {
+        params.validate(self.limits_ref())?;
+        self.inner
+            .writer
+            .call(move |cx| ops::set_paused(cx, &params, false))
             .await
     }
 }

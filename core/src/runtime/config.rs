@@ -8,8 +8,10 @@ use crate::keys::{LeaderName, OwnerId, QueueName};
 use crate::partition::Partitioning;
 use crate::retry::RetryPolicy;
 use crate::store::{Limits, Store, DEFAULT_STALE_AFTER};
+use crate::time::{SharedClock, SystemClock};
 
 use super::handler::Handler;
+use super::periodic::{Periodic, Periodics};
 use super::poll::PollPolicy;
 use super::worker::Worker;
 
@@ -63,6 +65,10 @@ pub(crate) struct Settings {
     pub(crate) leader_lease: Duration,
     pub(crate) keep_done_for: Duration,
     pub(crate) limits: Limits,
+    /// The periodic jobs the leader enqueues, and how far it has.
+    pub(crate) periodics: Arc<Periodics>,
+    /// The wall clock periodic schedules are read on.
+    pub(crate) clock: SharedClock,
 }
 
 /// What [`WorkerBuilder::check`] hands to [`Worker::start`].
@@ -117,6 +123,8 @@ pub struct WorkerBuilder {
     maintenance_interval: Duration,
     leader_name: Option<LeaderName>,
     keep_done_for: Duration,
+    periodic: Vec<Periodic>,
+    clock: Option<SharedClock>,
 }
 
 impl std::fmt::Debug for WorkerBuilder {
@@ -156,6 +164,8 @@ impl WorkerBuilder {
             maintenance_interval: Duration::from_secs(5),
             leader_name: None,
             keep_done_for: Duration::from_secs(24 * 60 * 60),
+            periodic: Vec::new(),
+            clock: None,
         }
     }
 
@@ -344,6 +354,22 @@ impl WorkerBuilder {
         self
     }
 
+    /// Adds a periodic job (call again for several): while this worker holds the
+    /// maintenance leader lease it enqueues one item per tick, exactly once across all
+    /// instances (see [`Periodic`] for the rules). Every worker of a deployment may declare the
+    /// same jobs; only the leader enqueues. Needs maintenance on.
+    pub fn periodic(mut self, job: Periodic) -> Self {
+        self.periodic.push(job);
+        self
+    }
+
+    /// The wall clock periodic schedules are read on (default the system clock). Give
+    /// it the store's clock where that is not the system's (tests on a manual clock).
+    pub fn clock(mut self, clock: impl crate::Clock) -> Self {
+        self.clock = Some(Arc::new(clock));
+        self
+    }
+
     /// Checks the settings and starts the worker on the current tokio runtime.
     ///
     /// Errors name the offending setting (`Error::InvalidInput`): no queue, no handler,
@@ -363,6 +389,16 @@ impl WorkerBuilder {
             .ok_or_else(|| Error::invalid("handler", "a worker needs a handler"))?;
         if self.queues.is_empty() {
             return Err(Error::invalid("queues", "must name at least one queue"));
+        }
+        if self.queues.len() > limits.max_claim_queues {
+            return Err(Error::invalid(
+                "queues",
+                format!(
+                    "names {} queues; one claim takes at most {}",
+                    self.queues.len(),
+                    limits.max_claim_queues
+                ),
+            ));
         }
         if self.concurrency == 0 || self.concurrency > 100_000 {
             return Err(Error::invalid(
@@ -467,6 +503,13 @@ impl WorkerBuilder {
                 ),
             ));
         }
+        if !self.periodic.is_empty() && !self.maintenance {
+            return Err(Error::invalid(
+                "periodic",
+                "periodic jobs are enqueued by the maintenance leader; turn maintenance on",
+            ));
+        }
+        let periodics = Arc::new(Periodics::new(self.periodic)?);
         let instance = match self.instance {
             Some(id) => id,
             None => OwnerId::generate("worker")?,
@@ -503,6 +546,8 @@ impl WorkerBuilder {
             leader_lease,
             keep_done_for: self.keep_done_for,
             limits,
+            periodics,
+            clock: self.clock.unwrap_or_else(|| Arc::new(SystemClock)),
         };
         Ok((self.store, handler, settings))
     }

@@ -99,6 +99,9 @@ pub(crate) async fn maintenance_loop(shared: Arc<Shared>, stop: CancellationToke
         if matches!(role, Role::Leader { .. }) {
             maintain(&shared, call_timeout).await;
         }
+        if let Role::Leader { term } = role {
+            super::periodic::enqueue_due(&shared, term, call_timeout).await;
+        }
         tokio::select! {
             _ = stop.cancelled() => break,
             _ = sleep(s.maintenance_interval) => {}

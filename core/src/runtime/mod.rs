@@ -42,6 +42,11 @@
 //!   timer. Recovery of expired leases, the purge, and eviction of stale instances run
 //!   only on the holder of the leader lease; [`Worker::role`] reports Leader, Follower
 //!   or Faulted (a store error is Faulted, never Follower).
+//! - **Periodic jobs.** [`WorkerBuilder::periodic`] declares a [`Periodic`] job (a cron
+//!   expression read in UTC, or a fixed interval); the leader enqueues each tick
+//!   ahead of time as a scheduled item with a dedup key per tick, so a tick is
+//!   enqueued once across all instances and leader changes, and a tick missed during
+//!   downtime once (see [`Missed`]).
 //! - **Graceful shutdown.** [`Worker::shutdown`] stops claiming, waits for in-flight
 //!   work up to a grace period, then cancels what still runs and releases those leases
 //!   so peers take them at once; the instance then leaves the registry
@@ -121,6 +126,7 @@ mod finalize;
 mod handler;
 mod instance;
 mod metrics;
+mod periodic;
 mod poll;
 mod renew;
 mod supervise;
@@ -133,6 +139,7 @@ pub use config::{
 pub use export::describe_metrics;
 pub use handler::{Handler, Job, JobError, StopReason};
 pub use metrics::MetricsSnapshot;
+pub use periodic::{Missed, Periodic, Recurrence, MAX_PERIODIC_NAME_BYTES, PERIODIC_KEY_PREFIX};
 pub use poll::{PollPolicy, DEFAULT_RELAXED_POLL};
 pub use tokio_util::sync::CancellationToken;
 pub use worker::{Role, ShutdownReport, Worker};

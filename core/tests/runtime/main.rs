@@ -13,6 +13,7 @@ mod instances;
 mod lost_answer;
 mod outcomes;
 mod partitions;
+mod periodic;
 mod pipeline;
 mod poll;
 mod renewal;
