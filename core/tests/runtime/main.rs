@@ -8,6 +8,7 @@ mod support;
 
 mod builder;
 mod drain;
+mod exported;
 mod finalize;
 mod instances;
 mod lost_answer;
