@@ -149,6 +149,14 @@ fn apply(shared: &Shared, tokens: &[LeaseToken], outcomes: Vec<RenewOutcome>, se
                 );
             }
             RenewOutcome::LeaseLost => {
+                // A renewal can cross its attempt's own finalize: the outcome commits
+                // first and the renewal then finds the item finished. Only an attempt
+                // whose outcome is not yet sent learns "lost" here; a sent outcome's
+                // own answer tells whether the lease was lost.
+                if !shared.outcome_pending(t) {
+                    tracing::debug!(event = "renew", item = %t.id, attempt = t.attempt, "renewal crossed the attempt's finalize");
+                    continue;
+                }
                 shared.count_lost(t);
                 let stopped = shared.stop_attempt(t, StopReason::LeaseLost);
                 tracing::warn!(

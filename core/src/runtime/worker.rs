@@ -288,6 +288,15 @@ impl Shared {
         }
     }
 
+    /// True while `token`'s attempt is in flight and its outcome has not been sent to
+    /// the finalizer (its handler runs, or it waits for a slot).
+    pub(crate) fn outcome_pending(&self, token: &LeaseToken) -> bool {
+        self.inflight()
+            .entries
+            .get(token)
+            .is_some_and(|e| !e.handler_done)
+    }
+
     /// Counts a "lease lost" answer once per attempt.
     pub(crate) fn count_lost(&self, token: &LeaseToken) {
         let (first, queue) = match self.inflight().entries.get_mut(token) {

@@ -158,3 +158,43 @@ async fn after_the_renewal_cap_the_handler_self_stops_and_the_expired_item_is_re
     assert_eq!((it.state, it.attempt, it.stalls), (ItemState::Done, 2, 1));
     assert!(calls.fails.is_empty(), "the capped attempt wrote nothing");
 }
+
+/// A renewal sent while the handler runs can be answered after that attempt's own
+/// complete committed: the store then finds the item finished and answers "lease
+/// lost". That answer is about a finished attempt, not a lost one.
+#[tokio::test(start_paused = true)]
+async fn a_renewal_answered_after_its_attempts_complete_committed_is_not_a_lost_lease() {
+    let store = Probe::new(memory());
+    let ids = enqueue_items(&store, vec![NewItem::new(queue(), b"x".to_vec())]).await;
+    let worker = Worker::builder(store.clone())
+        .queue(queue())
+        .concurrency(1)
+        .lease_duration(Duration::from_secs(60))
+        .renew_timeout(Duration::from_secs(5))
+        .maintenance(false)
+        .handler(|_job: Job| async {
+            // Past the renewal point (a third of the lease): the renewal is on its way.
+            sleep(Duration::from_secs(21)).await;
+            Ok(())
+        })
+        .spawn()
+        .unwrap();
+    store.hang_renewals(true);
+    until(Duration::from_secs(21), || !store.calls().renews.is_empty()).await;
+    until(Duration::from_secs(3), || worker.metrics().completed == 1).await;
+    assert_eq!(item(&store, ids[0]).await.state, ItemState::Done);
+    // The renewal now reaches the store, after the complete.
+    store.unpark_renewals();
+    sleep(Duration::from_secs(1)).await;
+    let report = worker.shutdown(Duration::from_secs(5)).await;
+    assert_eq!(
+        store.calls().renewed_tokens.len(),
+        1,
+        "one renewal was sent"
+    );
+    assert_eq!(
+        (report.metrics.completed, report.metrics.lost),
+        (1, 0),
+        "{report:?}"
+    );
+}

@@ -166,6 +166,12 @@ impl<S: Store> Probe<S> {
         self.hang_renew.store(hang, Ordering::SeqCst);
     }
 
+    /// Lets every parked `renew` go on to the inner store, and parks no more.
+    pub(crate) fn unpark_renewals(&self) {
+        self.hang_renew.store(false, Ordering::SeqCst);
+        self.parked.notify_waiters();
+    }
+
     /// While true, every claim takes one item more than asked (a broken store).
     pub(crate) fn greedy_claims(&self, greedy: bool) {
         self.greedy.store(greedy, Ordering::SeqCst);
