@@ -6,6 +6,7 @@
 
 mod support;
 
+mod builder;
 mod drain;
 mod exported;
 mod finalize;
