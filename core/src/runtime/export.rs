@@ -35,6 +35,7 @@ pub(crate) const HANDLER_SECONDS: &str = "tenure_handler_seconds";
 pub(crate) const FINALIZE_BATCH: &str = "tenure_finalize_batch_size";
 pub(crate) const IN_FLIGHT: &str = "tenure_in_flight";
 pub(crate) const QUEUE_DEPTH: &str = "tenure_queue_depth";
+pub(crate) const OLDEST_READY: &str = "tenure_queue_oldest_ready_age_seconds";
 
 /// Describes every metric the runtime records (help text and unit) to the recorder
 /// installed now, for exporters that show them (Prometheus `# HELP`). Optional: the
@@ -77,6 +78,11 @@ pub fn describe_metrics() {
     );
     describe_gauge!(IN_FLIGHT, Unit::Count, "Handlers running now.");
     describe_gauge!(
+        OLDEST_READY,
+        Unit::Seconds,
+        "How long the longest-waiting due item has been claimable (0: none), sampled by the maintenance leader."
+    );
+    describe_gauge!(
         QUEUE_DEPTH,
         Unit::Count,
         "Items by state, sampled by the maintenance leader."
@@ -97,6 +103,7 @@ pub(crate) struct QueueHandles {
     pub(crate) handler: Histogram,
     pub(crate) in_flight: Gauge,
     depth: [Gauge; 4],
+    oldest_ready: Gauge,
 }
 
 impl QueueHandles {
@@ -114,7 +121,8 @@ impl QueueHandles {
             timed_out: counter!(TIMED_OUT, "queue" => q.clone()),
             pickup: histogram!(PICKUP_SECONDS, "queue" => q.clone()),
             handler: histogram!(HANDLER_SECONDS, "queue" => q.clone()),
-            in_flight: gauge!(IN_FLIGHT, "queue" => q),
+            in_flight: gauge!(IN_FLIGHT, "queue" => q.clone()),
+            oldest_ready: gauge!(OLDEST_READY, "queue" => q),
             depth,
         }
     }
@@ -133,6 +141,8 @@ impl QueueHandles {
         scheduled.set(counts.scheduled as f64);
         running.set(counts.running as f64);
         dead.set(counts.dead as f64);
+        self.oldest_ready
+            .set(counts.oldest_ready_age.map_or(0.0, |a| a.as_secs_f64()));
     }
 }
 

@@ -90,6 +90,7 @@
 //! | `tenure_finalize_batch_size` | histogram | `queue` | outcomes written by one finalize flush; `queue` as for claims |
 //! | `tenure_in_flight` | gauge | `queue` | handlers running now |
 //! | `tenure_queue_depth` | gauge | `queue`, `state` | items by state (`ready`, `scheduled`, `running`, `dead`), sampled by the maintenance leader every maintenance interval |
+//! | `tenure_queue_oldest_ready_age_seconds` | gauge | `queue` | how long the longest-waiting ready, due item has been claimable (0 when there is none), sampled with the depth |
 //!
 //! Timers run on tokio's clock, so tests drive them with paused time; lease expiry is
 //! the store's [`Clock`](crate::Clock).

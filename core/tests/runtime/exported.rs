@@ -204,3 +204,56 @@ fn waiting(store: Probe<MemoryStore>, queue_name: &str) -> WorkerBuilder {
             }
         })
 }
+
+#[tokio::test(start_paused = true)]
+async fn the_leader_samples_queue_depth_and_the_oldest_ready_age() {
+    let recorder = DebuggingRecorder::new();
+    let snap = recorder.snapshotter();
+    let store = Probe::new(memory());
+    enqueue(&store, &["a", "b", "c"]).await;
+    let gate = Arc::new(tokio::sync::Semaphore::new(0));
+    let g = gate.clone();
+    let worker = spawn_recorded(
+        &recorder,
+        Worker::builder(store.clone())
+            .queue(queue())
+            .concurrency(1)
+            .maintenance_interval(Duration::from_secs(1))
+            .handler(move |_job: Job| {
+                let g = g.clone();
+                async move {
+                    g.acquire().await.unwrap().forget();
+                    Ok(())
+                }
+            }),
+    );
+    tokio::time::sleep(Duration::from_millis(3_500)).await;
+    let s = series(&snap);
+    let depth = |state: &str| {
+        s.get(&(
+            "tenure_queue_depth".to_owned(),
+            "jobs".to_owned(),
+            state.to_owned(),
+        ))
+        .copied()
+    };
+    assert_eq!(
+        (depth("ready"), depth("running")),
+        (Some(2.0), Some(1.0)),
+        "{s:?}"
+    );
+    let age = get(&s, "tenure_queue_oldest_ready_age_seconds", "jobs");
+    assert!(
+        (2.0..=3.5).contains(&age),
+        "sampled at the last pass: {age}"
+    );
+    assert_eq!(get(&s, "tenure_in_flight", "jobs"), 1.0);
+    gate.add_permits(3);
+    until(Duration::from_secs(5), || worker.metrics().completed == 3).await;
+    tokio::time::sleep(Duration::from_millis(1_100)).await;
+    let s = series(&snap);
+    assert_eq!(
+        get(&s, "tenure_queue_oldest_ready_age_seconds", "jobs"),
+        0.0
+    );
+}
