@@ -28,6 +28,14 @@ if partitions > 0 then
 end
 for _, q in ipairs(queues) do recover_queue(q, now) end
 for _, q in ipairs(queues) do promote_due(q, now) end
+-- A paused queue's items are not claimed; its expired leases were recovered above.
+local open = {}
+for _, q in ipairs(queues) do
+  if redis.call('HEXISTS', K_PAUSED, q) == 0 then open[#open + 1] = q end
+end
+queues = open
+nq = #queues
+if nq == 0 then return {} end
 
 local expires = now + lease
 local out = {}
@@ -140,6 +148,9 @@ end
 for q, run in pairs(taken) do
   redis.call('ZADD', k_run(q), unpack(run))
   redis.call('HINCRBY', k_count(q), 'ready', -(#run / 2))
+  local ids = {}
+  for i = 2, #run, 2 do ids[#ids + 1] = run[i] end
+  redis.call('ZREM', k_readyat(q), unpack(ids))
 end
 if #owned > 0 then redis.call('SADD', k_owner(owner), unpack(owned)) end
 return out

@@ -36,6 +36,9 @@ for i = 3, #ARGV, 2 do
     out[#out + 1] = 1
   end
 end
-for q, ids in pairs(leaving) do redis.call('ZREM', k_run(q), unpack(ids)) end
+for q, ids in pairs(leaving) do
+  redis.call('ZREM', k_run(q), unpack(ids))
+  if not keep then redis.call('ZREM', k_all(q), unpack(ids)) end
+end
 for o, ids in pairs(released) do redis.call('SREM', k_owner(o), unpack(ids)) end
 return out

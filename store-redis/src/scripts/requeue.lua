@@ -13,6 +13,7 @@ for i = 3, #ARGV do
     h.s = 'ready'
     h.ra = now
     redis.call('HINCRBY', k_count(h.q), 'ready', 1)
+    redis.call('ZADD', k_readyat(h.q), N(now), h.id)
     if is_stream_head(h) then place(h, now) end
     n = n + 1
   end
