@@ -4,9 +4,9 @@
 local q, before, limit = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
 local c = {}
 for _, id in ipairs(redis.call('SMEMBERS', k_dead(q))) do
-  local v = redis.call('HMGET', k_item(id), 'ua', 'sq')
-  local ua = tonumber(v[1])
-  if ua and ua <= before then c[#c + 1] = {ua, tonumber(v[2]), id} end
+  local v = redis.call('HMGET', k_item(id), 's', 'n')
+  local ua = v[1] and tonumber(word(v[1], 4))
+  if ua and ua <= before then c[#c + 1] = {ua, tonumber(word(v[2], 8)), id} end
 end
 table.sort(c, function(x, y)
   if x[1] ~= y[1] then return x[1] < y[1] end

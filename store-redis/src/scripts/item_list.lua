@@ -2,7 +2,7 @@
 -- (asc, desc), limit, after (a seq, or '' from the start). Walks the queue's items by
 -- seq (`k_all`) from the cursor, keeping those in the state, and stops at `limit`
 -- matches or after looking at a bounded number of entries, so one call never walks
--- the whole queue. Answers {next seq or '', one HGETALL list per item...}.
+-- the whole queue. Answers {next seq or '', then per item its id and HGETALL list}.
 ensure_layout()
 local now = tonumber(ARGV[1])
 local q, state, asc, limit = ARGV[2], ARGV[3], ARGV[4] == 'asc', tonumber(ARGV[5])
@@ -36,12 +36,13 @@ while budget > 0 do
     local id = r[i]
     last = r[i + 1]
     pos = last
-    local v = redis.call('HMGET', k_item(id), 's', 'ra')
-    local ok = v[1] == want_s
-    if ok and state == 'ready' then ok = tonumber(v[2]) <= now end
-    if ok and state == 'scheduled' then ok = tonumber(v[2]) > now end
+    local v = redis.call('HMGET', k_item(id), 's', 'n')
+    local ok = v[1] and word(v[1], 1) == want_s
+    if ok and state == 'ready' then ok = tonumber(word(v[2], 2)) <= now end
+    if ok and state == 'scheduled' then ok = tonumber(word(v[2], 2)) > now end
     if ok then
       found = found + 1
+      out[#out + 1] = id
       out[#out + 1] = redis.call('HGETALL', k_item(id))
     end
   end

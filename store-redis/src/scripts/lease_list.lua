@@ -19,15 +19,15 @@ while true do
         out[1] = 1
         return out
       end
-      local v = redis.call('HMGET', k_item(id), 'a', 'o', 'rn', 'mr')
-      if v[2] then
+      local v = redis.call('HMGET', k_item(id), 's', 'n', 'l')
+      if v[1] and v[3] then
         n = n + 1
         out[#out + 1] = id
-        out[#out + 1] = v[1]
-        out[#out + 1] = v[2]
+        out[#out + 1] = word(v[1], 2)
+        out[#out + 1] = word(v[3], 1)
         out[#out + 1] = score
-        out[#out + 1] = v[3]
-        out[#out + 1] = v[4]
+        out[#out + 1] = word(v[1], 3)
+        out[#out + 1] = word(v[2], 6)
       end
     end
   end

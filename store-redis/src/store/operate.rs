@@ -60,10 +60,15 @@ impl RedisStore {
             None => return Err(bad_reply("item_list answered nothing")),
         };
         let mut items = Vec::new();
-        for v in it {
-            let flat = Flat::from_redis_value(&v)
+        let rest: Vec<Value> = it.collect();
+        for pair in rest.chunks(2) {
+            let [id, v] = pair else {
+                return Err(bad_reply("item_list answered the wrong shape"));
+            };
+            let id: ItemId = text(id)?.parse()?;
+            let flat = Flat::from_redis_value(v)
                 .map_err(|_| bad_reply("item_list answered a malformed item"))?;
-            items.push(rows::item(flat)?);
+            items.push(rows::item(id, flat)?);
         }
         let next = if next.is_empty() {
             None
