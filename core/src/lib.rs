@@ -88,9 +88,10 @@ pub use store::{
 pub use store::{
     Capabilities, ClaimParams, CompleteParams, DeregisterParams, DiscardParams, EnqueueParams,
     EvictParams, FailParams, Failure, HeartbeatParams, LeaderParams, Limits, PurgeParams,
-    RecoverParams, ReleaseParams, RenewParams, RequeueParams, Retry, Store, WakeSignal,
-    DEFAULT_STALE_AFTER, MAX_ERROR_BYTES,
+    RecoverParams, ReleaseParams, RenewParams, RequeueParams, Retry, Store, WakeHealth, WakeSignal,
+    DEFAULT_STALE_AFTER, MAX_ERROR_BYTES, MAX_STREAM_RUN,
 };
+pub use store::{DEFAULT_MAX_CLAIM_QUEUES, DEFAULT_SCHEDULE_WINDOW};
 pub use time::{duration_micros, Clock, ManualClock, SharedClock, SystemClock, Timestamp};
 
 /// Re-exported so stores and tests name the same version.

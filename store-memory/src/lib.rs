@@ -183,13 +183,22 @@ impl Store for MemoryStore {
         self.inner.limits
     }
 
+    /// Every enqueue through any handle of this store fires it. Its health is always
+    /// [`WakeHealth::Local`](tenure_core::WakeHealth::Local): a memory store lives in
+    /// one process and nothing can go down, so workers keep their tight poll (which
+    /// also finds scheduled items and retries coming due).
     fn wake_signal(&self) -> Option<WakeSignal> {
         Some(self.inner.wake.clone())
     }
 
     async fn enqueue(&self, params: EnqueueParams) -> Result<Vec<Enqueued>> {
         params.validate(&self.inner.limits)?;
-        let out = self.with_state(|s, now| s.enqueue(&params.items, now))??;
+        let limits = &self.inner.limits;
+        let pin_to = params.pin_to.as_ref();
+        let out = self.with_state(|s, now| {
+            params.validate_schedule(limits, now)?;
+            s.enqueue(&params.items, pin_to, now)
+        })??;
         self.inner.wake.notify();
         Ok(out)
     }
@@ -197,20 +206,29 @@ impl Store for MemoryStore {
     async fn claim(&self, params: ClaimParams) -> Result<Vec<Lease>> {
         params.validate(&self.inner.limits)?;
         let limit = usize::try_from(params.limit).unwrap_or(usize::MAX);
+        let run = usize::try_from(params.stream_run).unwrap_or(1);
         let Some(partitioning) = params.partitioning else {
             return self.with_state(|s, now| {
-                s.claim(&params.queues, &params.owner, limit, params.lease_for, now)
+                s.claim(
+                    &params.queues,
+                    &params.owner,
+                    (limit, run),
+                    params.lease_for,
+                    now,
+                )
             });
         };
         let (queues, owner, lease_for) = (&params.queues, &params.owner, params.lease_for);
         self.with_state(|s, now| {
-            s.claim_partitioned(queues, owner, limit, lease_for, partitioning, now)
+            s.claim_partitioned(queues, owner, (limit, run), lease_for, partitioning, now)
         })?
         .ok_or_else(|| Error::not_found("instance", owner.to_string()))
     }
 
     fn capabilities(&self) -> Capabilities {
-        Capabilities::default().with_partitioned_claiming()
+        Capabilities::default()
+            .with_partitioned_claiming()
+            .with_stream_runs()
     }
 
     async fn renew(&self, params: RenewParams) -> Result<Vec<RenewOutcome>> {

@@ -7,7 +7,7 @@
 //! migrators of one schema are serialised by a transaction-scoped advisory lock; the
 //! whole run is one transaction, so a failed migration leaves nothing behind.
 
-use sqlx::PgPool;
+use sqlx::{Postgres, Transaction};
 use tenure_core::{Error, Result};
 
 use crate::error::map;
@@ -85,10 +85,9 @@ pub(crate) fn script(schema: &str, from: i32) -> Result<String> {
     Ok(out)
 }
 
-/// Applies every missing migration to `schema`, creating the schema if needed.
-pub(crate) async fn run(pool: PgPool, schema: String) -> Result<()> {
-    let schema = schema.as_str();
-    let mut tx = pool.begin().await.map_err(map)?;
+/// Applies every missing migration to `schema` in `tx`, creating the schema if needed,
+/// and commits.
+pub(crate) async fn run(mut tx: Transaction<'static, Postgres>, schema: &str) -> Result<()> {
     // Unnamed statements throughout: migrations run rarely, and a named statement
     // would outlive the transaction on a server connection a proxy shares.
     sqlx::query("SELECT pg_advisory_xact_lock(hashtext($1))")

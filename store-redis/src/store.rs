@@ -14,7 +14,7 @@ use tenure_core::{
     FailOutcome, FailParams, HeartbeatParams, Instance, Item, ItemId, LeaderParams, LeaderStatus,
     Lease, Limits, OwnerId, PurgeParams, Purged, QueueCounts, QueueName, RecoverParams, Recovered,
     ReleaseParams, RenewOutcome, RenewParams, RequeueParams, Result, Retry, SharedClock, Store,
-    Timestamp, TokenOutcome, WakeSignal,
+    Timestamp, TokenOutcome, WakeHealth, WakeSignal,
 };
 use tokio::task::JoinHandle;
 
@@ -117,6 +117,8 @@ impl RedisStore {
             }),
         };
         if config.listen {
+            // Not subscribed yet: workers poll at their base until the listener is up.
+            wake.set_health(WakeHealth::Down);
             let task = listen::spawn(client, format!("{root}:wake"), config.connect_timeout, wake);
             if let Ok(mut guard) = store.inner.listener.lock() {
                 *guard = Some(task);
@@ -333,6 +335,7 @@ impl Store for RedisStore {
     async fn enqueue(&self, params: EnqueueParams) -> Result<Vec<Enqueued>> {
         params.validate(&self.inner.limits)?;
         let now = self.inner.clock.now();
+        params.validate_schedule(&self.inner.limits, now)?;
         let mut inv = self.call(&SCRIPTS.enqueue);
         inv.arg(micros(now)).arg(params.items.len());
         for it in &params.items {
@@ -377,7 +380,7 @@ impl Store for RedisStore {
         inv.arg(micros(now))
             .arg(params.owner.as_str())
             .arg(params.limit)
-            .arg(duration_micros(params.lease_for))
+            .arg(micros(expires_at))
             .arg(params.partitioning.map_or(0, |p| p.partitions))
             .arg(params.queues.len());
         for q in &params.queues {
@@ -532,7 +535,7 @@ impl Store for RedisStore {
         if flat.is_empty() {
             return Ok(None);
         }
-        rows::item(flat).map(Some)
+        rows::item(id, flat).map(Some)
     }
 
     async fn queue_counts(&self, queue: &QueueName) -> Result<QueueCounts> {

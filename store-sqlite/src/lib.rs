@@ -342,6 +342,7 @@ impl SqliteStore {
                 now: config.clock.now(),
                 keep_done: config.keep_done,
             };
+            params.validate_schedule(&config.limits, cx.now)?;
             ops::enqueue(&cx, &params)
         };
         let sql = |e: rusqlite::Error| -> Error {
@@ -391,23 +392,33 @@ impl Store for SqliteStore {
     }
 
     fn capabilities(&self) -> Capabilities {
-        Capabilities::default().with_partitioned_claiming()
+        Capabilities::default()
+            .with_partitioned_claiming()
+            .with_stream_runs()
     }
 
     fn limits(&self) -> Limits {
         self.inner.config.limits
     }
 
+    /// Enqueues through this handle and its clones fire it. Its health is always
+    /// [`WakeHealth::Local`](tenure_core::WakeHealth::Local): it never goes down, but
+    /// other processes (or other [`SqliteStore::open`]s) writing the same file do not
+    /// fire it, so workers keep their tight poll.
     fn wake_signal(&self) -> Option<WakeSignal> {
         Some(self.inner.wake.clone())
     }
 
     async fn enqueue(&self, params: EnqueueParams) -> Result<Vec<Enqueued>> {
         params.validate(self.limits_ref())?;
+        let limits = *self.limits_ref();
         let out = self
             .inner
             .writer
-            .call(move |cx| ops::enqueue(cx, &params))
+            .call(move |cx| {
+                params.validate_schedule(&limits, cx.now)?;
+                ops::enqueue(cx, &params)
+            })
             .await?;
         self.inner.wake.notify();
         Ok(out)

@@ -141,6 +141,24 @@ const SQL_PROMOTE: &str = "UPDATE tenure_items SET head = 1
                   WHERE stream = ?1 AND state <> 'done' ORDER BY seq LIMIT 1)
        AND head = 0";
 
+/// The unfinished items right behind a claimed head of a stream, in stream order: the
+/// candidates of its run (G9).
+const SQL_RUN_BEHIND: &str = concat!(
+    "SELECT ",
+    item_cols!(),
+    " FROM tenure_items INDEXED BY tenure_items_stream
+     WHERE stream = ?1 AND seq > ?2 AND stream IS NOT NULL AND state <> 'done'
+     ORDER BY seq LIMIT ?3"
+);
+
+/// The put-back rule of a stream run (G9), mirroring [`machine::put_back`]: every
+/// running item of stream `?1` after `?2` goes back to ready untouched.
+const SQL_PUT_BACK_AFTER: &str = "UPDATE tenure_items INDEXED BY tenure_items_stream
+     SET state = 'ready', owner = NULL, lease_expires_at = NULL,
+         max_attempts = max_attempts + 1, updated_at = ?3
+     WHERE stream = ?1 AND seq > ?2 AND stream IS NOT NULL AND state <> 'done'
+       AND state = 'running'";
+
 /// The claim's write of one picked row, guarded on `state = 'ready'` (G1).
 const SQL_CLAIM_ONE: &str = "UPDATE tenure_items SET state = 'running', attempt = attempt + 1,
          owner = ?2, lease_expires_at = ?3, renewals = 0, updated_at = ?4
@@ -276,6 +294,15 @@ fn store_item(conn: &Connection, seq: i64, item: &Item) -> OpResult<()> {
     Ok(())
 }
 
+/// The put-back rule of a stream run (G9): the item of `stream` at `seq` left
+/// `running` unfinished, so the later running items of the stream go back untouched.
+fn put_back_after(cx: &Cx<'_>, stream: &str, seq: i64) -> OpResult<()> {
+    cx.conn
+        .prepare_cached(SQL_PUT_BACK_AFTER)?
+        .execute(params![stream, seq, cx.now.as_micros()])?;
+    Ok(())
+}
+
 /// Makes the first unfinished item of `stream` its head (G9), after the old head
 /// completed or was discarded.
 fn promote(conn: &Connection, stream: &str) -> OpResult<()> {
@@ -309,6 +336,19 @@ pub(crate) fn enqueue(cx: &Cx<'_>, params: &EnqueueParams) -> OpResult<Vec<Enque
          ON CONFLICT (queue, key) DO UPDATE SET item_id = excluded.item_id,
              recorded_at = excluded.recorded_at, expires_at = excluded.expires_at",
     )?;
+    // G14: pinning at enqueue needs a registered instance; checked before any write.
+    let mut pin = match &params.pin_to {
+        Some(who) => {
+            let registered: i64 = conn
+                .prepare_cached(SQL_RANK)?
+                .query_row([who.as_str()], |r| r.get(2))?;
+            if registered == 0 {
+                return Err(Error::not_found("instance", who.to_string()).into());
+            }
+            Some((conn.prepare_cached(SQL_PIN)?, who.as_str()))
+        }
+        None => None,
+    };
     let mut out = Vec::with_capacity(params.items.len());
     for new in &params.items {
         if let Some(dk) = &new.dedup_key {
@@ -355,6 +395,10 @@ pub(crate) fn enqueue(cx: &Cx<'_>, params: &EnqueueParams) -> OpResult<Vec<Enque
                 )
             }
             Err(e) => return Err(e.into()),
+        }
+        if let (Some((pin, who)), Some(stream)) = (pin.as_mut(), &item.stream) {
+            // First write wins: a stream pinned already keeps its pin.
+            pin.execute([stream.as_str(), *who])?;
         }
         if let Some(dk) = &new.dedup_key {
             record_key.execute(params![
@@ -521,11 +565,14 @@ fn recover_where(
     counts: &mut Recovered,
 ) -> OpResult<()> {
     let conn = cx.conn;
-    let seqs: Vec<i64> = {
+    let mut seqs: Vec<i64> = {
         let mut stmt = conn.prepare_cached(SQL_EXPIRED)?;
         let rows = stmt.query_map(params![cx.now.as_micros(), queue, limit], |r| r.get(0))?;
         rows.collect::<rusqlite::Result<_>>()?
     };
+    // In enqueue order, so the head of an expired stream run is recovered first and the
+    // items behind it are put back untouched, not recovered (G9).
+    seqs.sort_unstable();
     for seq in seqs {
         let Some(mut item) = load_lean_by_seq(conn, seq)? else {
             continue;
@@ -536,6 +583,46 @@ fn recover_where(
             None => continue,
         }
         store_item(conn, seq, &item)?;
+        if let Some(stream) = &item.stream {
+            put_back_after(cx, stream.as_str(), seq)?;
+        }
+    }
+    Ok(())
+}
+
+/// Adds to `picked` the items right behind the just-picked head of `stream` at
+/// `head_seq`, at most `room`, while each is ready, due, in one of the claim's queues
+/// and free of a busy scope (G9, G10).
+fn extend_run(
+    cx: &Cx<'_>,
+    params: &ClaimParams,
+    (stream, head_seq, room): (&str, i64, usize),
+    busy: &mut HashSet<String>,
+    picked: &mut Vec<Candidate>,
+) -> OpResult<()> {
+    if room == 0 {
+        return Ok(());
+    }
+    let conn = cx.conn;
+    let mut behind = conn.prepare_cached(SQL_RUN_BEHIND)?;
+    let mut scope_running = conn.prepare_cached(SQL_SCOPE_RUNNING)?;
+    let mut rows = behind.query(params![
+        stream,
+        head_seq,
+        i64::try_from(room).unwrap_or(i64::MAX)
+    ])?;
+    while let Some(row) = rows.next()? {
+        let (seq, item) = read_item(row)?;
+        if !machine::is_due(&item, cx.now) || !params.queues.contains(&item.queue) {
+            break;
+        }
+        if let Some(scope) = &item.scope {
+            if busy.contains(scope.as_str()) || scope_running.exists([scope.as_str()])? {
+                break;
+            }
+            busy.insert(scope.as_str().to_owned());
+        }
+        picked.push(Candidate { seq, item });
     }
     Ok(())
 }
@@ -578,6 +665,7 @@ pub(crate) fn claim(cx: &Cx<'_>, params: &ClaimParams) -> OpResult<Vec<Lease>> {
     // Scopes known busy: running before this claim, or taken earlier in this batch (G10).
     let mut busy: HashSet<String> = HashSet::new();
     let mut picked: Vec<Candidate> = Vec::with_capacity(limit.min(1024));
+    let run = usize::try_from(params.stream_run).unwrap_or(1);
     while picked.len() < limit {
         let want = limit - picked.len();
         for c in cursors.iter_mut() {
@@ -597,7 +685,19 @@ pub(crate) fn claim(cx: &Cx<'_>, params: &ClaimParams) -> OpResult<Vec<Lease>> {
             }
             busy.insert(scope.as_str().to_owned());
         }
+        let head = cand.item.stream.clone().filter(|_| run > 1);
+        let head_seq = cand.seq;
         picked.push(cand);
+        if let Some(stream) = head {
+            let room = run.min(limit - picked.len() + 1) - 1;
+            extend_run(
+                cx,
+                params,
+                (stream.as_str(), head_seq, room),
+                &mut busy,
+                &mut picked,
+            )?;
+        }
     }
 
     // machine::claim on each loaded row, then the same change written for the whole
@@ -746,15 +846,25 @@ pub(crate) fn release(cx: &Cx<'_>, params: &ReleaseParams) -> OpResult<Vec<Token
     let mut stmt = cx.conn.prepare_cached(
         "UPDATE tenure_items SET state = 'ready', run_at = ?3, owner = NULL,
              lease_expires_at = NULL, updated_at = ?3, max_attempts = max_attempts + 1
-         WHERE id = ?1 AND state = 'running' AND attempt = ?2",
+         WHERE id = ?1 AND state = 'running' AND attempt = ?2
+         RETURNING seq, stream",
     )?;
     let mut out = Vec::with_capacity(params.tokens.len());
     for t in &params.tokens {
-        let n = stmt.execute(params![&t.id.as_bytes()[..], t.attempt, cx.now.as_micros()])?;
-        out.push(if n == 1 {
-            TokenOutcome::Accepted
-        } else {
-            TokenOutcome::LeaseLost
+        let row: Option<(i64, Option<String>)> = stmt
+            .query_row(
+                params![&t.id.as_bytes()[..], t.attempt, cx.now.as_micros()],
+                |r| Ok((r.get(0)?, r.get(1)?)),
+            )
+            .optional()?;
+        out.push(match row {
+            Some((seq, stream)) => {
+                if let Some(stream) = stream {
+                    put_back_after(cx, &stream, seq)?;
+                }
+                TokenOutcome::Accepted
+            }
+            None => TokenOutcome::LeaseLost,
         });
     }
     Ok(out)
@@ -771,6 +881,9 @@ pub(crate) fn fail(cx: &Cx<'_>, params: &FailParams) -> OpResult<Vec<FailOutcome
         let outcome = machine::fail(&mut item, f, cx.now);
         if outcome != FailOutcome::LeaseLost {
             store_item(cx.conn, seq, &item)?;
+            if let Some(stream) = &item.stream {
+                put_back_after(cx, stream.as_str(), seq)?;
+            }
         }
         out.push(outcome);
     }
@@ -997,7 +1110,7 @@ fn unpin_instance(conn: &Connection, instance: &str) -> OpResult<()> {
 /// Applies [`machine::evict`] to every running item of `owner`; returns how many.
 fn release_owner(cx: &Cx<'_>, owner: &str) -> OpResult<u64> {
     let conn = cx.conn;
-    let seqs: Vec<i64> = {
+    let mut seqs: Vec<i64> = {
         let mut stmt = conn.prepare_cached(
             "SELECT seq FROM tenure_items INDEXED BY tenure_items_expiry
              WHERE state = 'running' AND owner = ?1",
@@ -1005,6 +1118,9 @@ fn release_owner(cx: &Cx<'_>, owner: &str) -> OpResult<u64> {
         let rows = stmt.query_map([owner], |r| r.get(0))?;
         rows.collect::<rusqlite::Result<_>>()?
     };
+    // In enqueue order: the head of a stream run is evicted, the items behind it are
+    // put back untouched (G9).
+    seqs.sort_unstable();
     let mut released = 0;
     for seq in seqs {
         let Some(mut item) = load_lean_by_seq(conn, seq)? else {
@@ -1013,6 +1129,9 @@ fn release_owner(cx: &Cx<'_>, owner: &str) -> OpResult<u64> {
         if machine::evict(&mut item, cx.now).is_some() {
             store_item(conn, seq, &item)?;
             released += 1;
+            if let Some(stream) = &item.stream {
+                put_back_after(cx, stream.as_str(), seq)?;
+            }
         }
     }
     Ok(released)

@@ -233,6 +233,8 @@ fn replicate(e: &Error) -> Error {
     match e {
         Error::InvalidInput { field, reason } => Error::invalid(field, reason.clone()),
         Error::Conflict { what, reason } => Error::conflict(what, reason.clone()),
+        Error::Config { store, reason } => Error::config(store, reason.clone()),
+        Error::Corrupt { store, reason } => Error::corrupt(store, reason.clone()),
         _ if e.kind() == ErrorKind::Unavailable => Error::unavailable(STORE, e.to_string()),
         _ => Error::internal(STORE, e.to_string()),
     }

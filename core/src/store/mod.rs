@@ -8,12 +8,14 @@
 //!
 //! * **Validate first.** A method MUST call its params' `validate` with the store's
 //!   [`Limits`] and return that error before writing anything (G15; group
-//!   `g15_bad_input`).
+//!   `g15_bad_input`). `enqueue` also calls
+//!   [`EnqueueParams::validate_schedule`] with the `now` it reads, before it writes.
 //! * **One clock.** A method reads the store's [`Clock`](crate::Clock) once and uses that
 //!   instant for every comparison and every timestamp it writes.
 
 mod operate;
 mod params;
+mod wake;
 
 use std::fmt;
 use std::sync::Arc;
@@ -24,7 +26,10 @@ pub use params::{
     ClaimParams, CompleteParams, DeregisterParams, DiscardParams, EnqueueParams, EvictParams,
     FailParams, Failure, HeartbeatParams, LeaderParams, Limits, PurgeParams, RecoverParams,
     ReleaseParams, RenewParams, RequeueParams, Retry, DEFAULT_STALE_AFTER, MAX_ERROR_BYTES,
+    MAX_STREAM_RUN,
 };
+pub use params::{DEFAULT_MAX_CLAIM_QUEUES, DEFAULT_SCHEDULE_WINDOW};
+pub use wake::{WakeHealth, WakeSignal};
 
 pub use operate::{
     CancelParams, DeadFilter, ItemListParams, LeaseListParams, PauseParams, DEFAULT_DEAD_BATCH,
@@ -49,6 +54,9 @@ pub struct Capabilities {
     /// Wake-ups from other processes (for example Postgres LISTEN/NOTIFY). Every store
     /// may hand out an in-process [`WakeSignal`] regardless.
     pub cross_process_wakeups: bool,
+    /// Stream runs: a claim with [`ClaimParams::stream_runs`] leases up to `k`
+    /// consecutive items of one stream (G9). Stores without it claim heads only.
+    pub stream_runs: bool,
 }
 
 impl Capabilities {
@@ -63,31 +71,11 @@ impl Capabilities {
         self.cross_process_wakeups = true;
         self
     }
-}
 
-/// A latency hint that new work may be claimable: a worker waiting out its poll
-/// backoff polls at once when it fires. Never needed for correctness.
-#[derive(Clone, Debug, Default)]
-pub struct WakeSignal(Arc<tokio::sync::Notify>);
-
-impl WakeSignal {
-    /// A new, unfired signal.
-    pub fn new() -> Self {
-        WakeSignal::default()
-    }
-
-    /// Wakes every current waiter, and leaves one wake-up stored so the next wait
-    /// returns at once too (a waiter about to wait must not miss it). A consumer that
-    /// is about to look for work anyway drops that stored wake-up first, as the
-    /// runtime's claim loop does before each claim.
-    pub fn notify(&self) {
-        self.0.notify_waiters();
-        self.0.notify_one();
-    }
-
-    /// Waits until the signal fires.
-    pub async fn notified(&self) {
-        self.0.notified().await;
+    /// Declares stream runs.
+    pub fn with_stream_runs(mut self) -> Self {
+        self.stream_runs = true;
+        self
     }
 }
 
@@ -116,6 +104,11 @@ pub trait Store: Send + Sync + fmt::Debug + 'static {
 
     /// An in-process signal fired after every enqueue through this handle (and, with
     /// [`Capabilities::cross_process_wakeups`], after enqueues elsewhere), or `None`.
+    ///
+    /// A store with cross-process wake-ups reports on the signal whether its listener
+    /// is delivering them ([`WakeSignal::set_health`], [`WakeHealth`]); the worker
+    /// polls at its tight base while it is down. Every call MUST hand out the same
+    /// signal (clones of it), so the health one listener sets is seen by every worker.
     fn wake_signal(&self) -> Option<WakeSignal> {
         None
     }
@@ -126,13 +119,21 @@ pub trait Store: Send + Sync + fmt::Debug + 'static {
     /// - MUST assign enqueue order in the order of `params.items`; it is the last key of
     ///   claim order (G8; `g08_order`) and the order within a stream (G9; `g09_stream_fifo`).
     /// - MUST compute `run_at` from the item's schedule at the store's `now` (G7;
-    ///   `g07_schedule`).
+    ///   `g07_schedule`), after refusing, with [`EnqueueParams::validate_schedule`] at
+    ///   that `now`, a `run_at` outside [`Limits::schedule_window`] (G15).
     /// - For an item with a dedup key whose `(queue, key)` was recorded less than its
     ///   window ago (including earlier in the same call) MUST insert nothing and answer
     ///   the earlier item's id with `duplicate = true`; otherwise it records the key
     ///   until `now + dedup_window` (G11; `g11_dedup`).
     /// - Answers one [`Enqueued`] per item, in order. All or nothing: on error nothing
     ///   is written.
+    /// - With [`EnqueueParams::pin_to`] (G14; `g14_partitioned_claiming`), only on
+    ///   stores that declare [`Capabilities::partitioned_claiming`] (others answer
+    ///   [`Error::Unsupported`](crate::Error::Unsupported), writing nothing): the
+    ///   instance MUST be registered, else [`Error::NotFound`](crate::Error::NotFound)
+    ///   with `what = "instance"` and nothing written; the stream of every inserted item
+    ///   that is pinned to nobody is pinned to it, and an existing pin is kept (first
+    ///   write wins).
     async fn enqueue(&self, params: EnqueueParams) -> Result<Vec<Enqueued>>;
 
     /// Leases up to `limit` claimable items of `queues` to `owner`.
@@ -162,6 +163,22 @@ pub trait Store: Send + Sync + fmt::Debug + 'static {
     ///   owner's rank ([`partition::takes`](crate::partition::takes)). Claiming an item
     ///   of an unpinned stream pins the stream to `owner`. Instance eviction and
     ///   deregistration drop the instance's pins. See [`crate::partition`].
+    /// - With [`ClaimParams::stream_run`] `k > 1`, on stores that declare
+    ///   [`Capabilities::stream_runs`] (others claim heads only): each stream head taken
+    ///   brings the items right behind it in enqueue order, while each is `ready`, due,
+    ///   in one of `queues` and not of a scope that is busy (a scope taken by an earlier
+    ///   item of the run included), up to `k` items in all and within `limit` (G9;
+    ///   `g09_stream_fifo`). Each is claimed as above. The run's leases are adjacent in
+    ///   the answer, in stream order.
+    /// - **Put-back rule (G9).** When a running item of a stream leaves `running` other
+    ///   than by [`Store::complete`] (a failure, a release, expiry recovery, eviction),
+    ///   every later running item of that stream goes back to `ready` untouched: owner
+    ///   and expiry cleared, `attempt`, `stalls` and `run_at` kept, `max_attempts + 1`
+    ///   (no attempt spent, as [`machine::put_back`](crate::machine::put_back)), no
+    ///   stall counted; their tokens then answer lease lost. Items so put back are not
+    ///   counted as recovered or released. So a stream's running items are always a
+    ///   prefix of its unfinished items, and G9 holds exactly as without runs. Applies
+    ///   only to stores that declare [`Capabilities::stream_runs`].
     async fn claim(&self, params: ClaimParams) -> Result<Vec<Lease>>;
 
     /// Extends leases, answering per token, in order.
