@@ -6,7 +6,7 @@ use std::fmt;
 
 use tenure_core::Capabilities;
 
-use crate::case::{Report, Status};
+use crate::case::{Capability, Report, Status};
 
 /// The store a run was made against, as it described itself.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -47,14 +47,22 @@ impl Certificate {
 
 /// The names of the capabilities `caps` declares.
 pub(crate) fn capability_names(caps: &Capabilities) -> Vec<&'static str> {
-    let mut names = Vec::new();
-    if caps.partitioned_claiming {
-        names.push("partitioned_claiming");
-    }
-    if caps.cross_process_wakeups {
-        names.push("cross_process_wakeups");
-    }
-    names
+    // Matched without a wildcard, so a new capability does not compile until listed.
+    let listed = |c: Capability| match c {
+        Capability::PartitionedClaiming
+        | Capability::CrossProcessWakeups
+        | Capability::StreamRuns => c,
+    };
+    [
+        Capability::PartitionedClaiming,
+        Capability::CrossProcessWakeups,
+        Capability::StreamRuns,
+    ]
+    .into_iter()
+    .map(listed)
+    .filter(|c| c.declared_by(caps))
+    .map(Capability::name)
+    .collect()
 }
 
 /// Builds the certificate of `report` against a registry of `registry` cases per

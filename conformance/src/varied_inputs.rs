@@ -6,25 +6,25 @@
 //! - the lease duration of a claim (G2), of a renewal (G4) and of the leader lease
 //!   (G13): the expiry is `now + lease_for`, and the item or lease is free exactly
 //!   then, not a tick before;
-//! - the limit of a claim (G8) and of a recovery pass (G2): exactly that many are
-//!   taken when more are there, in order;
+//! - the limit of a claim (G8), of a recovery pass (G2) and of a purge pass (G11):
+//!   exactly that many are taken when more are there, in order;
+//! - the delay of an enqueue (G7): due exactly `delay` after the enqueue;
 //! - the `stale_after` window of eviction (G12).
 //!
-//! Dedup windows (G11), enqueue delays (G7) and retry delays (G5) are varied in their
-//! own groups. Each case registers in the group of its guarantee.
+//! Dedup windows (G11) and retry delays (G5) are varied in their own groups. Each case registers in the group of its guarantee.
 
 use std::time::Duration;
 
 use tenure_core::{
-    EvictParams, HeartbeatParams, LeaderParams, LeaderStatus, LeaseToken, RecoverParams,
-    RenewOutcome, Store,
+    EvictParams, HeartbeatParams, LeaderParams, LeaderStatus, LeaseToken, PurgeParams,
+    RecoverParams, RenewOutcome, Store,
 };
 
 use crate::case::{Case, CaseResult, Env, Failure};
-use crate::check::{ensure, ensure_eq, expect_counts, pass, OrFail};
+use crate::check::{ensure, ensure_eq, expect_counts, get, pass, OrFail};
 use crate::fixtures::{
-    claim, claim_for, claim_none, claim_one, counts, enqueue, enqueue_n, enqueue_one, item, leader,
-    owner, queue, renew, LEASE, TICK,
+    claim, claim_for, claim_none, claim_one, counts, dedup, enqueue, enqueue_n, enqueue_one, item,
+    leader, owner, queue, renew, LEASE, TICK,
 };
 use crate::harness::Harness;
 
@@ -36,8 +36,14 @@ pub(crate) fn cases<H: Harness>() -> Vec<Case<H>> {
     all.extend(crate::register![crate::g04_renewal_cap::GROUP;
         the_renewals_lease_duration_decides_the_new_expiry,
     ]);
+    all.extend(crate::register![crate::g07_schedule::GROUP;
+        an_enqueue_delay_decides_when_the_item_is_due,
+    ]);
     all.extend(crate::register![crate::g08_order::GROUP;
         a_claim_takes_exactly_its_limit_in_claim_order,
+    ]);
+    all.extend(crate::register![crate::g11_dedup::GROUP;
+        a_purge_pass_forgets_exactly_its_limit_of_expired_keys,
     ]);
     all.extend(crate::register![crate::g12_instances::GROUP;
         the_stale_after_window_decides_which_instances_are_evicted,
@@ -155,6 +161,34 @@ async fn the_renewals_lease_duration_decides_the_new_expiry<H: Harness>(
     pass()
 }
 
+async fn an_enqueue_delay_decides_when_the_item_is_due<H: Harness>(env: Env<'_, H>) -> CaseResult {
+    for (n, delay) in [Duration::from_secs(3), Duration::from_secs(2 * 24 * 3600)]
+        .into_iter()
+        .enumerate()
+    {
+        let q = queue(&format!("g07-delay-{n}"))?;
+        let id = enqueue_one(env.store(), item(&q).delay(delay)).await?;
+        ensure_eq(
+            get(env.store(), id).await?.run_at,
+            env.now() + delay,
+            &format!("run_at of an item delayed {delay:?}"),
+        )?;
+        let w = owner("w1")?;
+        env.advance(delay - TICK);
+        claim_none(
+            env.store(),
+            &q,
+            &w,
+            &format!("an item delayed {delay:?} is due in one tick"),
+        )
+        .await?;
+        env.advance(TICK);
+        let lease = claim_one(env.store(), &q, &w, "the claim of the due item").await?;
+        ensure_eq(lease.token, LeaseToken::new(id, 1), "the due item's token")?;
+    }
+    pass()
+}
+
 async fn a_claim_takes_exactly_its_limit_in_claim_order<H: Harness>(env: Env<'_, H>) -> CaseResult {
     let q = queue("g08-limit")?;
     let ids = enqueue(
@@ -187,6 +221,33 @@ async fn a_claim_takes_exactly_its_limit_in_claim_order<H: Harness>(env: Env<'_,
             ),
         )?;
         taken += expect;
+    }
+    pass()
+}
+
+async fn a_purge_pass_forgets_exactly_its_limit_of_expired_keys<H: Harness>(
+    env: Env<'_, H>,
+) -> CaseResult {
+    let q = queue("g11-purge")?;
+    let window = Duration::from_secs(10);
+    for n in 0..5 {
+        let it = item(&q)
+            .dedup_key(dedup(&format!("k{n}"))?)
+            .dedup_window(window);
+        enqueue_one(env.store(), it).await?;
+    }
+    env.advance(window);
+    for (limit, purged) in [(2, 2), (1, 1), (10, 2), (10, 0)] {
+        let p = env
+            .store()
+            .purge(PurgeParams::new(Duration::from_secs(3600), limit))
+            .await
+            .or_fail("purge")?;
+        ensure_eq(
+            p.dedup_keys,
+            purged,
+            &format!("expired dedup keys forgotten by a purge pass with limit {limit}"),
+        )?;
     }
     pass()
 }

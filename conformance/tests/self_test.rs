@@ -121,6 +121,10 @@ enum Flaw {
     IgnoresRecoverLimit,
     /// Claims one item more than the limit asks (G8).
     ClaimLimitOffByOne,
+    /// Purges every expired key in one pass, whatever the limit (G11).
+    IgnoresPurgeLimit,
+    /// Delays every delayed item by 60 s, whatever was asked (G7).
+    FixedDelay,
     /// Writes a `run_at` outside the schedule window, clamped to its edge (G15).
     ClampsRunAtIntoTheWindow,
     /// Writes a delay longer than the schedule window, clamped to it (G15).
@@ -377,6 +381,13 @@ impl Store for Flawed {
                         item.schedule = Schedule::At(t.clamp(now - window, now + window));
                     }
                 }
+                Flaw::FixedDelay => {
+                    if let Schedule::After(d) = item.schedule {
+                        if d > Duration::ZERO {
+                            item.schedule = Schedule::After(Duration::from_secs(60));
+                        }
+                    }
+                }
                 Flaw::ClampsLongDelays => {
                     let window = self.limits().schedule_window;
                     if let Schedule::After(d) = item.schedule {
@@ -540,7 +551,10 @@ impl Store for Flawed {
         Ok(recovered)
     }
 
-    async fn purge(&self, params: PurgeParams) -> Result<Purged> {
+    async fn purge(&self, mut params: PurgeParams) -> Result<Purged> {
+        if self.flaw == Flaw::IgnoresPurgeLimit {
+            params.limit = 1_000;
+        }
         self.inner.purge(params).await
     }
 
@@ -855,13 +869,19 @@ mod memory_store {
         assert_eq!(cert.groups_passed.len(), cert.groups, "{cert}");
         assert_eq!(cert.cases, cases::<MemoryHarness>().len(), "{cert}");
         assert_eq!(cert.passed, cert.cases, "{cert}");
-        assert_eq!(cert.capabilities, vec!["partitioned_claiming"], "{cert}");
+        let caps = MemoryStore::new(ManualClock::default()).capabilities();
+        assert!(caps.partitioned_claiming, "the memory store declares G14");
+        assert!(
+            cert.capabilities.contains(&"partitioned_claiming")
+                && !cert.capabilities.contains(&"cross_process_wakeups"),
+            "{cert}"
+        );
         let text = cert.to_string();
         for want in [
             "memory store",
             &format!("groups passed: {0} of {0}", cert.groups),
             &format!("cases: {0} of {0} passed", cert.cases),
-            "capabilities declared: partitioned_claiming",
+            &format!("capabilities declared: {}", cert.capabilities.join(", ")),
             "not certified: nothing",
         ] {
             assert!(text.contains(want), "{want:?} missing from\n{text}");
@@ -1370,11 +1390,31 @@ mod varied_inputs {
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_fixed_delay_fails_g07() {
+        must_fail(
+            Flaw::FixedDelay,
+            "g07_schedule",
+            "an_enqueue_delay_decides_when_the_item_is_due",
+        )
+        .await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_claim_limit_off_by_one_fails_g08() {
         must_fail(
             Flaw::ClaimLimitOffByOne,
             "g08_order",
             "a_claim_takes_exactly_its_limit_in_claim_order",
+        )
+        .await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn ignoring_the_purge_limit_fails_g11() {
+        must_fail(
+            Flaw::IgnoresPurgeLimit,
+            "g11_dedup",
+            "a_purge_pass_forgets_exactly_its_limit_of_expired_keys",
         )
         .await;
     }

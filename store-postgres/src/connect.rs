@@ -124,11 +124,14 @@ pub(crate) async fn diagnosed<T>(
 ) -> std::result::Result<T, sqlx::Error> {
     tokio::pin!(acquire);
     tokio::select! {
+        // Polled first: an idle connection is taken without ever arming the timer.
+        biased;
         r = &mut acquire => return r,
         () = tokio::time::sleep(DIAGNOSE_AFTER) => {}
     }
     if pool.size() < max_connections && !pool.is_closed() {
         tokio::select! {
+            biased;
             r = &mut acquire => return r,
             probe = PgConnection::connect_with(options) => match probe {
                 Err(e) => return Err(e),

@@ -21,7 +21,7 @@ const LIB: &str = include_str!("scripts/lib.lua");
 
 /// The operations, by the name their function is registered under (after the
 /// library's tag), with their Lua bodies.
-const OPS: [(&str, &str); 18] = [
+const OPS: [(&str, &str); 24] = [
     ("enqueue", include_str!("scripts/enqueue.lua")),
     ("claim", include_str!("scripts/claim.lua")),
     ("renew", include_str!("scripts/renew.lua")),
@@ -40,6 +40,12 @@ const OPS: [(&str, &str); 18] = [
     ("deregister", include_str!("scripts/deregister.lua")),
     ("leader_acquire", include_str!("scripts/leader_acquire.lua")),
     ("leader_resign", include_str!("scripts/leader_resign.lua")),
+    ("item_list", include_str!("scripts/item_list.lua")),
+    ("lease_list", include_str!("scripts/lease_list.lua")),
+    ("queue_list", include_str!("scripts/queue_list.lua")),
+    ("cancel", include_str!("scripts/cancel.lua")),
+    ("pause", include_str!("scripts/pause.lua")),
+    ("dead_matching", include_str!("scripts/dead_matching.lua")),
 ];
 
 /// Stands for the library's tag in the text that is hashed.
@@ -67,6 +73,12 @@ pub(crate) struct Scripts {
     pub(crate) deregister: String,
     pub(crate) leader_acquire: String,
     pub(crate) leader_resign: String,
+    pub(crate) item_list: String,
+    pub(crate) lease_list: String,
+    pub(crate) queue_list: String,
+    pub(crate) cancel: String,
+    pub(crate) pause: String,
+    pub(crate) dead_matching: String,
 }
 
 /// The library of `lib` and `ops`: `lib` at the top, then each operation's body as
@@ -115,6 +127,12 @@ pub(crate) static SCRIPTS: LazyLock<Scripts> = LazyLock::new(|| {
         deregister: next(),
         leader_acquire: next(),
         leader_resign: next(),
+        item_list: next(),
+        lease_list: next(),
+        queue_list: next(),
+        cancel: next(),
+        pause: next(),
+        dead_matching: next(),
         library,
     }
 });

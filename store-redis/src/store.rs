@@ -23,6 +23,8 @@ use crate::rows::{self, Flat};
 use crate::scripts::SCRIPTS;
 use crate::{listen, RedisConfig, STORE};
 
+mod operate;
+
 /// A Redis store. `Clone` gives another handle on the same connection.
 ///
 /// See the [crate docs](crate) for the key layout, durability and faults.
@@ -508,9 +510,16 @@ impl Store for RedisStore {
 
     async fn dead_requeue(&self, params: RequeueParams) -> Result<u64> {
         params.validate(&self.inner.limits)?;
+        let ids = match &params.filter {
+            Some(f) => self.op_dead_matching(f).await?,
+            None => params.ids.clone(),
+        };
+        if ids.is_empty() {
+            return Ok(0);
+        }
         let mut inv = self.call(&SCRIPTS.requeue);
         inv.arg(self.now()).arg(params.additional_attempts);
-        for id in &params.ids {
+        for id in &ids {
             inv.arg(id.to_string());
         }
         let n: i64 = self.write(&inv).await?;
@@ -519,9 +528,16 @@ impl Store for RedisStore {
 
     async fn dead_discard(&self, params: DiscardParams) -> Result<u64> {
         params.validate(&self.inner.limits)?;
+        let ids = match &params.filter {
+            Some(f) => self.op_dead_matching(f).await?,
+            None => params.ids.clone(),
+        };
+        if ids.is_empty() {
+            return Ok(0);
+        }
         let mut inv = self.call(&SCRIPTS.discard);
         inv.arg(self.now());
-        for id in &params.ids {
+        for id in &ids {
             inv.arg(id.to_string());
         }
         let n: i64 = self.write(&inv).await?;
@@ -541,17 +557,23 @@ impl Store for RedisStore {
     async fn queue_counts(&self, queue: &QueueName) -> Result<QueueCounts> {
         let mut inv = self.call(&SCRIPTS.queue_counts);
         inv.arg(self.now()).arg(queue.as_str());
-        let c: Vec<i64> = self.read(&inv).await?;
-        let [ready, scheduled, running, dead, done] = c.as_slice() else {
+        let now = Timestamp::from_micros(self.now());
+        let c: Vec<i64> = self.write(&inv).await?;
+        let [ready, scheduled, running, dead, done, paused, has_oldest, oldest] = c.as_slice()
+        else {
             return Err(bad_reply("queue_counts answered the wrong shape"));
         };
+        let oldest =
+            (*has_oldest == 1).then(|| now.duration_since(Timestamp::from_micros(*oldest)));
         Ok(QueueCounts::new(
             u64_of(*ready),
             u64_of(*scheduled),
             u64_of(*running),
             u64_of(*dead),
             u64_of(*done),
-        ))
+        )
+        .with_paused(*paused == 1)
+        .with_oldest_ready_age(oldest))
     }
 
     async fn instance_heartbeat(&self, params: HeartbeatParams) -> Result<()> {
@@ -642,39 +664,39 @@ impl Store for RedisStore {
     async fn item_list(
         &self,
         params: tenure_core::ItemListParams,
-    ) -> tenure_core::Result<tenure_core::ItemPage> {
-        let _ = params;
-        Err(tenure_core::Error::unsupported("item_list", self.name()))
+    ) -> Result<tenure_core::ItemPage> {
+        params.validate(&self.inner.limits)?;
+        self.op_item_list(params).await
     }
 
     async fn lease_list(
         &self,
         params: tenure_core::LeaseListParams,
-    ) -> tenure_core::Result<tenure_core::LeasePage> {
-        let _ = params;
-        Err(tenure_core::Error::unsupported("lease_list", self.name()))
+    ) -> Result<tenure_core::LeasePage> {
+        params.validate(&self.inner.limits)?;
+        self.op_lease_list(params).await
     }
 
-    async fn queue_list(&self) -> tenure_core::Result<Vec<tenure_core::QueueName>> {
-        Err(tenure_core::Error::unsupported("queue_list", self.name()))
+    async fn queue_list(&self) -> Result<Vec<QueueName>> {
+        self.op_queue_list().await
     }
 
     async fn item_cancel(
         &self,
         params: tenure_core::CancelParams,
-    ) -> tenure_core::Result<Vec<tenure_core::CancelOutcome>> {
-        let _ = params;
-        Err(tenure_core::Error::unsupported("item_cancel", self.name()))
+    ) -> Result<Vec<tenure_core::CancelOutcome>> {
+        params.validate(&self.inner.limits)?;
+        self.op_item_cancel(params).await
     }
 
-    async fn queue_pause(&self, params: tenure_core::PauseParams) -> tenure_core::Result<bool> {
-        let _ = params;
-        Err(tenure_core::Error::unsupported("queue_pause", self.name()))
+    async fn queue_pause(&self, params: tenure_core::PauseParams) -> Result<bool> {
+        params.validate(&self.inner.limits)?;
+        self.op_set_paused(params, true).await
     }
 
-    async fn queue_resume(&self, params: tenure_core::PauseParams) -> tenure_core::Result<bool> {
-        let _ = params;
-        Err(tenure_core::Error::unsupported("queue_resume", self.name()))
+    async fn queue_resume(&self, params: tenure_core::PauseParams) -> Result<bool> {
+        params.validate(&self.inner.limits)?;
+        self.op_set_paused(params, false).await
     }
 }
 

@@ -173,7 +173,25 @@
 //! Before each batch the writer checks that the file at the path is still the one it
 //! opened. If it was deleted or replaced, the connection is dropped and reopened
 //! (without creating a file); until that works calls answer [`Error::Unavailable`], and
-//! the store recovers by itself once the file is back.
+//! the store recovers by itself once the file is back. A file that is back without
+//! the store's schema is refused (next section).
+//!
+//! # Damaged and emptied files
+//!
+//! - A damaged file (`SQLITE_CORRUPT`, or an open file that no longer reads as a
+//!   database) answers [`Error::Corrupt`], not
+//!   retryable, naming the file, what SQLite said and the first problems `PRAGMA
+//!   quick_check` finds. Retrying cannot help; restore the file from a backup.
+//! - An open store whose file was emptied or replaced by one without the store's
+//!   schema answers [`Error::Corrupt`] on its next call
+//!   and writes nothing: the file held the store when it was opened, so a fresh
+//!   store in its place would silently forget every item.
+//! - [`SqliteStore::open`] of a zero-byte file beside a non-empty `-wal` log answers
+//!   [`Error::Corrupt`] and writes nothing: the log holds
+//!   pages of a database that lost its contents.
+//! - [`SqliteStore::open`] of a zero-byte file alone creates a fresh store in it:
+//!   nothing tells such a file from one just made empty on purpose (`touch`, a
+//!   temporary file). Keep backups of a file whose items matter.
 //!
 //! # Transactional enqueue
 //!
@@ -261,6 +279,9 @@ impl SqliteStore {
     ///   (missing directory, a directory, no permission) or is not an SQLite database.
     /// - [`Error::Conflict`] (`schema`): the file's schema is newer than this crate.
     /// - [`Error::Unavailable`]: the database stayed busy, or the disk failed.
+    /// - [`Error::Corrupt`]: the file is damaged (naming it and what `PRAGMA
+    ///   quick_check` finds), or it is empty beside a non-empty `-wal` log (see the
+    ///   crate docs, "Damaged and emptied files").
     ///
     /// In each error case nothing was written to the file.
     pub async fn open(config: SqliteConfig) -> Result<SqliteStore> {
@@ -277,6 +298,24 @@ impl SqliteStore {
     /// The database file.
     pub fn path(&self) -> &Path {
         &self.inner.config.path
+    }
+
+    /// Checkpoints the write-ahead log into the database file and truncates it, then
+    /// closes the store's connection, so a stopped program leaves the database in one
+    /// file (SQLite removes an empty `-wal` and the `-shm` when the last connection to
+    /// the file closes). Waits for the calls in flight. Call it when the program is
+    /// done with the store: the writer thread otherwise holds its connection until the
+    /// process exits, which leaves the log (up to about 4 MB) beside the file.
+    ///
+    /// Any handle may close; a later call on any handle opens the file again (without
+    /// creating it).
+    ///
+    /// # Errors
+    /// [`Error::Unavailable`] when another connection to the file (a peer, or one of
+    /// [`SqliteStore::connection`]) was reading, so the log could not be truncated;
+    /// the connection is closed all the same. Other errors as for any call.
+    pub async fn close(&self) -> Result<()> {
+        self.inner.writer.close().await
     }
 
     /// The configuration this store was opened with.

@@ -333,10 +333,27 @@ pub(crate) fn tune(conn: &Connection, config: &SqliteConfig, phase: Phase) -> Re
 pub(crate) fn open_and_migrate(config: &SqliteConfig, create: bool) -> Result<Connection> {
     let path = &config.path;
     let phase = if create { Phase::Open } else { Phase::Call };
+    if create {
+        refuse_emptied(path)?;
+    }
     let conn = connect(config, create)?;
     let found = read_version(&conn, path, phase)?;
     if found > SCHEMA_VERSION {
         return Err(newer_error(path, found));
+    }
+    if !create && found == 0 {
+        // A reopen: this file held the store's schema when the store opened it, so a
+        // file without it was emptied or replaced. Starting a fresh store here would
+        // silently forget every item.
+        return Err(Error::corrupt(
+            error::STORE,
+            format!(
+                "database {} no longer holds the store's schema (the file was emptied or \
+                 replaced while the store had it open); nothing was written: restore the \
+                 file, or open it anew with SqliteStore::open to start an empty store",
+                path.display()
+            ),
+        ));
     }
     tune(&conn, config, phase)?;
     if found == SCHEMA_VERSION {
@@ -350,6 +367,33 @@ pub(crate) fn open_and_migrate(config: &SqliteConfig, create: bool) -> Result<Co
             Err(e) if error::is_busy(&e) && tries < config.busy_retries => continue,
             Err(e) => return Err(error::map(&e, path, phase)),
         }
+    }
+}
+
+/// Refuses a zero-byte database file beside a non-empty write-ahead log: the log holds
+/// pages of a database whose file lost its contents, and opening it would start a
+/// fresh store (or replay the log onto nothing). A zero-byte file alone cannot be told
+/// from a newly created one, and is initialised as a fresh store.
+fn refuse_emptied(path: &Path) -> Result<()> {
+    let len = |p: &Path| std::fs::metadata(p).ok().map(|m| m.len());
+    if len(path) != Some(0) {
+        return Ok(());
+    }
+    let mut wal = path.as_os_str().to_owned();
+    wal.push("-wal");
+    let wal = Path::new(&wal);
+    match len(wal) {
+        Some(n) if n > 0 => Err(Error::corrupt(
+            error::STORE,
+            format!(
+                "database {} is empty but its write-ahead log {} holds {n} bytes: the \
+                 file lost its contents; nothing was written: restore it from a backup \
+                 (or delete both files to start an empty store)",
+                path.display(),
+                wal.display()
+            ),
+        )),
+        _ => Ok(()),
     }
 }
 

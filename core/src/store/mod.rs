@@ -335,8 +335,9 @@ pub trait Store: Send + Sync + fmt::Debug + 'static {
     async fn item_list(&self, params: ItemListParams) -> Result<ItemPage>;
 
     /// One page of a queue's leases: its `running` items' owner, attempt, expiry and
-    /// renewals, soonest expiry first (ties in enqueue order), including expired leases
-    /// not yet recovered (conformance group `op_inspection`).
+    /// renewals, soonest expiry first (ties in an order of the store's choosing, the same
+    /// on every page), including expired leases not yet recovered (conformance group
+    /// `op_inspection`).
     ///
     /// # Contract
     /// - Paged by cursor exactly as [`Store::item_list`] is, under the same rule on

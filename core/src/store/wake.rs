@@ -140,7 +140,7 @@ mod tests {
         let a = WakeSignal::new();
         let b = a.clone();
         assert_eq!(b.health(), WakeHealth::Local);
-        let mut changes = b.health_changes();
+        let changes = b.health_changes();
         assert!(a.set_health(WakeHealth::Down));
         assert!(!a.set_health(WakeHealth::Down), "no change, no report");
         assert_eq!(b.health(), WakeHealth::Down);

@@ -6,7 +6,9 @@
 
 mod support;
 
+mod builder;
 mod drain;
+mod exported;
 mod finalize;
 mod instances;
 mod lost_answer;

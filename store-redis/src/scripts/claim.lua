@@ -30,6 +30,13 @@ end
 -- Per queue, its `due` bound and whether it is to be written (lib.lua's catch_up).
 local dues, rewrite = {}, {}
 for _, q in ipairs(queues) do dues[q], rewrite[q] = catch_up(q, now) end
+-- A paused queue's items are not claimed; its expired leases were recovered above.
+local open = {}
+for _, q in ipairs(queues) do
+  if redis.call('HEXISTS', K_PAUSED, q) == 0 then open[#open + 1] = q end
+end
+queues = open
+nq = #queues
 
 -- What every claimed item's `s` ends with, and its `l` (lib.lua's item layout): the
 -- times as the client wrote them.
@@ -139,6 +146,9 @@ end
 for q, run in pairs(taken) do
   redis.call('ZADD', k_run(q), unpack(run))
   redis.call('HINCRBY', k_count(q), 'ready', -(#run / 2))
+  local ids = {}
+  for i = 2, #run, 2 do ids[#ids + 1] = run[i] end
+  redis.call('ZREM', k_readyat(q), unpack(ids))
   if expires < dues[q] then
     dues[q] = expires
     rewrite[q] = true

@@ -57,9 +57,15 @@ for i = 3, #ARGV, 2 do
     out[#out + 1] = 1
   end
 end
-if q1 then redis.call('ZREM', k_run(q1), unpack(run1)) end
+if q1 then
+  redis.call('ZREM', k_run(q1), unpack(run1))
+  if not keep then redis.call('ZREM', k_all(q1), unpack(run1)) end
+end
 if leaving then
-  for q, ids in pairs(leaving) do redis.call('ZREM', k_run(q), unpack(ids)) end
+  for q, ids in pairs(leaving) do
+    redis.call('ZREM', k_run(q), unpack(ids))
+    if not keep then redis.call('ZREM', k_all(q), unpack(ids)) end
+  end
 end
 if o1 then redis.call('SREM', k_owner(o1), unpack(mine1)) end
 if released then

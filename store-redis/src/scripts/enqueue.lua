@@ -66,6 +66,8 @@ for i = 1, count do
     if it.sc then table.insert(fields, 'sc'); table.insert(fields, it.sc) end
     if it.dk then table.insert(fields, 'dk'); table.insert(fields, it.dk) end
     redis.call('HSET', k_item(it.id), unpack(fields))
+    redis.call('ZADD', k_all(it.q), N(sq), it.id)
+    redis.call('ZADD', k_readyat(it.q), N(it.ra), it.id)
     added[it.q] = (added[it.q] or 0) + 1
     local h = {id = it.id, q = it.q, pr = it.pr, ra = it.ra, sq = sq, sc = it.sc, st = it.st}
     local head = true

@@ -23,6 +23,8 @@ local K_INST_SEEN -- zset: instances by last heartbeat
 local K_INST_IDS  -- zset: instances, all scored 0, so by id in byte order (G14 rank)
 local K_INST_SEQ  -- string: the last registration number
 local K_WAKE      -- pub/sub channel: new work (a hint)
+local K_PAUSED    -- hash: paused queue -> when it was paused
+local K_LAYOUT    -- string: the key layout version ('2': per-queue listing indexes)
 
 -- Every function of the library calls this first with its KEYS[1]. The keys stay
 -- built while calls name the same root, as one store's calls do.
@@ -37,6 +39,8 @@ local function set_root(root)
   K_INST_IDS = P .. ':ids'
   K_INST_SEQ = P .. ':instseq'
   K_WAKE = P .. ':wake'
+  K_PAUSED = P .. ':paused'
+  K_LAYOUT = P .. ':layout'
 end
 
 local function k_item(id) return P .. ':i:' .. id end          -- hash: one item
@@ -57,6 +61,8 @@ local function k_instance(id) return P .. ':n:' .. id end      -- hash: one inst
 local function k_leader(name) return P .. ':ld:' .. name end   -- hash: one leader lease
 local function k_pin(s) return P .. ':p:' .. s end             -- string: the instance a stream is pinned to (G14)
 local function k_pins(o) return P .. ':ps:' .. o end           -- set: the streams pinned to an instance (G14)
+local function k_all(q) return P .. ':e:' .. q end             -- zset: every stored item of a queue by seq (listings)
+local function k_readyat(q) return P .. ':y:' .. q end         -- zset: ready items of a queue by run_at (oldest age)
 
 -- The member of an item in a claim-order zset (`ready`, a scope's waiting set). The
 -- score is the priority; equal scores sort by member, so the member encodes run_at
@@ -254,6 +260,7 @@ local function become_ready(h, now)
   redis.call('HSET', k_item(h.id), 's', state_of(h), 'n', numbers_of(h))
   redis.call('HDEL', k_item(h.id), 'l')
   redis.call('HINCRBY', k_count(h.q), 'ready', 1)
+  redis.call('ZADD', k_readyat(h.q), N(h.ra), h.id)
   place(h, now)
 end
 
@@ -340,6 +347,7 @@ end
 -- Deletes an item that is in no claim index (done or dead).
 local function delete(h)
   redis.call('DEL', k_item(h.id))
+  redis.call('ZREM', k_all(h.q), h.id)
   redis.call('SREM', k_dead(h.q), h.id)
   redis.call('ZREM', k_done(h.q), h.id)
 end
@@ -367,4 +375,55 @@ local function release_owner(owner, now)
     end
   end
   return released
+end
+
+-- The k-th space-separated word of a packed field (`s`, `n`, `l`), or nil.
+local function word(str, k)
+  local i = 0
+  for w in string.gmatch(str, '%S+') do
+    i = i + 1
+    if i == k then return w end
+  end
+  return nil
+end
+
+-- Layout 2 (the operator's listings): every item in its queue's `k_all` by seq, every
+-- ready item in its queue's `k_readyat` by run_at. A store written by an earlier
+-- version has neither; the first operator call builds both from the item hashes, in
+-- one call, and records the layout. Every later write keeps them in step.
+local function ensure_layout()
+  if redis.call('GET', K_LAYOUT) == '2' then return end
+  local cursor = '0'
+  local from = #(P .. ':i:') + 1
+  repeat
+    local r = redis.call('SCAN', cursor, 'MATCH', P .. ':i:*', 'COUNT', 1000)
+    cursor = r[1]
+    for _, key in ipairs(r[2]) do
+      local v = redis.call('HMGET', key, 'q', 's', 'n')
+      if v[1] and v[2] and v[3] then
+        local id = string.sub(key, from)
+        redis.call('ZADD', k_all(v[1]), word(v[3], 8), id)
+        if word(v[2], 1) == 'ready' then redis.call('ZADD', k_readyat(v[1]), word(v[3], 2), id) end
+      end
+    end
+  until cursor == '0'
+  redis.call('SET', K_LAYOUT, '2')
+end
+
+-- Takes a ready stream head out of the claim indexes (the inverse of `place`): from
+-- the scheduled set, or from `ready` and its scope's waiting set, putting the scope's
+-- next waiting item into `ready` when this one was first and the scope is free.
+local function unplace(h)
+  if redis.call('ZREM', k_sched(h.q), h.id) == 1 then return end
+  local m = order_member(h.ra, h.sq, h.id)
+  redis.call('ZREM', k_ready(h.q), m)
+  if not h.sc then return end
+  local wk = k_scope_wait(h.sc, h.q)
+  local first = redis.call('ZRANGE', wk, 0, 0)
+  redis.call('ZREM', wk, m)
+  if first[1] == m and redis.call('EXISTS', k_scope_run(h.sc)) == 0 then
+    local nxt = redis.call('ZRANGE', wk, 0, 0, 'WITHSCORES')
+    if nxt[1] then redis.call('ZADD', k_ready(h.q), nxt[2], nxt[1]) end
+  end
+  if redis.call('ZCARD', wk) == 0 then redis.call('SREM', k_scope_queues(h.sc), h.q) end
 end

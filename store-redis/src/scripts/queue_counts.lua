@@ -8,5 +8,10 @@ local all = tonumber(redis.call('HGET', k_count(q), 'ready') or '0')
 local later = '(' .. N(now)
 local scheduled = redis.call('ZCOUNT', k_sched(q), later, '+inf')
   + redis.call('ZCOUNT', k_hold(q), later, '+inf')
+-- The oldest due item (layout 2), and the pause flag.
+ensure_layout()
+local first = redis.call('ZRANGE', k_readyat(q), 0, 0, 'WITHSCORES')
+local has_oldest, oldest = 0, 0
+if first[1] and tonumber(first[2]) <= now then has_oldest, oldest = 1, tonumber(first[2]) end
 return {all - scheduled, scheduled, redis.call('ZCARD', k_run(q)), redis.call('SCARD', k_dead(q)),
-  redis.call('ZCARD', k_done(q))}
+  redis.call('ZCARD', k_done(q)), redis.call('HEXISTS', K_PAUSED, q), has_oldest, oldest}

@@ -1,0 +1,198 @@
+//! The operator's operations: listings, cancel, pause, and dead items by filter, each
+//! one library function (`scripts/item_list.lua` and the others).
+//!
+//! Key layout 2 adds, per queue, `{p}:e:<queue>` (every stored item by enqueue seq,
+//! for listings) and `{p}:y:<queue>` (ready items by run_at, for the oldest due
+//! item's wait), and `{p}:paused` (paused queues). A store written by an earlier
+//! version is upgraded by the first operator call (`ensure_layout` in `lib.lua`),
+//! which builds both indexes from the item hashes and records `{p}:layout = 2`.
+//! A cursor is `r.<seq>` for items and `r.<expiry>.<id>` for leases.
+
+use redis::{FromRedisValue, Value};
+use tenure_core::{
+    CancelOutcome, CancelParams, Cursor, DeadFilter, Error, ItemId, ItemListParams, ItemPage,
+    LeaseInfo, LeaseListParams, LeasePage, LeaseToken, ListOrder, OwnerId, PauseParams, QueueName,
+    Result, Timestamp,
+};
+
+use super::{u32_of, RedisStore};
+use crate::error::bad_reply;
+use crate::rows::{self, Flat};
+use crate::scripts::SCRIPTS;
+
+fn bad_cursor() -> Error {
+    Error::invalid("cursor", "was not handed out by a redis store listing")
+}
+
+fn text(v: &Value) -> Result<String> {
+    String::from_redis_value(v).map_err(|_| bad_reply("a listing answered a non-text value"))
+}
+
+impl RedisStore {
+    /// `Store::item_list`.
+    pub(super) async fn op_item_list(&self, params: ItemListParams) -> Result<ItemPage> {
+        let now = self.now();
+        let after = match &params.cursor {
+            Some(c) => {
+                let seq = c
+                    .as_str()
+                    .strip_prefix("r.")
+                    .and_then(|s| s.parse::<u64>().ok())
+                    .ok_or_else(bad_cursor)?;
+                seq.to_string()
+            }
+            None => String::new(),
+        };
+        let mut inv = self.call(&SCRIPTS.item_list);
+        inv.arg(now)
+            .arg(params.queue.as_str())
+            .arg(params.state.as_str())
+            .arg(match params.order {
+                ListOrder::OldestFirst => "asc",
+                ListOrder::NewestFirst => "desc",
+            })
+            .arg(params.limit)
+            .arg(after);
+        let answer: Vec<Value> = self.read(&inv).await?;
+        let mut it = answer.into_iter();
+        let next = match it.next() {
+            Some(v) => text(&v)?,
+            None => return Err(bad_reply("item_list answered nothing")),
+        };
+        let mut items = Vec::new();
+        let rest: Vec<Value> = it.collect();
+        for pair in rest.chunks(2) {
+            let [id, v] = pair else {
+                return Err(bad_reply("item_list answered the wrong shape"));
+            };
+            let id: ItemId = text(id)?.parse()?;
+            let flat = Flat::from_redis_value(v)
+                .map_err(|_| bad_reply("item_list answered a malformed item"))?;
+            items.push(rows::item(id, flat)?);
+        }
+        let next = if next.is_empty() {
+            None
+        } else {
+            Some(Cursor::new(format!("r.{next}"))?)
+        };
+        Ok(ItemPage::new(items, next, Timestamp::from_micros(now)))
+    }
+
+    /// `Store::lease_list`.
+    pub(super) async fn op_lease_list(&self, params: LeaseListParams) -> Result<LeasePage> {
+        let now = self.now();
+        let (at, after_id) = match &params.cursor {
+            Some(c) => {
+                let (at, id) = c
+                    .as_str()
+                    .strip_prefix("r.")
+                    .and_then(|s| s.split_once('.'))
+                    .ok_or_else(bad_cursor)?;
+                let at: i64 = at.parse().map_err(|_| bad_cursor())?;
+                let id: ItemId = id.parse().map_err(|_| bad_cursor())?;
+                (at.to_string(), id.to_string())
+            }
+            None => (String::new(), String::new()),
+        };
+        let mut inv = self.call(&SCRIPTS.lease_list);
+        inv.arg(params.queue.as_str())
+            .arg(params.limit)
+            .arg(at)
+            .arg(after_id);
+        let answer: Vec<Value> = self.read(&inv).await?;
+        let Some((more, rest)) = answer.split_first() else {
+            return Err(bad_reply("lease_list answered nothing"));
+        };
+        let more = i64::from_redis_value(more).map_err(|_| bad_reply("lease_list flag"))? == 1;
+        let mut leases = Vec::new();
+        for l in rest.chunks(6) {
+            let [id, a, o, le, rn, mr] = l else {
+                return Err(bad_reply("lease_list answered the wrong shape"));
+            };
+            let num = |v: &Value| -> Result<i64> {
+                text(v)?
+                    .parse::<i64>()
+                    .map_err(|_| bad_reply("lease_list answered a non-number"))
+            };
+            let id: ItemId = text(id)?.parse()?;
+            leases.push(LeaseInfo::new(
+                LeaseToken::new(id, u32_of(num(a)?)?),
+                params.queue.clone(),
+                OwnerId::new(text(o)?).map_err(|_| bad_reply("corrupt owner"))?,
+                Timestamp::from_micros(num(le)?),
+                u32_of(num(rn)?)?,
+                u32_of(num(mr)?)?,
+            ));
+        }
+        let next = match (more, leases.last()) {
+            (true, Some(l)) => Some(Cursor::new(format!(
+                "r.{}.{}",
+                l.expires_at.as_micros(),
+                l.token.id
+            ))?),
+            _ => None,
+        };
+        Ok(LeasePage::new(leases, next, Timestamp::from_micros(now)))
+    }
+
+    /// `Store::queue_list`.
+    pub(super) async fn op_queue_list(&self) -> Result<Vec<QueueName>> {
+        let inv = self.call(&SCRIPTS.queue_list);
+        let names: Vec<String> = self.write(&inv).await?;
+        names
+            .into_iter()
+            .map(|n| QueueName::new(n).map_err(|_| bad_reply("corrupt queue name")))
+            .collect()
+    }
+
+    /// `Store::item_cancel`.
+    pub(super) async fn op_item_cancel(&self, params: CancelParams) -> Result<Vec<CancelOutcome>> {
+        let mut inv = self.call(&SCRIPTS.cancel);
+        inv.arg(self.now());
+        for id in &params.ids {
+            inv.arg(id.to_string());
+        }
+        let answer: Vec<Vec<String>> = self.write(&inv).await?;
+        if answer.len() != params.ids.len() {
+            return Err(bad_reply("cancel answered the wrong number of outcomes"));
+        }
+        answer
+            .into_iter()
+            .map(|a| match a.as_slice() {
+                [s] if s == "cancelled" => Ok(CancelOutcome::Cancelled),
+                [s] if s == "dead" => Ok(CancelOutcome::Dead),
+                [s] if s == "done" => Ok(CancelOutcome::Done),
+                [s] if s == "none" => Ok(CancelOutcome::NotFound),
+                [s, attempt, owner] if s == "running" => Ok(CancelOutcome::Running {
+                    attempt: attempt
+                        .parse()
+                        .map_err(|_| bad_reply("cancel answered a bad attempt"))?,
+                    owner: OwnerId::new(owner.as_str())
+                        .map_err(|_| bad_reply("cancel answered a bad owner"))?,
+                }),
+                _ => Err(bad_reply("cancel answered an unknown outcome")),
+            })
+            .collect()
+    }
+
+    /// `Store::queue_pause` (`paused`) and `Store::queue_resume`.
+    pub(super) async fn op_set_paused(&self, params: PauseParams, paused: bool) -> Result<bool> {
+        let mut inv = self.call(&SCRIPTS.pause);
+        inv.arg(self.now())
+            .arg(params.queue.as_str())
+            .arg(if paused { 1 } else { 0 });
+        let n: i64 = self.write(&inv).await?;
+        Ok(n == 1)
+    }
+
+    /// The dead items a filter matches, earliest death first, at most its limit.
+    pub(super) async fn op_dead_matching(&self, f: &DeadFilter) -> Result<Vec<ItemId>> {
+        let now = Timestamp::from_micros(self.now());
+        let mut inv = self.call(&SCRIPTS.dead_matching);
+        inv.arg(f.queue.as_str())
+            .arg(f.dead_before(now).as_micros())
+            .arg(f.limit);
+        let ids: Vec<String> = self.read(&inv).await?;
+        ids.iter().map(|s| s.parse::<ItemId>()).collect()
+    }
+}

@@ -1,0 +1,98 @@
+//! Key layout 2 (the operator's listing indexes) on a store written before it: the
+//! first operator call builds the indexes from the item hashes, so every item lists,
+//! and the oldest due item's wait is counted.
+
+// Test bodies: a failure is a failed test.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use std::time::Duration;
+
+use tenure_core::{
+    ItemId, ItemListParams, ListState, ManualClock, NewItem, OwnerId, QueueName, Store, StoreExt,
+    Timestamp,
+};
+use tenure_redis::{RedisConfig, RedisStore};
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_store_written_before_layout_2_lists_every_item_after_its_upgrade() {
+    let clock = ManualClock::new(Timestamp::from_micros(1_700_000_000_000_000));
+    let prefix = format!("l_{}", uuid::Uuid::now_v7().simple());
+    let store = RedisStore::connect(
+        RedisConfig::new(common::url())
+            .prefix(&prefix)
+            .clock(clock.clone())
+            .listen(false),
+    )
+    .await
+    .unwrap();
+    if let Err(e) = store.ping().await {
+        assert!(
+            !common::required(),
+            "Redis at {} is required: {e}",
+            common::url()
+        );
+        eprintln!("skipped: Redis at {} is unreachable ({e})", common::url());
+        return;
+    }
+    let q = QueueName::new("layout").unwrap();
+    let mut ids: Vec<ItemId> = Vec::new();
+    for i in 0..5u8 {
+        ids.push(
+            store
+                .enqueue_one(NewItem::new(q.clone(), vec![i]))
+                .await
+                .unwrap()
+                .id,
+        );
+    }
+    let held = store
+        .claim_one(
+            q.clone(),
+            OwnerId::new("w").unwrap(),
+            Duration::from_secs(30),
+        )
+        .await
+        .unwrap()
+        .unwrap();
+    // Back to the layout before 2: no listing indexes, no layout key.
+    let client = redis::Client::open(common::url()).unwrap();
+    let mut conn = client.get_multiplexed_async_connection().await.unwrap();
+    let root = format!("{{{prefix}}}");
+    let _: () = redis::cmd("DEL")
+        .arg(format!("{root}:e:layout"))
+        .arg(format!("{root}:y:layout"))
+        .arg(format!("{root}:layout"))
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    clock.advance(Duration::from_secs(3));
+    let page = store
+        .item_list(ItemListParams::new(q.clone(), ListState::Ready))
+        .await
+        .unwrap();
+    let listed: Vec<ItemId> = page.items.iter().map(|i| i.id).collect();
+    assert_eq!(listed, ids[1..].to_vec(), "the ready items, oldest first");
+    let running = store
+        .item_list(ItemListParams::new(q.clone(), ListState::Running))
+        .await
+        .unwrap();
+    assert_eq!(running.items.len(), 1);
+    assert_eq!(running.items[0].id, held.item.id);
+    let counts = store.queue_counts(&q).await.unwrap();
+    assert_eq!(counts.oldest_ready_age, Some(Duration::from_secs(3)));
+    let layout: String = redis::cmd("GET")
+        .arg(format!("{root}:layout"))
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    assert_eq!(layout, "2");
+    // Cancel and claim keep the rebuilt indexes in step.
+    store.cancel_one(ids[1]).await.unwrap();
+    let page = store
+        .item_list(ItemListParams::new(q.clone(), ListState::Ready))
+        .await
+        .unwrap();
+    assert_eq!(page.items.len(), 3);
+}
