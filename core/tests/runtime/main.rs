@@ -7,6 +7,7 @@
 mod support;
 
 mod finalize;
+mod handler_finalized;
 mod instances;
 mod lost_answer;
 mod outcomes;
