@@ -107,8 +107,9 @@
 //! hands the item out again (the next attempt, one stall counted; G2, G6). The answer
 //! holds until the commit because the finished rows stay row-locked until then, and
 //! recovery and claims pass over locked rows (`SKIP LOCKED`). Keep such transactions
-//! short: for a stream head they also hold the stream's row, so an enqueue to that
-//! stream waits for the commit.
+//! short: a renewal of a finished lease waits for the commit (with the other leases of
+//! its batch), and for a stream head they also hold the stream's row, so an enqueue to
+//! that stream waits for the commit.
 //!
 //! Under the worker runtime, a handler takes the finalize over with
 //! [`Job::take_finalize`](tenure_core::runtime::Job::take_finalize), so the runtime

@@ -202,7 +202,9 @@
 //! under the attempt's lease: the same worker may retry with the same token while the
 //! lease lasts, or the lease expires and recovery hands the item out again (the next
 //! attempt, one stall counted; G2, G6). The answer holds until the commit because the
-//! transaction holds SQLite's write lock from the fenced write on.
+//! transaction holds SQLite's write lock from the fenced write on. That lock also
+//! makes every other write to the file wait (the store's claims and renewals, in this
+//! process and in others), so commit promptly after the fenced call.
 //!
 //! Under the worker runtime, a handler takes the finalize over with
 //! [`Job::take_finalize`](tenure_core::runtime::Job::take_finalize), so the runtime
