@@ -41,6 +41,17 @@ use tenure::{
     CompleteParams, EnqueueParams, NewItem, QueueName, RetryPolicy, SqliteConfig, SqliteStore,
     Store, TokenOutcome,
 };
+use tenure_examples::args;
+
+const USAGE: &str = "\
+The transactional outbox on SQLite: orders and their work items commit together, and
+each order is confirmed and its item completed in one transaction.
+
+usage: outbox
+
+  Runs on tenure-outbox.db in the system temp directory (replaced if it is a Tenure
+  database, refused otherwise). Takes no arguments.
+  -h, --help  print this help";
 
 #[derive(Serialize, Deserialize)]
 struct Confirmation {
@@ -50,11 +61,11 @@ struct Confirmation {
 
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    args::parse_or_exit(USAGE, 0);
     let path: PathBuf = std::env::temp_dir().join("tenure-outbox.db");
-    for suffix in ["", "-wal", "-shm"] {
-        let mut p = path.clone().into_os_string();
-        p.push(suffix);
-        let _ = std::fs::remove_file(p);
+    if let Err(e) = args::replace_store_file(&path) {
+        eprintln!("error: {e}");
+        std::process::exit(2);
     }
     println!("outbox example on SQLite, file {}", path.display());
     let store = SqliteStore::open(SqliteConfig::new(&path)).await?;
@@ -182,6 +193,8 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
          left neither a row nor an item",
         m.handler_finalized, m.failed
     );
+    drop(conn);
+    store.close().await?;
     if confirmed != placed || m.handler_finalized != placed as u64 || m.completed != 0 {
         return Err("every committed order should have been confirmed exactly once".into());
     }

@@ -32,8 +32,11 @@ impl PgStore {
     ) -> Result<Vec<Enqueued>> {
         params.validate(self.limits_ref())?;
         let now = self.now();
+        params.validate_schedule(self.limits_ref(), now)?;
         let mut tx = conn.begin().await.map_err(map)?;
+        self.check_pin(&mut tx, &params).await?;
         let out = self.enqueue_steps(&mut tx, &params.items, now).await?;
+        self.pin_enqueued(&mut tx, &params, &out).await?;
         tx.commit().await.map_err(map)?;
         self.notify_local();
         Ok(out)

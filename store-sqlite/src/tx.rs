@@ -42,7 +42,11 @@ impl SqliteStore {
         params: EnqueueParams,
     ) -> Result<Vec<Enqueued>> {
         params.validate(&self.config().limits)?;
-        self.in_tx(tx, move |cx| ops::enqueue(cx, &params))
+        let limits = self.config().limits;
+        self.in_tx(tx, move |cx| {
+            params.validate_schedule(&limits, cx.now)?;
+            ops::enqueue(cx, &params)
+        })
     }
 
     /// Completes leased items inside the caller's transaction: the business write and

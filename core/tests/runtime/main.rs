@@ -6,15 +6,20 @@
 
 mod support;
 
+mod builder;
+mod drain;
+mod exported;
 mod finalize;
 mod handler_finalized;
 mod instances;
 mod lost_answer;
 mod outcomes;
 mod partitions;
+mod periodic;
 mod pipeline;
 mod poll;
 mod renewal;
 mod self_stop;
 mod shutdown;
 mod timeout;
+mod wake_health;
