@@ -1,5 +1,7 @@
-//! The transactional outbox: a business write and its work item commit together (or
-//! not at all), then a worker drains the items. Runs on an SQLite file, no server:
+//! The transactional outbox, both ways round: a business write and its work item
+//! commit together (or not at all), and a worker's business write and the item's
+//! fenced completion commit together (or not at all). Runs on an SQLite file, no
+//! server:
 //!
 //! ```text
 //! cargo run --example outbox
@@ -8,9 +10,25 @@
 //! Each order is inserted into the application's own `orders` table and, in the same
 //! transaction, a "send the confirmation" item is enqueued with
 //! [`SqliteStore::enqueue_in_tx`]. One order fails validation after both writes and
-//! rolls back: neither its row nor its work item exists afterwards. A worker then
-//! sends each confirmation and marks the order confirmed. (On PostgreSQL the same
-//! pattern uses `PgStore::enqueue_with(&mut tx, ..)` inside an sqlx transaction.)
+//! rolls back: neither its row nor its work item exists afterwards.
+//!
+//! A worker then sends each confirmation and marks the order confirmed. Its handler
+//! takes the finalize over ([`Job::take_finalize`]) and, in one `BEGIN IMMEDIATE`
+//! transaction, marks the order confirmed and completes the item with
+//! [`SqliteStore::complete_in_tx`], fenced on the attempt's token: it commits only if
+//! the store accepted the token, and rolls back if the lease was lost, so a worker
+//! that no longer owns the item writes nothing. There is one commit, not two: a crash
+//! before it leaves the order unconfirmed and the item running under its lease, which
+//! expires and is retried, so no confirmation is lost and none is recorded twice.
+//!
+//! The first attempt at one order fails after its write (the mail server refuses the
+//! message) and rolls back: the order stays unconfirmed and the item stays running
+//! under its lease, exactly as before the transaction. The handler returns the error,
+//! so the runtime records a retry at once (rather than waiting for the lease to
+//! expire), and the second attempt confirms the order.
+//!
+//! (On PostgreSQL the same pattern uses `PgStore::enqueue_in_tx(&mut tx, ..)` and
+//! `PgStore::complete_in_tx(&mut tx, ..)` inside an sqlx transaction.)
 
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
@@ -19,11 +37,15 @@ use std::time::Duration;
 use rusqlite::{params, TransactionBehavior};
 use serde::{Deserialize, Serialize};
 use tenure::runtime::{Job, JobError, Worker};
-use tenure::{EnqueueParams, NewItem, QueueName, SqliteConfig, SqliteStore, Store};
+use tenure::{
+    CompleteParams, EnqueueParams, NewItem, QueueName, RetryPolicy, SqliteConfig, SqliteStore,
+    Store, TokenOutcome,
+};
 use tenure_examples::args;
 
 const USAGE: &str = "\
-The transactional outbox on SQLite: orders and their work items commit together.
+The transactional outbox on SQLite: orders and their work items commit together, and
+each order is confirmed and its item completed in one transaction.
 
 usage: outbox
 
@@ -101,27 +123,52 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         counts.ready
     );
 
-    // A worker sends each confirmation and marks its order confirmed.
+    // A worker sends each confirmation and, in one transaction, marks its order
+    // confirmed and completes its item.
     let db = Arc::new(Mutex::new(store.connection()?));
+    let finalizing = store.clone();
     let worker = Worker::builder(store.clone())
         .queue(queue.clone())
         .concurrency(2)
+        .retry(RetryPolicy::exponential(
+            Duration::from_millis(50),
+            Duration::from_secs(1),
+        ))
         .handler(move |job: Job| {
             let db = Arc::clone(&db);
+            let store = finalizing.clone();
             async move {
                 let c: Confirmation = job.json().map_err(|e| JobError::permanent(e.to_string()))?;
+                // This handler completes the item itself, with its own write.
+                let token = job.take_finalize();
                 println!(
-                    "sending confirmation of order {} to {}",
-                    c.order_id, c.email
+                    "sending confirmation of order {} to {} (attempt {})",
+                    c.order_id, c.email, token.attempt
                 );
                 tokio::task::spawn_blocking(move || {
-                    let db = db
+                    let mut db = db
                         .lock()
                         .map_err(|_| JobError::retry("connection poisoned"))?;
-                    db.execute(
+                    let tx = db.transaction_with_behavior(TransactionBehavior::Immediate)?;
+                    tx.execute(
                         "UPDATE orders SET status = 'confirmed' WHERE id = ?1",
                         params![c.order_id],
                     )?;
+                    let answer = store
+                        .complete_in_tx(&tx, CompleteParams::new(vec![token]))
+                        .map_err(|e| JobError::retry(e.to_string()))?;
+                    if c.email.starts_with("grace") && token.attempt == 1 {
+                        // Dropping the transaction rolls back the confirmation and the
+                        // completion together; the item is still ours, running.
+                        drop(tx);
+                        println!("order {}: the mail server refused; rolled back", c.order_id);
+                        return Err(JobError::retry("mail server refused the message"));
+                    }
+                    match answer[0] {
+                        TokenOutcome::Accepted => tx.commit()?,
+                        // Another worker owns the item now: write nothing.
+                        TokenOutcome::LeaseLost => return Err(JobError::retry("lease lost")),
+                    }
                     Ok::<(), JobError>(())
                 })
                 .await??;
@@ -139,14 +186,16 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         [],
         |r| r.get(0),
     )?;
+    let m = report.metrics;
     println!(
-        "done: {placed} orders placed, {confirmed} confirmed, {} confirmations sent, \
-         the refused order left neither a row nor an item",
-        report.metrics.completed
+        "done: {placed} orders placed, {confirmed} confirmed, {} confirmations recorded by \
+         their handlers' own transactions ({} retried after a rollback), the refused order \
+         left neither a row nor an item",
+        m.handler_finalized, m.failed
     );
     drop(conn);
     store.close().await?;
-    if confirmed != placed || report.metrics.completed != placed as u64 {
+    if confirmed != placed || m.handler_finalized != placed as u64 || m.completed != 0 {
         return Err("every committed order should have been confirmed exactly once".into());
     }
     Ok(())

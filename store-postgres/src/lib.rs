@@ -78,6 +78,43 @@
 //!   upsert that succeeds when the lease is free, expired or already ours, raising
 //!   the term on every change of holder.
 //!
+//! # Inside the application's transaction
+//!
+//! Four calls take the application's own connection or transaction (`&mut tx` for a
+//! `sqlx::Transaction<'_, Postgres>`, or a `&mut PgConnection`), named after the
+//! [`Store`](tenure_core::Store) call they mirror with `_in_tx`:
+//!
+//! | call | what commits with the application's rows |
+//! |---|---|
+//! | [`PgStore::enqueue_in_tx`] | new items (the transactional outbox) |
+//! | [`PgStore::complete_in_tx`] | the fenced completion of a leased item |
+//! | [`PgStore::fail_in_tx`] | its fenced failure (retry or dead) |
+//! | [`PgStore::release_in_tx`] | its fenced release |
+//!
+//! Each runs the same statement as the store's own call, fenced on `(id, attempt)`
+//! and answered per token before the caller commits, in a savepoint, so a failing
+//! call leaves the caller's transaction usable. (`enqueue_with`, the former name of
+//! `enqueue_in_tx`, still works and is deprecated.)
+//!
+//! The pattern, for a worker whose work is a write to the application's tables (seed
+//! 003's ownership-verified finalize): begin, the business write,
+//! [`complete_in_tx`](PgStore::complete_in_tx) with the attempt's token, then commit
+//! if it answered `Accepted` and roll back if it answered `LeaseLost`. There is then
+//! one commit, not two: a crash before it leaves neither the business row nor the
+//! completion, and a worker whose lease is gone writes no business row. A rolled-back
+//! transaction leaves the item running under the attempt's lease: the same worker may
+//! retry with the same token while the lease lasts, or the lease expires and recovery
+//! hands the item out again (the next attempt, one stall counted; G2, G6). The answer
+//! holds until the commit because the finished rows stay row-locked until then, and
+//! recovery and claims pass over locked rows (`SKIP LOCKED`). Keep such transactions
+//! short: a renewal of a finished lease waits for the commit (with the other leases of
+//! its batch), and for a stream head they also hold the stream's row, so an enqueue to
+//! that stream waits for the commit.
+//!
+//! Under the worker runtime, a handler takes the finalize over with
+//! [`Job::take_finalize`](tenure_core::runtime::Job::take_finalize), so the runtime
+//! does not complete that attempt a second time.
+//!
 //! # Migrations
 //!
 //! Migrations are embedded in the crate. [`PgStore::connect`] applies missing ones
@@ -233,6 +270,7 @@ mod migrate;
 mod rows;
 mod sql;
 mod store;
+mod tx;
 
 pub use config::PgConfig;
 pub use connect::{check_schema, DRIVER_PARAMETERS};
@@ -268,5 +306,8 @@ fn futures_are_send(store: &PgStore, conn: &mut sqlx::PgConnection) {
     fn is_send<T: Send>(_: &T) {}
     is_send(&PgStore::connect(PgConfig::new("")));
     is_send(&store.migrate());
-    is_send(&store.enqueue_with(conn, tenure_core::EnqueueParams::new(Vec::new())));
+    is_send(&store.enqueue_in_tx(conn, tenure_core::EnqueueParams::new(Vec::new())));
+    is_send(&store.complete_in_tx(conn, tenure_core::CompleteParams::new(Vec::new())));
+    is_send(&store.fail_in_tx(conn, tenure_core::FailParams::new(Vec::new())));
+    is_send(&store.release_in_tx(conn, tenure_core::ReleaseParams::new(Vec::new())));
 }

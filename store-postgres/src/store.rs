@@ -12,7 +12,7 @@ use sqlx::pool::PoolConnection;
 use sqlx::postgres::PgArguments;
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions, PgRow};
 use sqlx::query::Query;
-use sqlx::{Acquire, PgConnection, PgPool, Postgres, Row, Transaction};
+use sqlx::{PgConnection, PgPool, Postgres, Row, Transaction};
 use tenure_core::partition::key_hash;
 use tenure_core::{
     async_trait, Capabilities, ClaimParams, CompleteParams, DeregisterParams, DiscardParams,
@@ -289,34 +289,27 @@ impl PgStore {
         self.inner.pool.close().await;
     }
 
-    /// Enqueues inside the caller's transaction (or on the caller's connection): the
-    /// items become visible when the caller commits and vanish if it rolls back.
-    ///
-    /// Pass `&mut tx` for a `sqlx::Transaction<'_, Postgres>` (it dereferences to a
-    /// connection) or a `&mut PgConnection`. The steps run in a savepoint (or, outside
-    /// a transaction, in a transaction of their own), so a failure leaves the caller's
-    /// transaction usable. The NOTIFY is delivered by Postgres at the caller's commit;
-    /// this handle's in-process wake signal fires at once (a hint: a claim before the
-    /// commit simply finds nothing).
-    pub async fn enqueue_with(
-        &self,
-        conn: &mut PgConnection,
-        params: EnqueueParams,
-    ) -> Result<Vec<Enqueued>> {
-        params.validate(&self.inner.limits)?;
-        let now = self.inner.clock.now();
-        params.validate_schedule(&self.inner.limits, now)?;
-        let mut tx = conn.begin().await.map_err(map)?;
-        self.check_pin(&mut tx, &params).await?;
-        let out = self.enqueue_steps(&mut tx, &params.items, now).await?;
-        self.pin_enqueued(&mut tx, &params, &out).await?;
-        tx.commit().await.map_err(map)?;
+    /// The limits params are validated against.
+    pub(crate) fn limits_ref(&self) -> &Limits {
+        &self.inner.limits
+    }
+
+    /// Now, on the store's clock.
+    pub(crate) fn now(&self) -> Timestamp {
+        self.inner.clock.now()
+    }
+
+    /// Fires this handle's in-process wake signal.
+    pub(crate) fn notify_local(&self) {
         self.inner.wake.notify();
-        Ok(out)
     }
 
     /// G14: a pinned enqueue needs a registered instance; checked before any write.
-    async fn check_pin(&self, conn: &mut PgConnection, params: &EnqueueParams) -> Result<()> {
+    pub(crate) async fn check_pin(
+        &self,
+        conn: &mut PgConnection,
+        params: &EnqueueParams,
+    ) -> Result<()> {
         let Some(who) = &params.pin_to else {
             return Ok(());
         };
@@ -337,7 +330,7 @@ impl PgStore {
 
     /// G14: pins the streams of the items the enqueue inserted (`out` tells which) to
     /// the pinned enqueue's instance, where they have no pin (first write wins).
-    async fn pin_enqueued(
+    pub(crate) async fn pin_enqueued(
         &self,
         conn: &mut PgConnection,
         params: &EnqueueParams,
@@ -369,7 +362,7 @@ impl PgStore {
 
     /// Enqueue steps on one connection that is inside a transaction: dedup keys, then
     /// stream counts, then the rows.
-    async fn enqueue_steps(
+    pub(crate) async fn enqueue_steps(
         &self,
         conn: &mut PgConnection,
         items: &[NewItem],
@@ -759,6 +752,122 @@ impl PgStore {
         Ok((out, ready))
     }
 
+    // The fenced finalizes on one connection: the whole of `complete`, `fail` and
+    // `release` once a connection is at hand, shared by the store's own calls (on a
+    // session of their own) and the `_in_tx` calls (on the caller's transaction).
+
+    /// [`Store::complete`] on `conn`: one fenced statement, one answer per token.
+    pub(crate) async fn complete_on(
+        &self,
+        conn: &mut PgConnection,
+        params: &CompleteParams,
+    ) -> Result<Vec<TokenOutcome>> {
+        let now = self.inner.clock.now();
+        let (ids, attempts) = token_arrays(params.tokens.iter())?;
+        let rows = self
+            .query(&self.inner.sql.complete)
+            .bind(now.as_micros())
+            .bind(&ids)
+            .bind(&attempts)
+            .bind(self.inner.keep_done)
+            .fetch_all(&mut *conn)
+            .await
+            .map_err(map)?;
+        let mut accepted: HashSet<Uuid> = HashSet::with_capacity(rows.len());
+        for r in rows {
+            accepted.insert(r.try_get(0).map_err(map)?);
+        }
+        Ok(ids
+            .iter()
+            .map(|id| {
+                if accepted.contains(id) {
+                    TokenOutcome::Accepted
+                } else {
+                    TokenOutcome::LeaseLost
+                }
+            })
+            .collect())
+    }
+
+    /// [`Store::fail`] on `conn`: one fenced statement, one answer per token.
+    pub(crate) async fn fail_on(
+        &self,
+        conn: &mut PgConnection,
+        params: &FailParams,
+    ) -> Result<Vec<FailOutcome>> {
+        let now = self.inner.clock.now();
+        let (ids, attempts) = token_arrays(params.failures.iter().map(|f| &f.token))?;
+        let retry_at: Vec<Option<i64>> = params
+            .failures
+            .iter()
+            .map(|f| match f.retry {
+                Retry::After(d) => Some((now + d).as_micros()),
+                Retry::Never => None,
+            })
+            .collect();
+        let errors: Vec<&str> = params.failures.iter().map(|f| f.error.as_str()).collect();
+        let rows = self
+            .query(&self.inner.sql.fail)
+            .bind(now.as_micros())
+            .bind(&ids)
+            .bind(&attempts)
+            .bind(&retry_at)
+            .bind(&errors)
+            .fetch_all(&mut *conn)
+            .await
+            .map_err(map)?;
+        let mut by_id: HashMap<Uuid, FailOutcome> = HashMap::with_capacity(rows.len());
+        for r in rows {
+            let id: Uuid = r.try_get(0).map_err(map)?;
+            let state: String = r.try_get(1).map_err(map)?;
+            let run_at: i64 = r.try_get(2).map_err(map)?;
+            let outcome = if state == ItemState::Ready.as_str() {
+                FailOutcome::Retrying {
+                    run_at: Timestamp::from_micros(run_at),
+                }
+            } else {
+                FailOutcome::Dead
+            };
+            by_id.insert(id, outcome);
+        }
+        Ok(ids
+            .iter()
+            .map(|id| by_id.remove(id).unwrap_or(FailOutcome::LeaseLost))
+            .collect())
+    }
+
+    /// [`Store::release`] on `conn`: one fenced statement, one answer per token.
+    pub(crate) async fn release_on(
+        &self,
+        conn: &mut PgConnection,
+        params: &ReleaseParams,
+    ) -> Result<Vec<TokenOutcome>> {
+        let now = self.inner.clock.now();
+        let (ids, attempts) = token_arrays(params.tokens.iter())?;
+        let rows = self
+            .query(&self.inner.sql.release)
+            .bind(now.as_micros())
+            .bind(&ids)
+            .bind(&attempts)
+            .fetch_all(&mut *conn)
+            .await
+            .map_err(map)?;
+        let mut done: HashSet<Uuid> = HashSet::with_capacity(rows.len());
+        for r in rows {
+            done.insert(r.try_get(0).map_err(map)?);
+        }
+        Ok(ids
+            .iter()
+            .map(|id| {
+                if done.contains(id) {
+                    TokenOutcome::Accepted
+                } else {
+                    TokenOutcome::LeaseLost
+                }
+            })
+            .collect())
+    }
+
     /// Finishes `fin`'s rows with their streams in one transaction: the finish with
     /// sorted stream locks, then the promote in a fresh snapshot (G9).
     async fn finish_with_streams(
@@ -1083,102 +1192,26 @@ impl Store for PgStore {
 
     async fn complete(&self, params: CompleteParams) -> Result<Vec<TokenOutcome>> {
         params.validate(&self.inner.limits)?;
-        let now = self.inner.clock.now();
-        let (ids, attempts) = token_arrays(params.tokens.iter())?;
-        let rows = self
-            .fetch_all(
-                self.query(&self.inner.sql.complete)
-                    .bind(now.as_micros())
-                    .bind(&ids)
-                    .bind(&attempts)
-                    .bind(self.inner.keep_done),
-            )
-            .await?;
-        let mut accepted: HashSet<Uuid> = HashSet::with_capacity(rows.len());
-        for r in rows {
-            accepted.insert(r.try_get(0).map_err(map)?);
-        }
-        Ok(ids
-            .iter()
-            .map(|id| {
-                if accepted.contains(id) {
-                    TokenOutcome::Accepted
-                } else {
-                    TokenOutcome::LeaseLost
-                }
-            })
-            .collect())
+        let mut s = self.session().await?;
+        let out = self.complete_on(&mut s, &params).await?;
+        s.finish().await?;
+        Ok(out)
     }
 
     async fn fail(&self, params: FailParams) -> Result<Vec<FailOutcome>> {
         params.validate(&self.inner.limits)?;
-        let now = self.inner.clock.now();
-        let (ids, attempts) = token_arrays(params.failures.iter().map(|f| &f.token))?;
-        let retry_at: Vec<Option<i64>> = params
-            .failures
-            .iter()
-            .map(|f| match f.retry {
-                Retry::After(d) => Some((now + d).as_micros()),
-                Retry::Never => None,
-            })
-            .collect();
-        let errors: Vec<&str> = params.failures.iter().map(|f| f.error.as_str()).collect();
-        let rows = self
-            .fetch_all(
-                self.query(&self.inner.sql.fail)
-                    .bind(now.as_micros())
-                    .bind(&ids)
-                    .bind(&attempts)
-                    .bind(&retry_at)
-                    .bind(&errors),
-            )
-            .await?;
-        let mut by_id: HashMap<Uuid, FailOutcome> = HashMap::with_capacity(rows.len());
-        for r in rows {
-            let id: Uuid = r.try_get(0).map_err(map)?;
-            let state: String = r.try_get(1).map_err(map)?;
-            let run_at: i64 = r.try_get(2).map_err(map)?;
-            let outcome = if state == ItemState::Ready.as_str() {
-                FailOutcome::Retrying {
-                    run_at: Timestamp::from_micros(run_at),
-                }
-            } else {
-                FailOutcome::Dead
-            };
-            by_id.insert(id, outcome);
-        }
-        Ok(ids
-            .iter()
-            .map(|id| by_id.remove(id).unwrap_or(FailOutcome::LeaseLost))
-            .collect())
+        let mut s = self.session().await?;
+        let out = self.fail_on(&mut s, &params).await?;
+        s.finish().await?;
+        Ok(out)
     }
 
     async fn release(&self, params: ReleaseParams) -> Result<Vec<TokenOutcome>> {
         params.validate(&self.inner.limits)?;
-        let now = self.inner.clock.now();
-        let (ids, attempts) = token_arrays(params.tokens.iter())?;
-        let rows = self
-            .fetch_all(
-                self.query(&self.inner.sql.release)
-                    .bind(now.as_micros())
-                    .bind(&ids)
-                    .bind(&attempts),
-            )
-            .await?;
-        let mut done: HashSet<Uuid> = HashSet::with_capacity(rows.len());
-        for r in rows {
-            done.insert(r.try_get(0).map_err(map)?);
-        }
-        Ok(ids
-            .iter()
-            .map(|id| {
-                if done.contains(id) {
-                    TokenOutcome::Accepted
-                } else {
-                    TokenOutcome::LeaseLost
-                }
-            })
-            .collect())
+        let mut s = self.session().await?;
+        let out = self.release_on(&mut s, &params).await?;
+        s.finish().await?;
+        Ok(out)
     }
 
     async fn recover_expired(&self, params: RecoverParams) -> Result<Recovered> {

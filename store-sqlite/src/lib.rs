@@ -193,17 +193,47 @@
 //!   nothing tells such a file from one just made empty on purpose (`touch`, a
 //!   temporary file). Keep backups of a file whose items matter.
 //!
-//! # Transactional enqueue
+//! # Inside the application's transaction
 //!
-//! [`SqliteStore::enqueue_in_tx`] writes items inside the application's own
-//! transaction on its own connection ([`SqliteStore::connection`] opens one to the same
-//! file), so a business row and its work item commit or roll back together.
+//! Four operations run inside the application's own transaction, on its own
+//! connection ([`SqliteStore::connection`] opens one to the same file), named after
+//! the [`Store`] call they mirror with `_in_tx`:
+//!
+//! | call | what commits with the application's rows |
+//! |---|---|
+//! | [`SqliteStore::enqueue_in_tx`] | new items (the transactional outbox) |
+//! | [`SqliteStore::complete_in_tx`] | the fenced completion of a leased item |
+//! | [`SqliteStore::fail_in_tx`] | its fenced failure (retry or dead) |
+//! | [`SqliteStore::release_in_tx`] | its fenced release |
+//!
+//! Each runs the same statements as the store's own call, fenced on `(id, attempt)`
+//! and answered per token before the caller commits; each runs in a savepoint, so a
+//! failing call leaves the caller's transaction as it was.
+//!
+//! The pattern, for a worker whose work is a write to the application's tables (seed
+//! 003's ownership-verified finalize): `BEGIN IMMEDIATE`, the business write,
+//! [`complete_in_tx`](SqliteStore::complete_in_tx) with the attempt's token, then
+//! commit if it answered [`TokenOutcome::Accepted`] and roll back if it answered
+//! [`TokenOutcome::LeaseLost`]. There is then one commit, not two: a crash before it
+//! leaves neither the business row nor the completion, and a worker whose lease is
+//! gone writes no business row. A rolled-back transaction leaves the item running
+//! under the attempt's lease: the same worker may retry with the same token while the
+//! lease lasts, or the lease expires and recovery hands the item out again (the next
+//! attempt, one stall counted; G2, G6). The answer holds until the commit because the
+//! transaction holds SQLite's write lock from the fenced write on. That lock also
+//! makes every other write to the file wait (the store's claims and renewals, in this
+//! process and in others), so commit promptly after the fenced call.
+//!
+//! Under the worker runtime, a handler takes the finalize over with
+//! [`Job::take_finalize`](tenure_core::runtime::Job::take_finalize), so the runtime
+//! does not complete that attempt a second time; the `outbox` example shows it.
 #![deny(missing_docs)]
 
 mod config;
 mod error;
 mod ops;
 mod schema;
+mod tx;
 mod writer;
 
 use std::fmt;
@@ -221,7 +251,6 @@ use tenure_core::{
 pub use config::{SqliteConfig, Synchronous, DEFAULT_BUSY_RETRIES, DEFAULT_BUSY_TIMEOUT};
 
 use crate::error::{Phase, STORE};
-use crate::ops::{Cx, OpError};
 use crate::writer::Writer;
 
 /// The schema version this crate creates and understands (kept in `tenure_meta`).
@@ -325,7 +354,8 @@ impl SqliteStore {
 
     /// Opens a new connection to the same file with the store's settings (WAL, busy
     /// timeout, synchronous level), for the application's own transactions, such as
-    /// the ones [`SqliteStore::enqueue_in_tx`] joins. Blocking (a file open).
+    /// the ones [`SqliteStore::enqueue_in_tx`] and [`SqliteStore::complete_in_tx`]
+    /// join. Blocking (a file open).
     ///
     /// Start write transactions on it with
     /// `conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)`: a
@@ -335,82 +365,6 @@ impl SqliteStore {
         let conn = schema::connect(&self.inner.config, false)?;
         schema::tune(&conn, &self.inner.config, Phase::Call)?;
         Ok(conn)
-    }
-
-    /// Enqueues items inside the caller's transaction, so they commit or roll back
-    /// with the caller's own rows (the transactional outbox). Blocking: it runs on the
-    /// caller's thread, on the caller's connection.
-    ///
-    /// The same contract as [`Store::enqueue`]: validated first, enqueue order as
-    /// given, all or nothing (a savepoint inside `tx`). On top of it:
-    ///
-    /// - The connection must be to this store's file ([`SqliteStore::path`],
-    ///   [`SqliteStore::connection`]), and the schema must exist, which it does once
-    ///   this store has opened the file; otherwise the call answers
-    ///   [`Error::Conflict`] (`schema`).
-    /// - Dedup keys (G11) are recorded in the same transaction: if the caller rolls
-    ///   back, the key is forgotten with the item, and a later enqueue with that key is
-    ///   not a duplicate. Two transactions with one key serialize on SQLite's write
-    ///   lock, so the second sees the first's key once it commits.
-    /// - The wake signal cannot fire here, since the items are not visible before the
-    ///   caller commits. Call [`SqliteStore::notify_enqueued`] after the commit, or let
-    ///   workers find the items at their next poll.
-    /// - `now` is read from this store's clock.
-    pub fn enqueue_in_tx(
-        &self,
-        tx: &rusqlite::Transaction<'_>,
-        params: EnqueueParams,
-    ) -> Result<Vec<Enqueued>> {
-        params.validate(&self.inner.config.limits)?;
-        let config = &self.inner.config;
-        let missing_schema = |e: &rusqlite::Error| e.to_string().contains("no such table: tenure_");
-        let run = move || -> std::result::Result<Vec<Enqueued>, OpError> {
-            let version = schema::read_version(tx, &config.path, Phase::Call)?;
-            if version != SCHEMA_VERSION {
-                return Err(OpError::Store(Error::conflict(
-                    "schema",
-                    format!(
-                        "{} has tenure schema version {version}, expected {SCHEMA_VERSION}; \
-                         open a SqliteStore on this file first",
-                        config.path.display()
-                    ),
-                )));
-            }
-            let cx = Cx {
-                conn: tx,
-                now: config.clock.now(),
-                keep_done: config.keep_done,
-            };
-            params.validate_schedule(&config.limits, cx.now)?;
-            ops::enqueue(&cx, &params)
-        };
-        let sql = |e: rusqlite::Error| -> Error {
-            if missing_schema(&e) {
-                Error::conflict(
-                    "schema",
-                    format!(
-                        "{} has no tenure schema; open a SqliteStore on it first",
-                        config.path.display()
-                    ),
-                )
-            } else {
-                error::map(&e, &config.path, Phase::Call)
-            }
-        };
-        tx.execute_batch("SAVEPOINT tenure_enqueue").map_err(sql)?;
-        match run() {
-            Ok(out) => {
-                tx.execute_batch("RELEASE tenure_enqueue").map_err(sql)?;
-                Ok(out)
-            }
-            Err(e) => {
-                let _ = tx.execute_batch("ROLLBACK TO tenure_enqueue; RELEASE tenure_enqueue");
-                Err(match e {
-                    OpError::Store(e) => e,
-                    OpError::Sql(e) => sql(e),
-                })
-            }
-        }
     }
 
     /// Fires the wake signal, as an enqueue through this handle does. Call it after

@@ -20,7 +20,26 @@ use super::worker::Shared;
 #[derive(Debug)]
 pub(crate) enum Outcome {
     Complete(LeaseToken),
-    Fail { failure: Failure },
+    Fail {
+        failure: Failure,
+    },
+    /// The failure of an attempt whose handler took the finalize over
+    /// (`Job::take_finalize`) and then returned an error: a "lease lost" answer may
+    /// mean the handler's own finalize committed (see [`settle_taken`]).
+    FailTaken {
+        failure: Failure,
+    },
+}
+
+impl Outcome {
+    /// The failure `failure`, marked as an attempt the handler took over if `taken`.
+    pub(crate) fn fail(failure: Failure, taken: bool) -> Outcome {
+        if taken {
+            Outcome::FailTaken { failure }
+        } else {
+            Outcome::Fail { failure }
+        }
+    }
 }
 
 const RETRY_FIRST: Duration = Duration::from_millis(50);
@@ -135,10 +154,17 @@ async fn flush(shared: &Shared, batch: Vec<Outcome>) -> Vec<Outcome> {
     shared.export.finalize_batch.record(batch.len() as f64);
     let mut completes = Vec::new();
     let mut failures = Vec::new();
+    // Failures of attempts their handlers took over: sent with the others, told apart
+    // by their answer.
+    let mut taken: Vec<LeaseToken> = Vec::new();
     for o in batch {
         match o {
             Outcome::Complete(t) => completes.push(t),
             Outcome::Fail { failure } => failures.push(failure),
+            Outcome::FailTaken { failure } => {
+                taken.push(failure.token);
+                failures.push(failure);
+            }
         }
     }
     let mut kept = Vec::new();
@@ -209,6 +235,9 @@ async fn flush(shared: &Shared, batch: Vec<Outcome>) -> Vec<Outcome> {
                         FailOutcome::LeaseLost if shared.was_unanswered(t) => {
                             settle(shared, t, Finalize::Fail).await;
                         }
+                        FailOutcome::LeaseLost if taken.contains(t) => {
+                            settle_taken(shared, t).await;
+                        }
                         FailOutcome::LeaseLost => {
                             shared.count_lost(t);
                             tracing::warn!(event = "lost", item = %t.id, attempt = t.attempt, "failure refused: lease lost");
@@ -231,11 +260,10 @@ async fn flush(shared: &Shared, batch: Vec<Outcome>) -> Vec<Outcome> {
                 tracing::warn!(error = %e, count, "failure flush failed; retrying");
                 let tokens: Vec<LeaseToken> = failures.iter().map(|f| f.token).collect();
                 shared.mark_unanswered(&tokens);
-                kept.extend(
-                    failures
-                        .into_iter()
-                        .map(|failure| Outcome::Fail { failure }),
-                );
+                kept.extend(failures.into_iter().map(|failure| {
+                    let handed = taken.contains(&failure.token);
+                    Outcome::fail(failure, handed)
+                }));
             }
             Err(e) => {
                 let tokens: Vec<LeaseToken> = failures.iter().map(|f| f.token).collect();
@@ -296,6 +324,34 @@ async fn settle(shared: &Shared, t: &LeaseToken, what: Finalize) {
             tracing::warn!(event = "unconfirmed", item = %t.id, attempt = t.attempt, ?what, "a retried finalize was refused as stale and the item is gone: the first call most likely took effect");
         }
     }
+}
+
+/// The failure of an attempt whose handler took the finalize over was refused as
+/// stale. The handler's own finalize may have committed before it returned its error;
+/// the item tells: gone (a completion deletes it) or at this attempt and no longer
+/// running means it did (counted as finalized by the handler); a later attempt, or
+/// this one still running, means the lease was really lost; a store that cannot
+/// answer leaves it unconfirmed.
+async fn settle_taken(shared: &Shared, t: &LeaseToken) {
+    match shared.store.item_get(t.id).await {
+        Ok(None) => finalized_by_handler(shared, t),
+        Ok(Some(item)) if item.attempt == t.attempt && item.state != ItemState::Running => {
+            finalized_by_handler(shared, t);
+        }
+        Ok(Some(_)) => {
+            shared.count_lost(t);
+            tracing::warn!(event = "lost", item = %t.id, attempt = t.attempt, "failure refused: lease lost");
+        }
+        Err(e) => {
+            add(&shared.metrics.unconfirmed, 1);
+            tracing::warn!(event = "unconfirmed", item = %t.id, attempt = t.attempt, error = %e, "the failure of a handler-finalized attempt was refused and the item could not be read");
+        }
+    }
+}
+
+fn finalized_by_handler(shared: &Shared, t: &LeaseToken) {
+    add(&shared.metrics.handler_finalized, 1);
+    tracing::info!(event = "handler-finalized", item = %t.id, attempt = t.attempt, "the handler returned an error after its own finalize had taken effect; the runtime's failure was refused by the fence");
 }
 
 /// A non-retryable answer: the outcomes are dropped and their leases left to expire,

@@ -3,6 +3,7 @@
 
 use std::fmt;
 use std::future::Future;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
@@ -51,6 +52,10 @@ impl fmt::Display for StopReason {
 /// [`Job::stop_reason`] says which. A handler honours it between steps; one that does
 /// not is dropped at its next `.await` half a lease after the cancellation, so by the
 /// time its lease can expire it no longer runs.
+///
+/// A handler whose work is a write to the application's own database can finalize
+/// the attempt itself, in the same transaction as that write: see
+/// [`Job::take_finalize`].
 #[derive(Clone, Debug)]
 #[non_exhaustive]
 pub struct Job {
@@ -60,6 +65,8 @@ pub struct Job {
     /// Fires when the attempt must stop; see [`Job::stop_reason`].
     pub cancel: CancellationToken,
     stop: Arc<OnceLock<StopReason>>,
+    /// Set by [`Job::take_finalize`]; shared by every clone of this job.
+    taken: Arc<AtomicBool>,
 }
 
 impl Job {
@@ -69,6 +76,7 @@ impl Job {
             lease,
             cancel,
             stop: Arc::new(OnceLock::new()),
+            taken: Arc::new(AtomicBool::new(false)),
         }
     }
 
@@ -81,7 +89,77 @@ impl Job {
             lease,
             cancel,
             stop,
+            taken: Arc::new(AtomicBool::new(false)),
         }
+    }
+
+    /// The flag [`Job::take_finalize`] sets, for the runtime to read once the handler
+    /// has returned.
+    pub(crate) fn taken_flag(&self) -> Arc<AtomicBool> {
+        Arc::clone(&self.taken)
+    }
+
+    /// Takes the finalize of this attempt over from the runtime and returns the
+    /// attempt's fencing token, for the handler to complete (or fail, or release) the
+    /// item itself, typically inside its own database transaction together with its
+    /// business write: `SqliteStore::complete_in_tx`, `PgStore::complete_in_tx` and
+    /// their `fail_in_tx` and `release_in_tx` siblings. Calling it again returns the
+    /// same token.
+    ///
+    /// # Behavior
+    ///
+    /// - While the handler runs, the runtime keeps renewing the lease as usual (the
+    ///   handler's transaction needs a live lease until it commits), and the
+    ///   cancellation token fires as usual; a renewal answered "lease lost" cancels
+    ///   the handler, whose fenced finalize then answers lease lost too, so it rolls
+    ///   back.
+    /// - Returning `Ok(())` means "finalized by the handler": the runtime writes
+    ///   nothing for this attempt (no complete, no fail, no release at shutdown),
+    ///   stops renewing its lease and forgets it, whatever stopped it meanwhile. It is
+    ///   counted in [`MetricsSnapshot::handler_finalized`](super::MetricsSnapshot),
+    ///   not in `completed`. A handler that returns `Ok(())` without having
+    ///   finalized (its transaction rolled back and it said nothing) leaves the item
+    ///   running until its lease expires; recovery then hands it out again and counts
+    ///   a stall (G2, G6). So return `Ok(())` only once your finalize committed.
+    /// - Returning an error (or panicking) after taking over is handled as without
+    ///   it: the runtime records the failure with its own fenced `fail` (a retry
+    ///   after the retry policy's delay, or dead for a permanent error; G5). If the
+    ///   handler's own finalize had already committed, the fence refuses that `fail`
+    ///   and nothing changes: the runtime reads the item, sees this attempt finished,
+    ///   and counts it in `handler_finalized`, not in `lost`. If the handler's
+    ///   transaction rolled back, the item is still running under this lease and the
+    ///   failure is recorded at once, so the item is retried without waiting for its
+    ///   lease to expire. Returning the error is therefore the right answer to a
+    ///   rolled-back transaction (for example one whose fenced finalize answered
+    ///   lease lost: then the runtime's `fail` is refused too and counted as lost).
+    /// - With a [`handler_timeout`](super::WorkerBuilder::handler_timeout), a
+    ///   handler that times out and then returns an error is recorded as a timed-out
+    ///   failure as usual; one that returns `Ok(())` finalized itself.
+    /// - Return promptly once the transaction has committed: a renewal that comes
+    ///   due between the commit and the return finds the item finished and counts the
+    ///   attempt as lost.
+    ///
+    /// ```no_run
+    /// # use tenure_core::runtime::{Job, JobError};
+    /// # use tenure_core::{CompleteParams, TokenOutcome};
+    /// # fn complete_in_my_tx(_: CompleteParams) -> Result<TokenOutcome, JobError> { unimplemented!() }
+    /// async fn handle(job: Job) -> Result<(), JobError> {
+    ///     let token = job.take_finalize();
+    ///     // BEGIN; business write; complete_in_tx(&tx, [token]); then:
+    ///     match complete_in_my_tx(CompleteParams::new(vec![token]))? {
+    ///         TokenOutcome::Accepted => Ok(()), // committed
+    ///         TokenOutcome::LeaseLost => Err(JobError::retry("lease lost; rolled back")),
+    ///     }
+    /// }
+    /// ```
+    pub fn take_finalize(&self) -> LeaseToken {
+        self.taken.store(true, Ordering::Release);
+        self.lease.token
+    }
+
+    /// True once [`Job::take_finalize`] has been called on this job or a clone of it.
+    pub fn finalize_taken(&self) -> bool {
+        self.taken.load(Ordering::Acquire)
     }
 
     /// The item being worked on.

@@ -41,6 +41,12 @@ pub struct MetricsSnapshot {
     pub released: u64,
     /// Store calls that failed (claim, renew, finalize, heartbeat, maintenance).
     pub store_errors: u64,
+    /// Attempts finalized by their own handler
+    /// ([`Job::take_finalize`](super::Job::take_finalize)): it returned `Ok`, or it
+    /// returned an error and the runtime's fenced failure was refused with the item
+    /// found finished at that attempt (or gone). Not in `completed` or `failed`, which
+    /// count the runtime's own writes.
+    pub handler_finalized: u64,
     /// Handlers running now.
     pub in_flight: u64,
 }
@@ -61,6 +67,7 @@ pub(crate) struct Metrics {
     pub(crate) timed_out: AtomicU64,
     pub(crate) released: AtomicU64,
     pub(crate) store_errors: AtomicU64,
+    pub(crate) handler_finalized: AtomicU64,
     pub(crate) in_flight: AtomicU64,
 }
 
@@ -86,6 +93,7 @@ impl Metrics {
             timed_out: get(&self.timed_out),
             released: get(&self.released),
             store_errors: get(&self.store_errors),
+            handler_finalized: get(&self.handler_finalized),
             in_flight: get(&self.in_flight),
         }
     }

@@ -38,6 +38,13 @@
 //!   panic message, and the worker lives on. With a
 //!   [`handler_timeout`](WorkerBuilder::handler_timeout), a handler still running when
 //!   it fires is cancelled and its attempt is a retryable failure too.
+//! - **Finalize in the handler's own transaction.** A handler that calls
+//!   [`Job::take_finalize`] gets the attempt's token to complete the item inside its
+//!   own database transaction, with its business write (`complete_in_tx` on the SQLite
+//!   and PostgreSQL stores); the runtime then writes no completion for that attempt,
+//!   and stops renewing it once the handler returns `Ok`. An error returned after
+//!   taking over is recorded as a fenced failure, which the fence refuses if the
+//!   handler's own finalize had committed.
 //! - **Instances and maintenance.** The instance registers and heartbeats on its own
 //!   timer. Recovery of expired leases, the purge, and eviction of stale instances run
 //!   only on the holder of the leader lease; [`Worker::role`] reports Leader, Follower

@@ -44,6 +44,7 @@ pub(crate) async fn supervise(shared: &Arc<Shared>, lease: Lease, sent: Instant)
     let handles = shared.export.at(queue);
     handles.picked_up(&lease.item);
     let job = Job::with_stop(lease, cancel.clone(), stop);
+    let taken = job.taken_flag();
     // Counts the handler in the in-flight gauge, and marks it ended, however this
     // attempt ends (its slot task aborted included).
     let mut _running = Running::new(shared, token, queue);
@@ -117,6 +118,19 @@ pub(crate) async fn supervise(shared: &Arc<Shared>, lease: Lease, sent: Instant)
         return;
     };
 
+    // The handler took the finalize over (`Job::take_finalize`) and says it is done:
+    // the runtime writes nothing for this attempt and forgets it, which also ends its
+    // renewals, whatever stopped it meanwhile.
+    let taken = taken.load(std::sync::atomic::Ordering::Acquire);
+    if taken && matches!(result, Ran::Returned(Ok(Ok(())))) {
+        let mut map = shared.inflight();
+        _running.ended(map.entries.get_mut(&token));
+        map.entries.remove(&token);
+        drop(map);
+        add(&shared.metrics.handler_finalized, 1);
+        tracing::debug!(parent: &span, event = "handler-finalized", "the handler finalized the attempt itself");
+        return;
+    }
     let stopped = {
         let mut map = shared.inflight();
         let mut entry = map.entries.get_mut(&token);
@@ -145,13 +159,14 @@ pub(crate) async fn supervise(shared: &Arc<Shared>, lease: Lease, sent: Instant)
         Some(StopReason::Timeout) => {
             // The lease is still this attempt's: record the failure (G5).
             let timeout = settings.handler_timeout.unwrap_or_default();
-            shared.send_outcome(Outcome::Fail {
-                failure: Failure::retry_after(
+            shared.send_outcome(Outcome::fail(
+                Failure::retry_after(
                     token,
                     settings.retry.delay(&token),
                     format!("handler timed out after {timeout:?}"),
                 ),
-            });
+                taken,
+            ));
         }
         Some(reason) => {
             shared.remove(&token);
@@ -189,7 +204,10 @@ pub(crate) async fn supervise(shared: &Arc<Shared>, lease: Lease, sent: Instant)
                     return;
                 }
             };
-            shared.send_outcome(outcome);
+            shared.send_outcome(match outcome {
+                Outcome::Fail { failure } if taken => Outcome::fail(failure, true),
+                other => other,
+            });
         }
     }
 }

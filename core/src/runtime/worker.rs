@@ -586,15 +586,15 @@ impl Worker {
                 }
                 let map = shared.inflight();
                 for t in stopped {
-                    let ended = map
-                        .entries
-                        .get(&t)
-                        .is_some_and(|e| e.ended);
-                    if ended {
-                        to_release.push(t);
-                    } else {
-                        tracing::warn!(item = %t.id, attempt = t.attempt, "a handler would not stop; its lease is left to expire");
-                        abandoned += 1;
+                    match map.entries.get(&t) {
+                        Some(e) if e.ended => to_release.push(t),
+                        Some(_) => {
+                            tracing::warn!(item = %t.id, attempt = t.attempt, "a handler would not stop; its lease is left to expire");
+                            abandoned += 1;
+                        }
+                        // Its handler took the finalize over and returned Ok: nothing
+                        // to give back.
+                        None => {}
                     }
                 }
             }

@@ -10,6 +10,7 @@ mod builder;
 mod drain;
 mod exported;
 mod finalize;
+mod handler_finalized;
 mod instances;
 mod lost_answer;
 mod outcomes;
