@@ -21,7 +21,7 @@ use crate::harness::Harness;
 pub(crate) const GROUP: &str = "g09_stream_fifo";
 
 pub(crate) fn cases<H: Harness>() -> Vec<Case<H>> {
-    crate::register![GROUP;
+    let mut all = crate::register![GROUP;
         a_running_item_blocks_later_items_of_its_stream,
         retry_scheduled_item_blocks_later_items,
         a_dead_item_blocks_later_items_of_its_stream,
@@ -33,7 +33,9 @@ pub(crate) fn cases<H: Harness>() -> Vec<Case<H>> {
         other_streams_and_unstreamed_items_are_not_held_up,
         a_batch_claim_takes_only_the_head_of_each_stream,
         concurrent_batch_claimers_keep_every_stream_in_order,
-    ]
+    ];
+    all.extend(crate::g09_stream_runs::cases::<H>());
+    all
 }
 
 fn ids_of(leases: &[tenure_core::Lease]) -> HashSet<ItemId> {

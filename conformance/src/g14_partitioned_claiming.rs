@@ -43,11 +43,12 @@ pub(crate) fn cases<H: Harness>() -> Vec<Case<H>> {
         claims_without_partitioning_ignore_shares_and_pins,
         racing_instances_take_disjoint_shares_and_keep_each_stream_on_one_instance,
     ]);
+    all.extend(crate::g14_enqueue_pins::cases::<H>());
     all
 }
 
 /// The partitioning every case uses: the default number of partitions.
-fn partitioning() -> Partitioning {
+pub(crate) fn partitioning() -> Partitioning {
     Partitioning::default()
 }
 
@@ -59,7 +60,12 @@ fn rank_of(who: &OwnerId, instances: &[&OwnerId]) -> (u32, u32) {
 
 /// True when the instance `who` among `instances` takes the unpinned item with this
 /// stream and id.
-fn in_share(stream: Option<&StreamKey>, id: ItemId, who: &OwnerId, instances: &[&OwnerId]) -> bool {
+pub(crate) fn in_share(
+    stream: Option<&StreamKey>,
+    id: ItemId,
+    who: &OwnerId,
+    instances: &[&OwnerId],
+) -> bool {
     let (rank, live) = rank_of(who, instances);
     takes(
         partitioning().partition_of(key_hash(stream, id)),
@@ -69,7 +75,7 @@ fn in_share(stream: Option<&StreamKey>, id: ItemId, who: &OwnerId, instances: &[
 }
 
 /// The ids `instance-a`, `instance-b` and `instance-c`, in rank order.
-fn three_instances() -> Result<(OwnerId, OwnerId, OwnerId), Failure> {
+pub(crate) fn three_instances() -> Result<(OwnerId, OwnerId, OwnerId), Failure> {
     Ok((
         owner("instance-a")?,
         owner("instance-b")?,
@@ -88,7 +94,10 @@ fn id_in_share(who: &OwnerId, instances: &[&OwnerId]) -> ItemId {
 }
 
 /// The first stream key `prefix-N` for which `pick` holds.
-fn stream_where(prefix: &str, pick: impl Fn(&StreamKey) -> bool) -> Result<StreamKey, Failure> {
+pub(crate) fn stream_where(
+    prefix: &str,
+    pick: impl Fn(&StreamKey) -> bool,
+) -> Result<StreamKey, Failure> {
     for n in 0..100_000 {
         let s = stream(&format!("{prefix}-{n}"))?;
         if pick(&s) {
@@ -101,7 +110,7 @@ fn stream_where(prefix: &str, pick: impl Fn(&StreamKey) -> bool) -> Result<Strea
     ))
 }
 
-async fn beat<S: Store + ?Sized>(store: &S, who: &OwnerId) -> Result<(), Failure> {
+pub(crate) async fn beat<S: Store + ?Sized>(store: &S, who: &OwnerId) -> Result<(), Failure> {
     store
         .instance_heartbeat(HeartbeatParams::new(who.clone()))
         .await
@@ -109,7 +118,7 @@ async fn beat<S: Store + ?Sized>(store: &S, who: &OwnerId) -> Result<(), Failure
 }
 
 /// A partitioned claim of up to `limit` items of `queue` for `who`.
-async fn pclaim<S: Store + ?Sized>(
+pub(crate) async fn pclaim<S: Store + ?Sized>(
     store: &S,
     queue: &QueueName,
     who: &OwnerId,
@@ -125,11 +134,11 @@ async fn pclaim<S: Store + ?Sized>(
     Ok(leases)
 }
 
-fn id_set(leases: &[Lease]) -> BTreeSet<ItemId> {
+pub(crate) fn id_set(leases: &[Lease]) -> BTreeSet<ItemId> {
     leases.iter().map(|l| l.token.id).collect()
 }
 
-fn with_stream(queue: &QueueName, s: &StreamKey) -> NewItem {
+pub(crate) fn with_stream(queue: &QueueName, s: &StreamKey) -> NewItem {
     item(queue).stream(s.clone())
 }
 

@@ -6,6 +6,7 @@ use std::collections::{BTreeSet, HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use tenure_conformance::Unreachable;
 use tenure_conformance::{
     cases, run_all, run_case, Capability, Case, CaseResult, Env, Harness, Report, Status, Verdict,
 };
@@ -16,6 +17,10 @@ use tenure_core::{
     ManualClock, PurgeParams, Purged, QueueCounts, QueueName, RecoverParams, Recovered,
     ReleaseParams, RenewOutcome, RenewParams, RequeueParams, Result, Retry, Schedule, ScopeKey,
     Store, StreamKey, TokenOutcome, WakeSignal, MAX_ATTEMPTS_LIMIT,
+};
+use tenure_core::{
+    CancelOutcome, CancelParams, Clock, DeadFilter, DedupKey, ItemListParams, ItemPage,
+    LeaseListParams, LeasePage, ListState, PauseParams,
 };
 use tenure_memory::MemoryStore;
 
@@ -40,13 +45,15 @@ impl Harness for MemoryHarness {
         Ok(store.clone())
     }
 
-    async fn open_unreachable(&self, clock: ManualClock) -> Result<Option<MemoryStore>> {
+    async fn open_unreachable(&self, clock: ManualClock) -> Result<Unreachable<MemoryStore>> {
         if !self.unreachable {
-            return Ok(None);
+            return Ok(Unreachable::not_offered(
+                "this harness keeps its store reachable",
+            ));
         }
         let store = MemoryStore::new(clock);
         store.set_available(false);
-        Ok(Some(store))
+        Ok(Unreachable::Store(store))
     }
 }
 
@@ -88,6 +95,67 @@ enum Flaw {
     /// Does not declare partitioned claiming, yet serves partitioned claims as ordinary
     /// ones instead of refusing them (G14's mandatory case).
     ClaimsAllWithoutThePartitionCapability,
+    /// Keys streams by queue and stream, so a stream's order and pin stop at its queue
+    /// (breaks G9 and G14 across queues).
+    StreamsPerQueue,
+    /// Keys scopes by queue and scope, so a busy scope is free in other queues (G10).
+    ScopesPerQueue,
+    /// Records a dedup key for the last queue that used it, forgetting the other
+    /// queue's item (G11 across queues).
+    DedupKeyOwnedByLastQueue,
+    /// Answers a batch of renew, complete, fail or release in the order of the item
+    /// ids, not of the tokens (G3 in batches).
+    BatchAnswersInIdOrder,
+    /// Finalizes every token of a batch of more than one by the item's current
+    /// attempt, whatever the token says (G3 in batches).
+    BatchesIgnoreTheAttempt,
+    /// Leases every claim for 30 s, whatever was asked (G2).
+    FixedClaimLease,
+    /// Renews every lease for 30 s, whatever was asked (G4).
+    FixedRenewLease,
+    /// Leases the leader lease for 15 s, whatever was asked (G13).
+    FixedLeaderLease,
+    /// Evicts by the default 30 s silence, whatever was asked (G12).
+    FixedStaleAfter,
+    /// Recovers every expired lease in one pass, whatever the limit (G2).
+    IgnoresRecoverLimit,
+    /// Claims one item more than the limit asks (G8).
+    ClaimLimitOffByOne,
+    /// Writes a `run_at` outside the schedule window, clamped to its edge (G15).
+    ClampsRunAtIntoTheWindow,
+    /// Writes a delay longer than the schedule window, clamped to it (G15).
+    ClampsLongDelays,
+    /// Reads only as many queue names of a claim as the limit allows (G15).
+    TruncatesTheQueueList,
+    /// Declares stream runs but claims heads only, whatever run is asked (G9).
+    IgnoresStreamRuns,
+    /// Does not declare stream runs, yet serves them (G9's mandatory runs case).
+    RunsWithoutTheCapability,
+    /// Counts a whole run as one lease against the claim's limit (G9).
+    CountsARunAsOneLease,
+    /// Leaves the later items of a run running after an earlier one fails or is
+    /// released, as a store without the put-back rule would (G9).
+    LeavesTheRunRunning,
+    /// Counts a stall on every item of an expired or evicted run, not only on its head,
+    /// as a store recovering each item on its own would (G9).
+    StallsTheRunBehindItsHead,
+    /// Drops the pin of an enqueue (G14).
+    IgnoresEnqueuePins,
+    /// Lists from the start whatever cursor it is given (breaks paging).
+    ListingIgnoresTheCursor,
+    /// Lists scheduled items with the ready ones (breaks the split by state).
+    ListsScheduledAsReady,
+    /// Reports no pause flag and no oldest age in the counts.
+    CountsWithoutPauseOrAge,
+    /// Cancels a running item too, by failing and discarding it.
+    CancelsRunningItems,
+    /// Answers a pause but never applies it.
+    IgnoresPause,
+    /// Keeps a pause in the handle that paused, so claims through other handles onto
+    /// the same data go on (breaks the pause race).
+    PausesOnlyItsOwnHandle,
+    /// Requeues and discards dead items by filter whatever their age.
+    FilterIgnoresAge,
 }
 
 /// What the wrapper hid from the inner store, to show it again on reads.
@@ -97,12 +165,23 @@ struct Hidden {
     streams: HashMap<ItemId, StreamKey>,
     renewals: HashMap<ItemId, u32>,
     stalls: HashMap<ItemId, u32>,
+    dedup_keys: HashMap<ItemId, DedupKey>,
+    /// Per dedup key, the queue that last used it and how often it changed hands.
+    dedup_owner: HashMap<String, (QueueName, u32)>,
     handed: Vec<Lease>,
+    /// Leases of items behind the head of a run, in claim order.
+    tails: Vec<Lease>,
+    /// Tail leases shown as still running after an earlier item of their run left.
+    kept: HashMap<ItemId, Lease>,
+    /// Stalls shown on top of the real ones.
+    extra_stalls: HashMap<ItemId, u32>,
+    local_pauses: HashSet<QueueName>,
 }
 
 #[derive(Clone, Debug)]
 struct Flawed {
     inner: MemoryStore,
+    clock: ManualClock,
     flaw: Flaw,
     hidden: Arc<Mutex<Hidden>>,
 }
@@ -129,6 +208,89 @@ impl Flawed {
         if let Some(&n) = hidden.stalls.get(&item.id) {
             item.max_stalls = n;
         }
+        if let Some(k) = hidden.dedup_keys.get(&item.id) {
+            item.dedup_key = Some(k.clone());
+        }
+        if let Some(&n) = hidden.extra_stalls.get(&item.id) {
+            item.stalls += n;
+        }
+    }
+
+    /// With [`Flaw::BatchesIgnoreTheAttempt`], a batch's tokens rewritten to the items'
+    /// current attempts.
+    async fn current_attempts(&self, tokens: &mut [LeaseToken]) -> Result<()> {
+        if self.flaw != Flaw::BatchesIgnoreTheAttempt || tokens.len() < 2 {
+            return Ok(());
+        }
+        for token in tokens {
+            if let Some(item) = self.inner.item_get(token.id).await? {
+                if item.state == ItemState::Running {
+                    *token = LeaseToken::new(token.id, item.attempt);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// For [`Flaw::LeavesTheRunRunning`]: the items of a run behind `failed` are shown
+    /// as still running under their lease.
+    async fn keep_tails_behind(&self, failed: &[LeaseToken]) -> Result<()> {
+        if self.flaw != Flaw::LeavesTheRunRunning {
+            return Ok(());
+        }
+        for t in failed {
+            let Some(item) = self.inner.item_get(t.id).await? else {
+                continue;
+            };
+            if !(item.state == ItemState::Running && item.attempt == t.attempt) {
+                continue;
+            }
+            let mut hidden = self.hidden();
+            let from = hidden.tails.iter().position(|l| l.token.id == t.id);
+            let later: Vec<Lease> = hidden
+                .tails
+                .iter()
+                .enumerate()
+                .filter(|(j, l)| {
+                    l.item.stream == item.stream && from.is_none_or(|p| *j > p) && l.token != *t
+                })
+                .map(|(_, l)| l.clone())
+                .collect();
+            for l in later {
+                hidden.kept.insert(l.token.id, l);
+            }
+        }
+        Ok(())
+    }
+
+    /// With [`Flaw::BatchAnswersInIdOrder`], sorts a batch by item id (and answers in
+    /// that order).
+    fn id_order<T>(&self, batch: &mut [T], id: impl Fn(&T) -> ItemId) {
+        if self.flaw == Flaw::BatchAnswersInIdOrder {
+            batch.sort_by_key(|t| id(t));
+        }
+    }
+
+    /// For [`Flaw::StallsTheRunBehindItsHead`]: every tail put back by recovery or
+    /// eviction is shown with a stall of its own; returns how many.
+    async fn stall_put_back_tails(&self) -> Result<u64> {
+        if self.flaw != Flaw::StallsTheRunBehindItsHead {
+            return Ok(0);
+        }
+        let tails = std::mem::take(&mut self.hidden().tails);
+        let mut stalled = 0;
+        let mut still = Vec::new();
+        for l in tails {
+            match self.inner.item_get(l.token.id).await? {
+                Some(i) if i.state == ItemState::Ready && i.attempt == l.token.attempt => {
+                    *self.hidden().extra_stalls.entry(l.token.id).or_default() += 1;
+                    stalled += 1;
+                }
+                _ => still.push(l),
+            }
+        }
+        self.hidden().tails = still;
+        Ok(stalled)
     }
 }
 
@@ -142,6 +304,9 @@ impl Store for Flawed {
         if self.flaw == Flaw::ClaimsAllWithoutThePartitionCapability {
             return Capabilities::default();
         }
+        if self.flaw == Flaw::RunsWithoutTheCapability {
+            return Capabilities::default().with_partitioned_claiming();
+        }
         self.inner.capabilities()
     }
 
@@ -154,6 +319,9 @@ impl Store for Flawed {
     }
 
     async fn enqueue(&self, mut params: EnqueueParams) -> Result<Vec<Enqueued>> {
+        if self.flaw == Flaw::IgnoresEnqueuePins {
+            params.pin_to = None;
+        }
         for item in &mut params.items {
             match self.flaw {
                 Flaw::IgnoresScope => {
@@ -177,6 +345,44 @@ impl Store for Flawed {
                 Flaw::ClaimsFutureItems => item.schedule = Schedule::Now,
                 Flaw::IgnoresPriority => item.priority = 0,
                 Flaw::IgnoresDedupKeys => item.dedup_key = None,
+                Flaw::StreamsPerQueue => {
+                    if let Some(s) = item.stream.take() {
+                        item.stream = Some(StreamKey::new(format!("{}/{s}", item.queue))?);
+                        self.hidden().streams.insert(item.id, s);
+                    }
+                }
+                Flaw::ScopesPerQueue => {
+                    if let Some(s) = item.scope.take() {
+                        item.scope = Some(ScopeKey::new(format!("{}/{s}", item.queue))?);
+                        self.hidden().scopes.insert(item.id, s);
+                    }
+                }
+                Flaw::DedupKeyOwnedByLastQueue => {
+                    if let Some(k) = item.dedup_key.take() {
+                        let mut hidden = self.hidden();
+                        let owner = hidden
+                            .dedup_owner
+                            .entry(k.to_string())
+                            .or_insert((item.queue.clone(), 0));
+                        if owner.0 != item.queue {
+                            *owner = (item.queue.clone(), owner.1 + 1);
+                        }
+                        item.dedup_key = Some(DedupKey::new(format!("{k}#{}", owner.1))?);
+                        hidden.dedup_keys.insert(item.id, k);
+                    }
+                }
+                Flaw::ClampsRunAtIntoTheWindow => {
+                    let (window, now) = (self.limits().schedule_window, self.clock.now());
+                    if let Schedule::At(t) = item.schedule {
+                        item.schedule = Schedule::At(t.clamp(now - window, now + window));
+                    }
+                }
+                Flaw::ClampsLongDelays => {
+                    let window = self.limits().schedule_window;
+                    if let Schedule::After(d) = item.schedule {
+                        item.schedule = Schedule::After(d.min(window));
+                    }
+                }
                 _ => {}
             }
         }
@@ -197,8 +403,29 @@ impl Store for Flawed {
         ) {
             params.partitioning = None;
         }
+        if self.flaw == Flaw::IgnoresStreamRuns {
+            params.stream_run = 1;
+        }
+        if self.flaw == Flaw::CountsARunAsOneLease && params.stream_run > 1 {
+            params.limit = (params.limit * params.stream_run).min(1_000);
+        }
         let limit = params.limit as usize;
         let owner = params.owner.clone();
+        if self.flaw == Flaw::PausesOnlyItsOwnHandle {
+            let local = self.hidden().local_pauses.clone();
+            params.queues.retain(|q| !local.contains(q));
+            if params.queues.is_empty() {
+                return Ok(Vec::new());
+            }
+        }
+        match self.flaw {
+            Flaw::FixedClaimLease => params.lease_for = Duration::from_secs(30),
+            Flaw::ClaimLimitOffByOne => params.limit += 1,
+            Flaw::TruncatesTheQueueList => {
+                params.queues.truncate(self.limits().max_claim_queues);
+            }
+            _ => {}
+        }
         let mut leases = self.inner.claim(params).await?;
         if self.flaw == Flaw::LosesReclaimedLeases {
             leases.retain(|l| l.token.attempt == 1);
@@ -227,17 +454,35 @@ impl Store for Flawed {
                 }
             }
         }
+        if matches!(
+            self.flaw,
+            Flaw::LeavesTheRunRunning | Flaw::StallsTheRunBehindItsHead
+        ) {
+            let mut hidden = self.hidden();
+            for pair in leases.windows(2) {
+                if pair[1].item.stream.is_some() && pair[1].item.stream == pair[0].item.stream {
+                    hidden.tails.push(pair[1].clone());
+                }
+            }
+        }
         for lease in &mut leases {
             self.restore(&mut lease.item);
         }
         Ok(leases)
     }
 
-    async fn renew(&self, params: RenewParams) -> Result<Vec<RenewOutcome>> {
+    async fn renew(&self, mut params: RenewParams) -> Result<Vec<RenewOutcome>> {
+        if self.flaw == Flaw::FixedRenewLease {
+            params.lease_for = Duration::from_secs(30);
+        }
+        self.current_attempts(&mut params.tokens).await?;
+        self.id_order(&mut params.tokens, |t| t.id);
         self.inner.renew(params).await
     }
 
     async fn complete(&self, mut params: CompleteParams) -> Result<Vec<TokenOutcome>> {
+        self.current_attempts(&mut params.tokens).await?;
+        self.id_order(&mut params.tokens, |t| t.id);
         if self.flaw == Flaw::IgnoresAttemptOnComplete {
             for token in &mut params.tokens {
                 if let Some(item) = self.inner.item_get(token.id).await? {
@@ -246,6 +491,17 @@ impl Store for Flawed {
                     }
                 }
             }
+        }
+        if self.flaw == Flaw::LeavesTheRunRunning {
+            let mut out = Vec::new();
+            for t in params.tokens {
+                let kept = self.hidden().kept.remove(&t.id);
+                match kept {
+                    Some(l) if l.token == t => out.push(TokenOutcome::Accepted),
+                    _ => out.extend(self.inner.complete(CompleteParams::new(vec![t])).await?),
+                }
+            }
+            return Ok(out);
         }
         self.inner.complete(params).await
     }
@@ -258,30 +514,58 @@ impl Store for Flawed {
                 }
             }
         }
+        let mut tokens: Vec<LeaseToken> = params.failures.iter().map(|f| f.token).collect();
+        self.keep_tails_behind(&tokens).await?;
+        self.current_attempts(&mut tokens).await?;
+        for (f, t) in params.failures.iter_mut().zip(tokens) {
+            f.token = t;
+        }
+        self.id_order(&mut params.failures, |f| f.token.id);
         self.inner.fail(params).await
     }
 
-    async fn release(&self, params: ReleaseParams) -> Result<Vec<TokenOutcome>> {
+    async fn release(&self, mut params: ReleaseParams) -> Result<Vec<TokenOutcome>> {
+        self.keep_tails_behind(&params.tokens).await?;
+        self.current_attempts(&mut params.tokens).await?;
+        self.id_order(&mut params.tokens, |t| t.id);
         self.inner.release(params).await
     }
 
-    async fn recover_expired(&self, params: RecoverParams) -> Result<Recovered> {
-        self.inner.recover_expired(params).await
+    async fn recover_expired(&self, mut params: RecoverParams) -> Result<Recovered> {
+        if self.flaw == Flaw::IgnoresRecoverLimit {
+            params.limit = 1_000;
+        }
+        let mut recovered = self.inner.recover_expired(params).await?;
+        recovered.requeued += self.stall_put_back_tails().await?;
+        Ok(recovered)
     }
 
     async fn purge(&self, params: PurgeParams) -> Result<Purged> {
         self.inner.purge(params).await
     }
 
-    async fn dead_requeue(&self, params: RequeueParams) -> Result<u64> {
+    async fn dead_requeue(&self, mut params: RequeueParams) -> Result<u64> {
+        if self.flaw == Flaw::FilterIgnoresAge {
+            if let Some(f) = &mut params.filter {
+                *f = DeadFilter::new(f.queue.clone()).limit(f.limit);
+            }
+        }
         self.inner.dead_requeue(params).await
     }
 
-    async fn dead_discard(&self, params: DiscardParams) -> Result<u64> {
+    async fn dead_discard(&self, mut params: DiscardParams) -> Result<u64> {
+        if self.flaw == Flaw::FilterIgnoresAge {
+            if let Some(f) = &mut params.filter {
+                *f = DeadFilter::new(f.queue.clone()).limit(f.limit);
+            }
+        }
         self.inner.dead_discard(params).await
     }
 
     async fn item_get(&self, id: ItemId) -> Result<Option<Item>> {
+        if let Some(l) = self.hidden().kept.get(&id) {
+            return Ok(Some(l.item.clone()));
+        }
         let mut item = self.inner.item_get(id).await?;
         if let Some(item) = &mut item {
             self.restore(item);
@@ -290,7 +574,15 @@ impl Store for Flawed {
     }
 
     async fn queue_counts(&self, queue: &QueueName) -> Result<QueueCounts> {
-        self.inner.queue_counts(queue).await
+        let c = self.inner.queue_counts(queue).await?;
+        if self.flaw == Flaw::PausesOnlyItsOwnHandle {
+            let paused = self.hidden().local_pauses.contains(queue);
+            return Ok(c.with_paused(paused));
+        }
+        if self.flaw == Flaw::CountsWithoutPauseOrAge {
+            return Ok(c.with_paused(false).with_oldest_ready_age(None));
+        }
+        Ok(c)
     }
 
     async fn instance_heartbeat(&self, params: HeartbeatParams) -> Result<()> {
@@ -301,19 +593,27 @@ impl Store for Flawed {
         self.inner.instance_list().await
     }
 
-    async fn instance_evict_stale(&self, params: EvictParams) -> Result<Evicted> {
+    async fn instance_evict_stale(&self, mut params: EvictParams) -> Result<Evicted> {
+        if self.flaw == Flaw::FixedStaleAfter {
+            params.stale_after = Duration::from_secs(30);
+        }
         if self.flaw == Flaw::NeverEvicts {
             params.validate(&self.limits())?;
             return Ok(Evicted::default());
         }
-        self.inner.instance_evict_stale(params).await
+        let mut evicted = self.inner.instance_evict_stale(params).await?;
+        evicted.released += self.stall_put_back_tails().await?;
+        Ok(evicted)
     }
 
     async fn instance_deregister(&self, params: DeregisterParams) -> Result<Evicted> {
         self.inner.instance_deregister(params).await
     }
 
-    async fn leader_acquire(&self, params: LeaderParams) -> Result<LeaderStatus> {
+    async fn leader_acquire(&self, mut params: LeaderParams) -> Result<LeaderStatus> {
+        if self.flaw == Flaw::FixedLeaderLease {
+            params.lease_for = Duration::from_secs(15);
+        }
         let holder = params.holder.clone();
         match self.inner.leader_acquire(params).await {
             Err(Error::Unavailable { .. }) if self.flaw == Flaw::FollowerWhenUnreachable => {
@@ -330,6 +630,69 @@ impl Store for Flawed {
     async fn leader_resign(&self, params: LeaderParams) -> Result<bool> {
         self.inner.leader_resign(params).await
     }
+
+    async fn item_list(&self, mut params: ItemListParams) -> Result<ItemPage> {
+        if self.flaw == Flaw::ListingIgnoresTheCursor {
+            params.cursor = None;
+        }
+        if self.flaw == Flaw::ListsScheduledAsReady && params.state == ListState::Ready {
+            let mut page = self.inner.item_list(params.clone()).await?;
+            let later = self
+                .inner
+                .item_list(ItemListParams::new(params.queue, ListState::Scheduled))
+                .await?;
+            page.items.extend(later.items);
+            return Ok(page);
+        }
+        self.inner.item_list(params).await
+    }
+
+    async fn lease_list(&self, params: LeaseListParams) -> Result<LeasePage> {
+        self.inner.lease_list(params).await
+    }
+
+    async fn queue_list(&self) -> Result<Vec<QueueName>> {
+        self.inner.queue_list().await
+    }
+
+    async fn item_cancel(&self, params: CancelParams) -> Result<Vec<CancelOutcome>> {
+        if self.flaw == Flaw::CancelsRunningItems {
+            for &id in &params.ids {
+                if let Some(item) = self.inner.item_get(id).await? {
+                    if item.state == ItemState::Running {
+                        let f = tenure_core::Failure::permanent(item.token(), "cancelled");
+                        self.inner.fail(FailParams::one(f)).await?;
+                        self.inner
+                            .dead_discard(DiscardParams::new(vec![id]))
+                            .await?;
+                    }
+                }
+            }
+            let mut out = self.inner.item_cancel(params).await?;
+            for o in &mut out {
+                if *o == CancelOutcome::NotFound {
+                    *o = CancelOutcome::Cancelled;
+                }
+            }
+            return Ok(out);
+        }
+        self.inner.item_cancel(params).await
+    }
+
+    async fn queue_pause(&self, params: PauseParams) -> Result<bool> {
+        match self.flaw {
+            Flaw::IgnoresPause => Ok(!self.inner.queue_counts(&params.queue).await?.paused),
+            Flaw::PausesOnlyItsOwnHandle => Ok(self.hidden().local_pauses.insert(params.queue)),
+            _ => self.inner.queue_pause(params).await,
+        }
+    }
+
+    async fn queue_resume(&self, params: PauseParams) -> Result<bool> {
+        if self.flaw == Flaw::PausesOnlyItsOwnHandle {
+            return Ok(self.hidden().local_pauses.remove(&params.queue));
+        }
+        self.inner.queue_resume(params).await
+    }
 }
 
 struct FlawedHarness(Flaw);
@@ -340,20 +703,25 @@ impl Harness for FlawedHarness {
 
     async fn open(&self, clock: ManualClock) -> Result<Flawed> {
         Ok(Flawed {
-            inner: MemoryStore::new(clock),
+            inner: MemoryStore::new(clock.clone()),
+            clock,
             flaw: self.0,
             hidden: Arc::default(),
         })
     }
 
     async fn open_peer(&self, store: &Flawed, _clock: ManualClock) -> Result<Flawed> {
-        Ok(store.clone())
+        let mut peer = store.clone();
+        if self.0 == Flaw::PausesOnlyItsOwnHandle {
+            peer.hidden = Arc::default();
+        }
+        Ok(peer)
     }
 
-    async fn open_unreachable(&self, clock: ManualClock) -> Result<Option<Flawed>> {
+    async fn open_unreachable(&self, clock: ManualClock) -> Result<Unreachable<Flawed>> {
         let store = self.open(clock).await?;
         store.inner.set_available(false);
-        Ok(Some(store))
+        Ok(Unreachable::Store(store))
     }
 }
 
@@ -380,6 +748,24 @@ async fn must_fail(flaw: Flaw, group: &str, case: &str) {
         in_group.contains(&case),
         "{flaw:?} must fail {group}::{case}; it failed {in_group:?}\n{report}"
     );
+}
+
+/// Like [`must_fail`], for a flaw that must fail every one of `in_cases` of `group`,
+/// from one run.
+async fn must_fail_each(flaw: Flaw, group: &str, in_cases: &[&str]) {
+    let report = run_all(&FlawedHarness(flaw)).await;
+    let in_group: Vec<&str> = report
+        .failures()
+        .filter(|f| f.group == group)
+        .map(|f| f.case)
+        .collect();
+    eprintln!("{flaw:?}: failed in {group}: {in_group:?}");
+    for case in in_cases {
+        assert!(
+            in_group.contains(case),
+            "{flaw:?} must fail {group}::{case}; it failed {in_group:?}\n{report}"
+        );
+    }
 }
 
 fn assert_all_passed(report: &Report) {
@@ -430,6 +816,83 @@ mod memory_store {
         assert!(
             report.to_string().contains("did not apply g13_leader::"),
             "{report}"
+        );
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn without_an_unreachable_store_the_certificate_leaves_g13_uncertified_saying_why() {
+        let report = run_all(&MemoryHarness {
+            keep_done: false,
+            unreachable: false,
+        })
+        .await;
+        let cert = report.certificate();
+        assert!(!cert.is_complete(), "{cert}");
+        assert_eq!(cert.not_certified.len(), 1, "{cert}");
+        let line = &cert.not_certified[0];
+        assert!(line.starts_with("g13_leader: "), "{line}");
+        assert!(
+            line.contains("an_unreachable_store_is_an_error_never_a_follower")
+                && line.contains("this harness keeps its store reachable"),
+            "{line}"
+        );
+        assert!(!cert.groups_passed.contains(&"g13_leader"), "{cert}");
+        assert_eq!(cert.groups_passed.len(), cert.groups - 1, "{cert}");
+        let text = cert.to_string();
+        assert!(text.contains("not certified:\n    g13_leader: "), "{text}");
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_full_run_certifies_every_group_naming_store_cases_and_capabilities() {
+        let report = run_all(&MemoryHarness {
+            keep_done: false,
+            unreachable: true,
+        })
+        .await;
+        let cert = report.certificate();
+        assert!(cert.is_complete(), "{cert}");
+        assert_eq!(cert.store, Some("memory"), "{cert}");
+        assert_eq!(cert.groups_passed.len(), cert.groups, "{cert}");
+        assert_eq!(cert.cases, cases::<MemoryHarness>().len(), "{cert}");
+        assert_eq!(cert.passed, cert.cases, "{cert}");
+        assert_eq!(cert.capabilities, vec!["partitioned_claiming"], "{cert}");
+        let text = cert.to_string();
+        for want in [
+            "memory store",
+            &format!("groups passed: {0} of {0}", cert.groups),
+            &format!("cases: {0} of {0} passed", cert.cases),
+            "capabilities declared: partitioned_claiming",
+            "not certified: nothing",
+        ] {
+            assert!(text.contains(want), "{want:?} missing from\n{text}");
+        }
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn failed_and_skipped_groups_are_not_certified_one_line_each() {
+        // Breaks G10 across queues only.
+        let report = run_all(&FlawedHarness(Flaw::ScopesPerQueue)).await;
+        let cert = report.certificate();
+        let g10: Vec<&String> = cert
+            .not_certified
+            .iter()
+            .filter(|l| l.starts_with("g10_scope: "))
+            .collect();
+        assert_eq!(g10.len(), 1, "{cert}");
+        assert!(
+            g10[0].contains("failed")
+                && g10[0].contains("a_busy_scope_is_passed_over_in_every_queue"),
+            "{cert}"
+        );
+        let skipping = run_all(&FlawedHarness(Flaw::ClaimsAllWithoutThePartitionCapability)).await;
+        let cert = skipping.certificate();
+        assert!(cert.capabilities.is_empty(), "{cert}");
+        assert!(
+            cert.not_certified
+                .iter()
+                .any(|l| l.starts_with("g14_partitioned_claiming: ")
+                    && l.contains("skipped: capability partitioned_claiming not declared")),
+            "{cert}"
         );
     }
 }
@@ -588,6 +1051,146 @@ mod broken_wrappers {
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn ignoring_stream_runs_fails_g09() {
+        must_fail(
+            Flaw::IgnoresStreamRuns,
+            "g09_stream_fifo",
+            "a_run_leases_the_head_and_the_ready_items_behind_it_in_order",
+        )
+        .await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn ignoring_stream_runs_fails_the_zero_run_refusal_of_g09() {
+        must_fail(
+            Flaw::IgnoresStreamRuns,
+            "g09_stream_fifo",
+            "a_stream_run_of_zero_is_refused_naming_the_field",
+        )
+        .await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn serving_runs_without_the_capability_fails_g09() {
+        must_fail(
+            Flaw::RunsWithoutTheCapability,
+            "g09_stream_fifo",
+            "stream_runs_are_served_only_by_stores_that_declare_them",
+        )
+        .await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn counting_a_run_as_one_lease_fails_g09() {
+        must_fail(
+            Flaw::CountsARunAsOneLease,
+            "g09_stream_fifo",
+            "a_run_counts_towards_the_claim_limit",
+        )
+        .await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn claiming_future_items_fails_the_run_stop_of_g09() {
+        must_fail(
+            Flaw::ClaimsFutureItems,
+            "g09_stream_fifo",
+            "a_run_stops_at_an_item_that_is_not_due_or_not_in_the_claimed_queues",
+        )
+        .await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn ignoring_scope_fails_the_run_stop_of_g09() {
+        must_fail(
+            Flaw::IgnoresScope,
+            "g09_stream_fifo",
+            "a_run_stops_at_an_item_whose_scope_is_busy",
+        )
+        .await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn leaving_a_run_running_after_a_failure_fails_g09() {
+        must_fail(
+            Flaw::LeavesTheRunRunning,
+            "g09_stream_fifo",
+            "a_failed_item_of_a_run_puts_every_later_item_back_untouched",
+        )
+        .await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn leaving_a_run_running_after_a_release_fails_g09() {
+        must_fail(
+            Flaw::LeavesTheRunRunning,
+            "g09_stream_fifo",
+            "a_released_item_of_a_run_puts_every_later_item_back_untouched",
+        )
+        .await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn stalling_a_whole_expired_run_fails_g09() {
+        must_fail(
+            Flaw::StallsTheRunBehindItsHead,
+            "g09_stream_fifo",
+            "an_expired_run_is_recovered_from_its_head_without_stalls_behind_it",
+        )
+        .await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn stalling_a_whole_evicted_run_fails_g09() {
+        must_fail(
+            Flaw::StallsTheRunBehindItsHead,
+            "g09_stream_fifo",
+            "evicting_the_owner_of_a_run_puts_the_items_behind_its_head_back_untouched",
+        )
+        .await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn ignoring_enqueue_pins_fails_g14() {
+        must_fail(
+            Flaw::IgnoresEnqueuePins,
+            "g14_partitioned_claiming",
+            "a_stream_pinned_at_enqueue_goes_only_to_the_enqueuing_instance_first_pin_winning",
+        )
+        .await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn ignoring_enqueue_pins_fails_the_unregistered_pin_refusal_of_g14() {
+        must_fail(
+            Flaw::IgnoresEnqueuePins,
+            "g14_partitioned_claiming",
+            "pinning_at_enqueue_to_an_unregistered_instance_is_refused_and_writes_nothing",
+        )
+        .await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn ignoring_enqueue_pins_fails_the_eviction_of_a_pin_of_g14() {
+        must_fail(
+            Flaw::IgnoresEnqueuePins,
+            "g14_partitioned_claiming",
+            "eviction_drops_a_pin_made_at_enqueue",
+        )
+        .await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn pinning_at_enqueue_without_the_capability_fails_g14() {
+        must_fail(
+            Flaw::ClaimsAllWithoutThePartitionCapability,
+            "g14_partitioned_claiming",
+            "pinning_at_enqueue_is_served_only_by_stores_that_declare_partitioned_claiming",
+        )
+        .await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn never_evicting_fails_g12() {
         must_fail(
             Flaw::NeverEvicts,
@@ -596,12 +1199,245 @@ mod broken_wrappers {
         )
         .await;
     }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn ignoring_the_cursor_fails_op_inspection() {
+        must_fail(
+            Flaw::ListingIgnoresTheCursor,
+            "op_inspection",
+            "pages_show_every_item_once_in_enqueue_order_either_way",
+        )
+        .await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn listing_scheduled_items_as_ready_fails_op_inspection() {
+        must_fail(
+            Flaw::ListsScheduledAsReady,
+            "op_inspection",
+            "listings_split_items_by_state_and_carry_attempt_owner_expiry_and_error",
+        )
+        .await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn counts_without_pause_or_age_fail_op_inspection() {
+        must_fail(
+            Flaw::CountsWithoutPauseOrAge,
+            "op_inspection",
+            "queue_counts_report_the_oldest_due_wait_and_the_pause",
+        )
+        .await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn cancelling_running_items_fails_op_control() {
+        must_fail(
+            Flaw::CancelsRunningItems,
+            "op_control",
+            "cancel_leaves_running_dead_and_unknown_items_alone_and_says_which",
+        )
+        .await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn ignoring_pause_fails_op_control() {
+        must_fail(
+            Flaw::IgnoresPause,
+            "op_control",
+            "a_paused_queue_is_not_claimed_while_held_leases_run_on",
+        )
+        .await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn pausing_only_the_own_handle_fails_the_pause_race() {
+        must_fail(
+            Flaw::PausesOnlyItsOwnHandle,
+            "op_control",
+            "a_pause_racing_claims_is_told_consistently_to_every_racer",
+        )
+        .await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_filter_ignoring_age_fails_op_control() {
+        must_fail(
+            Flaw::FilterIgnoresAge,
+            "op_control",
+            "dead_items_are_requeued_and_discarded_by_queue_and_age_in_bounded_batches",
+        )
+        .await;
+    }
+}
+
+mod keys_across_queues {
+    use super::*;
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn keying_streams_by_queue_fails_g09_across_queues() {
+        must_fail(
+            Flaw::StreamsPerQueue,
+            "g09_stream_fifo",
+            "a_stream_spanning_two_queues_is_claimed_in_enqueue_order_across_them",
+        )
+        .await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn keying_streams_by_queue_fails_g14_pins_across_queues() {
+        must_fail(
+            Flaw::StreamsPerQueue,
+            "g14_partitioned_claiming",
+            "a_streams_pin_holds_in_every_queue_of_the_stream",
+        )
+        .await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn keying_scopes_by_queue_fails_g10_across_queues() {
+        must_fail(
+            Flaw::ScopesPerQueue,
+            "g10_scope",
+            "a_busy_scope_is_passed_over_in_every_queue",
+        )
+        .await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_dedup_key_owned_by_the_last_queue_fails_g11_across_queues() {
+        must_fail(
+            Flaw::DedupKeyOwnedByLastQueue,
+            "g11_dedup",
+            "each_queue_answers_its_own_earlier_item_for_a_shared_dedup_key",
+        )
+        .await;
+    }
+}
+
+mod mixed_batches {
+    use super::*;
+
+    const CASES: [&str; 4] = [
+        "a_mixed_renew_batch_renews_only_the_current_tokens_answering_each_in_order",
+        "a_mixed_complete_batch_completes_only_the_current_tokens_answering_each_in_order",
+        "a_mixed_fail_batch_fails_only_the_current_tokens_answering_each_in_order",
+        "a_mixed_release_batch_releases_only_the_current_tokens_answering_each_in_order",
+    ];
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn answering_batches_in_id_order_fails_every_mixed_batch_of_g03() {
+        must_fail_each(Flaw::BatchAnswersInIdOrder, "g03_fenced_finalize", &CASES).await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn batches_that_ignore_the_attempt_fail_every_mixed_batch_of_g03() {
+        must_fail_each(Flaw::BatchesIgnoreTheAttempt, "g03_fenced_finalize", &CASES).await;
+    }
+}
+
+mod varied_inputs {
+    use super::*;
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_fixed_claim_lease_fails_g02() {
+        must_fail(
+            Flaw::FixedClaimLease,
+            "g02_expiry",
+            "the_claims_lease_duration_decides_the_expiry_and_when_the_item_is_reclaimed",
+        )
+        .await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn ignoring_the_recovery_limit_fails_g02() {
+        must_fail(
+            Flaw::IgnoresRecoverLimit,
+            "g02_expiry",
+            "a_recovery_pass_requeues_exactly_its_limit",
+        )
+        .await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_fixed_renewal_lease_fails_g04() {
+        must_fail(
+            Flaw::FixedRenewLease,
+            "g04_renewal_cap",
+            "the_renewals_lease_duration_decides_the_new_expiry",
+        )
+        .await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_claim_limit_off_by_one_fails_g08() {
+        must_fail(
+            Flaw::ClaimLimitOffByOne,
+            "g08_order",
+            "a_claim_takes_exactly_its_limit_in_claim_order",
+        )
+        .await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_fixed_stale_after_fails_g12() {
+        must_fail(
+            Flaw::FixedStaleAfter,
+            "g12_instances",
+            "the_stale_after_window_decides_which_instances_are_evicted",
+        )
+        .await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_fixed_leader_lease_fails_g13() {
+        must_fail(
+            Flaw::FixedLeaderLease,
+            "g13_leader",
+            "the_leader_lease_duration_decides_when_another_may_lead",
+        )
+        .await;
+    }
+}
+
+mod bounds {
+    use super::*;
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn writing_a_run_at_outside_the_window_fails_g15() {
+        must_fail(
+            Flaw::ClampsRunAtIntoTheWindow,
+            "g15_bad_input",
+            "a_run_at_beyond_the_schedule_window_names_run_at_and_writes_nothing",
+        )
+        .await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn writing_a_delay_beyond_the_window_fails_g15() {
+        must_fail(
+            Flaw::ClampsLongDelays,
+            "g15_bad_input",
+            "a_delay_beyond_the_schedule_window_names_delay_and_writes_nothing",
+        )
+        .await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn truncating_the_queue_list_fails_g15() {
+        must_fail(
+            Flaw::TruncatesTheQueueList,
+            "g15_bad_input",
+            "a_claim_naming_more_queues_than_the_limit_names_queues_and_changes_nothing",
+        )
+        .await;
+    }
 }
 
 mod registry {
     use super::*;
 
-    const GROUPS: [&str; 15] = [
+    const GROUPS: [&str; 17] = [
         "g01_exclusive_claim",
         "g02_expiry",
         "g03_fenced_finalize",
@@ -617,6 +1453,8 @@ mod registry {
         "g13_leader",
         "g14_partitioned_claiming",
         "g15_bad_input",
+        "op_inspection",
+        "op_control",
     ];
 
     #[test]
@@ -635,7 +1473,8 @@ mod registry {
                 "{} is not a snake-case sentence",
                 c.full_name()
             );
-            if c.group != "g14_partitioned_claiming" {
+            if c.group != "g14_partitioned_claiming" && c.capability != Some(Capability::StreamRuns)
+            {
                 assert_eq!(
                     c.capability,
                     None,
@@ -644,15 +1483,19 @@ mod registry {
                 );
             }
         }
-        let optional = all.iter().filter(|c| c.capability.is_some()).count();
+        let optional = all
+            .iter()
+            .filter(|c| c.capability == Some(Capability::PartitionedClaiming))
+            .count();
         let g14 = all
             .iter()
             .filter(|c| c.group == "g14_partitioned_claiming")
             .count();
+        // G14's first case is mandatory, and so is the first case of pinning at enqueue.
         assert_eq!(
-            optional + 1,
+            optional + 2,
             g14,
-            "G14's first case is mandatory, the rest optional"
+            "G14's mandatory cases: the partitioned claim and the pinned enqueue"
         );
     }
 

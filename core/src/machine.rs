@@ -15,6 +15,7 @@
 //! | [`complete`] | current token | `done`, owner and expiry cleared |
 //! | [`fail`] | current token | `ready` at `now + delay` if retryable and `attempt < max_attempts`, else `dead`; `last_error` set |
 //! | [`release`] | current token | `ready` at `now`; `attempt` and `stalls` kept; `max_attempts + 1` |
+//! | [`put_back`] | `running`, an earlier item of its stream left `running` unfinished | `ready`; `attempt`, `stalls`, `run_at` kept; `max_attempts + 1` |
 //! | [`recover`] | `running`, `lease_expires_at <= now` | `stalls + 1`; `dead` when `stalls >= max_stalls`, else `ready` at `now` |
 //! | [`evict`] | `running` (owner evicted) | as [`recover`], without the expiry check |
 //! | [`requeue`] | `dead` | `ready` at `now`, `max_attempts >= attempt + n`, `stalls = 0`; `attempt` kept |
@@ -177,6 +178,24 @@ pub fn release(item: &mut Item, token: &LeaseToken, now: Timestamp) -> TokenOutc
     item.lease_expires_at = None;
     item.updated_at = now;
     TokenOutcome::Accepted
+}
+
+/// Puts a running item of a stream run back to `ready` untouched, because an earlier
+/// item of its stream left `running` other than by completing (the put-back rule of
+/// [`Store::claim`](crate::Store::claim), G9). Owner and expiry are cleared; `attempt`,
+/// `stalls`, `renewals` and `run_at` are kept, and `max_attempts` goes up by one as with
+/// [`release`], so the put-back spends no attempt and counts no stall. Returns false,
+/// changing nothing, if the item is not running.
+pub fn put_back(item: &mut Item, now: Timestamp) -> bool {
+    if item.state != ItemState::Running {
+        return false;
+    }
+    item.max_attempts = item.max_attempts.saturating_add(1);
+    item.state = ItemState::Ready;
+    item.owner = None;
+    item.lease_expires_at = None;
+    item.updated_at = now;
+    true
 }
 
 /// What recovery or eviction did to an item.

@@ -27,6 +27,8 @@
 //! finishes or is discarded, the next one is placed. Running items are indexed by
 //! lease expiry per queue (recovery is `O(k log n)`) and by owner (eviction).
 
+mod operate;
+
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
@@ -137,6 +139,8 @@ struct QueueIndex {
     members: Vec<Slot>,
     /// Dedup keys of the queue (G11).
     dedup: HashMap<DedupKey, DedupEntry>,
+    /// Paused: claims pass the queue over (`Store::queue_pause`).
+    paused: bool,
 }
 
 #[derive(Default)]
@@ -444,9 +448,15 @@ impl State {
     pub(crate) fn enqueue(
         &mut self,
         items: &[NewItem],
+        pin_to: Option<&OwnerId>,
         now: Timestamp,
     ) -> tenure_core::Result<Vec<Enqueued>> {
         // Decide everything first, so an error writes nothing.
+        if let Some(owner) = pin_to {
+            if !self.instances.contains_key(owner) {
+                return Err(tenure_core::Error::not_found("instance", owner.to_string()));
+            }
+        }
         let mut seen: HashMap<(&QueueName, &DedupKey), ItemId> = HashMap::default();
         let mut duplicate_of = Vec::with_capacity(items.len());
         for new in items {
@@ -517,6 +527,12 @@ impl State {
             if head {
                 self.idx.place(e, now);
             }
+            // G14: a stream pinned to nobody goes to the enqueuing instance.
+            if let (Some(owner), Some(stream)) = (pin_to, &new.stream) {
+                if !self.idx.pins.contains_key(stream) {
+                    self.idx.pins.insert(stream.clone(), owner.clone());
+                }
+            }
             out.push(Enqueued {
                 id,
                 duplicate: false,
@@ -550,13 +566,90 @@ impl State {
             return;
         }
         self.idx.unlink_running(e);
+        let after = e.item.stream.clone().map(|s| (s, e.seq));
         match machine::recover(&mut e.item, now) {
             Some(Recovery::Requeued) => {
                 counts.requeued += 1;
-                self.idx.place(e, now);
+                self.place_if_candidate(slot, now);
             }
             Some(Recovery::Dead) => counts.dead += 1,
             None => {}
+        }
+        if let Some((stream, seq)) = after {
+            self.put_back_after(&stream, seq, now);
+        }
+    }
+
+    /// The put-back rule of a stream run (G9): an item of `stream` at `seq` left
+    /// `running` unfinished, so every later running item of the stream goes back to
+    /// `ready` untouched ([`machine::put_back`]). They are not heads, so no index but
+    /// the stream's list names them.
+    fn put_back_after(&mut self, stream: &StreamKey, seq: u64, now: Timestamp) {
+        let Some(list) = self.idx.streams.get(stream) else {
+            return;
+        };
+        let later: Vec<Slot> = list.range(seq + 1..).map(|(_, slot)| *slot).collect();
+        for slot in later {
+            let Some(e) = self.items.get_mut(slot) else {
+                continue;
+            };
+            if e.item.state != ItemState::Running {
+                continue;
+            }
+            self.idx.unlink_running(e);
+            machine::put_back(&mut e.item, now);
+        }
+    }
+
+    /// Extends the run of `stream`, whose head at `seq` was just claimed, with the
+    /// items right behind it while each is ready, due, in one of `qs` and free of a busy
+    /// scope, until the run holds `run` items or `leases` holds `limit` (G9).
+    #[allow(clippy::too_many_arguments)]
+    fn extend_run(
+        &mut self,
+        stream: &StreamKey,
+        seq: u64,
+        qs: &[usize],
+        (run, limit): (usize, usize),
+        owner: &OwnerId,
+        lease_for: Duration,
+        now: Timestamp,
+        leases: &mut Vec<Lease>,
+        claimed: &mut Vec<Slot>,
+    ) {
+        let Some(list) = self.idx.streams.get(stream) else {
+            return;
+        };
+        let behind: Vec<Slot> = list
+            .range(seq + 1..)
+            .take(run.saturating_sub(1))
+            .map(|(_, slot)| *slot)
+            .collect();
+        for slot in behind {
+            if leases.len() >= limit {
+                break;
+            }
+            self.idx.visits += 1;
+            let Some(e) = self.items.get(slot) else {
+                break;
+            };
+            let scope_busy = e
+                .item
+                .scope
+                .as_ref()
+                .and_then(|sc| self.idx.scopes.get(sc))
+                .is_some_and(|sc| sc.running.is_some());
+            if !machine::is_due(&e.item, now) || !qs.contains(&e.queue) || scope_busy {
+                break;
+            }
+            let (q, key) = (e.queue, e.order_key());
+            match self.take(slot, q, key, owner, lease_for, now) {
+                Some(lease) => {
+                    claimed.push(slot);
+                    leases.push(lease);
+                }
+                None => break,
+            }
         }
     }
 
@@ -565,7 +658,7 @@ impl State {
         &mut self,
         queues: &[QueueName],
         owner: &OwnerId,
-        limit: usize,
+        (limit, run): (usize, usize),
         lease_for: Duration,
         now: Timestamp,
     ) -> Vec<Lease> {
@@ -590,8 +683,23 @@ impl State {
                 break;
             };
             if let Some(lease) = self.take(slot, q, key, owner, lease_for, now) {
+                let head = lease.item.stream.clone().filter(|_| run > 1);
                 claimed.push(slot);
                 leases.push(lease);
+                if let (Some(stream), Some(e)) = (head, self.items.get(slot)) {
+                    let seq = e.seq;
+                    self.extend_run(
+                        &stream,
+                        seq,
+                        &qs,
+                        (run, limit),
+                        owner,
+                        lease_for,
+                        now,
+                        &mut leases,
+                        &mut claimed,
+                    );
+                }
             }
         }
         self.note_owner(owner, &mut claimed);
@@ -612,7 +720,7 @@ impl State {
         &mut self,
         queues: &[QueueName],
         owner: &OwnerId,
-        limit: usize,
+        (limit, run): (usize, usize),
         lease_for: Duration,
         partitioning: Partitioning,
         now: Timestamp,
@@ -672,13 +780,35 @@ impl State {
                 continue;
             }
             let stream = e.item.stream.clone();
-            self.idx.queues[q].ready.remove(&key);
-            if let Some(lease) = self.take(slot, q, key, owner, lease_for, now) {
-                if let Some(stream) = stream {
-                    self.idx.pins.entry(stream).or_insert_with(|| owner.clone());
+            let seq = e.seq;
+            if self.idx.queues[q].ready.remove(&key).is_none() {
+                // Taken out of `ready` by an earlier run of this claim, or passed over.
+                if !self.idx.is_stream_head(e) || e.item.state != ItemState::Ready {
+                    continue;
                 }
+            }
+            if let Some(lease) = self.take(slot, q, key, owner, lease_for, now) {
                 claimed.push(slot);
                 leases.push(lease);
+                if let Some(stream) = stream {
+                    self.idx
+                        .pins
+                        .entry(stream.clone())
+                        .or_insert_with(|| owner.clone());
+                    if run > 1 {
+                        self.extend_run(
+                            &stream,
+                            seq,
+                            &qs,
+                            (run, limit),
+                            owner,
+                            lease_for,
+                            now,
+                            &mut leases,
+                            &mut claimed,
+                        );
+                    }
+                }
             }
         }
         self.note_owner(owner, &mut claimed);
@@ -701,6 +831,9 @@ impl State {
         for &q in &qs {
             self.recover_queue(q, now, u64::MAX, &mut recovered);
         }
+        // A paused queue's items are not claimed; its expired leases are still
+        // recovered above, as a maintenance pass would.
+        qs.retain(|&q| !self.idx.queues[q].paused);
         // Scheduled candidates that have come due (G7).
         for &q in &qs {
             loop {
@@ -833,9 +966,13 @@ impl State {
                 continue;
             };
             let answer = machine::fail(&mut e.item, f, now);
+            let (slot, after) = (e.slot, e.item.stream.clone().map(|s| (s, e.seq)));
             if let FailOutcome::Retrying { .. } = answer {
-                // A running item heads its stream, so it is a candidate again.
-                self.idx.place(e, now);
+                // A candidate again if it heads its stream (an item of a run may not).
+                self.place_if_candidate(slot, now);
+            }
+            if let Some((stream, seq)) = after {
+                self.put_back_after(&stream, seq, now);
             }
             out.push(answer);
         }
@@ -851,7 +988,11 @@ impl State {
                 continue;
             };
             let answer = machine::release(&mut e.item, t, now);
-            self.idx.place(e, now);
+            let (slot, after) = (e.slot, e.item.stream.clone().map(|s| (s, e.seq)));
+            self.place_if_candidate(slot, now);
+            if let Some((stream, seq)) = after {
+                self.put_back_after(&stream, seq, now);
+            }
             out.push(answer);
         }
         out
@@ -960,18 +1101,26 @@ impl State {
         let Some(&q) = self.queue_ids.get(queue) else {
             return c;
         };
+        c.paused = self.idx.queues[q].paused;
+        let mut oldest: Option<Timestamp> = None;
         for &slot in &self.idx.queues[q].members {
             let Some(e) = self.items.get(slot) else {
                 continue;
             };
             match e.item.state {
-                ItemState::Ready if e.item.run_at <= now => c.ready += 1,
+                ItemState::Ready if e.item.run_at <= now => {
+                    c.ready += 1;
+                    if oldest.is_none_or(|o| e.item.run_at < o) {
+                        oldest = Some(e.item.run_at);
+                    }
+                }
                 ItemState::Ready => c.scheduled += 1,
                 ItemState::Running => c.running += 1,
                 ItemState::Dead => c.dead += 1,
                 ItemState::Done => c.done += 1,
             }
         }
+        c.oldest_ready_age = oldest.map(|at| now.duration_since(at));
         c
     }
 
@@ -1044,7 +1193,9 @@ impl State {
             .remove(owner)
             .map(|s| s.into_iter().collect())
             .unwrap_or_default();
-        running.sort_unstable();
+        // In enqueue order, so the head of a stream run is evicted before the items
+        // behind it, which are then put back untouched (G9).
+        running.sort_unstable_by_key(|&slot| self.items.get(slot).map(|e| e.seq));
         let mut released = 0;
         for slot in running {
             let Some(e) = self.items.get_mut(slot) else {
@@ -1054,13 +1205,17 @@ impl State {
                 continue;
             }
             self.idx.unlink_running(e);
+            let after = e.item.stream.clone().map(|s| (s, e.seq));
             match machine::evict(&mut e.item, now) {
                 Some(Recovery::Requeued) => {
-                    self.idx.place(e, now);
+                    self.place_if_candidate(slot, now);
                     released += 1;
                 }
                 Some(Recovery::Dead) => released += 1,
                 None => {}
+            }
+            if let Some((stream, seq)) = after {
+                self.put_back_after(&stream, seq, now);
             }
         }
         released

@@ -132,6 +132,13 @@ impl PgConfig {
     /// [`wake_signal`](tenure_core::Store::wake_signal). A latency hint only; polling
     /// remains the fallback. Turn it off when the URL points at a transaction-pooling
     /// proxy (LISTEN needs a session).
+    ///
+    /// The signal's [`WakeHealth`](tenure_core::WakeHealth) says whether the listener
+    /// is connected: `Down` until its LISTEN is in place and from a lost connection
+    /// until it has reconnected (on its own, with a backoff capped at 5 s, logged at
+    /// `warn` and `info`), `Healthy` otherwise. Workers relax their polling only while
+    /// it is healthy and poll at their base while it is down. With `listen(false)` it
+    /// is `Local`.
     pub fn listen(mut self, listen: bool) -> Self {
         self.listen = listen;
         self

@@ -39,6 +39,11 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
         name: "partitioned claiming: partition hashes and stream pins",
         sql: include_str!("../migrations/0003_partitioned_claiming.sql"),
     },
+    Migration {
+        version: 4,
+        name: "operators: the listing index and paused queues",
+        sql: include_str!("../migrations/0004_operate.sql"),
+    },
 ];
 
 /// The newest version this code knows.

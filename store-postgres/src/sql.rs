@@ -55,6 +55,12 @@ pub(crate) struct Sql {
     pub(crate) leader_acquire: String,
     pub(crate) leader_read: String,
     pub(crate) leader_resign: String,
+    pub(crate) claim_run_tails: String,
+    pub(crate) put_back_expired: String,
+    pub(crate) instance_registered: String,
+    pub(crate) pin_enqueued: String,
+    /// The operator's inspection and control.
+    pub(crate) op: crate::store::operate::OpSql,
 }
 
 impl Sql {
@@ -99,7 +105,98 @@ impl Sql {
                       max_attempts, max_stalls, max_renewals, phash, ord) \
              ORDER BY t.ord"
         );
+        // The put-back rule of stream runs (G9) after the rows of `f` (with `id`,
+        // `stream`, `seq`) left `running` unfinished: the later running items of their
+        // streams go back to ready untouched (machine::put_back). A running item that
+        // is not a head is always behind an earlier running item of its own run, so the
+        // waiting-items index `items_stream_waiting` finds them. Rows of `f` itself are
+        // left to `f`. $1 is `now`.
+        let put_back_after = |f: &str| {
+            format!(
+                "pb AS ( \
+                     UPDATE {s}.items b SET state = 'ready', owner = NULL, \
+                         lease_expires_at = NULL, max_attempts = b.max_attempts + 1, \
+                         updated_at = $1 \
+                     FROM (SELECT DISTINCT ON (x.stream) x.stream, x.seq FROM {f} x \
+                           WHERE x.stream IS NOT NULL ORDER BY x.stream, x.seq) e \
+                     WHERE b.stream = e.stream AND NOT b.head AND b.seq > e.seq \
+                         AND b.state = 'running' \
+                         AND NOT EXISTS (SELECT 1 FROM {f} y WHERE y.id = b.id) \
+                 )"
+            )
+        };
+        let put_back_fail = put_back_after("f");
+        let put_back_release = put_back_after("f");
         Sql {
+            // G9: the runs behind claimed stream heads. $1 streams, $2 their heads' seq,
+            // $3 the most items each run may add, $4 now, $5 queues, $6 owner, $7 lease
+            // expiry. Each run takes the waiting items right behind its head (the index
+            // `items_stream_waiting`) while each is ready, due, in the claimed queues
+            // and of a free scope, the first of its scope in the run; machine::claim on
+            // them. Only the owner of a running head can claim the items behind it (a
+            // claim takes heads only), so no lock is needed; the scope index stays the
+            // backstop for G10.
+            claim_run_tails: format!(
+                "WITH h AS (SELECT * FROM unnest($1::text[], $2::int8[], $3::int8[]) \
+                     AS h(stream, seq, room)), \
+                 c AS MATERIALIZED ( \
+                     SELECT b.id, b.stream, b.seq, b.scope, \
+                         (b.state = 'ready' AND b.run_at <= $4 AND b.queue = ANY($5::text[]) \
+                          AND (b.scope IS NULL OR NOT EXISTS (SELECT 1 FROM {s}.items r \
+                              WHERE r.scope = b.scope AND r.state = 'running'))) AS ok \
+                     FROM h CROSS JOIN LATERAL ( \
+                         SELECT x.id, x.stream, x.seq, x.scope, x.state, x.run_at, x.queue \
+                         FROM {s}.items x \
+                         WHERE x.stream = h.stream AND NOT x.head AND x.seq > h.seq \
+                             AND x.state <> 'done' \
+                         ORDER BY x.seq LIMIT h.room) b \
+                 ), n AS ( \
+                     SELECT c.id, c.stream, c.seq, c.ok AND (c.scope IS NULL OR \
+                         row_number() OVER (PARTITION BY c.stream, c.scope ORDER BY c.seq) = 1) \
+                         AS ok \
+                     FROM c \
+                 ), w AS ( \
+                     SELECT n.id, bool_and(n.ok) OVER (PARTITION BY n.stream ORDER BY n.seq) \
+                         AS take \
+                     FROM n \
+                 ), claimed AS ( \
+                     UPDATE {s}.items i SET state = 'running', attempt = i.attempt + 1, \
+                         owner = $6, lease_expires_at = $7, renewals = 0, updated_at = $4 \
+                     WHERE i.id = ANY(ARRAY(SELECT id FROM w WHERE take)) \
+                         AND i.state = 'ready' AND NOT i.head \
+                     RETURNING {ITEM_COLS} \
+                 ) \
+                 SELECT i.* FROM claimed i"
+            ),
+            // G9: before recovery stalls expired leases, the running items behind an
+            // expired running item of their stream (the rest of its run) go back to
+            // ready untouched, so only the run's head counts a stall. $1 now, $2
+            // queues (all when NULL).
+            put_back_expired: format!(
+                "UPDATE {s}.items b SET state = 'ready', owner = NULL, lease_expires_at = NULL, \
+                     max_attempts = b.max_attempts + 1, updated_at = $1 \
+                 FROM (SELECT DISTINCT ON (x.stream) x.stream, x.seq FROM {s}.items x \
+                       WHERE x.state = 'running' AND x.lease_expires_at <= $1 \
+                           AND x.stream IS NOT NULL \
+                           AND ($2::text[] IS NULL OR x.queue = ANY($2::text[])) \
+                       ORDER BY x.stream, x.seq) e \
+                 WHERE b.stream = e.stream AND NOT b.head AND b.seq > e.seq \
+                     AND b.state = 'running'"
+            ),
+            // G14: is $1 a registered instance (for a pinned enqueue)?
+            instance_registered: format!(
+                "SELECT EXISTS (SELECT 1 FROM {s}.instances WHERE id = $1)"
+            ),
+            // G14: a pinned enqueue pins the streams $2 to the instance $1 where they
+            // have no pin, or one to an instance no longer registered (first write
+            // wins). The stream rows exist: the enqueue reserved them.
+            pin_enqueued: format!(
+                "UPDATE {s}.streams st SET pinned_to = $1 \
+                 WHERE st.stream = ANY($2::text[]) \
+                     AND (st.pinned_to IS NULL \
+                          OR NOT EXISTS (SELECT 1 FROM {s}.instances n \
+                              WHERE n.id = st.pinned_to))"
+            ),
             // machine::enqueue. The identity default draws `seq` row by row in `ord`
             // order, so enqueue order is the order of the call's items.
             enqueue: format!("WITH ins AS ({insert} RETURNING 1) SELECT count(*) FROM ins"),
@@ -168,6 +265,7 @@ impl Sql {
                      owner = $4, lease_expires_at = $5, renewals = 0, updated_at = $2 \
                  WHERE i.id = ANY($1::uuid[]) AND i.state = 'ready' AND i.head \
                      AND i.run_at <= $2 AND i.queue = ANY($3::text[]) \
+                     AND NOT EXISTS (SELECT 1 FROM {s}.paused_queues z WHERE z.queue = i.queue) \
                      AND (i.scope IS NULL OR NOT EXISTS (SELECT 1 FROM {s}.items r \
                          WHERE r.scope = i.scope AND r.state = 'running')) \
                  RETURNING {ITEM_COLS}"
@@ -208,6 +306,7 @@ impl Sql {
                          owner = $4, lease_expires_at = $5, renewals = 0, updated_at = $2 \
                      WHERE i.id = ANY($1::uuid[]) AND i.state = 'ready' AND i.head \
                          AND i.run_at <= $2 AND i.queue = ANY($3::text[]) \
+                     AND NOT EXISTS (SELECT 1 FROM {s}.paused_queues z WHERE z.queue = i.queue) \
                          AND (i.scope IS NULL OR NOT EXISTS (SELECT 1 FROM {s}.items r \
                              WHERE r.scope = i.scope AND r.state = 'running')) \
                          AND {share_i} \
@@ -284,8 +383,9 @@ impl Sql {
             ),
             // machine::fail, fenced. $4 is the retry time, NULL for a permanent failure.
             // $1 now, $2 ids, $3 attempts, $4 retry run_at, $5 errors.
+            // G9: with the put-back rule for the items of a run behind a failed one.
             fail: format!(
-                "UPDATE {s}.items i SET owner = NULL, lease_expires_at = NULL, updated_at = $1, \
+                "WITH f AS (UPDATE {s}.items i SET owner = NULL, lease_expires_at = NULL, updated_at = $1, \
                      last_error = t.error, \
                      state = CASE WHEN t.retry_at IS NOT NULL AND i.attempt < i.max_attempts \
                          THEN 'ready' ELSE 'dead' END, \
@@ -294,16 +394,21 @@ impl Sql {
                  FROM unnest($2::uuid[], $3::int4[], $4::int8[], $5::text[]) \
                      AS t(id, attempt, retry_at, error) \
                  WHERE i.id = ANY($2::uuid[]) AND i.id = t.id AND i.attempt = t.attempt AND i.state = 'running' \
-                 RETURNING i.id, i.state, i.run_at"
+                 RETURNING i.id, i.state, i.run_at, i.stream, i.seq), \
+                 {put_back_fail} \
+                 SELECT f.id, f.state, f.run_at FROM f"
             ),
             // machine::release, fenced.
+            // G9: with the put-back rule for the items of a run behind a released one.
             release: format!(
-                "UPDATE {s}.items i SET state = 'ready', run_at = $1, owner = NULL, \
+                "WITH f AS (UPDATE {s}.items i SET state = 'ready', run_at = $1, owner = NULL, \
                      lease_expires_at = NULL, updated_at = $1, \
                      max_attempts = i.max_attempts + 1 \
                  FROM unnest($2::uuid[], $3::int4[]) AS t(id, attempt) \
                  WHERE i.id = ANY($2::uuid[]) AND i.id = t.id AND i.attempt = t.attempt AND i.state = 'running' \
-                 RETURNING i.id"
+                 RETURNING i.id, i.stream, i.seq), \
+                 {put_back_release} \
+                 SELECT f.id FROM f"
             ),
             purge_done: format!(
                 "WITH d AS (DELETE FROM {s}.items WHERE id = ANY(ARRAY( \
@@ -331,7 +436,9 @@ impl Sql {
                         count(*) FILTER (WHERE state = 'ready' AND run_at > $2), \
                         count(*) FILTER (WHERE state = 'running'), \
                         count(*) FILTER (WHERE state = 'dead'), \
-                        count(*) FILTER (WHERE state = 'done') \
+                        count(*) FILTER (WHERE state = 'done'), \
+                        min(run_at) FILTER (WHERE state = 'ready' AND run_at <= $2), \
+                        EXISTS (SELECT 1 FROM {s}.paused_queues z WHERE z.queue = $1) \
                  FROM {s}.items WHERE queue = $1"
             ),
             heartbeat: format!(
@@ -353,9 +460,15 @@ impl Sql {
                  ), st AS ( \
                      UPDATE {s}.items i SET {STALL_SET} \
                      WHERE i.state = 'running' AND i.owner IN (SELECT id FROM ev) \
+                         AND (i.head OR i.stream IS NULL) \
                      RETURNING 1 \
+                 ), pb AS ( \
+                     {put_back_owned} \
+                     WHERE i.state = 'running' AND i.owner IN (SELECT id FROM ev) \
+                         AND NOT i.head AND i.stream IS NOT NULL \
                  ) \
-                 SELECT ARRAY(SELECT id FROM ev ORDER BY id), (SELECT count(*) FROM st)"
+                 SELECT ARRAY(SELECT id FROM ev ORDER BY id), (SELECT count(*) FROM st)",
+                put_back_owned = put_back_owned(s),
             ),
             // Store::instance_deregister: the instance leaves at once, and machine::evict
             // applies to whatever it still runs. $1 now, $2 instance.
@@ -368,9 +481,15 @@ impl Sql {
                  ), st AS ( \
                      UPDATE {s}.items i SET {STALL_SET} \
                      WHERE i.state = 'running' AND i.owner = $2 \
+                         AND (i.head OR i.stream IS NULL) \
                      RETURNING 1 \
+                 ), pb AS ( \
+                     {put_back_owned} \
+                     WHERE i.state = 'running' AND i.owner = $2 \
+                         AND NOT i.head AND i.stream IS NOT NULL \
                  ) \
-                 SELECT ARRAY(SELECT id FROM ev), (SELECT count(*) FROM st)"
+                 SELECT ARRAY(SELECT id FROM ev), (SELECT count(*) FROM st)",
+                put_back_owned = put_back_owned(s),
             ),
             // G13: take a free or expired lease with the next term, or extend our own.
             // $1 name, $2 holder, $3 now, $4 expiry.
@@ -391,8 +510,20 @@ impl Sql {
                 "UPDATE {s}.leaders SET expires_at = $3 \
                  WHERE name = $1 AND holder = $2 AND expires_at > $3 RETURNING 1"
             ),
+            op: crate::store::operate::OpSql::new(s),
         }
     }
+}
+
+/// G9: the start of an UPDATE (alias `i`) that puts running items back untouched
+/// (machine::put_back), for the items of a departing owner's runs behind their heads:
+/// every running item that is not a head is such an item, and its head is the same
+/// owner's. $1 is `now`.
+fn put_back_owned(s: &str) -> String {
+    format!(
+        "UPDATE {s}.items i SET state = 'ready', owner = NULL, lease_expires_at = NULL, \
+             max_attempts = i.max_attempts + 1, updated_at = $1"
+    )
 }
 
 /// G14: the registry as a partitioned claim sees it, one row: whether the owner ($4)
@@ -457,6 +588,7 @@ fn picked(s: &str, filter: &str) -> String {
                  LIMIT $3 \
                  FOR UPDATE OF p SKIP LOCKED \
              ) c \
+             WHERE NOT EXISTS (SELECT 1 FROM {s}.paused_queues z WHERE z.queue = q.name) \
              ORDER BY c.priority, c.run_at, c.seq \
              LIMIT $3 \
          )"

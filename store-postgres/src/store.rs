@@ -20,7 +20,7 @@ use tenure_core::{
     Instance, Item, ItemId, ItemState, LeaderParams, LeaderStatus, Lease, Limits, NewItem, OwnerId,
     PurgeParams, Purged, QueueCounts, QueueName, RecoverParams, Recovered, ReleaseParams,
     RenewOutcome, RenewParams, RequeueParams, Result, Retry, SharedClock, Store, Timestamp,
-    TokenOutcome, WakeSignal,
+    TokenOutcome, WakeHealth, WakeSignal,
 };
 use tokio::task::JoinHandle;
 use uuid::Uuid;
@@ -30,6 +30,8 @@ use crate::error::{db_code, map};
 use crate::rows::{i32_of, u32_of};
 use crate::sql::{Sql, SCOPE_INDEX};
 use crate::{listen, migrate, rows, PgConfig, STORE};
+
+pub(crate) mod operate;
 
 /// How many times a claim that lost a scope race (G10) is tried again before it
 /// answers with what it has (nothing).
@@ -162,6 +164,8 @@ impl PgStore {
             store.migrate().await?;
         }
         if config.listen {
+            // Not listening yet: workers poll at their base until the listener is up.
+            wake.set_health(WakeHealth::Down);
             let task = listen::spawn(options, channel, wake);
             if let Ok(mut guard) = store.inner.listener.lock() {
                 *guard = Some(task);
@@ -301,11 +305,66 @@ impl PgStore {
     ) -> Result<Vec<Enqueued>> {
         params.validate(&self.inner.limits)?;
         let now = self.inner.clock.now();
+        params.validate_schedule(&self.inner.limits, now)?;
         let mut tx = conn.begin().await.map_err(map)?;
+        self.check_pin(&mut tx, &params).await?;
         let out = self.enqueue_steps(&mut tx, &params.items, now).await?;
+        self.pin_enqueued(&mut tx, &params, &out).await?;
         tx.commit().await.map_err(map)?;
         self.inner.wake.notify();
         Ok(out)
+    }
+
+    /// G14: a pinned enqueue needs a registered instance; checked before any write.
+    async fn check_pin(&self, conn: &mut PgConnection, params: &EnqueueParams) -> Result<()> {
+        let Some(who) = &params.pin_to else {
+            return Ok(());
+        };
+        let registered: bool = self
+            .query(&self.inner.sql.instance_registered)
+            .bind(who.as_str())
+            .fetch_one(&mut *conn)
+            .await
+            .map_err(map)?
+            .try_get(0)
+            .map_err(map)?;
+        if registered {
+            Ok(())
+        } else {
+            Err(Error::not_found("instance", who.as_str()))
+        }
+    }
+
+    /// G14: pins the streams of the items the enqueue inserted (`out` tells which) to
+    /// the pinned enqueue's instance, where they have no pin (first write wins).
+    async fn pin_enqueued(
+        &self,
+        conn: &mut PgConnection,
+        params: &EnqueueParams,
+        out: &[Enqueued],
+    ) -> Result<()> {
+        let Some(who) = &params.pin_to else {
+            return Ok(());
+        };
+        let mut streams: Vec<String> = params
+            .items
+            .iter()
+            .zip(out)
+            .filter(|(it, e)| !e.duplicate && e.id == it.id)
+            .filter_map(|(it, _)| it.stream.as_ref().map(|s| s.as_str().to_owned()))
+            .collect();
+        if streams.is_empty() {
+            return Ok(());
+        }
+        streams.sort();
+        streams.dedup();
+        self.query(&self.inner.sql.pin_enqueued)
+            .bind(who.as_str())
+            .bind(&streams)
+            .execute(&mut *conn)
+            .await
+            .map_err(map)?;
+        Ok(())
     }
 
     /// Enqueue steps on one connection that is inside a transaction: dedup keys, then
@@ -590,14 +649,93 @@ impl PgStore {
         rows.iter().map(seq_item).collect()
     }
 
+    /// G9: claims the runs behind the stream heads among `heads` (claimed already) and
+    /// answers every lease in claim order, each run right behind its head in stream
+    /// order. Best effort: a scope race or an error here leaves the heads claimed and
+    /// answered alone (a run of one), as the tails' claim changed nothing.
+    async fn with_runs(
+        &self,
+        mut heads: Vec<(i64, Item)>,
+        queues: &[String],
+        now: Timestamp,
+        params: &ClaimParams,
+    ) -> Result<Vec<Lease>> {
+        heads.sort_by_key(|(seq, it)| (it.priority, it.run_at, *seq));
+        let limit = usize::try_from(params.limit).unwrap_or(usize::MAX);
+        let run = usize::try_from(params.stream_run).unwrap_or(1);
+        let mut free = limit.saturating_sub(heads.len());
+        let (mut streams, mut seqs, mut rooms) = (Vec::new(), Vec::new(), Vec::new());
+        for (seq, it) in &heads {
+            let Some(stream) = &it.stream else { continue };
+            let room = (run - 1).min(free);
+            if room == 0 {
+                break;
+            }
+            free -= room;
+            streams.push(stream.as_str().to_owned());
+            seqs.push(*seq);
+            rooms.push(i64::try_from(room).unwrap_or(i64::MAX));
+        }
+        let mut tails: HashMap<String, Vec<(i64, Item)>> = HashMap::new();
+        if !streams.is_empty() {
+            let expires = now + params.lease_for;
+            let answer = self
+                .fetch_all(
+                    self.query(&self.inner.sql.claim_run_tails)
+                        .bind(&streams)
+                        .bind(&seqs)
+                        .bind(&rooms)
+                        .bind(now.as_micros())
+                        .bind(queues)
+                        .bind(params.owner.as_str())
+                        .bind(expires.as_micros()),
+                )
+                .await;
+            match answer {
+                Ok(rows) => {
+                    for row in &rows {
+                        let (seq, it) = seq_item(row).map_err(map)?;
+                        let key = it.stream.as_ref().map(|s| s.as_str().to_owned());
+                        tails
+                            .entry(key.unwrap_or_default())
+                            .or_default()
+                            .push((seq, it));
+                    }
+                }
+                Err(e) => {
+                    tracing::debug!(error = %e, "tenure-postgres: the runs behind claimed heads");
+                }
+            }
+        }
+        let mut out = Vec::with_capacity(heads.len() + tails.values().map(Vec::len).sum::<usize>());
+        for (_, head) in heads {
+            let behind = head.stream.as_ref().and_then(|s| tails.remove(s.as_str()));
+            out.push(Lease::from_item(head)?);
+            if let Some(mut behind) = behind {
+                behind.sort_by_key(|(seq, _)| *seq);
+                for (_, it) in behind {
+                    out.push(Lease::from_item(it)?);
+                }
+            }
+        }
+        Ok(out)
+    }
+
     /// machine::recover over up to `limit` expired leases of `queues` (all when None);
-    /// answers the counts and the ids put back to ready.
+    /// answers the counts and the ids put back to ready. The items of stream runs
+    /// behind an expired item are put back first, so they count no stall (G9).
     async fn recover(
         &self,
         now: Timestamp,
         limit: i64,
         queues: Option<&[String]>,
     ) -> Result<(Recovered, Vec<Uuid>)> {
+        self.execute(
+            self.query(&self.inner.sql.put_back_expired)
+                .bind(now.as_micros())
+                .bind(queues),
+        )
+        .await?;
         let rows = self
             .fetch_all(
                 self.query(&self.inner.sql.recover)
@@ -763,7 +901,9 @@ impl Store for PgStore {
     }
 
     fn capabilities(&self) -> Capabilities {
-        let caps = Capabilities::default().with_partitioned_claiming();
+        let caps = Capabilities::default()
+            .with_partitioned_claiming()
+            .with_stream_runs();
         if self.inner.listening {
             caps.with_cross_process_wakeups()
         } else {
@@ -782,10 +922,12 @@ impl Store for PgStore {
     async fn enqueue(&self, params: EnqueueParams) -> Result<Vec<Enqueued>> {
         params.validate(&self.inner.limits)?;
         let now = self.inner.clock.now();
-        let simple = params
-            .items
-            .iter()
-            .all(|it| it.dedup_key.is_none() && it.stream.is_none());
+        params.validate_schedule(&self.inner.limits, now)?;
+        let simple = params.pin_to.is_none()
+            && params
+                .items
+                .iter()
+                .all(|it| it.dedup_key.is_none() && it.stream.is_none());
         let out = if simple {
             // One statement: rows and NOTIFY, atomically.
             let all: Vec<&NewItem> = params.items.iter().collect();
@@ -801,7 +943,9 @@ impl Store for PgStore {
                 .collect()
         } else {
             let mut tx = self.begin().await?;
+            self.check_pin(&mut tx, &params).await?;
             let out = self.enqueue_steps(&mut tx, &params.items, now).await?;
+            self.pin_enqueued(&mut tx, &params, &out).await?;
             tx.commit().await.map_err(map)?;
             out
         };
@@ -875,6 +1019,9 @@ impl Store for PgStore {
                                 break;
                             }
                         }
+                    }
+                    if params.stream_run > 1 && !items.is_empty() {
+                        return self.with_runs(items, &queues, now, &params).await;
                     }
                     return leases(items);
                 }
@@ -1076,7 +1223,13 @@ impl Store for PgStore {
     async fn dead_requeue(&self, params: RequeueParams) -> Result<u64> {
         params.validate(&self.inner.limits)?;
         let now = self.inner.clock.now();
-        let ids: Vec<Uuid> = params.ids.iter().map(|i| *i.as_uuid()).collect();
+        let ids: Vec<Uuid> = match &params.filter {
+            Some(f) => self.op_dead_matching(f, now).await?,
+            None => params.ids.iter().map(|i| *i.as_uuid()).collect(),
+        };
+        if ids.is_empty() {
+            return Ok(0);
+        }
         let n = self
             .execute(
                 self.query(&self.inner.sql.requeue)
@@ -1091,7 +1244,13 @@ impl Store for PgStore {
     async fn dead_discard(&self, params: DiscardParams) -> Result<u64> {
         params.validate(&self.inner.limits)?;
         let now = self.inner.clock.now();
-        let ids: Vec<Uuid> = params.ids.iter().map(|i| *i.as_uuid()).collect();
+        let ids: Vec<Uuid> = match &params.filter {
+            Some(f) => self.op_dead_matching(f, now).await?,
+            None => params.ids.iter().map(|i| *i.as_uuid()).collect(),
+        };
+        if ids.is_empty() {
+            return Ok(0);
+        }
         let done = self
             .finish_with_streams(&self.inner.sql.discard, now, &ids, None)
             .await?;
@@ -1114,13 +1273,17 @@ impl Store for PgStore {
                     .bind(now.as_micros()),
             )
             .await?;
-        Ok(QueueCounts {
-            ready: count(&row, 0)?,
-            scheduled: count(&row, 1)?,
-            running: count(&row, 2)?,
-            dead: count(&row, 3)?,
-            done: count(&row, 4)?,
-        })
+        let oldest: Option<i64> = row.try_get(5).map_err(map)?;
+        let paused: bool = row.try_get(6).map_err(map)?;
+        Ok(QueueCounts::new(
+            count(&row, 0)?,
+            count(&row, 1)?,
+            count(&row, 2)?,
+            count(&row, 3)?,
+            count(&row, 4)?,
+        )
+        .with_paused(paused)
+        .with_oldest_ready_age(oldest.map(|at| now.duration_since(Timestamp::from_micros(at)))))
     }
 
     async fn instance_heartbeat(&self, params: HeartbeatParams) -> Result<()> {
@@ -1246,5 +1409,43 @@ impl Store for PgStore {
             )
             .await?;
         Ok(row.is_some())
+    }
+
+    async fn item_list(
+        &self,
+        params: tenure_core::ItemListParams,
+    ) -> Result<tenure_core::ItemPage> {
+        params.validate(&self.inner.limits)?;
+        self.op_item_list(params).await
+    }
+
+    async fn lease_list(
+        &self,
+        params: tenure_core::LeaseListParams,
+    ) -> Result<tenure_core::LeasePage> {
+        params.validate(&self.inner.limits)?;
+        self.op_lease_list(params).await
+    }
+
+    async fn queue_list(&self) -> Result<Vec<QueueName>> {
+        self.op_queue_list().await
+    }
+
+    async fn item_cancel(
+        &self,
+        params: tenure_core::CancelParams,
+    ) -> Result<Vec<tenure_core::CancelOutcome>> {
+        params.validate(&self.inner.limits)?;
+        self.op_item_cancel(params).await
+    }
+
+    async fn queue_pause(&self, params: tenure_core::PauseParams) -> Result<bool> {
+        params.validate(&self.inner.limits)?;
+        self.op_set_paused(params, true).await
+    }
+
+    async fn queue_resume(&self, params: tenure_core::PauseParams) -> Result<bool> {
+        params.validate(&self.inner.limits)?;
+        self.op_set_paused(params, false).await
     }
 }

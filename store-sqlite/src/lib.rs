@@ -368,6 +368,7 @@ impl SqliteStore {
                 now: config.clock.now(),
                 keep_done: config.keep_done,
             };
+            params.validate_schedule(&config.limits, cx.now)?;
             ops::enqueue(&cx, &params)
         };
         let sql = |e: rusqlite::Error| -> Error {
@@ -417,23 +418,33 @@ impl Store for SqliteStore {
     }
 
     fn capabilities(&self) -> Capabilities {
-        Capabilities::default().with_partitioned_claiming()
+        Capabilities::default()
+            .with_partitioned_claiming()
+            .with_stream_runs()
     }
 
     fn limits(&self) -> Limits {
         self.inner.config.limits
     }
 
+    /// Enqueues through this handle and its clones fire it. Its health is always
+    /// [`WakeHealth::Local`](tenure_core::WakeHealth::Local): it never goes down, but
+    /// other processes (or other [`SqliteStore::open`]s) writing the same file do not
+    /// fire it, so workers keep their tight poll.
     fn wake_signal(&self) -> Option<WakeSignal> {
         Some(self.inner.wake.clone())
     }
 
     async fn enqueue(&self, params: EnqueueParams) -> Result<Vec<Enqueued>> {
         params.validate(self.limits_ref())?;
+        let limits = *self.limits_ref();
         let out = self
             .inner
             .writer
-            .call(move |cx| ops::enqueue(cx, &params))
+            .call(move |cx| {
+                params.validate_schedule(&limits, cx.now)?;
+                ops::enqueue(cx, &params)
+            })
             .await?;
         self.inner.wake.notify();
         Ok(out)
@@ -571,6 +582,59 @@ impl Store for SqliteStore {
         self.inner
             .writer
             .call(move |cx| ops::leader_resign(cx, &params))
+            .await
+    }
+
+    async fn item_list(
+        &self,
+        params: tenure_core::ItemListParams,
+    ) -> Result<tenure_core::ItemPage> {
+        params.validate(self.limits_ref())?;
+        self.inner
+            .writer
+            .call(move |cx| ops::item_list(cx, &params))
+            .await
+    }
+
+    async fn lease_list(
+        &self,
+        params: tenure_core::LeaseListParams,
+    ) -> Result<tenure_core::LeasePage> {
+        params.validate(self.limits_ref())?;
+        self.inner
+            .writer
+            .call(move |cx| ops::lease_list(cx, &params))
+            .await
+    }
+
+    async fn queue_list(&self) -> Result<Vec<QueueName>> {
+        self.inner.writer.call(ops::queue_list).await
+    }
+
+    async fn item_cancel(
+        &self,
+        params: tenure_core::CancelParams,
+    ) -> Result<Vec<tenure_core::CancelOutcome>> {
+        params.validate(self.limits_ref())?;
+        self.inner
+            .writer
+            .call(move |cx| ops::item_cancel(cx, &params.ids))
+            .await
+    }
+
+    async fn queue_pause(&self, params: tenure_core::PauseParams) -> Result<bool> {
+        params.validate(self.limits_ref())?;
+        self.inner
+            .writer
+            .call(move |cx| ops::set_paused(cx, &params, true))
+            .await
+    }
+
+    async fn queue_resume(&self, params: tenure_core::PauseParams) -> Result<bool> {
+        params.validate(self.limits_ref())?;
+        self.inner
+            .writer
+            .call(move |cx| ops::set_paused(cx, &params, false))
             .await
     }
 }

@@ -21,6 +21,11 @@ use tenure_core::{
 
 use crate::error::STORE;
 
+mod operate;
+pub(crate) use operate::{
+    discard_ids, is_paused, item_cancel, item_list, lease_list, queue_list, requeue_ids, set_paused,
+};
+
 /// An operation's failure: a driver error (classified by the writer) or an answer of
 /// the contract (`Conflict`, `InvalidInput`).
 #[derive(Debug)]
@@ -135,6 +140,24 @@ const SQL_PROMOTE: &str = "UPDATE tenure_items SET head = 1
      WHERE seq = (SELECT seq FROM tenure_items INDEXED BY tenure_items_stream
                   WHERE stream = ?1 AND state <> 'done' ORDER BY seq LIMIT 1)
        AND head = 0";
+
+/// The unfinished items right behind a claimed head of a stream, in stream order: the
+/// candidates of its run (G9).
+const SQL_RUN_BEHIND: &str = concat!(
+    "SELECT ",
+    item_cols!(),
+    " FROM tenure_items INDEXED BY tenure_items_stream
+     WHERE stream = ?1 AND seq > ?2 AND stream IS NOT NULL AND state <> 'done'
+     ORDER BY seq LIMIT ?3"
+);
+
+/// The put-back rule of a stream run (G9), mirroring [`machine::put_back`]: every
+/// running item of stream `?1` after `?2` goes back to ready untouched.
+const SQL_PUT_BACK_AFTER: &str = "UPDATE tenure_items INDEXED BY tenure_items_stream
+     SET state = 'ready', owner = NULL, lease_expires_at = NULL,
+         max_attempts = max_attempts + 1, updated_at = ?3
+     WHERE stream = ?1 AND seq > ?2 AND stream IS NOT NULL AND state <> 'done'
+       AND state = 'running'";
 
 /// The claim's write of one picked row, guarded on `state = 'ready'` (G1).
 const SQL_CLAIM_ONE: &str = "UPDATE tenure_items SET state = 'running', attempt = attempt + 1,
@@ -271,6 +294,15 @@ fn store_item(conn: &Connection, seq: i64, item: &Item) -> OpResult<()> {
     Ok(())
 }
 
+/// The put-back rule of a stream run (G9): the item of `stream` at `seq` left
+/// `running` unfinished, so the later running items of the stream go back untouched.
+fn put_back_after(cx: &Cx<'_>, stream: &str, seq: i64) -> OpResult<()> {
+    cx.conn
+        .prepare_cached(SQL_PUT_BACK_AFTER)?
+        .execute(params![stream, seq, cx.now.as_micros()])?;
+    Ok(())
+}
+
 /// Makes the first unfinished item of `stream` its head (G9), after the old head
 /// completed or was discarded.
 fn promote(conn: &Connection, stream: &str) -> OpResult<()> {
@@ -304,6 +336,19 @@ pub(crate) fn enqueue(cx: &Cx<'_>, params: &EnqueueParams) -> OpResult<Vec<Enque
          ON CONFLICT (queue, key) DO UPDATE SET item_id = excluded.item_id,
              recorded_at = excluded.recorded_at, expires_at = excluded.expires_at",
     )?;
+    // G14: pinning at enqueue needs a registered instance; checked before any write.
+    let mut pin = match &params.pin_to {
+        Some(who) => {
+            let registered: i64 = conn
+                .prepare_cached(SQL_RANK)?
+                .query_row([who.as_str()], |r| r.get(2))?;
+            if registered == 0 {
+                return Err(Error::not_found("instance", who.to_string()).into());
+            }
+            Some((conn.prepare_cached(SQL_PIN)?, who.as_str()))
+        }
+        None => None,
+    };
     let mut out = Vec::with_capacity(params.items.len());
     for new in &params.items {
         if let Some(dk) = &new.dedup_key {
@@ -350,6 +395,10 @@ pub(crate) fn enqueue(cx: &Cx<'_>, params: &EnqueueParams) -> OpResult<Vec<Enque
                 )
             }
             Err(e) => return Err(e.into()),
+        }
+        if let (Some((pin, who)), Some(stream)) = (pin.as_mut(), &item.stream) {
+            // First write wins: a stream pinned already keeps its pin.
+            pin.execute([stream.as_str(), *who])?;
         }
         if let Some(dk) = &new.dedup_key {
             record_key.execute(params![
@@ -516,11 +565,14 @@ fn recover_where(
     counts: &mut Recovered,
 ) -> OpResult<()> {
     let conn = cx.conn;
-    let seqs: Vec<i64> = {
+    let mut seqs: Vec<i64> = {
         let mut stmt = conn.prepare_cached(SQL_EXPIRED)?;
         let rows = stmt.query_map(params![cx.now.as_micros(), queue, limit], |r| r.get(0))?;
         rows.collect::<rusqlite::Result<_>>()?
     };
+    // In enqueue order, so the head of an expired stream run is recovered first and the
+    // items behind it are put back untouched, not recovered (G9).
+    seqs.sort_unstable();
     for seq in seqs {
         let Some(mut item) = load_lean_by_seq(conn, seq)? else {
             continue;
@@ -531,6 +583,46 @@ fn recover_where(
             None => continue,
         }
         store_item(conn, seq, &item)?;
+        if let Some(stream) = &item.stream {
+            put_back_after(cx, stream.as_str(), seq)?;
+        }
+    }
+    Ok(())
+}
+
+/// Adds to `picked` the items right behind the just-picked head of `stream` at
+/// `head_seq`, at most `room`, while each is ready, due, in one of the claim's queues
+/// and free of a busy scope (G9, G10).
+fn extend_run(
+    cx: &Cx<'_>,
+    params: &ClaimParams,
+    (stream, head_seq, room): (&str, i64, usize),
+    busy: &mut HashSet<String>,
+    picked: &mut Vec<Candidate>,
+) -> OpResult<()> {
+    if room == 0 {
+        return Ok(());
+    }
+    let conn = cx.conn;
+    let mut behind = conn.prepare_cached(SQL_RUN_BEHIND)?;
+    let mut scope_running = conn.prepare_cached(SQL_SCOPE_RUNNING)?;
+    let mut rows = behind.query(params![
+        stream,
+        head_seq,
+        i64::try_from(room).unwrap_or(i64::MAX)
+    ])?;
+    while let Some(row) = rows.next()? {
+        let (seq, item) = read_item(row)?;
+        if !machine::is_due(&item, cx.now) || !params.queues.contains(&item.queue) {
+            break;
+        }
+        if let Some(scope) = &item.scope {
+            if busy.contains(scope.as_str()) || scope_running.exists([scope.as_str()])? {
+                break;
+            }
+            busy.insert(scope.as_str().to_owned());
+        }
+        picked.push(Candidate { seq, item });
     }
     Ok(())
 }
@@ -555,6 +647,14 @@ pub(crate) fn claim(cx: &Cx<'_>, params: &ClaimParams) -> OpResult<Vec<Lease>> {
     for q in &queues {
         recover_where(cx, Some(q.as_str()), u32::MAX, &mut recovered)?;
     }
+    // A paused queue's items are not claimed (its expired leases are still recovered).
+    let mut open = Vec::with_capacity(queues.len());
+    for q in queues {
+        if !is_paused(cx, q.as_str())? {
+            open.push(q);
+        }
+    }
+    let queues = open;
 
     let limit = usize::try_from(params.limit).unwrap_or(usize::MAX);
     let mut cursors: Vec<QueueCursor<'_>> = queues
@@ -565,6 +665,7 @@ pub(crate) fn claim(cx: &Cx<'_>, params: &ClaimParams) -> OpResult<Vec<Lease>> {
     // Scopes known busy: running before this claim, or taken earlier in this batch (G10).
     let mut busy: HashSet<String> = HashSet::new();
     let mut picked: Vec<Candidate> = Vec::with_capacity(limit.min(1024));
+    let run = usize::try_from(params.stream_run).unwrap_or(1);
     while picked.len() < limit {
         let want = limit - picked.len();
         for c in cursors.iter_mut() {
@@ -584,7 +685,19 @@ pub(crate) fn claim(cx: &Cx<'_>, params: &ClaimParams) -> OpResult<Vec<Lease>> {
             }
             busy.insert(scope.as_str().to_owned());
         }
+        let head = cand.item.stream.clone().filter(|_| run > 1);
+        let head_seq = cand.seq;
         picked.push(cand);
+        if let Some(stream) = head {
+            let room = run.min(limit - picked.len() + 1) - 1;
+            extend_run(
+                cx,
+                params,
+                (stream.as_str(), head_seq, room),
+                &mut busy,
+                &mut picked,
+            )?;
+        }
     }
 
     // machine::claim on each loaded row, then the same change written for the whole
@@ -733,15 +846,25 @@ pub(crate) fn release(cx: &Cx<'_>, params: &ReleaseParams) -> OpResult<Vec<Token
     let mut stmt = cx.conn.prepare_cached(
         "UPDATE tenure_items SET state = 'ready', run_at = ?3, owner = NULL,
              lease_expires_at = NULL, updated_at = ?3, max_attempts = max_attempts + 1
-         WHERE id = ?1 AND state = 'running' AND attempt = ?2",
+         WHERE id = ?1 AND state = 'running' AND attempt = ?2
+         RETURNING seq, stream",
     )?;
     let mut out = Vec::with_capacity(params.tokens.len());
     for t in &params.tokens {
-        let n = stmt.execute(params![&t.id.as_bytes()[..], t.attempt, cx.now.as_micros()])?;
-        out.push(if n == 1 {
-            TokenOutcome::Accepted
-        } else {
-            TokenOutcome::LeaseLost
+        let row: Option<(i64, Option<String>)> = stmt
+            .query_row(
+                params![&t.id.as_bytes()[..], t.attempt, cx.now.as_micros()],
+                |r| Ok((r.get(0)?, r.get(1)?)),
+            )
+            .optional()?;
+        out.push(match row {
+            Some((seq, stream)) => {
+                if let Some(stream) = stream {
+                    put_back_after(cx, &stream, seq)?;
+                }
+                TokenOutcome::Accepted
+            }
+            None => TokenOutcome::LeaseLost,
         });
     }
     Ok(out)
@@ -758,6 +881,9 @@ pub(crate) fn fail(cx: &Cx<'_>, params: &FailParams) -> OpResult<Vec<FailOutcome
         let outcome = machine::fail(&mut item, f, cx.now);
         if outcome != FailOutcome::LeaseLost {
             store_item(cx.conn, seq, &item)?;
+            if let Some(stream) = &item.stream {
+                put_back_after(cx, stream.as_str(), seq)?;
+            }
         }
         out.push(outcome);
     }
@@ -812,7 +938,7 @@ pub(crate) fn purge(cx: &Cx<'_>, params: &PurgeParams) -> OpResult<Purged> {
 /// [`machine::requeue`].
 pub(crate) fn dead_requeue(cx: &Cx<'_>, params: &RequeueParams) -> OpResult<u64> {
     let mut n = 0;
-    for id in &params.ids {
+    for id in &requeue_ids(cx, params)? {
         let Some((seq, mut item)) = load_lean_by_id(cx.conn, *id)? else {
             continue;
         };
@@ -831,7 +957,7 @@ pub(crate) fn dead_discard(cx: &Cx<'_>, params: &DiscardParams) -> OpResult<u64>
         "DELETE FROM tenure_items WHERE id = ?1 AND state = 'dead' RETURNING stream",
     )?;
     let mut n = 0;
-    for id in &params.ids {
+    for id in &discard_ids(cx, params)? {
         let row: Option<Option<String>> = stmt
             .query_row([&id.as_bytes()[..]], |r| r.get(0))
             .optional()?;
@@ -863,21 +989,27 @@ pub(crate) fn item_get(cx: &Cx<'_>, id: ItemId) -> OpResult<Option<Item>> {
 /// [`Store::queue_counts`](tenure_core::Store::queue_counts). Scans the queue's rows.
 pub(crate) fn queue_counts(cx: &Cx<'_>, queue: &QueueName) -> OpResult<QueueCounts> {
     let mut stmt = cx.conn.prepare_cached(
-        "SELECT state, run_at <= ?2, count(*) FROM tenure_items WHERE queue = ?1 GROUP BY 1, 2",
+        "SELECT state, run_at <= ?2, count(*), min(run_at) FROM tenure_items
+         WHERE queue = ?1 GROUP BY 1, 2",
     )?;
     let rows = stmt.query_map(params![queue.as_str(), cx.now.as_micros()], |r| {
         Ok((
             r.get::<_, String>(0)?,
             r.get::<_, bool>(1)?,
             r.get::<_, i64>(2)?,
+            r.get::<_, i64>(3)?,
         ))
     })?;
-    let mut counts = QueueCounts::default();
+    let mut counts = QueueCounts::default().with_paused(is_paused(cx, queue.as_str())?);
     for row in rows {
-        let (state, due, n) = row?;
+        let (state, due, n, first) = row?;
         let n = u64::try_from(n).map_err(corrupt)?;
         match state.parse::<ItemState>().map_err(corrupt)? {
-            ItemState::Ready if due => counts.ready += n,
+            ItemState::Ready if due => {
+                counts.ready += n;
+                let age = cx.now.duration_since(Timestamp::from_micros(first));
+                counts.oldest_ready_age = Some(age);
+            }
             ItemState::Ready => counts.scheduled += n,
             ItemState::Running => counts.running += n,
             ItemState::Dead => counts.dead += n,
@@ -978,7 +1110,7 @@ fn unpin_instance(conn: &Connection, instance: &str) -> OpResult<()> {
 /// Applies [`machine::evict`] to every running item of `owner`; returns how many.
 fn release_owner(cx: &Cx<'_>, owner: &str) -> OpResult<u64> {
     let conn = cx.conn;
-    let seqs: Vec<i64> = {
+    let mut seqs: Vec<i64> = {
         let mut stmt = conn.prepare_cached(
             "SELECT seq FROM tenure_items INDEXED BY tenure_items_expiry
              WHERE state = 'running' AND owner = ?1",
@@ -986,6 +1118,9 @@ fn release_owner(cx: &Cx<'_>, owner: &str) -> OpResult<u64> {
         let rows = stmt.query_map([owner], |r| r.get(0))?;
         rows.collect::<rusqlite::Result<_>>()?
     };
+    // In enqueue order: the head of a stream run is evicted, the items behind it are
+    // put back untouched (G9).
+    seqs.sort_unstable();
     let mut released = 0;
     for seq in seqs {
         let Some(mut item) = load_lean_by_seq(conn, seq)? else {
@@ -994,6 +1129,9 @@ fn release_owner(cx: &Cx<'_>, owner: &str) -> OpResult<u64> {
         if machine::evict(&mut item, cx.now).is_some() {
             store_item(conn, seq, &item)?;
             released += 1;
+            if let Some(stream) = &item.stream {
+                put_back_after(cx, stream.as_str(), seq)?;
+            }
         }
     }
     Ok(released)

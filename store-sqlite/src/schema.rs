@@ -15,7 +15,7 @@ use crate::config::SqliteConfig;
 use crate::error::{self, Phase};
 
 /// The schema version this code writes and understands.
-pub(crate) const SCHEMA_VERSION: i64 = 3;
+pub(crate) const SCHEMA_VERSION: i64 = 4;
 
 /// One migration step, run inside the migration transaction. A step is Rust, not just
 /// SQL, so it can compute what SQL cannot (v2 back-fills the FNV-1a partition hash).
@@ -23,7 +23,7 @@ type Migration = fn(&Connection) -> rusqlite::Result<()>;
 
 /// Migrations, in order: `MIGRATIONS[i]` takes version `i` to `i + 1`. A new file runs
 /// them all, so a fresh schema and a migrated one are the same.
-const MIGRATIONS: &[Migration] = &[migrate_v1, migrate_v2, migrate_v3];
+const MIGRATIONS: &[Migration] = &[migrate_v1, migrate_v2, migrate_v3, migrate_v4];
 
 fn migrate_v1(conn: &Connection) -> rusqlite::Result<()> {
     conn.execute_batch(V1)
@@ -175,6 +175,26 @@ fn migrate_v3(conn: &Connection) -> rusqlite::Result<()> {
     // RESET also makes this connection parse the new definition at once.
     conn.execute_batch("PRAGMA writable_schema = OFF; PRAGMA writable_schema = RESET")?;
     bumped
+}
+
+/// Version 4: the operator's inspection and control.
+///
+/// - `tenure_items_list` serves listings by queue and state in enqueue order (and the
+///   dead-item filters, the known-queue scan): a page reads its rows through it and
+///   never scans the table.
+/// - `tenure_queues` holds one row per paused queue; a claim probes it by primary key
+///   once per queue it names and passes a paused queue over.
+pub(crate) const V4: &str = "
+CREATE INDEX tenure_items_list ON tenure_items (queue, state, seq);
+
+CREATE TABLE tenure_queues (
+    queue     TEXT    NOT NULL PRIMARY KEY,
+    paused_at INTEGER NOT NULL
+) WITHOUT ROWID;
+";
+
+fn migrate_v4(conn: &Connection) -> rusqlite::Result<()> {
+    conn.execute_batch(V4)
 }
 
 /// [`key_hash`] of a stored row's id and stream.

@@ -55,6 +55,8 @@ pub(crate) struct Settings {
     pub(crate) finalize_window: Duration,
     pub(crate) heartbeat_interval: Duration,
     pub(crate) stale_after: Duration,
+    /// Whether the heartbeat starts on (see [`Worker::set_heartbeat`]).
+    pub(crate) heartbeat_enabled: bool,
     pub(crate) maintenance: bool,
     pub(crate) maintenance_interval: Duration,
     pub(crate) leader_name: LeaderName,
@@ -110,6 +112,7 @@ pub struct WorkerBuilder {
     finalize_window: Duration,
     heartbeat_interval: Duration,
     stale_after: Duration,
+    heartbeat_enabled: bool,
     maintenance: bool,
     maintenance_interval: Duration,
     leader_name: Option<LeaderName>,
@@ -148,6 +151,7 @@ impl WorkerBuilder {
             finalize_window: Duration::from_millis(10),
             heartbeat_interval: Duration::from_secs(10),
             stale_after: DEFAULT_STALE_AFTER,
+            heartbeat_enabled: true,
             maintenance: true,
             maintenance_interval: Duration::from_secs(5),
             leader_name: None,
@@ -302,6 +306,17 @@ impl WorkerBuilder {
         self
     }
 
+    /// Whether the instance heartbeat starts on (default true). A worker started with it
+    /// off never registers, so peers see no instance of it (and could not evict one);
+    /// it claims at once instead of waiting for its registration. Turn it on or off
+    /// while running with [`Worker::set_heartbeat`], the off-switch for a graceful
+    /// drain. A [`partitioned`](Self::partitioned) worker needs it on
+    /// ([`spawn`](Self::spawn) refuses otherwise): its claims need a registered owner.
+    pub fn heartbeat_enabled(mut self, enabled: bool) -> Self {
+        self.heartbeat_enabled = enabled;
+        self
+    }
+
     /// Whether this worker takes part in maintenance (default true): every `interval`
     /// (default 5 s) it tries the leader lease, and as leader recovers expired leases,
     /// purges finished items and old dedup keys, and evicts stale instances.
@@ -349,6 +364,16 @@ impl WorkerBuilder {
         if self.queues.is_empty() {
             return Err(Error::invalid("queues", "must name at least one queue"));
         }
+        if self.queues.len() > limits.max_claim_queues {
+            return Err(Error::invalid(
+                "queues",
+                format!(
+                    "names {} queues; one claim takes at most {}",
+                    self.queues.len(),
+                    limits.max_claim_queues
+                ),
+            ));
+        }
         if self.concurrency == 0 || self.concurrency > 100_000 {
             return Err(Error::invalid(
                 "concurrency",
@@ -381,6 +406,12 @@ impl WorkerBuilder {
         }
         if let Some(p) = &self.partitioning {
             p.validate()?;
+            if !self.heartbeat_enabled {
+                return Err(Error::invalid(
+                    "heartbeat_enabled",
+                    "a partitioned worker claims only as a registered instance: its heartbeat must start on",
+                ));
+            }
             if !self.store.capabilities().partitioned_claiming {
                 return Err(Error::unsupported(
                     "partitioned claiming",
@@ -475,6 +506,7 @@ impl WorkerBuilder {
             finalize_window: self.finalize_window,
             heartbeat_interval: self.heartbeat_interval,
             stale_after: self.stale_after,
+            heartbeat_enabled: self.heartbeat_enabled,
             maintenance: self.maintenance,
             maintenance_interval: self.maintenance_interval,
             leader_name,

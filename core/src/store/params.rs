@@ -9,8 +9,17 @@ use std::time::Duration;
 
 use crate::error::{Error, Result};
 use crate::keys::{LeaderName, OwnerId, QueueName};
-use crate::model::{ItemId, LeaseToken, NewItem, MAX_ATTEMPTS_LIMIT};
+use crate::model::{ItemId, LeaseToken, NewItem, Schedule, MAX_ATTEMPTS_LIMIT};
 use crate::partition::Partitioning;
+use crate::time::Timestamp;
+
+/// Default [`Limits::schedule_window`]: 100 years of 365.25 days.
+pub const DEFAULT_SCHEDULE_WINDOW: Duration = Duration::from_secs(36_525 * 24 * 60 * 60);
+
+/// Default [`Limits::max_claim_queues`].
+pub const DEFAULT_MAX_CLAIM_QUEUES: usize = 64;
+
+use super::operate::DeadFilter;
 
 /// The bounds a store enforces on its input (G15). Stores hold one, usually the
 /// default, and pass it to every `validate` call.
@@ -28,6 +37,14 @@ pub struct Limits {
     pub min_lease: Duration,
     /// Longest lease. Default 24 h.
     pub max_lease: Duration,
+    /// How far from the store's `now` an item's run time may lie, either side: an
+    /// enqueue delay at most this long, a `run_at` no further than this before or after
+    /// `now`. Default [`DEFAULT_SCHEDULE_WINDOW`] (100 years), which also keeps every
+    /// run time exact in stores that keep times as 53-bit floats.
+    pub schedule_window: Duration,
+    /// Most queues one claim may name. Default [`DEFAULT_MAX_CLAIM_QUEUES`] (64): a
+    /// claim looks at each queue's ready work, so its cost grows with the list.
+    pub max_claim_queues: usize,
 }
 
 impl Default for Limits {
@@ -38,6 +55,8 @@ impl Default for Limits {
             max_batch: 1_000,
             min_lease: Duration::from_millis(100),
             max_lease: Duration::from_secs(24 * 60 * 60),
+            schedule_window: DEFAULT_SCHEDULE_WINDOW,
+            max_claim_queues: DEFAULT_MAX_CLAIM_QUEUES,
         }
     }
 }
@@ -108,24 +127,58 @@ impl Limits {
 pub struct EnqueueParams {
     /// The items, in enqueue order.
     pub items: Vec<NewItem>,
+    /// Pin the items' streams to this registered instance at enqueue (G14; see
+    /// [`EnqueueParams::pin_streams_to`]); `None` (the default) leaves pinning to the
+    /// first partitioned claim.
+    pub pin_to: Option<OwnerId>,
 }
 
 impl EnqueueParams {
     /// Enqueue `items` in this order.
     pub fn new(items: Vec<NewItem>) -> Self {
-        EnqueueParams { items }
+        EnqueueParams {
+            items,
+            pin_to: None,
+        }
     }
 
     /// Enqueue one item.
     pub fn one(item: NewItem) -> Self {
-        EnqueueParams { items: vec![item] }
+        EnqueueParams::new(vec![item])
     }
 
-    /// Checks every bound of G15.
+    /// Pins the stream of every inserted item that is pinned to nobody yet to
+    /// `instance`, the instance that enqueues it (G14, first write wins): partitioned
+    /// claims of other instances then pass the stream over, whatever its partition,
+    /// until `instance` leaves the registry. A stream already pinned keeps its pin; a
+    /// duplicate (G11) inserts nothing and pins nothing. `instance` MUST be registered,
+    /// else the enqueue answers [`Error::NotFound`] with `what = "instance"` and writes
+    /// nothing. Only on stores that declare
+    /// [`Capabilities::partitioned_claiming`](crate::Capabilities::partitioned_claiming);
+    /// others answer [`Error::Unsupported`].
+    pub fn pin_streams_to(mut self, instance: OwnerId) -> Self {
+        self.pin_to = Some(instance);
+        self
+    }
+
+    /// Checks every bound of G15 that does not need the store's clock; a delay longer
+    /// than [`Limits::schedule_window`] is refused naming `delay`. Stores then call
+    /// [`EnqueueParams::validate_schedule`] with the `now` they read.
     pub fn validate(&self, limits: &Limits) -> Result<()> {
         limits.check_batch("items", self.items.len(), limits.max_enqueue_batch)?;
         let mut ids = HashSet::with_capacity(self.items.len());
         for item in &self.items {
+            if let Schedule::After(d) = item.schedule {
+                if d > limits.schedule_window {
+                    return Err(Error::invalid(
+                        "delay",
+                        format!(
+                            "{d:?} is over the schedule window of {:?}",
+                            limits.schedule_window
+                        ),
+                    ));
+                }
+            }
             if item.payload.len() > limits.max_payload_bytes {
                 return Err(Error::invalid(
                     "payload",
@@ -172,6 +225,33 @@ impl EnqueueParams {
     }
 }
 
+impl EnqueueParams {
+    /// Checks that every item's `run_at` ([`Schedule::At`]) lies within
+    /// [`Limits::schedule_window`] of `now`, before or after it, refusing one that does
+    /// not naming `run_at` (G15). A store MUST call it with the `now` it reads for the
+    /// enqueue, before it writes anything.
+    pub fn validate_schedule(&self, limits: &Limits, now: Timestamp) -> Result<()> {
+        let (earliest, latest) = (
+            now.saturating_sub(limits.schedule_window),
+            now.saturating_add(limits.schedule_window),
+        );
+        for item in &self.items {
+            if let Schedule::At(t) = item.schedule {
+                if t < earliest || t > latest {
+                    return Err(Error::invalid(
+                        "run_at",
+                        format!(
+                            "{t} is more than {:?} from now ({now})",
+                            limits.schedule_window
+                        ),
+                    ));
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
 /// Parameters of [`Store::claim`](super::Store::claim).
 #[derive(Clone, Debug)]
 #[non_exhaustive]
@@ -187,7 +267,14 @@ pub struct ClaimParams {
     /// Partitioned claiming (G14), for stores that declare it; `None` (the default)
     /// claims from all of the queues' work.
     pub partitioning: Option<Partitioning>,
+    /// Most items of one stream one claim leases as a run: the stream's head and the
+    /// consecutive ready items behind it (G9; see [`ClaimParams::stream_runs`]). 1 (the
+    /// default) claims heads only.
+    pub stream_run: u32,
 }
+
+/// Most items one stream run may hold ([`ClaimParams::stream_runs`]).
+pub const MAX_STREAM_RUN: u32 = 1_000;
 
 impl ClaimParams {
     /// Claim up to `limit` items of `queue` for `owner`, each leased for `lease_for`.
@@ -198,7 +285,23 @@ impl ClaimParams {
             limit,
             lease_for,
             partitioning: None,
+            stream_run: 1,
         }
+    }
+
+    /// Leases runs of up to `k` items per stream (1..=[`MAX_STREAM_RUN`]; 1 turns runs
+    /// off): with a stream's head, the claim also takes the items right behind it in
+    /// enqueue order while each is `ready`, due, in one of the claim's queues and free
+    /// of a busy scope, up to `k` in all. The run's leases are adjacent in the answer,
+    /// in stream order, each with its own token, and count towards `limit` like any
+    /// lease. Handle them in that order: a failure, release, expiry or eviction of one
+    /// puts every later running item of its stream back untouched (see
+    /// [`Store::claim`](crate::Store::claim)). Stores without
+    /// [`Capabilities::stream_runs`](crate::Capabilities::stream_runs) claim heads only,
+    /// which is a run of one.
+    pub fn stream_runs(mut self, k: u32) -> Self {
+        self.stream_run = k;
+        self
     }
 
     /// Claims from these queues instead (priority order still holds across them).
@@ -217,15 +320,31 @@ impl ClaimParams {
         self
     }
 
-    /// Checks the batch limit, the lease duration, the queue list and the number of
-    /// partitions (G15).
+    /// Checks the batch limit, the lease duration, the queue list (one to
+    /// [`Limits::max_claim_queues`] names) and the number of partitions (G15).
     pub fn validate(&self, limits: &Limits) -> Result<()> {
         if self.queues.is_empty() {
             return Err(Error::invalid("queues", "must name at least one queue"));
         }
+        if self.queues.len() > limits.max_claim_queues {
+            return Err(Error::invalid(
+                "queues",
+                format!(
+                    "names {} queues; the limit is {}",
+                    self.queues.len(),
+                    limits.max_claim_queues
+                ),
+            ));
+        }
         let limit = usize::try_from(self.limit).unwrap_or(usize::MAX);
         limits.check_batch("limit", limit, limits.max_batch)?;
         limits.check_lease("lease_for", self.lease_for)?;
+        if self.stream_run == 0 || self.stream_run > MAX_STREAM_RUN {
+            return Err(Error::invalid(
+                "stream_run",
+                format!("{} is outside 1..={MAX_STREAM_RUN}", self.stream_run),
+            ));
+        }
         match &self.partitioning {
             Some(p) => p.validate(),
             None => Ok(()),
@@ -449,6 +568,9 @@ pub struct RequeueParams {
     /// Attempts granted on top of those already made: `max_attempts` becomes at least
     /// `attempt + additional_attempts`. Default 1. `attempt` itself never goes down.
     pub additional_attempts: u32,
+    /// Requeue the dead items this filter matches instead of `ids` (which is then
+    /// empty), at most `filter.limit` of them in this call.
+    pub filter: Option<DeadFilter>,
 }
 
 impl RequeueParams {
@@ -457,6 +579,17 @@ impl RequeueParams {
         RequeueParams {
             ids,
             additional_attempts: 1,
+            filter: None,
+        }
+    }
+
+    /// Requeue the dead items `filter` matches (at most `filter.limit` per call), with
+    /// one more attempt each.
+    pub fn matching(filter: DeadFilter) -> Self {
+        RequeueParams {
+            ids: Vec::new(),
+            additional_attempts: 1,
+            filter: Some(filter),
         }
     }
 
@@ -466,9 +599,12 @@ impl RequeueParams {
         self
     }
 
-    /// Checks the batch bounds (G15).
+    /// Checks the batch bounds, or the filter (G15).
     pub fn validate(&self, limits: &Limits) -> Result<()> {
-        limits.check_batch("ids", self.ids.len(), limits.max_enqueue_batch)?;
+        match &self.filter {
+            Some(f) => f.validate(limits)?,
+            None => limits.check_batch("ids", self.ids.len(), limits.max_enqueue_batch)?,
+        }
         if self.additional_attempts == 0 || self.additional_attempts > MAX_ATTEMPTS_LIMIT {
             return Err(Error::invalid(
                 "additional_attempts",
@@ -488,17 +624,31 @@ impl RequeueParams {
 pub struct DiscardParams {
     /// Dead items to delete. Ids that are not dead are left alone.
     pub ids: Vec<ItemId>,
+    /// Discard the dead items this filter matches instead of `ids` (which is then
+    /// empty), at most `filter.limit` of them in this call.
+    pub filter: Option<DeadFilter>,
 }
 
 impl DiscardParams {
     /// Discard these dead items.
     pub fn new(ids: Vec<ItemId>) -> Self {
-        DiscardParams { ids }
+        DiscardParams { ids, filter: None }
     }
 
-    /// Checks the batch bounds (G15).
+    /// Discard the dead items `filter` matches (at most `filter.limit` per call).
+    pub fn matching(filter: DeadFilter) -> Self {
+        DiscardParams {
+            ids: Vec::new(),
+            filter: Some(filter),
+        }
+    }
+
+    /// Checks the batch bounds, or the filter (G15).
     pub fn validate(&self, limits: &Limits) -> Result<()> {
-        limits.check_batch("ids", self.ids.len(), limits.max_enqueue_batch)
+        match &self.filter {
+            Some(f) => f.validate(limits),
+            None => limits.check_batch("ids", self.ids.len(), limits.max_enqueue_batch),
+        }
     }
 }
 
@@ -667,6 +817,50 @@ mod tests {
             .validate(&Limits::default())
             .unwrap_err();
         assert_eq!(e.invalid_field(), Some("tokens"));
+    }
+
+    #[test]
+    fn a_claim_over_the_queue_limit_names_queues() {
+        let l = Limits::default();
+        let s = Duration::from_secs(30);
+        let names = |n: usize| -> Vec<QueueName> {
+            (0..n)
+                .map(|i| QueueName::new(format!("q{i}")).unwrap())
+                .collect()
+        };
+        let at_max = ClaimParams::new(q(), owner(), 1, s).queues(names(l.max_claim_queues));
+        assert!(at_max.validate(&l).is_ok());
+        let over = ClaimParams::new(q(), owner(), 1, s).queues(names(l.max_claim_queues + 1));
+        assert_eq!(
+            over.validate(&l).unwrap_err().invalid_field(),
+            Some("queues")
+        );
+    }
+
+    #[test]
+    fn run_times_outside_the_schedule_window_name_run_at_or_delay() {
+        let l = Limits::default();
+        let now = Timestamp::from_micros(1_700_000_000_000_000);
+        let w = l.schedule_window;
+        for ok in [now + w, now - w, now] {
+            let p = EnqueueParams::one(NewItem::new(q(), vec![]).run_at(ok));
+            assert!(p.validate(&l).is_ok() && p.validate_schedule(&l, now).is_ok());
+        }
+        for bad in [
+            now + w + Duration::from_micros(1),
+            now - w - Duration::from_micros(1),
+        ] {
+            let p = EnqueueParams::one(NewItem::new(q(), vec![]).run_at(bad));
+            let e = p.validate_schedule(&l, now).unwrap_err();
+            assert_eq!(e.invalid_field(), Some("run_at"));
+        }
+        assert!(EnqueueParams::one(NewItem::new(q(), vec![]).delay(w))
+            .validate(&l)
+            .is_ok());
+        let e = EnqueueParams::one(NewItem::new(q(), vec![]).delay(w + Duration::from_secs(1)))
+            .validate(&l)
+            .unwrap_err();
+        assert_eq!(e.invalid_field(), Some("delay"));
     }
 
     #[test]

@@ -6,6 +6,7 @@
 
 mod support;
 
+mod drain;
 mod finalize;
 mod instances;
 mod lost_answer;
@@ -17,3 +18,4 @@ mod renewal;
 mod self_stop;
 mod shutdown;
 mod timeout;
+mod wake_health;
