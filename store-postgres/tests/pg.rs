@@ -441,7 +441,7 @@ mod migrations {
         .fetch_all(&mut admin)
         .await
         .unwrap();
-        assert_eq!(versions, vec![1, 2, 3]);
+        assert_eq!(versions, vec![1, 2, 3, 4]);
         let sqlx_table: Option<String> = sqlx::query_scalar(&format!(
             "SELECT to_regclass('{schema}._sqlx_migrations')::text"
         ))
