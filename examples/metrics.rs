@@ -17,11 +17,26 @@ use std::time::Duration;
 use metrics_exporter_prometheus::PrometheusBuilder;
 use tenure::runtime::{Job, JobError, Worker};
 use tenure::{MemoryStore, NewItem, QueueName, StoreExt};
+use tenure_examples::args;
+
+const USAGE: &str = "\
+Serve the Tenure runtime's metrics as Prometheus text while a worker drains items.
+
+usage: metrics [PORT]
+
+  PORT        the port on 127.0.0.1 (default 9184)
+  -h, --help  print this help";
 
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let port: u16 = match std::env::args().nth(1) {
-        Some(p) => p.parse()?,
+    let port: u16 = match args::parse_or_exit(USAGE, 1).pop() {
+        Some(p) => match p.to_string_lossy().parse() {
+            Ok(port) => port,
+            Err(_) => {
+                eprintln!("error: PORT {p:?} is not a port number\n\n{USAGE}");
+                std::process::exit(2);
+            }
+        },
         None => 9184,
     };
     let addr = SocketAddr::from((Ipv4Addr::LOCALHOST, port));

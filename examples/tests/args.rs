@@ -117,7 +117,7 @@ fn example(name: &str) -> Option<std::path::PathBuf> {
 
 #[test]
 fn the_built_examples_print_usage_for_help_and_refuse_bad_command_lines() {
-    for name in ["quickstart", "outbox", "postgres"] {
+    for name in ["quickstart", "outbox", "postgres", "metrics"] {
         let Some(bin) = example(name) else { continue };
         let out = std::process::Command::new(&bin)
             .arg("--help")
@@ -146,4 +146,12 @@ fn the_built_examples_print_usage_for_help_and_refuse_bad_command_lines() {
     assert_eq!(out.status.code(), Some(2), "{out:?}");
     assert!(String::from_utf8_lossy(&out.stderr).contains("is not a Tenure database"));
     assert_eq!(std::fs::read_to_string(&precious).unwrap(), "keep me");
+    if let Some(bin) = example("metrics") {
+        let out = std::process::Command::new(&bin)
+            .arg("http")
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(2), "{out:?}");
+        assert!(String::from_utf8_lossy(&out.stderr).contains("PORT"));
+    }
 }
