@@ -19,7 +19,10 @@ local lease = tonumber(ARGV[4])
 local partitions = tonumber(ARGV[5])
 local nq = tonumber(ARGV[6])
 local queues = {}
-for i = 1, nq do queues[i] = ARGV[6 + i] end
+local in_queues = {}
+for i = 1, nq do queues[i] = ARGV[6 + i]; in_queues[ARGV[6 + i]] = true end
+-- G9: most items of one stream run (1: heads only).
+local run_max = tonumber(ARGV[7 + nq] or '1')
 local rank, live
 if partitions > 0 then
   rank = redis.call('ZRANK', K_INST_IDS, owner)
@@ -67,6 +70,27 @@ local function take(q, m)
   return true
 end
 
+-- G9: after the head `m` of a stream was taken, takes the ready items right behind it
+-- while each is due, in a claimed queue and of a free scope, up to `run_max` items in
+-- the run and `limit` in all. They wait in their queue's held set, not in `ready`.
+local function take_run(m)
+  if run_max <= 1 or #out >= limit then return end
+  local id = member_id(m)
+  local v = redis.call('HMGET', k_item(id), 'st', 'sq')
+  if not v[1] then return end
+  local behind = redis.call('ZRANGEBYSCORE', k_stream(v[1]), '(' .. v[2], '+inf',
+    'LIMIT', 0, run_max - 1)
+  for _, nid in ipairs(behind) do
+    if #out >= limit then break end
+    local w = redis.call('HMGET', k_item(nid), 's', 'ra', 'q', 'sc', 'sq')
+    local ra = tonumber(w[2])
+    if w[1] ~= 'ready' or ra > now or not in_queues[w[3]] then break end
+    if w[4] and redis.call('EXISTS', k_scope_run(w[4])) == 1 then break end
+    redis.call('ZREM', k_hold(w[3]), nid)
+    if not take(w[3], order_member(ra, tonumber(w[5]), nid)) then break end
+  end
+end
+
 if partitions > 0 then
   -- Every due candidate: each queue's `ready`, and behind every free scope's first
   -- (which is in `ready`) the rest of its waiting set.
@@ -104,9 +128,12 @@ if partitions > 0 then
     local busy = sc and redis.call('EXISTS', k_scope_run(sc)) == 1
     if mine and not busy then
       if c[4] then redis.call('ZREM', k_ready(q), m) end
-      if take(q, m) and st and not pinned then
-        redis.call('SET', k_pin(st), owner)
-        redis.call('SADD', k_pins(owner), st)
+      if take(q, m) and st then
+        if not pinned then
+          redis.call('SET', k_pin(st), owner)
+          redis.call('SADD', k_pins(owner), st)
+        end
+        take_run(m)
       end
     end
   end
@@ -115,8 +142,17 @@ elseif nq == 1 then
   -- one of them changes this queue's other members (a scope has at most one
   -- candidate per queue).
   local q = queues[1]
-  local popped = redis.call('ZPOPMIN', k_ready(q), limit)
-  for i = 1, #popped, 2 do take(q, popped[i]) end
+  if run_max <= 1 then
+    local popped = redis.call('ZPOPMIN', k_ready(q), limit)
+    for i = 1, #popped, 2 do take(q, popped[i]) end
+  else
+    -- With runs, each head's run counts towards the limit: one head at a time.
+    while #out < limit do
+      local popped = redis.call('ZPOPMIN', k_ready(q), 1)
+      if #popped == 0 then break end
+      if take(q, popped[1]) then take_run(popped[1]) end
+    end
+  end
 else
   while #out < limit do
     local want = limit - #out
@@ -133,7 +169,10 @@ else
       -- Taking a scoped item removes the scope's entries of the other queues from
       -- `ready`; a member fetched before that is passed over here.
       local c = cands[i]
-      if redis.call('ZREM', k_ready(c[3]), c[2]) == 1 then take(c[3], c[2]) end
+      if #out >= limit then break end
+      if redis.call('ZREM', k_ready(c[3]), c[2]) == 1 and take(c[3], c[2]) then
+        take_run(c[2])
+      end
     end
   end
 end
