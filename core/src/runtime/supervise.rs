@@ -21,8 +21,9 @@ use super::worker::{Entry, Shared};
 
 /// Runs one attempt on the calling slot task. `sent` is when the claim call that
 /// leased it was sent: the store set the expiry no earlier than that, so the self-stop
-/// counts from there.
-pub(crate) async fn supervise(shared: &Arc<Shared>, lease: Lease, sent: Instant) {
+/// counts from there. True when the attempt's outcome is a complete (a stream run
+/// goes on to its next item only then, G9).
+pub(crate) async fn supervise(shared: &Arc<Shared>, lease: Lease, sent: Instant) -> bool {
     let token = lease.token;
     let Some((cancel, stop)) = shared
         .inflight()
@@ -30,7 +31,7 @@ pub(crate) async fn supervise(shared: &Arc<Shared>, lease: Lease, sent: Instant)
         .get(&token)
         .map(|e| (e.cancel.clone(), Arc::clone(&e.stop)))
     else {
-        return;
+        return false;
     };
     let span = tracing::info_span!(
         "tenure.job",
@@ -109,7 +110,7 @@ pub(crate) async fn supervise(shared: &Arc<Shared>, lease: Lease, sent: Instant)
     };
     drop(running);
     let Some(result) = result else {
-        return;
+        return false;
     };
 
     let stopped = {
@@ -181,12 +182,15 @@ pub(crate) async fn supervise(shared: &Arc<Shared>, lease: Lease, sent: Instant)
                 Ran::Dropped => {
                     // Dropped without a stop reason: only a dropped worker does that.
                     shared.remove(&token);
-                    return;
+                    return false;
                 }
             };
+            let completed = matches!(outcome, Outcome::Complete(_));
             shared.send_outcome(outcome);
+            return completed;
         }
     }
+    false
 }
 
 /// How the handler's run ended.

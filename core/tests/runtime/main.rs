@@ -16,4 +16,5 @@ mod poll;
 mod renewal;
 mod self_stop;
 mod shutdown;
+mod stream_runs;
 mod timeout;
