@@ -20,6 +20,16 @@ use rusqlite::{params, TransactionBehavior};
 use serde::{Deserialize, Serialize};
 use tenure::runtime::{Job, JobError, Worker};
 use tenure::{EnqueueParams, NewItem, QueueName, SqliteConfig, SqliteStore, Store};
+use tenure_examples::args;
+
+const USAGE: &str = "\
+The transactional outbox on SQLite: orders and their work items commit together.
+
+usage: outbox
+
+  Runs on tenure-outbox.db in the system temp directory (replaced if it is a Tenure
+  database, refused otherwise). Takes no arguments.
+  -h, --help  print this help";
 
 #[derive(Serialize, Deserialize)]
 struct Confirmation {
@@ -29,11 +39,11 @@ struct Confirmation {
 
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    args::parse_or_exit(USAGE, 0);
     let path: PathBuf = std::env::temp_dir().join("tenure-outbox.db");
-    for suffix in ["", "-wal", "-shm"] {
-        let mut p = path.clone().into_os_string();
-        p.push(suffix);
-        let _ = std::fs::remove_file(p);
+    if let Err(e) = args::replace_store_file(&path) {
+        eprintln!("error: {e}");
+        std::process::exit(2);
     }
     println!("outbox example on SQLite, file {}", path.display());
     let store = SqliteStore::open(SqliteConfig::new(&path)).await?;
@@ -134,6 +144,8 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
          the refused order left neither a row nor an item",
         report.metrics.completed
     );
+    drop(conn);
+    store.close().await?;
     if confirmed != placed || report.metrics.completed != placed as u64 {
         return Err("every committed order should have been confirmed exactly once".into());
     }

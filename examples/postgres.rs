@@ -19,8 +19,18 @@ use tenure::runtime::{Job, JobError, PollPolicy, Worker};
 use tenure::{
     DedupKey, EnqueueParams, NewItem, OwnerId, PgConfig, PgStore, QueueName, RetryPolicy, Store,
 };
+use tenure_examples::args;
 
 const SCHEMA: &str = "tenure_example";
+
+const USAGE: &str = "\
+A production set-up on PostgreSQL: migrations, a worker, maintenance, Ctrl-C.
+
+usage: TENURE_POSTGRES_URL=postgres://user@host/db postgres
+
+  TENURE_POSTGRES_URL  the database (default postgres://postgres@127.0.0.1:5432/test);
+                       the example uses the schema tenure_example in it.
+  -h, --help           print this help";
 
 #[derive(Serialize, Deserialize)]
 struct Email {
@@ -30,6 +40,7 @@ struct Email {
 
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    args::parse_or_exit(USAGE, 0);
     let url = std::env::var("TENURE_POSTGRES_URL")
         .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".to_owned());
 

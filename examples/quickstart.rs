@@ -4,10 +4,12 @@
 //! ```text
 //! cargo run --example quickstart            # a file in the system temp directory
 //! cargo run --example quickstart -- my.db   # or a file of your choosing
+//! cargo run --example quickstart -- --help
 //! ```
 //!
-//! Every run starts from a fresh file, so it reruns cleanly. The same code runs on
-//! PostgreSQL by opening the store with `tenure::open("postgres://...")` instead.
+//! Every run starts from a fresh file, so it reruns cleanly: a Tenure database at the
+//! path is replaced, anything else there is refused and left alone. The same code runs
+//! on PostgreSQL by opening the store with `tenure::open("postgres://...")` instead.
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -16,28 +18,39 @@ use std::time::{Duration, Instant};
 
 use tenure::runtime::{Job, JobError, Worker};
 use tenure::{EnqueueParams, NewItem, QueueName, SqliteConfig, SqliteStore, Store};
+use tenure_examples::args;
 
 const ITEMS: usize = 1_000;
+
+const USAGE: &str = "\
+Enqueue 1,000 items into an SQLite file and drain them with four Tenure workers.
+
+usage: quickstart [PATH]
+
+  PATH        the database file (default: tenure-quickstart.db in the system temp
+              directory). A Tenure database there is replaced; any other file is
+              refused and left alone.
+  -h, --help  print this help";
 const WORKERS: usize = 4;
 
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let path = std::env::args_os()
-        .nth(1)
+    let path = args::parse_or_exit(USAGE, 1)
+        .pop()
         .map(PathBuf::from)
         .unwrap_or_else(|| std::env::temp_dir().join("tenure-quickstart.db"));
-    for suffix in ["", "-wal", "-shm"] {
-        let mut p = path.clone().into_os_string();
-        p.push(suffix);
-        let _ = std::fs::remove_file(p);
+    if let Err(e) = args::replace_store_file(&path) {
+        eprintln!("error: {e}");
+        std::process::exit(2);
     }
     println!(
         "Tenure quickstart: running on SQLite, file {} (no server)",
         path.display()
     );
 
-    // 1. Open the store: creates the file and its schema.
-    let store = SqliteStore::open(SqliteConfig::new(&path)).await?;
+    // 1. Open the store: creates the file and its schema. Finished items are kept (the
+    //    purge removes them after a day), so `tenure status` can show them afterwards.
+    let store = SqliteStore::open(SqliteConfig::new(&path).keep_done(true)).await?;
     let queue = QueueName::new("quickstart")?;
 
     // 2. Enqueue 1,000 items in one call; each payload is the item's number.
@@ -104,9 +117,13 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         totals.2 += report.metrics.lost;
     }
     let counts = store.queue_counts(&queue).await?;
-    let runs = runs.lock().map_err(|_| "poisoned")?;
-    let duplicates = runs.iter().filter(|c| **c > 1).count();
-    let lost = runs.iter().filter(|c| **c == 0).count();
+    let (duplicates, lost) = {
+        let runs = runs.lock().map_err(|_| "poisoned")?;
+        (
+            runs.iter().filter(|c| **c > 1).count(),
+            runs.iter().filter(|c| **c == 0).count(),
+        )
+    };
     println!(
         "done: processed {}, duplicates {duplicates}, lost {lost}, {ITEMS} items in {:.2?} = {:.0} items/s",
         processed.load(Ordering::Relaxed),
@@ -121,9 +138,16 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         counts.pending(),
         counts.dead
     );
+    // Checkpoint the write-ahead log into the file, so the run leaves one file.
+    store.close().await?;
     println!("the SQLite file is {}", path.display());
     if duplicates > 0 || lost > 0 || counts.pending() > 0 {
         return Err("some items were not processed exactly once".into());
     }
+    // 6. The operator's view of the same file (`cargo install --path cli` installs it).
+    println!(
+        "see it as an operator: tenure status 'sqlite://{}'",
+        path.display()
+    );
     Ok(())
 }

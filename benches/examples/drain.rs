@@ -5,7 +5,9 @@
 //! cargo run --release -p tenure-benches --example drain -- <target> <take> <batch> <workers> [backlog]
 //! ```
 //!
-//! `target` is `sqlite`, `sqlite-raw`, `memory` or `memory-raw`. The queue is seeded
+//! `target` is `sqlite`, `sqlite-raw`, `memory`, `memory-raw`, `sqlite-worker` or
+//! `memory-worker` (a `Worker` with a no-op handler and `workers` slots; `batch` is
+//! ignored). The queue is seeded
 //! with `backlog` ready items (default `take`, not timed), then `workers` workers claim
 //! `batch` at a time and complete each batch until `take` items have finished; prints
 //! items/s over that drain. With `backlog` far above `take`, the figure is the cost of
@@ -17,12 +19,13 @@ use std::time::{Duration, Instant};
 
 use tenure_benches::raw::memory::RawMemory;
 use tenure_benches::raw::sqlite as raw;
+use tenure_benches::worker::{drain_worker, WorkerSpec};
 use tenure_benches::{bench_queue, runtime, seed, LEASE};
 use tenure_core::{ClaimParams, CompleteParams, OwnerId, Store, TokenOutcome};
 
 fn usage() -> ! {
     eprintln!(
-        "usage: drain <sqlite|sqlite-raw|memory|memory-raw> <take> <batch> <workers> [backlog]"
+        "usage: drain <sqlite|sqlite-raw|sqlite-worker|memory|memory-raw|memory-worker> <take> <batch> <workers> [backlog]"
     );
     std::process::exit(2)
 }
@@ -151,6 +154,28 @@ fn main() {
             });
             (start.elapsed(), done.load(Ordering::Relaxed))
         }
+        "sqlite-worker" => rt.block_on(async {
+            let store = tenure_sqlite::SqliteStore::open(tenure_sqlite::SqliteConfig::new(
+                dir.path().join("drain.db"),
+            ))
+            .await
+            .expect("open");
+            let queue = bench_queue().expect("queue");
+            seed(&store, &queue, backlog).await.expect("seed");
+            let run = drain_worker(&store, &WorkerSpec::new(queue, take, workers))
+                .await
+                .expect("worker drain");
+            (run.elapsed, take as u64)
+        }),
+        "memory-worker" => rt.block_on(async {
+            let store = tenure_memory::MemoryStore::default();
+            let queue = bench_queue().expect("queue");
+            seed(&store, &queue, backlog).await.expect("seed");
+            let run = drain_worker(&store, &WorkerSpec::new(queue, take, workers))
+                .await
+                .expect("worker drain");
+            (run.elapsed, take as u64)
+        }),
         _ => usage(),
     };
     println!(

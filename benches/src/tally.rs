@@ -305,6 +305,34 @@ impl<S: Store> Store for Tallied<S> {
     async fn leader_resign(&self, params: LeaderParams) -> tenure_core::Result<bool> {
         self.inner.leader_resign(params).await
     }
+
+    async fn item_list(
+        &self,
+        params: tenure_core::ItemListParams,
+    ) -> tenure_core::Result<tenure_core::ItemPage> {
+        self.inner.item_list(params).await
+    }
+    async fn lease_list(
+        &self,
+        params: tenure_core::LeaseListParams,
+    ) -> tenure_core::Result<tenure_core::LeasePage> {
+        self.inner.lease_list(params).await
+    }
+    async fn queue_list(&self) -> tenure_core::Result<Vec<tenure_core::QueueName>> {
+        self.inner.queue_list().await
+    }
+    async fn item_cancel(
+        &self,
+        params: tenure_core::CancelParams,
+    ) -> tenure_core::Result<Vec<tenure_core::CancelOutcome>> {
+        self.inner.item_cancel(params).await
+    }
+    async fn queue_pause(&self, params: tenure_core::PauseParams) -> tenure_core::Result<bool> {
+        self.inner.queue_pause(params).await
+    }
+    async fn queue_resume(&self, params: tenure_core::PauseParams) -> tenure_core::Result<bool> {
+        self.inner.queue_resume(params).await
+    }
 }
 
 #[cfg(test)]

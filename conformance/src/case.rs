@@ -9,7 +9,8 @@ use std::time::Duration;
 
 use tenure_core::{Capabilities, ManualClock, Store, Timestamp};
 
-use crate::harness::Harness;
+use crate::certificate::{certify, Certificate, StoreInfo};
+use crate::harness::{Harness, Unreachable};
 
 /// What one case concluded when it did not fail.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -219,9 +220,25 @@ pub struct Entry {
 pub struct Report {
     /// One entry per case, in registry order.
     pub entries: Vec<Entry>,
+    /// The store the cases ran against, once one was opened.
+    pub store: Option<StoreInfo>,
 }
 
 impl Report {
+    /// What this run certifies, counting every case of the registry: a group is
+    /// certified when all its cases ran and passed, and every other group gets one line
+    /// saying why not (failed, skipped for a capability, did not apply, not run).
+    pub fn certificate(&self) -> Certificate {
+        let mut registry: Vec<(&'static str, usize)> = Vec::new();
+        for e in &self.entries {
+            match registry.last_mut() {
+                Some((g, n)) if *g == e.group => *n += 1,
+                _ => registry.push((e.group, 1)),
+            }
+        }
+        certify(self, &registry)
+    }
+
     /// True when no case failed. Skipped and did-not-apply cases are not failures, and
     /// are listed by [`Report::skipped`] and [`Report::did_not_apply`].
     pub fn is_success(&self) -> bool {
@@ -353,8 +370,8 @@ impl<'a, H: Harness> Env<'a, H> {
         Ok(handles)
     }
 
-    /// A store whose backend cannot be reached, if the harness has one.
-    pub async fn unreachable(&self) -> Result<Option<H::Store>, Failure> {
+    /// A store whose backend cannot be reached, or the harness's reason for having none.
+    pub async fn unreachable(&self) -> Result<Unreachable<H::Store>, Failure> {
         self.harness
             .open_unreachable(self.clock.clone())
             .await

@@ -76,13 +76,7 @@ pub(crate) fn counts(
     dead: u64,
     done: u64,
 ) -> QueueCounts {
-    QueueCounts {
-        ready,
-        scheduled,
-        running,
-        dead,
-        done,
-    }
+    QueueCounts::new(ready, scheduled, running, dead, done)
 }
 
 /// Enqueues new items (none a duplicate) and returns their ids, in order.

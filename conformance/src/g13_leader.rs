@@ -9,7 +9,7 @@ use tenure_core::{LeaderName, LeaderParams, LeaderStatus, OwnerId, Store};
 use crate::case::{Case, CaseResult, Env, Failure, Verdict};
 use crate::check::{ensure, ensure_eq, expect_unavailable, pass, OrFail};
 use crate::fixtures::{leader, owner, race, retrying, HANDLES, RACERS, TICK};
-use crate::harness::Harness;
+use crate::harness::{Harness, Unreachable};
 
 pub(crate) const GROUP: &str = "g13_leader";
 
@@ -317,12 +317,13 @@ async fn sixteen_candidates_racing_elect_exactly_one_leader<H: Harness>(
 async fn an_unreachable_store_is_an_error_never_a_follower<H: Harness>(
     env: Env<'_, H>,
 ) -> CaseResult {
-    let Some(down) = env.unreachable().await? else {
-        return Ok(Verdict::DidNotApply {
-            reason: "the harness has no store that can be made unreachable \
-                     (open_unreachable answered None)"
-                .into(),
-        });
+    let down = match env.unreachable().await? {
+        Unreachable::Store(down) => down,
+        Unreachable::NotOffered { reason } => {
+            return Ok(Verdict::DidNotApply {
+                reason: format!("the harness offers no unreachable store: {reason}"),
+            })
+        }
     };
     let name = leader("maintenance")?;
     let told = down

@@ -75,7 +75,7 @@ pub(crate) fn in_share(
 }
 
 /// The ids `instance-a`, `instance-b` and `instance-c`, in rank order.
-fn three_instances() -> Result<(OwnerId, OwnerId, OwnerId), Failure> {
+pub(crate) fn three_instances() -> Result<(OwnerId, OwnerId, OwnerId), Failure> {
     Ok((
         owner("instance-a")?,
         owner("instance-b")?,

@@ -122,4 +122,32 @@ impl<S: Store> Store for Guarded<S> {
     async fn leader_resign(&self, p: LeaderParams) -> Result<bool> {
         self.store.leader_resign(p).await
     }
+
+    async fn item_list(
+        &self,
+        params: tenure_core::ItemListParams,
+    ) -> tenure_core::Result<tenure_core::ItemPage> {
+        self.store.item_list(params).await
+    }
+    async fn lease_list(
+        &self,
+        params: tenure_core::LeaseListParams,
+    ) -> tenure_core::Result<tenure_core::LeasePage> {
+        self.store.lease_list(params).await
+    }
+    async fn queue_list(&self) -> tenure_core::Result<Vec<tenure_core::QueueName>> {
+        self.store.queue_list().await
+    }
+    async fn item_cancel(
+        &self,
+        params: tenure_core::CancelParams,
+    ) -> tenure_core::Result<Vec<tenure_core::CancelOutcome>> {
+        self.store.item_cancel(params).await
+    }
+    async fn queue_pause(&self, params: tenure_core::PauseParams) -> tenure_core::Result<bool> {
+        self.store.queue_pause(params).await
+    }
+    async fn queue_resume(&self, params: tenure_core::PauseParams) -> tenure_core::Result<bool> {
+        self.store.queue_resume(params).await
+    }
 }

@@ -21,7 +21,33 @@ pub trait Harness: Send + Sync + 'static {
 
     /// A store whose backend cannot be reached (a closed port, a database taken away),
     /// so the suite can check that calls answer [`Error::Unavailable`](tenure_core::Error)
-    /// and never a wrong answer such as `Follower` (G13). `Ok(None)` when the store has
-    /// no backend that can go away; the report then says the case did not apply.
-    async fn open_unreachable(&self, clock: ManualClock) -> Result<Option<Self::Store>>;
+    /// and never a wrong answer such as `Follower` (G13).
+    ///
+    /// A harness that cannot offer one says so, with its reason:
+    /// [`Unreachable::not_offered`]. The cases that need it then do not apply, and every
+    /// run lists them at its end as not certified, with that reason.
+    async fn open_unreachable(&self, clock: ManualClock) -> Result<Unreachable<Self::Store>>;
+}
+
+/// What [`Harness::open_unreachable`] gives the suite.
+#[derive(Debug)]
+pub enum Unreachable<S> {
+    /// A store whose backend cannot be reached.
+    Store(S),
+    /// The harness has no such store. Not a pass: the cases that need one are reported
+    /// as not certified, with this reason.
+    NotOffered {
+        /// Why the harness cannot offer one (for example: "the store has no backend
+        /// that can go away").
+        reason: String,
+    },
+}
+
+impl<S> Unreachable<S> {
+    /// The harness cannot offer an unreachable store, for this reason.
+    pub fn not_offered(reason: impl Into<String>) -> Self {
+        Unreachable::NotOffered {
+            reason: reason.into(),
+        }
+    }
 }

@@ -22,6 +22,7 @@
 //! and in `tests/conformance.rs` (here with the memory store standing in for yours):
 //!
 //! ```no_run
+//! use tenure_conformance::Unreachable;
 //! use tenure_core::{async_trait, ManualClock, Result};
 //! use tenure_memory::MemoryStore;
 //!
@@ -36,8 +37,9 @@
 //!     async fn open_peer(&self, store: &MemoryStore, _: ManualClock) -> Result<MemoryStore> {
 //!         Ok(store.clone()) // another pool onto the same data
 //!     }
-//!     async fn open_unreachable(&self, _: ManualClock) -> Result<Option<MemoryStore>> {
-//!         Ok(None) // or a store pointed at a closed port
+//!     async fn open_unreachable(&self, _: ManualClock) -> Result<Unreachable<MemoryStore>> {
+//!         // Better: a store pointed at a closed port, `Unreachable::Store(store)`.
+//!         Ok(Unreachable::not_offered("no backend that can go away"))
 //!     }
 //! }
 //!
@@ -61,8 +63,17 @@
 //!   without the capability a partitioned claim must answer `Unsupported`, with it the
 //!   claim must be served.
 //! - A case that needs something the harness cannot give (an unreachable store, when
-//!   [`Harness::open_unreachable`] answers `None`) reports "did not apply": it is
-//!   neither a pass nor a silent skip.
+//!   [`Harness::open_unreachable`] answers [`Unreachable::NotOffered`] with its
+//!   reason) reports "did not apply": it is neither a pass nor a silent skip.
+//! - Every run ends with a [`Certificate`]: the store's name, the groups passed, the
+//!   cases, the capabilities declared, and one line per group not certified and why
+//!   (a failure, a skip for an undeclared capability, a case that did not apply, cases
+//!   filtered out). [`main`] prints it; [`Report::certificate`] builds it.
+//!
+//! Some cases cut across groups and live in files of their own, each registered in the
+//! group of its guarantee: the keyed guarantees across queues (G9, G10, G11, G14), one
+//! mixed batch per finalize operation (G3), every behaviour-changing input varied (G2,
+//! G4, G8, G12, G13) and the bounds of time and of a claim's queue list (G15).
 //!
 //! The suite is itself tested against deliberately broken stores (this crate's
 //! `tests/self_test.rs`): each must fail the group of the guarantee it breaks.
@@ -71,6 +82,7 @@
 #![deny(missing_docs)]
 
 mod case;
+mod certificate;
 mod check;
 mod fixtures;
 mod guarded;
@@ -94,12 +106,20 @@ mod g13_leader;
 mod g14_enqueue_pins;
 mod g14_partitioned_claiming;
 mod g15_bad_input;
+mod op_control;
+mod op_inspection;
+
+mod across_queues;
+mod g15_bounds;
+mod mixed_batches;
+mod varied_inputs;
 
 pub use case::{
     Capability, Case, CaseFn, CaseFuture, CaseResult, Entry, Env, Failure, Report, Status, Verdict,
 };
+pub use certificate::{Certificate, StoreInfo};
 pub use guarded::Guarded;
-pub use harness::Harness;
+pub use harness::{Harness, Unreachable};
 pub use run::{cases, main, run_all, run_case, CASE_TIME_LIMIT};
 
 /// Registers a group's cases, each named after its fn: `register![GROUP; case_fn, ...]`

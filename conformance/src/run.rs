@@ -6,7 +6,7 @@ use std::future::Future;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::pin::Pin;
 use std::process::ExitCode;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 use std::time::Duration;
 
@@ -14,6 +14,7 @@ use libtest_mimic::{Arguments, Completion, Failed, Trial};
 use tenure_core::{ManualClock, Store};
 
 use crate::case::{Case, Entry, Env, Failure, Report, Status, Verdict};
+use crate::certificate::{certify, StoreInfo};
 use crate::fixtures::START;
 use crate::harness::Harness;
 
@@ -39,13 +40,43 @@ pub fn cases<H: Harness>() -> Vec<Case<H>> {
         crate::g14_partitioned_claiming::cases::<H>,
         crate::g15_bad_input::cases::<H>,
     ];
-    groups.iter().flat_map(|group| group()).collect()
+    // Cases that cut across groups (keys across queues, mixed batches, varied inputs,
+    // bounds) live in files of their own and register in their guarantee's group; a
+    // stable sort puts each beside the rest of its group.
+    let classes: [fn() -> Vec<Case<H>>; 4] = [
+        crate::across_queues::cases::<H>,
+        crate::mixed_batches::cases::<H>,
+        crate::varied_inputs::cases::<H>,
+        crate::g15_bounds::cases::<H>,
+    ];
+    let mut all: Vec<Case<H>> = groups
+        .iter()
+        .chain(&classes)
+        .flat_map(|group| group())
+        .collect();
+    all.sort_by_key(|case| case.group);
+    // The operator's inspection and control, after the guarantees.
+    let operate: [fn() -> Vec<Case<H>>; 2] = [
+        crate::op_inspection::cases::<H>,
+        crate::op_control::cases::<H>,
+    ];
+    all.extend(operate.iter().flat_map(|group| group()));
+    all
 }
 
 /// Runs one case against a fresh store from `harness`: opens the store on a new
 /// [`ManualClock`], skips the case if it needs a capability the store does not declare,
 /// and turns a panic or a run longer than [`CASE_TIME_LIMIT`] into a failure.
 pub async fn run_case<H: Harness>(harness: &H, case: &Case<H>) -> Status {
+    run_case_noting(harness, case, &mut |_| {}).await
+}
+
+/// [`run_case`], telling `seen` which store the harness opened.
+async fn run_case_noting<H: Harness>(
+    harness: &H,
+    case: &Case<H>,
+    seen: &mut (dyn FnMut(StoreInfo) + Send),
+) -> Status {
     let clock = ManualClock::new(START);
     let store = match harness.open(clock.clone()).await {
         Ok(store) => store,
@@ -56,6 +87,10 @@ pub async fn run_case<H: Harness>(harness: &H, case: &Case<H>) -> Status {
             )
         }
     };
+    seen(StoreInfo {
+        name: store.name(),
+        capabilities: store.capabilities(),
+    });
     if let Some(cap) = case.capability {
         if !cap.declared_by(&store.capabilities()) {
             return Status::Skipped {
@@ -91,7 +126,10 @@ pub async fn run_case<H: Harness>(harness: &H, case: &Case<H>) -> Status {
 pub async fn run_all<H: Harness>(harness: &H) -> Report {
     let mut report = Report::default();
     for case in cases::<H>() {
-        let status = run_case(harness, &case).await;
+        let status = run_case_noting(harness, &case, &mut |info| {
+            report.store.get_or_insert(info);
+        })
+        .await;
         report.entries.push(Entry {
             group: case.group,
             case: case.name,
@@ -107,26 +145,81 @@ pub async fn run_all<H: Harness>(harness: &H) -> Report {
 ///
 /// Skipped cases (a capability the store does not declare) and cases that did not
 /// apply show as ignored with the reason; every mandatory case always runs.
+///
+/// After the run it prints the [`Certificate`](crate::Certificate): the store, the
+/// groups passed, the cases, the capabilities declared, and one line per group that was
+/// not certified and why (failed, skipped, did not apply, filtered out).
 pub fn main<H: Harness>(harness: H) -> ExitCode {
     let args = Arguments::from_args();
     let harness = Arc::new(harness);
-    let trials = cases::<H>()
-        .into_iter()
-        .map(|case| {
-            let harness = Arc::clone(&harness);
-            Trial::ignorable_test(case.full_name(), move || trial(&*harness, &case))
+    let all = cases::<H>();
+    let seen = Arc::new(Mutex::new(Seen::default()));
+    let trials = all
+        .iter()
+        .enumerate()
+        .map(|(index, &case)| {
+            let (harness, seen) = (Arc::clone(&harness), Arc::clone(&seen));
+            Trial::ignorable_test(case.full_name(), move || {
+                trial(&*harness, &case, index, &seen)
+            })
         })
         .collect();
-    libtest_mimic::run(&args, trials).exit_code()
+    let conclusion = libtest_mimic::run(&args, trials);
+    if !args.list {
+        let seen = seen.lock().map(|s| s.clone()).unwrap_or_default();
+        let mut entries = seen.entries;
+        entries.sort_by_key(|(index, _)| *index);
+        let report = Report {
+            entries: entries.into_iter().map(|(_, e)| e).collect(),
+            store: seen.store,
+        };
+        let mut registry: Vec<(&'static str, usize)> = Vec::new();
+        for case in &all {
+            match registry.last_mut() {
+                Some((g, n)) if *g == case.group => *n += 1,
+                _ => registry.push((case.group, 1)),
+            }
+        }
+        println!("\n{}\n", certify(&report, &registry));
+    }
+    conclusion.exit_code()
 }
 
-fn trial<H: Harness>(harness: &H, case: &Case<H>) -> Result<Completion, Failed> {
+/// What the trials of one [`main`] run saw: each case's entry by registry index, and
+/// the store.
+#[derive(Clone, Default)]
+struct Seen {
+    entries: Vec<(usize, Entry)>,
+    store: Option<StoreInfo>,
+}
+
+fn trial<H: Harness>(
+    harness: &H,
+    case: &Case<H>,
+    index: usize,
+    seen: &Mutex<Seen>,
+) -> Result<Completion, Failed> {
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
         .build()
         .map_err(|e| Failed::from(format!("could not start a tokio runtime: {e}")))?;
-    match runtime.block_on(run_case(harness, case)) {
+    let mut info = None;
+    let status = runtime.block_on(run_case_noting(harness, case, &mut |i| info = Some(i)));
+    if let Ok(mut seen) = seen.lock() {
+        if seen.store.is_none() {
+            seen.store = info;
+        }
+        seen.entries.push((
+            index,
+            Entry {
+                group: case.group,
+                case: case.name,
+                status: status.clone(),
+            },
+        ));
+    }
+    match status {
         Status::Passed => Ok(Completion::Completed),
         Status::Failed(f) => Err(Failed::from(f)),
         Status::Skipped { reason } => Ok(Completion::ignored_with(format!("skipped: {reason}"))),

@@ -6,6 +6,7 @@ use std::collections::{BTreeSet, HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use tenure_conformance::Unreachable;
 use tenure_conformance::{
     cases, run_all, run_case, Capability, Case, CaseResult, Env, Harness, Report, Status, Verdict,
 };
@@ -16,6 +17,10 @@ use tenure_core::{
     ManualClock, PurgeParams, Purged, QueueCounts, QueueName, RecoverParams, Recovered,
     ReleaseParams, RenewOutcome, RenewParams, RequeueParams, Result, Retry, Schedule, ScopeKey,
     Store, StreamKey, TokenOutcome, WakeSignal, MAX_ATTEMPTS_LIMIT,
+};
+use tenure_core::{
+    CancelOutcome, CancelParams, Clock, DeadFilter, DedupKey, ItemListParams, ItemPage,
+    LeaseListParams, LeasePage, ListState, PauseParams,
 };
 use tenure_memory::MemoryStore;
 
@@ -40,13 +45,15 @@ impl Harness for MemoryHarness {
         Ok(store.clone())
     }
 
-    async fn open_unreachable(&self, clock: ManualClock) -> Result<Option<MemoryStore>> {
+    async fn open_unreachable(&self, clock: ManualClock) -> Result<Unreachable<MemoryStore>> {
         if !self.unreachable {
-            return Ok(None);
+            return Ok(Unreachable::not_offered(
+                "this harness keeps its store reachable",
+            ));
         }
         let store = MemoryStore::new(clock);
         store.set_available(false);
-        Ok(Some(store))
+        Ok(Unreachable::Store(store))
     }
 }
 
@@ -88,6 +95,42 @@ enum Flaw {
     /// Does not declare partitioned claiming, yet serves partitioned claims as ordinary
     /// ones instead of refusing them (G14's mandatory case).
     ClaimsAllWithoutThePartitionCapability,
+    /// Keys streams by queue and stream, so a stream's order and pin stop at its queue
+    /// (breaks G9 and G14 across queues).
+    StreamsPerQueue,
+    /// Keys scopes by queue and scope, so a busy scope is free in other queues (G10).
+    ScopesPerQueue,
+    /// Records a dedup key for the last queue that used it, forgetting the other
+    /// queue's item (G11 across queues).
+    DedupKeyOwnedByLastQueue,
+    /// Answers a batch of renew, complete, fail or release in the order of the item
+    /// ids, not of the tokens (G3 in batches).
+    BatchAnswersInIdOrder,
+    /// Finalizes every token of a batch of more than one by the item's current
+    /// attempt, whatever the token says (G3 in batches).
+    BatchesIgnoreTheAttempt,
+    /// Leases every claim for 30 s, whatever was asked (G2).
+    FixedClaimLease,
+    /// Renews every lease for 30 s, whatever was asked (G4).
+    FixedRenewLease,
+    /// Leases the leader lease for 15 s, whatever was asked (G13).
+    FixedLeaderLease,
+    /// Evicts by the default 30 s silence, whatever was asked (G12).
+    FixedStaleAfter,
+    /// Recovers every expired lease in one pass, whatever the limit (G2).
+    IgnoresRecoverLimit,
+    /// Claims one item more than the limit asks (G8).
+    ClaimLimitOffByOne,
+    /// Purges every expired key in one pass, whatever the limit (G11).
+    IgnoresPurgeLimit,
+    /// Delays every delayed item by 60 s, whatever was asked (G7).
+    FixedDelay,
+    /// Writes a `run_at` outside the schedule window, clamped to its edge (G15).
+    ClampsRunAtIntoTheWindow,
+    /// Writes a delay longer than the schedule window, clamped to it (G15).
+    ClampsLongDelays,
+    /// Reads only as many queue names of a claim as the limit allows (G15).
+    TruncatesTheQueueList,
     /// Declares stream runs but claims heads only, whatever run is asked (G9).
     IgnoresStreamRuns,
     /// Does not declare stream runs, yet serves them (G9's mandatory runs case).
@@ -102,6 +145,21 @@ enum Flaw {
     StallsTheRunBehindItsHead,
     /// Drops the pin of an enqueue (G14).
     IgnoresEnqueuePins,
+    /// Lists from the start whatever cursor it is given (breaks paging).
+    ListingIgnoresTheCursor,
+    /// Lists scheduled items with the ready ones (breaks the split by state).
+    ListsScheduledAsReady,
+    /// Reports no pause flag and no oldest age in the counts.
+    CountsWithoutPauseOrAge,
+    /// Cancels a running item too, by failing and discarding it.
+    CancelsRunningItems,
+    /// Answers a pause but never applies it.
+    IgnoresPause,
+    /// Keeps a pause in the handle that paused, so claims through other handles onto
+    /// the same data go on (breaks the pause race).
+    PausesOnlyItsOwnHandle,
+    /// Requeues and discards dead items by filter whatever their age.
+    FilterIgnoresAge,
 }
 
 /// What the wrapper hid from the inner store, to show it again on reads.
@@ -111,6 +169,9 @@ struct Hidden {
     streams: HashMap<ItemId, StreamKey>,
     renewals: HashMap<ItemId, u32>,
     stalls: HashMap<ItemId, u32>,
+    dedup_keys: HashMap<ItemId, DedupKey>,
+    /// Per dedup key, the queue that last used it and how often it changed hands.
+    dedup_owner: HashMap<String, (QueueName, u32)>,
     handed: Vec<Lease>,
     /// Leases of items behind the head of a run, in claim order.
     tails: Vec<Lease>,
@@ -118,11 +179,13 @@ struct Hidden {
     kept: HashMap<ItemId, Lease>,
     /// Stalls shown on top of the real ones.
     extra_stalls: HashMap<ItemId, u32>,
+    local_pauses: HashSet<QueueName>,
 }
 
 #[derive(Clone, Debug)]
 struct Flawed {
     inner: MemoryStore,
+    clock: ManualClock,
     flaw: Flaw,
     hidden: Arc<Mutex<Hidden>>,
 }
@@ -149,9 +212,28 @@ impl Flawed {
         if let Some(&n) = hidden.stalls.get(&item.id) {
             item.max_stalls = n;
         }
+        if let Some(k) = hidden.dedup_keys.get(&item.id) {
+            item.dedup_key = Some(k.clone());
+        }
         if let Some(&n) = hidden.extra_stalls.get(&item.id) {
             item.stalls += n;
         }
+    }
+
+    /// With [`Flaw::BatchesIgnoreTheAttempt`], a batch's tokens rewritten to the items'
+    /// current attempts.
+    async fn current_attempts(&self, tokens: &mut [LeaseToken]) -> Result<()> {
+        if self.flaw != Flaw::BatchesIgnoreTheAttempt || tokens.len() < 2 {
+            return Ok(());
+        }
+        for token in tokens {
+            if let Some(item) = self.inner.item_get(token.id).await? {
+                if item.state == ItemState::Running {
+                    *token = LeaseToken::new(token.id, item.attempt);
+                }
+            }
+        }
+        Ok(())
     }
 
     /// For [`Flaw::LeavesTheRunRunning`]: the items of a run behind `failed` are shown
@@ -183,6 +265,14 @@ impl Flawed {
             }
         }
         Ok(())
+    }
+
+    /// With [`Flaw::BatchAnswersInIdOrder`], sorts a batch by item id (and answers in
+    /// that order).
+    fn id_order<T>(&self, batch: &mut [T], id: impl Fn(&T) -> ItemId) {
+        if self.flaw == Flaw::BatchAnswersInIdOrder {
+            batch.sort_by_key(|t| id(t));
+        }
     }
 
     /// For [`Flaw::StallsTheRunBehindItsHead`]: every tail put back by recovery or
@@ -259,6 +349,51 @@ impl Store for Flawed {
                 Flaw::ClaimsFutureItems => item.schedule = Schedule::Now,
                 Flaw::IgnoresPriority => item.priority = 0,
                 Flaw::IgnoresDedupKeys => item.dedup_key = None,
+                Flaw::StreamsPerQueue => {
+                    if let Some(s) = item.stream.take() {
+                        item.stream = Some(StreamKey::new(format!("{}/{s}", item.queue))?);
+                        self.hidden().streams.insert(item.id, s);
+                    }
+                }
+                Flaw::ScopesPerQueue => {
+                    if let Some(s) = item.scope.take() {
+                        item.scope = Some(ScopeKey::new(format!("{}/{s}", item.queue))?);
+                        self.hidden().scopes.insert(item.id, s);
+                    }
+                }
+                Flaw::DedupKeyOwnedByLastQueue => {
+                    if let Some(k) = item.dedup_key.take() {
+                        let mut hidden = self.hidden();
+                        let owner = hidden
+                            .dedup_owner
+                            .entry(k.to_string())
+                            .or_insert((item.queue.clone(), 0));
+                        if owner.0 != item.queue {
+                            *owner = (item.queue.clone(), owner.1 + 1);
+                        }
+                        item.dedup_key = Some(DedupKey::new(format!("{k}#{}", owner.1))?);
+                        hidden.dedup_keys.insert(item.id, k);
+                    }
+                }
+                Flaw::ClampsRunAtIntoTheWindow => {
+                    let (window, now) = (self.limits().schedule_window, self.clock.now());
+                    if let Schedule::At(t) = item.schedule {
+                        item.schedule = Schedule::At(t.clamp(now - window, now + window));
+                    }
+                }
+                Flaw::FixedDelay => {
+                    if let Schedule::After(d) = item.schedule {
+                        if d > Duration::ZERO {
+                            item.schedule = Schedule::After(Duration::from_secs(60));
+                        }
+                    }
+                }
+                Flaw::ClampsLongDelays => {
+                    let window = self.limits().schedule_window;
+                    if let Schedule::After(d) = item.schedule {
+                        item.schedule = Schedule::After(d.min(window));
+                    }
+                }
                 _ => {}
             }
         }
@@ -287,6 +422,21 @@ impl Store for Flawed {
         }
         let limit = params.limit as usize;
         let owner = params.owner.clone();
+        if self.flaw == Flaw::PausesOnlyItsOwnHandle {
+            let local = self.hidden().local_pauses.clone();
+            params.queues.retain(|q| !local.contains(q));
+            if params.queues.is_empty() {
+                return Ok(Vec::new());
+            }
+        }
+        match self.flaw {
+            Flaw::FixedClaimLease => params.lease_for = Duration::from_secs(30),
+            Flaw::ClaimLimitOffByOne => params.limit += 1,
+            Flaw::TruncatesTheQueueList => {
+                params.queues.truncate(self.limits().max_claim_queues);
+            }
+            _ => {}
+        }
         let mut leases = self.inner.claim(params).await?;
         if self.flaw == Flaw::LosesReclaimedLeases {
             leases.retain(|l| l.token.attempt == 1);
@@ -332,11 +482,18 @@ impl Store for Flawed {
         Ok(leases)
     }
 
-    async fn renew(&self, params: RenewParams) -> Result<Vec<RenewOutcome>> {
+    async fn renew(&self, mut params: RenewParams) -> Result<Vec<RenewOutcome>> {
+        if self.flaw == Flaw::FixedRenewLease {
+            params.lease_for = Duration::from_secs(30);
+        }
+        self.current_attempts(&mut params.tokens).await?;
+        self.id_order(&mut params.tokens, |t| t.id);
         self.inner.renew(params).await
     }
 
     async fn complete(&self, mut params: CompleteParams) -> Result<Vec<TokenOutcome>> {
+        self.current_attempts(&mut params.tokens).await?;
+        self.id_order(&mut params.tokens, |t| t.id);
         if self.flaw == Flaw::IgnoresAttemptOnComplete {
             for token in &mut params.tokens {
                 if let Some(item) = self.inner.item_get(token.id).await? {
@@ -368,31 +525,54 @@ impl Store for Flawed {
                 }
             }
         }
-        let tokens: Vec<LeaseToken> = params.failures.iter().map(|f| f.token).collect();
+        let mut tokens: Vec<LeaseToken> = params.failures.iter().map(|f| f.token).collect();
         self.keep_tails_behind(&tokens).await?;
+        self.current_attempts(&mut tokens).await?;
+        for (f, t) in params.failures.iter_mut().zip(tokens) {
+            f.token = t;
+        }
+        self.id_order(&mut params.failures, |f| f.token.id);
         self.inner.fail(params).await
     }
 
-    async fn release(&self, params: ReleaseParams) -> Result<Vec<TokenOutcome>> {
+    async fn release(&self, mut params: ReleaseParams) -> Result<Vec<TokenOutcome>> {
         self.keep_tails_behind(&params.tokens).await?;
+        self.current_attempts(&mut params.tokens).await?;
+        self.id_order(&mut params.tokens, |t| t.id);
         self.inner.release(params).await
     }
 
-    async fn recover_expired(&self, params: RecoverParams) -> Result<Recovered> {
+    async fn recover_expired(&self, mut params: RecoverParams) -> Result<Recovered> {
+        if self.flaw == Flaw::IgnoresRecoverLimit {
+            params.limit = 1_000;
+        }
         let mut recovered = self.inner.recover_expired(params).await?;
         recovered.requeued += self.stall_put_back_tails().await?;
         Ok(recovered)
     }
 
-    async fn purge(&self, params: PurgeParams) -> Result<Purged> {
+    async fn purge(&self, mut params: PurgeParams) -> Result<Purged> {
+        if self.flaw == Flaw::IgnoresPurgeLimit {
+            params.limit = 1_000;
+        }
         self.inner.purge(params).await
     }
 
-    async fn dead_requeue(&self, params: RequeueParams) -> Result<u64> {
+    async fn dead_requeue(&self, mut params: RequeueParams) -> Result<u64> {
+        if self.flaw == Flaw::FilterIgnoresAge {
+            if let Some(f) = &mut params.filter {
+                *f = DeadFilter::new(f.queue.clone()).limit(f.limit);
+            }
+        }
         self.inner.dead_requeue(params).await
     }
 
-    async fn dead_discard(&self, params: DiscardParams) -> Result<u64> {
+    async fn dead_discard(&self, mut params: DiscardParams) -> Result<u64> {
+        if self.flaw == Flaw::FilterIgnoresAge {
+            if let Some(f) = &mut params.filter {
+                *f = DeadFilter::new(f.queue.clone()).limit(f.limit);
+            }
+        }
         self.inner.dead_discard(params).await
     }
 
@@ -408,7 +588,15 @@ impl Store for Flawed {
     }
 
     async fn queue_counts(&self, queue: &QueueName) -> Result<QueueCounts> {
-        self.inner.queue_counts(queue).await
+        let c = self.inner.queue_counts(queue).await?;
+        if self.flaw == Flaw::PausesOnlyItsOwnHandle {
+            let paused = self.hidden().local_pauses.contains(queue);
+            return Ok(c.with_paused(paused));
+        }
+        if self.flaw == Flaw::CountsWithoutPauseOrAge {
+            return Ok(c.with_paused(false).with_oldest_ready_age(None));
+        }
+        Ok(c)
     }
 
     async fn instance_heartbeat(&self, params: HeartbeatParams) -> Result<()> {
@@ -419,7 +607,10 @@ impl Store for Flawed {
         self.inner.instance_list().await
     }
 
-    async fn instance_evict_stale(&self, params: EvictParams) -> Result<Evicted> {
+    async fn instance_evict_stale(&self, mut params: EvictParams) -> Result<Evicted> {
+        if self.flaw == Flaw::FixedStaleAfter {
+            params.stale_after = Duration::from_secs(30);
+        }
         if self.flaw == Flaw::NeverEvicts {
             params.validate(&self.limits())?;
             return Ok(Evicted::default());
@@ -433,7 +624,10 @@ impl Store for Flawed {
         self.inner.instance_deregister(params).await
     }
 
-    async fn leader_acquire(&self, params: LeaderParams) -> Result<LeaderStatus> {
+    async fn leader_acquire(&self, mut params: LeaderParams) -> Result<LeaderStatus> {
+        if self.flaw == Flaw::FixedLeaderLease {
+            params.lease_for = Duration::from_secs(15);
+        }
         let holder = params.holder.clone();
         match self.inner.leader_acquire(params).await {
             Err(Error::Unavailable { .. }) if self.flaw == Flaw::FollowerWhenUnreachable => {
@@ -450,6 +644,69 @@ impl Store for Flawed {
     async fn leader_resign(&self, params: LeaderParams) -> Result<bool> {
         self.inner.leader_resign(params).await
     }
+
+    async fn item_list(&self, mut params: ItemListParams) -> Result<ItemPage> {
+        if self.flaw == Flaw::ListingIgnoresTheCursor {
+            params.cursor = None;
+        }
+        if self.flaw == Flaw::ListsScheduledAsReady && params.state == ListState::Ready {
+            let mut page = self.inner.item_list(params.clone()).await?;
+            let later = self
+                .inner
+                .item_list(ItemListParams::new(params.queue, ListState::Scheduled))
+                .await?;
+            page.items.extend(later.items);
+            return Ok(page);
+        }
+        self.inner.item_list(params).await
+    }
+
+    async fn lease_list(&self, params: LeaseListParams) -> Result<LeasePage> {
+        self.inner.lease_list(params).await
+    }
+
+    async fn queue_list(&self) -> Result<Vec<QueueName>> {
+        self.inner.queue_list().await
+    }
+
+    async fn item_cancel(&self, params: CancelParams) -> Result<Vec<CancelOutcome>> {
+        if self.flaw == Flaw::CancelsRunningItems {
+            for &id in &params.ids {
+                if let Some(item) = self.inner.item_get(id).await? {
+                    if item.state == ItemState::Running {
+                        let f = tenure_core::Failure::permanent(item.token(), "cancelled");
+                        self.inner.fail(FailParams::one(f)).await?;
+                        self.inner
+                            .dead_discard(DiscardParams::new(vec![id]))
+                            .await?;
+                    }
+                }
+            }
+            let mut out = self.inner.item_cancel(params).await?;
+            for o in &mut out {
+                if *o == CancelOutcome::NotFound {
+                    *o = CancelOutcome::Cancelled;
+                }
+            }
+            return Ok(out);
+        }
+        self.inner.item_cancel(params).await
+    }
+
+    async fn queue_pause(&self, params: PauseParams) -> Result<bool> {
+        match self.flaw {
+            Flaw::IgnoresPause => Ok(!self.inner.queue_counts(&params.queue).await?.paused),
+            Flaw::PausesOnlyItsOwnHandle => Ok(self.hidden().local_pauses.insert(params.queue)),
+            _ => self.inner.queue_pause(params).await,
+        }
+    }
+
+    async fn queue_resume(&self, params: PauseParams) -> Result<bool> {
+        if self.flaw == Flaw::PausesOnlyItsOwnHandle {
+            return Ok(self.hidden().local_pauses.remove(&params.queue));
+        }
+        self.inner.queue_resume(params).await
+    }
 }
 
 struct FlawedHarness(Flaw);
@@ -460,20 +717,25 @@ impl Harness for FlawedHarness {
 
     async fn open(&self, clock: ManualClock) -> Result<Flawed> {
         Ok(Flawed {
-            inner: MemoryStore::new(clock),
+            inner: MemoryStore::new(clock.clone()),
+            clock,
             flaw: self.0,
             hidden: Arc::default(),
         })
     }
 
     async fn open_peer(&self, store: &Flawed, _clock: ManualClock) -> Result<Flawed> {
-        Ok(store.clone())
+        let mut peer = store.clone();
+        if self.0 == Flaw::PausesOnlyItsOwnHandle {
+            peer.hidden = Arc::default();
+        }
+        Ok(peer)
     }
 
-    async fn open_unreachable(&self, clock: ManualClock) -> Result<Option<Flawed>> {
+    async fn open_unreachable(&self, clock: ManualClock) -> Result<Unreachable<Flawed>> {
         let store = self.open(clock).await?;
         store.inner.set_available(false);
-        Ok(Some(store))
+        Ok(Unreachable::Store(store))
     }
 }
 
@@ -500,6 +762,24 @@ async fn must_fail(flaw: Flaw, group: &str, case: &str) {
         in_group.contains(&case),
         "{flaw:?} must fail {group}::{case}; it failed {in_group:?}\n{report}"
     );
+}
+
+/// Like [`must_fail`], for a flaw that must fail every one of `in_cases` of `group`,
+/// from one run.
+async fn must_fail_each(flaw: Flaw, group: &str, in_cases: &[&str]) {
+    let report = run_all(&FlawedHarness(flaw)).await;
+    let in_group: Vec<&str> = report
+        .failures()
+        .filter(|f| f.group == group)
+        .map(|f| f.case)
+        .collect();
+    eprintln!("{flaw:?}: failed in {group}: {in_group:?}");
+    for case in in_cases {
+        assert!(
+            in_group.contains(case),
+            "{flaw:?} must fail {group}::{case}; it failed {in_group:?}\n{report}"
+        );
+    }
 }
 
 fn assert_all_passed(report: &Report) {
@@ -550,6 +830,89 @@ mod memory_store {
         assert!(
             report.to_string().contains("did not apply g13_leader::"),
             "{report}"
+        );
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn without_an_unreachable_store_the_certificate_leaves_g13_uncertified_saying_why() {
+        let report = run_all(&MemoryHarness {
+            keep_done: false,
+            unreachable: false,
+        })
+        .await;
+        let cert = report.certificate();
+        assert!(!cert.is_complete(), "{cert}");
+        assert_eq!(cert.not_certified.len(), 1, "{cert}");
+        let line = &cert.not_certified[0];
+        assert!(line.starts_with("g13_leader: "), "{line}");
+        assert!(
+            line.contains("an_unreachable_store_is_an_error_never_a_follower")
+                && line.contains("this harness keeps its store reachable"),
+            "{line}"
+        );
+        assert!(!cert.groups_passed.contains(&"g13_leader"), "{cert}");
+        assert_eq!(cert.groups_passed.len(), cert.groups - 1, "{cert}");
+        let text = cert.to_string();
+        assert!(text.contains("not certified:\n    g13_leader: "), "{text}");
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_full_run_certifies_every_group_naming_store_cases_and_capabilities() {
+        let report = run_all(&MemoryHarness {
+            keep_done: false,
+            unreachable: true,
+        })
+        .await;
+        let cert = report.certificate();
+        assert!(cert.is_complete(), "{cert}");
+        assert_eq!(cert.store, Some("memory"), "{cert}");
+        assert_eq!(cert.groups_passed.len(), cert.groups, "{cert}");
+        assert_eq!(cert.cases, cases::<MemoryHarness>().len(), "{cert}");
+        assert_eq!(cert.passed, cert.cases, "{cert}");
+        let caps = MemoryStore::new(ManualClock::default()).capabilities();
+        assert!(caps.partitioned_claiming, "the memory store declares G14");
+        assert!(
+            cert.capabilities.contains(&"partitioned_claiming")
+                && !cert.capabilities.contains(&"cross_process_wakeups"),
+            "{cert}"
+        );
+        let text = cert.to_string();
+        for want in [
+            "memory store",
+            &format!("groups passed: {0} of {0}", cert.groups),
+            &format!("cases: {0} of {0} passed", cert.cases),
+            &format!("capabilities declared: {}", cert.capabilities.join(", ")),
+            "not certified: nothing",
+        ] {
+            assert!(text.contains(want), "{want:?} missing from\n{text}");
+        }
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn failed_and_skipped_groups_are_not_certified_one_line_each() {
+        // Breaks G10 across queues only.
+        let report = run_all(&FlawedHarness(Flaw::ScopesPerQueue)).await;
+        let cert = report.certificate();
+        let g10: Vec<&String> = cert
+            .not_certified
+            .iter()
+            .filter(|l| l.starts_with("g10_scope: "))
+            .collect();
+        assert_eq!(g10.len(), 1, "{cert}");
+        assert!(
+            g10[0].contains("failed")
+                && g10[0].contains("a_busy_scope_is_passed_over_in_every_queue"),
+            "{cert}"
+        );
+        let skipping = run_all(&FlawedHarness(Flaw::ClaimsAllWithoutThePartitionCapability)).await;
+        let cert = skipping.certificate();
+        assert!(cert.capabilities.is_empty(), "{cert}");
+        assert!(
+            cert.not_certified
+                .iter()
+                .any(|l| l.starts_with("g14_partitioned_claiming: ")
+                    && l.contains("skipped: capability partitioned_claiming not declared")),
+            "{cert}"
         );
     }
 }
@@ -856,12 +1219,265 @@ mod broken_wrappers {
         )
         .await;
     }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn ignoring_the_cursor_fails_op_inspection() {
+        must_fail(
+            Flaw::ListingIgnoresTheCursor,
+            "op_inspection",
+            "pages_show_every_item_once_in_enqueue_order_either_way",
+        )
+        .await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn listing_scheduled_items_as_ready_fails_op_inspection() {
+        must_fail(
+            Flaw::ListsScheduledAsReady,
+            "op_inspection",
+            "listings_split_items_by_state_and_carry_attempt_owner_expiry_and_error",
+        )
+        .await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn counts_without_pause_or_age_fail_op_inspection() {
+        must_fail(
+            Flaw::CountsWithoutPauseOrAge,
+            "op_inspection",
+            "queue_counts_report_the_oldest_due_wait_and_the_pause",
+        )
+        .await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn cancelling_running_items_fails_op_control() {
+        must_fail(
+            Flaw::CancelsRunningItems,
+            "op_control",
+            "cancel_leaves_running_dead_and_unknown_items_alone_and_says_which",
+        )
+        .await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn ignoring_pause_fails_op_control() {
+        must_fail(
+            Flaw::IgnoresPause,
+            "op_control",
+            "a_paused_queue_is_not_claimed_while_held_leases_run_on",
+        )
+        .await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn pausing_only_the_own_handle_fails_the_pause_race() {
+        must_fail(
+            Flaw::PausesOnlyItsOwnHandle,
+            "op_control",
+            "a_pause_racing_claims_is_told_consistently_to_every_racer",
+        )
+        .await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_filter_ignoring_age_fails_op_control() {
+        must_fail(
+            Flaw::FilterIgnoresAge,
+            "op_control",
+            "dead_items_are_requeued_and_discarded_by_queue_and_age_in_bounded_batches",
+        )
+        .await;
+    }
+}
+
+mod keys_across_queues {
+    use super::*;
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn keying_streams_by_queue_fails_g09_across_queues() {
+        must_fail(
+            Flaw::StreamsPerQueue,
+            "g09_stream_fifo",
+            "a_stream_spanning_two_queues_is_claimed_in_enqueue_order_across_them",
+        )
+        .await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn keying_streams_by_queue_fails_g14_pins_across_queues() {
+        must_fail(
+            Flaw::StreamsPerQueue,
+            "g14_partitioned_claiming",
+            "a_streams_pin_holds_in_every_queue_of_the_stream",
+        )
+        .await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn keying_scopes_by_queue_fails_g10_across_queues() {
+        must_fail(
+            Flaw::ScopesPerQueue,
+            "g10_scope",
+            "a_busy_scope_is_passed_over_in_every_queue",
+        )
+        .await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_dedup_key_owned_by_the_last_queue_fails_g11_across_queues() {
+        must_fail(
+            Flaw::DedupKeyOwnedByLastQueue,
+            "g11_dedup",
+            "each_queue_answers_its_own_earlier_item_for_a_shared_dedup_key",
+        )
+        .await;
+    }
+}
+
+mod mixed_batches {
+    use super::*;
+
+    const CASES: [&str; 4] = [
+        "a_mixed_renew_batch_renews_only_the_current_tokens_answering_each_in_order",
+        "a_mixed_complete_batch_completes_only_the_current_tokens_answering_each_in_order",
+        "a_mixed_fail_batch_fails_only_the_current_tokens_answering_each_in_order",
+        "a_mixed_release_batch_releases_only_the_current_tokens_answering_each_in_order",
+    ];
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn answering_batches_in_id_order_fails_every_mixed_batch_of_g03() {
+        must_fail_each(Flaw::BatchAnswersInIdOrder, "g03_fenced_finalize", &CASES).await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn batches_that_ignore_the_attempt_fail_every_mixed_batch_of_g03() {
+        must_fail_each(Flaw::BatchesIgnoreTheAttempt, "g03_fenced_finalize", &CASES).await;
+    }
+}
+
+mod varied_inputs {
+    use super::*;
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_fixed_claim_lease_fails_g02() {
+        must_fail(
+            Flaw::FixedClaimLease,
+            "g02_expiry",
+            "the_claims_lease_duration_decides_the_expiry_and_when_the_item_is_reclaimed",
+        )
+        .await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn ignoring_the_recovery_limit_fails_g02() {
+        must_fail(
+            Flaw::IgnoresRecoverLimit,
+            "g02_expiry",
+            "a_recovery_pass_requeues_exactly_its_limit",
+        )
+        .await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_fixed_renewal_lease_fails_g04() {
+        must_fail(
+            Flaw::FixedRenewLease,
+            "g04_renewal_cap",
+            "the_renewals_lease_duration_decides_the_new_expiry",
+        )
+        .await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_fixed_delay_fails_g07() {
+        must_fail(
+            Flaw::FixedDelay,
+            "g07_schedule",
+            "an_enqueue_delay_decides_when_the_item_is_due",
+        )
+        .await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_claim_limit_off_by_one_fails_g08() {
+        must_fail(
+            Flaw::ClaimLimitOffByOne,
+            "g08_order",
+            "a_claim_takes_exactly_its_limit_in_claim_order",
+        )
+        .await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn ignoring_the_purge_limit_fails_g11() {
+        must_fail(
+            Flaw::IgnoresPurgeLimit,
+            "g11_dedup",
+            "a_purge_pass_forgets_exactly_its_limit_of_expired_keys",
+        )
+        .await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_fixed_stale_after_fails_g12() {
+        must_fail(
+            Flaw::FixedStaleAfter,
+            "g12_instances",
+            "the_stale_after_window_decides_which_instances_are_evicted",
+        )
+        .await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_fixed_leader_lease_fails_g13() {
+        must_fail(
+            Flaw::FixedLeaderLease,
+            "g13_leader",
+            "the_leader_lease_duration_decides_when_another_may_lead",
+        )
+        .await;
+    }
+}
+
+mod bounds {
+    use super::*;
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn writing_a_run_at_outside_the_window_fails_g15() {
+        must_fail(
+            Flaw::ClampsRunAtIntoTheWindow,
+            "g15_bad_input",
+            "a_run_at_beyond_the_schedule_window_names_run_at_and_writes_nothing",
+        )
+        .await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn writing_a_delay_beyond_the_window_fails_g15() {
+        must_fail(
+            Flaw::ClampsLongDelays,
+            "g15_bad_input",
+            "a_delay_beyond_the_schedule_window_names_delay_and_writes_nothing",
+        )
+        .await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn truncating_the_queue_list_fails_g15() {
+        must_fail(
+            Flaw::TruncatesTheQueueList,
+            "g15_bad_input",
+            "a_claim_naming_more_queues_than_the_limit_names_queues_and_changes_nothing",
+        )
+        .await;
+    }
 }
 
 mod registry {
     use super::*;
 
-    const GROUPS: [&str; 15] = [
+    const GROUPS: [&str; 17] = [
         "g01_exclusive_claim",
         "g02_expiry",
         "g03_fenced_finalize",
@@ -877,6 +1493,8 @@ mod registry {
         "g13_leader",
         "g14_partitioned_claiming",
         "g15_bad_input",
+        "op_inspection",
+        "op_control",
     ];
 
     #[test]

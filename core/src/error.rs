@@ -3,6 +3,17 @@
 //! Stores keep their driver errors private and map them here, so a caller decides
 //! what to do from the variant alone: retry ([`Error::is_retryable`]), give up, or
 //! treat the lease as gone.
+//!
+//! | variant | what the caller does | retryable |
+//! |---|---|---|
+//! | [`Error::InvalidInput`] | fix the argument named by `field`; nothing was written (G15) | no |
+//! | [`Error::LeaseLost`], [`Error::RenewalLimit`] | stop working on the item; another attempt owns it or it is finished (G3, G4) | no |
+//! | [`Error::Conflict`], [`Error::NotFound`] | the state is not what the call assumed | no |
+//! | [`Error::Unavailable`] | try the same call again later; the store recovers by itself | yes |
+//! | [`Error::Config`] | fix the deployment (URL, database, role, password, migrations); no call succeeds until then | no |
+//! | [`Error::Corrupt`] | restore the store's data from a backup; the store refuses to guess | no |
+//! | [`Error::Unsupported`] | use another store or capability | no |
+//! | [`Error::Internal`] | report a bug | no |
 
 use std::fmt;
 
@@ -92,6 +103,31 @@ pub enum Error {
         #[source]
         source: BoxError,
     },
+
+    /// The store is reachable but its configuration is wrong: an unknown database or
+    /// role, a refused password, a schema that was never migrated. Not retryable:
+    /// every call answers the same until an operator fixes the deployment, so a
+    /// worker should stop and say so rather than retry (unlike
+    /// [`Error::Unavailable`], which heals by itself). The reason says what to fix
+    /// (for example "run migrate").
+    #[error("{store} configuration: {reason}")]
+    Config {
+        /// The store's name.
+        store: &'static str,
+        /// What is wrong and what to fix.
+        reason: String,
+    },
+
+    /// The store's data failed an integrity check (for example a damaged SQLite
+    /// file). Not retryable: the same data answers the same; restore it from a
+    /// backup. The reason names the data (the file) and the problem found.
+    #[error("{store} data corrupt: {reason}")]
+    Corrupt {
+        /// The store's name.
+        store: &'static str,
+        /// Which data, and what is wrong with it.
+        reason: String,
+    },
 }
 
 /// A fieldless mirror of [`Error`] for matching, logging and metrics.
@@ -114,6 +150,10 @@ pub enum ErrorKind {
     Unsupported,
     /// See [`Error::Internal`].
     Internal,
+    /// See [`Error::Config`].
+    Config,
+    /// See [`Error::Corrupt`].
+    Corrupt,
 }
 
 impl fmt::Display for ErrorKind {
@@ -168,6 +208,22 @@ impl Error {
         Error::Unsupported { operation, store }
     }
 
+    /// Shorthand for [`Error::Config`].
+    pub fn config(store: &'static str, reason: impl Into<String>) -> Self {
+        Error::Config {
+            store,
+            reason: reason.into(),
+        }
+    }
+
+    /// Shorthand for [`Error::Corrupt`].
+    pub fn corrupt(store: &'static str, reason: impl Into<String>) -> Self {
+        Error::Corrupt {
+            store,
+            reason: reason.into(),
+        }
+    }
+
     /// The variant without its fields.
     pub fn kind(&self) -> ErrorKind {
         match self {
@@ -179,6 +235,8 @@ impl Error {
             Error::Unavailable { .. } => ErrorKind::Unavailable,
             Error::Unsupported { .. } => ErrorKind::Unsupported,
             Error::Internal { .. } => ErrorKind::Internal,
+            Error::Config { .. } => ErrorKind::Config,
+            Error::Corrupt { .. } => ErrorKind::Corrupt,
         }
     }
 
@@ -207,6 +265,24 @@ mod tests {
         assert!(!Error::invalid("queue", "empty").is_retryable());
         assert!(!Error::conflict("item", "x").is_retryable());
         assert!(!Error::internal("memory", "bug").is_retryable());
+        assert!(!Error::config("postgres", "run migrate").is_retryable());
+        assert!(!Error::corrupt("sqlite", "x.db: malformed").is_retryable());
+    }
+
+    #[test]
+    fn config_and_corrupt_are_kinds_of_their_own() {
+        let e = Error::config("postgres", "database \"nope\" does not exist");
+        assert_eq!(e.kind(), ErrorKind::Config);
+        assert_eq!(
+            e.to_string(),
+            "postgres configuration: database \"nope\" does not exist"
+        );
+        let e = Error::corrupt("sqlite", "w.db: page 3 is never used");
+        assert_eq!(e.kind(), ErrorKind::Corrupt);
+        assert_eq!(
+            e.to_string(),
+            "sqlite data corrupt: w.db: page 3 is never used"
+        );
     }
 
     #[test]

@@ -98,6 +98,36 @@ pub trait StoreExt: Store {
             RenewOutcome::LeaseLost => Err(Error::LeaseLost { token }),
         }
     }
+
+    /// Cancels one ready or scheduled item. Anything else is an error that says why:
+    /// [`Error::Conflict`] naming the holder for a running item (cancel does not stop
+    /// a running attempt), or a dead or done item; [`Error::NotFound`] for an unknown id.
+    async fn cancel_one(&self, id: crate::model::ItemId) -> Result<()> {
+        use crate::operate::CancelOutcome;
+        match single(
+            self.item_cancel(crate::store::CancelParams::new(vec![id]))
+                .await?,
+            self.name(),
+        )? {
+            CancelOutcome::Cancelled => Ok(()),
+            CancelOutcome::Running { attempt, owner } => Err(Error::conflict(
+                "item",
+                format!(
+                    "{id} is running (attempt {attempt}, owner {owner}); cancel does not \
+                     stop a running item: let it finish, or wait for it to fail or expire"
+                ),
+            )),
+            CancelOutcome::Dead => Err(Error::conflict(
+                "item",
+                format!("{id} is dead; discard it instead of cancelling it"),
+            )),
+            CancelOutcome::Done => Err(Error::conflict(
+                "item",
+                format!("{id} has finished; there is nothing to cancel"),
+            )),
+            CancelOutcome::NotFound => Err(Error::not_found("item", id.to_string())),
+        }
+    }
 }
 
 impl<S: Store + ?Sized> StoreExt for S {}

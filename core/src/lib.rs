@@ -51,6 +51,7 @@ mod ext;
 mod keys;
 pub mod machine;
 mod model;
+mod operate;
 pub mod partition;
 mod retry;
 #[cfg(feature = "runtime")]
@@ -70,6 +71,9 @@ pub use model::{
     DEFAULT_DEDUP_WINDOW, DEFAULT_MAX_ATTEMPTS, DEFAULT_MAX_RENEWALS, DEFAULT_MAX_STALLS,
     MAX_ATTEMPTS_LIMIT,
 };
+pub use operate::{
+    CancelOutcome, Cursor, ItemPage, LeaseInfo, LeasePage, ListOrder, ListState, MAX_CURSOR_BYTES,
+};
 pub use partition::Partitioning;
 pub use retry::RetryPolicy;
 #[cfg(feature = "runtime")]
@@ -78,11 +82,16 @@ pub use runtime::{
     WorkerBuilder,
 };
 pub use store::{
+    CancelParams, DeadFilter, ItemListParams, LeaseListParams, PauseParams, DEFAULT_DEAD_BATCH,
+    DEFAULT_PAGE, MAX_DEAD_BATCH, MAX_PAGE,
+};
+pub use store::{
     Capabilities, ClaimParams, CompleteParams, DeregisterParams, DiscardParams, EnqueueParams,
     EvictParams, FailParams, Failure, HeartbeatParams, LeaderParams, Limits, PurgeParams,
-    RecoverParams, ReleaseParams, RenewParams, RequeueParams, Retry, Store, WakeSignal,
+    RecoverParams, ReleaseParams, RenewParams, RequeueParams, Retry, Store, WakeHealth, WakeSignal,
     DEFAULT_STALE_AFTER, MAX_ERROR_BYTES, MAX_STREAM_RUN,
 };
+pub use store::{DEFAULT_MAX_CLAIM_QUEUES, DEFAULT_SCHEDULE_WINDOW};
 pub use time::{duration_micros, Clock, ManualClock, SharedClock, SystemClock, Timestamp};
 
 /// Re-exported so stores and tests name the same version.

@@ -502,8 +502,10 @@ impl LeaderStatus {
     }
 }
 
-/// Counts of a queue's items by state.
+/// Counts of a queue's items by state, with its pause flag and the wait of its oldest
+/// due item.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+#[non_exhaustive]
 pub struct QueueCounts {
     /// Ready and due now.
     pub ready: u64,
@@ -515,11 +517,42 @@ pub struct QueueCounts {
     pub dead: u64,
     /// Finished and still kept (stores that delete finished items report 0).
     pub done: u64,
+    /// True while the queue is paused ([`Store::queue_pause`](crate::Store::queue_pause)):
+    /// its items are not claimed.
+    pub paused: bool,
+    /// How long the longest-waiting due item has been claimable: `now - run_at` of the
+    /// ready, due item with the smallest `run_at`; `None` when no item is ready and due.
+    pub oldest_ready_age: Option<Duration>,
 }
 
 impl QueueCounts {
     /// Items not yet finished or dead: ready, scheduled and running.
     pub fn pending(&self) -> u64 {
         self.ready + self.scheduled + self.running
+    }
+
+    /// Counts with these five numbers, not paused, and no oldest age.
+    pub fn new(ready: u64, scheduled: u64, running: u64, dead: u64, done: u64) -> Self {
+        QueueCounts {
+            ready,
+            scheduled,
+            running,
+            dead,
+            done,
+            paused: false,
+            oldest_ready_age: None,
+        }
+    }
+
+    /// Sets the pause flag.
+    pub fn with_paused(mut self, paused: bool) -> Self {
+        self.paused = paused;
+        self
+    }
+
+    /// Sets the wait of the oldest due item.
+    pub fn with_oldest_ready_age(mut self, age: Option<Duration>) -> Self {
+        self.oldest_ready_age = age;
+        self
     }
 }

@@ -59,11 +59,13 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
 use tenure_core::{
-    async_trait, Capabilities, ClaimParams, Clock, CompleteParams, DeregisterParams, DiscardParams,
-    EnqueueParams, Enqueued, Error, EvictParams, Evicted, FailOutcome, FailParams, HeartbeatParams,
-    Instance, Item, ItemId, LeaderParams, LeaderStatus, Lease, Limits, PurgeParams, Purged,
-    QueueCounts, QueueName, RecoverParams, Recovered, ReleaseParams, RenewOutcome, RenewParams,
-    RequeueParams, Result, SharedClock, Store, SystemClock, Timestamp, TokenOutcome, WakeSignal,
+    async_trait, CancelOutcome, CancelParams, Capabilities, ClaimParams, Clock, CompleteParams,
+    DeregisterParams, DiscardParams, EnqueueParams, Enqueued, Error, EvictParams, Evicted,
+    FailOutcome, FailParams, HeartbeatParams, Instance, Item, ItemId, ItemListParams, ItemPage,
+    LeaderParams, LeaderStatus, Lease, LeaseListParams, LeasePage, Limits, PauseParams,
+    PurgeParams, Purged, QueueCounts, QueueName, RecoverParams, Recovered, ReleaseParams,
+    RenewOutcome, RenewParams, RequeueParams, Result, SharedClock, Store, SystemClock, Timestamp,
+    TokenOutcome, WakeSignal,
 };
 
 use crate::state::State;
@@ -181,14 +183,22 @@ impl Store for MemoryStore {
         self.inner.limits
     }
 
+    /// Every enqueue through any handle of this store fires it. Its health is always
+    /// [`WakeHealth::Local`](tenure_core::WakeHealth::Local): a memory store lives in
+    /// one process and nothing can go down, so workers keep their tight poll (which
+    /// also finds scheduled items and retries coming due).
     fn wake_signal(&self) -> Option<WakeSignal> {
         Some(self.inner.wake.clone())
     }
 
     async fn enqueue(&self, params: EnqueueParams) -> Result<Vec<Enqueued>> {
         params.validate(&self.inner.limits)?;
+        let limits = &self.inner.limits;
         let pin_to = params.pin_to.as_ref();
-        let out = self.with_state(|s, now| s.enqueue(&params.items, pin_to, now))??;
+        let out = self.with_state(|s, now| {
+            params.validate_schedule(limits, now)?;
+            s.enqueue(&params.items, pin_to, now)
+        })??;
         self.inner.wake.notify();
         Ok(out)
     }
@@ -253,12 +263,24 @@ impl Store for MemoryStore {
 
     async fn dead_requeue(&self, params: RequeueParams) -> Result<u64> {
         params.validate(&self.inner.limits)?;
-        self.with_state(|s, now| s.dead_requeue(&params.ids, params.additional_attempts, now))
+        self.with_state(|s, now| match &params.filter {
+            Some(f) => {
+                let ids = s.dead_matching(f, now);
+                s.dead_requeue(&ids, params.additional_attempts, now)
+            }
+            None => s.dead_requeue(&params.ids, params.additional_attempts, now),
+        })
     }
 
     async fn dead_discard(&self, params: DiscardParams) -> Result<u64> {
         params.validate(&self.inner.limits)?;
-        self.with_state(|s, now| s.dead_discard(&params.ids, now))
+        self.with_state(|s, now| match &params.filter {
+            Some(f) => {
+                let ids = s.dead_matching(f, now);
+                s.dead_discard(&ids, now)
+            }
+            None => s.dead_discard(&params.ids, now),
+        })
     }
 
     async fn item_get(&self, id: ItemId) -> Result<Option<Item>> {
@@ -296,6 +318,46 @@ impl Store for MemoryStore {
     async fn leader_resign(&self, params: LeaderParams) -> Result<bool> {
         params.validate(&self.inner.limits)?;
         self.with_state(|s, now| s.leader_resign(&params.name, &params.holder, now))
+    }
+
+    async fn item_list(&self, params: ItemListParams) -> Result<ItemPage> {
+        params.validate(&self.inner.limits)?;
+        let limit = usize::try_from(params.limit).unwrap_or(usize::MAX);
+        self.with_state(|s, now| {
+            s.item_list(
+                &params.queue,
+                params.state,
+                params.order,
+                limit,
+                params.cursor.as_ref(),
+                now,
+            )
+        })?
+    }
+
+    async fn lease_list(&self, params: LeaseListParams) -> Result<LeasePage> {
+        params.validate(&self.inner.limits)?;
+        let limit = usize::try_from(params.limit).unwrap_or(usize::MAX);
+        self.with_state(|s, now| s.lease_list(&params.queue, limit, params.cursor.as_ref(), now))?
+    }
+
+    async fn queue_list(&self) -> Result<Vec<QueueName>> {
+        self.with_state(|s, _| s.queue_list())
+    }
+
+    async fn item_cancel(&self, params: CancelParams) -> Result<Vec<CancelOutcome>> {
+        params.validate(&self.inner.limits)?;
+        self.with_state(|s, now| s.item_cancel(&params.ids, now))?
+    }
+
+    async fn queue_pause(&self, params: PauseParams) -> Result<bool> {
+        params.validate(&self.inner.limits)?;
+        self.with_state(|s, _| s.set_paused(&params.queue, true))
+    }
+
+    async fn queue_resume(&self, params: PauseParams) -> Result<bool> {
+        params.validate(&self.inner.limits)?;
+        self.with_state(|s, _| s.set_paused(&params.queue, false))
     }
 }
 

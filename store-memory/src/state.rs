@@ -27,6 +27,8 @@
 //! finishes or is discarded, the next one is placed. Running items are indexed by
 //! lease expiry per queue (recovery is `O(k log n)`) and by owner (eviction).
 
+mod operate;
+
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
@@ -137,6 +139,8 @@ struct QueueIndex {
     members: Vec<Slot>,
     /// Dedup keys of the queue (G11).
     dedup: HashMap<DedupKey, DedupEntry>,
+    /// Paused: claims pass the queue over (`Store::queue_pause`).
+    paused: bool,
 }
 
 #[derive(Default)]
@@ -835,6 +839,9 @@ impl State {
         for &q in &qs {
             self.recover_queue(q, now, u64::MAX, &mut recovered);
         }
+        // A paused queue's items are not claimed; its expired leases are still
+        // recovered above, as a maintenance pass would.
+        qs.retain(|&q| !self.idx.queues[q].paused);
         // Scheduled candidates that have come due (G7).
         for &q in &qs {
             loop {
@@ -1102,18 +1109,26 @@ impl State {
         let Some(&q) = self.queue_ids.get(queue) else {
             return c;
         };
+        c.paused = self.idx.queues[q].paused;
+        let mut oldest: Option<Timestamp> = None;
         for &slot in &self.idx.queues[q].members {
             let Some(e) = self.items.get(slot) else {
                 continue;
             };
             match e.item.state {
-                ItemState::Ready if e.item.run_at <= now => c.ready += 1,
+                ItemState::Ready if e.item.run_at <= now => {
+                    c.ready += 1;
+                    if oldest.is_none_or(|o| e.item.run_at < o) {
+                        oldest = Some(e.item.run_at);
+                    }
+                }
                 ItemState::Ready => c.scheduled += 1,
                 ItemState::Running => c.running += 1,
                 ItemState::Dead => c.dead += 1,
                 ItemState::Done => c.done += 1,
             }
         }
+        c.oldest_ready_age = oldest.map(|at| now.duration_since(at));
         c
     }
 

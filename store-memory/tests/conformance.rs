@@ -2,6 +2,7 @@
 //!
 //! `cargo test -p tenure-memory --test conformance` runs every case as its own test.
 
+use tenure_conformance::Unreachable;
 use tenure_core::{async_trait, ManualClock, Result};
 use tenure_memory::MemoryStore;
 
@@ -21,10 +22,10 @@ impl tenure_conformance::Harness for MemoryHarness {
         Ok(store.clone())
     }
 
-    async fn open_unreachable(&self, clock: ManualClock) -> Result<Option<MemoryStore>> {
+    async fn open_unreachable(&self, clock: ManualClock) -> Result<Unreachable<MemoryStore>> {
         let store = MemoryStore::new(clock);
         store.set_available(false);
-        Ok(Some(store))
+        Ok(Unreachable::Store(store))
     }
 }
 

@@ -380,16 +380,20 @@ impl Model {
 
     fn counts(&self, q: &QueueName, now: Timestamp) -> QueueCounts {
         let mut c = QueueCounts::default();
+        let mut oldest: Option<Timestamp> = None;
         for it in self.items.iter().flatten().filter(|it| it.queue == *q) {
             match it.state {
-                ItemState::Ready if it.run_at <= now => c.ready += 1,
+                ItemState::Ready if it.run_at <= now => {
+                    c.ready += 1;
+                    oldest = Some(oldest.map_or(it.run_at, |o| o.min(it.run_at)));
+                }
                 ItemState::Ready => c.scheduled += 1,
                 ItemState::Running => c.running += 1,
                 ItemState::Dead => c.dead += 1,
                 ItemState::Done => c.done += 1,
             }
         }
-        c
+        c.with_oldest_ready_age(oldest.map(|at| now.duration_since(at)))
     }
 }
 

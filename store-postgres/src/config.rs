@@ -57,7 +57,9 @@ impl fmt::Debug for PgConfig {
 }
 
 impl PgConfig {
-    /// Connect to `url` (`postgres://user[:password]@host[:port]/database[?options]`)
+    /// Connect to `url` (`postgres://user[:password]@host[:port]/database[?options]`;
+    /// the options are the ones sqlx understands, [`DRIVER_PARAMETERS`](crate::DRIVER_PARAMETERS),
+    /// TLS included: see the crate docs)
     /// with every default: schema `tenure`, the system clock, default [`Limits`], 10
     /// connections, a 5 s acquire timeout, finished items deleted, LISTEN/NOTIFY
     /// wake-ups on, statement caching on, JIT compilation off for the store's sessions,
@@ -80,7 +82,8 @@ impl PgConfig {
     }
 
     /// The schema that holds Tenure's tables (default `tenure`). It must be 1..=48
-    /// lowercase ASCII letters, digits and `_`, not starting with a digit; anything else
+    /// lowercase ASCII letters, digits and `_`, not starting with a digit, and not a
+    /// PostgreSQL system schema (`information_schema`, `pg_*`); anything else
     /// makes [`PgStore::connect`](crate::PgStore::connect) answer
     /// [`Error::InvalidInput`](tenure_core::Error) naming `schema`, before any statement
     /// runs.
@@ -129,6 +132,13 @@ impl PgConfig {
     /// [`wake_signal`](tenure_core::Store::wake_signal). A latency hint only; polling
     /// remains the fallback. Turn it off when the URL points at a transaction-pooling
     /// proxy (LISTEN needs a session).
+    ///
+    /// The signal's [`WakeHealth`](tenure_core::WakeHealth) says whether the listener
+    /// is connected: `Down` until its LISTEN is in place and from a lost connection
+    /// until it has reconnected (on its own, with a backoff capped at 5 s, logged at
+    /// `warn` and `info`), `Healthy` otherwise. Workers relax their polling only while
+    /// it is healthy and poll at their base while it is down. With `listen(false)` it
+    /// is `Local`.
     pub fn listen(mut self, listen: bool) -> Self {
         self.listen = listen;
         self

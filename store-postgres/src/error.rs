@@ -3,6 +3,18 @@
 //! `sqlx::Error` never leaves this crate. Every statement's error goes through
 //! [`map`], which classifies a database error by its SQLSTATE with [`classify`] (one
 //! table, unit-tested below) and every transport error as unavailable.
+//!
+//! | cause | SQLSTATE or driver error | answer |
+//! |---|---|---|
+//! | connection lost or refused, server shutting down or starting, too many connections, serialization failure, deadlock, lock or statement timeout | `08…`, `53…`, `57…`, `40…`, `55P03`, `25006`, I/O | [`Error::Unavailable`] (retryable) |
+//! | unknown database | `3D000` | [`Error::Config`] |
+//! | unknown role, refused password, no `pg_hba.conf` entry | `28000`, `28P01` | [`Error::Config`] |
+//! | a privilege the role lacks | `42501` | [`Error::Config`] |
+//! | schema missing or not migrated to this version ("run migrate") | `3F000`, `42P01`, `42883` | [`Error::Config`] |
+//! | TLS refused or the certificate not trusted | TLS error | [`Error::Config`] |
+//! | a malformed URL | configuration error | [`Error::InvalidInput`] naming `url` |
+//! | a constraint the store did not expect | `23…` | [`Error::Conflict`] |
+//! | anything else (a bug) | | [`Error::Internal`] |
 
 use tenure_core::Error;
 
@@ -15,6 +27,9 @@ pub(crate) enum Class {
     Retryable,
     /// A constraint or state conflict.
     Conflict,
+    /// The deployment is wrong (database, role, password, privileges, migrations):
+    /// not retryable until an operator fixes it.
+    Config,
     /// A bug, a missing schema object or corrupt data: not retryable.
     Internal,
 }
@@ -32,6 +47,10 @@ pub(crate) fn classify(code: &str) -> Class {
         // admin_shutdown (pg_terminate_backend, smart/fast shutdown), crash_shutdown,
         // cannot_connect_now (starting up or in recovery), database_dropped.
         "57P01" | "57P02" | "57P03" | "57P04" | "57P05" => Class::Retryable,
+        // invalid_catalog_name (unknown database), insufficient_privilege,
+        // invalid_schema_name, undefined_table, undefined_function: the database, the
+        // role's grants or the migrations are not what the store needs.
+        "3D000" | "42501" | "3F000" | "42P01" | "42883" => Class::Config,
         _ => match code.get(..2) {
             // connection_exception: the connection is gone or could not be made.
             Some("08") => Class::Retryable,
@@ -42,6 +61,9 @@ pub(crate) fn classify(code: &str) -> Class {
             Some("57") | Some("40") | Some("58") => Class::Retryable,
             // integrity_constraint_violation.
             Some("23") => Class::Conflict,
+            // invalid_authorization_specification (unknown role, no pg_hba.conf entry),
+            // invalid_password.
+            Some("28") => Class::Config,
             _ => Class::Internal,
         },
     }
@@ -62,17 +84,61 @@ pub(crate) fn map(err: sqlx::Error) -> Error {
                         db.constraint().unwrap_or("?")
                     ),
                 ),
+                Class::Config => {
+                    let code = db.code().map(|c| c.into_owned()).unwrap_or_default();
+                    Error::config(
+                        STORE,
+                        format!("{} (SQLSTATE {code}): {}", db.message(), hint(&code)),
+                    )
+                }
                 Class::Internal => Error::internal(STORE, db),
             }
         }
+        sqlx::Error::Tls(e) => Error::config(
+            STORE,
+            format!(
+                "TLS: {e}; check sslmode, sslrootcert and the host name against the \
+                 server's certificate"
+            ),
+        ),
+        // rustls reports a certificate it does not trust as an I/O error of kind
+        // InvalidData carrying its own error: that is the deployment, not the network.
+        sqlx::Error::Io(e)
+            if e.kind() == std::io::ErrorKind::InvalidData
+                && e.get_ref()
+                    .is_some_and(|inner| inner.to_string().contains("certificate")) =>
+        {
+            Error::config(
+                STORE,
+                format!(
+                    "TLS: {e}; check sslmode, sslrootcert and the host name against the \
+                     server's certificate"
+                ),
+            )
+        }
         e @ (sqlx::Error::Io(_)
-        | sqlx::Error::Tls(_)
         | sqlx::Error::Protocol(_)
         | sqlx::Error::PoolTimedOut
         | sqlx::Error::WorkerCrashed
         | sqlx::Error::BeginFailed) => Error::unavailable(STORE, e),
         sqlx::Error::Configuration(e) => Error::invalid("url", e.to_string()),
         other => Error::internal(STORE, other),
+    }
+}
+
+/// What to fix, for a [`Class::Config`] SQLSTATE.
+fn hint(code: &str) -> &'static str {
+    match code {
+        "3D000" => "the database named in the URL does not exist; create it or fix the URL",
+        "42501" => {
+            "the role lacks a privilege the store needs; see the tenure-postgres docs, \
+             Required privileges"
+        }
+        "3F000" | "42P01" | "42883" => {
+            "the schema is missing or not migrated to this version; run migrate \
+             (PgStore::migrate, or connect once with migrate_on_connect(true))"
+        }
+        _ => "check the user and password in the URL and the server's pg_hba.conf",
     }
 }
 
@@ -113,7 +179,13 @@ mod tests {
             ("58030", Class::Retryable),
             ("23505", Class::Conflict),
             ("23503", Class::Conflict),
-            ("42P01", Class::Internal),
+            ("3D000", Class::Config),
+            ("28000", Class::Config),
+            ("28P01", Class::Config),
+            ("42501", Class::Config),
+            ("3F000", Class::Config),
+            ("42P01", Class::Config),
+            ("42883", Class::Config),
             ("42703", Class::Internal),
             ("22P02", Class::Internal),
             ("XX000", Class::Internal),
@@ -132,5 +204,19 @@ mod tests {
         let e = map(sqlx::Error::RowNotFound);
         assert_eq!(e.kind(), tenure_core::ErrorKind::Internal);
         assert!(!map(sqlx::Error::PoolClosed).is_retryable());
+    }
+
+    #[test]
+    fn an_untrusted_certificate_is_a_config_error_and_other_bad_data_unavailable() {
+        let cert = std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            "invalid peer certificate: UnknownIssuer",
+        );
+        assert_eq!(
+            map(sqlx::Error::Io(cert)).kind(),
+            tenure_core::ErrorKind::Config
+        );
+        let other = std::io::Error::new(std::io::ErrorKind::InvalidData, "garbled frame");
+        assert!(map(sqlx::Error::Io(other)).is_retryable());
     }
 }

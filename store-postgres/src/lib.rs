@@ -172,10 +172,61 @@
 //! deadlocks answer [`Error::Unavailable`](tenure_core::Error) (retryable); the pool
 //! replaces broken connections, so the same store works again once the server is
 //! back. Every finalize is fenced, so retrying a call whose outcome was unknown can
-//! never finalize an item twice.
+//! never finalize an item twice. A refused connection says so ("connection refused")
+//! within a fraction of a second instead of waiting out
+//! [`PgConfig::acquire_timeout`]: when opening a connection takes longer than 250 ms,
+//! the store opens one itself to learn why. A test kills the connection after the
+//! server committed a complete and before the answer arrived: the worker runtime
+//! retries, is refused as stale, and counts the item completed (or, when finished
+//! items are deleted, `unconfirmed`), never a lost lease; the item ran once.
+//!
+//! # Errors a caller can act on
+//!
+//! - [`Error::Unavailable`](tenure_core::Error::Unavailable): retry; the store heals
+//!   by itself (the faults above).
+//! - [`Error::Config`](tenure_core::Error::Config), not retryable: the server is
+//!   reachable but the deployment is wrong, and every call answers the same until it
+//!   is fixed. An unknown database (`3D000`), an unknown role or refused password
+//!   (`28000`, `28P01`), a missing privilege (`42501`), a schema that is missing or
+//!   not migrated to this version (`3F000`, `42P01`, `42883`; the message says "run
+//!   migrate"), and a TLS certificate that is not trusted or does not name the host.
+//! - [`Error::InvalidInput`](tenure_core::Error::InvalidInput), before anything runs:
+//!   a schema that is not a safe identifier or is a PostgreSQL system schema
+//!   (`information_schema`, `pg_*`), naming `schema`; a URL parameter sqlx does not
+//!   understand (only [`DRIVER_PARAMETERS`] and `options[SETTING]` pass), or a
+//!   certificate file that does not exist, naming `url` and the parameter.
+//! - [`Error::Internal`](tenure_core::Error::Internal) is left for bugs.
+//!
+//! # TLS
+//!
+//! TLS is built in (rustls, with the Mozilla root certificates), chosen with the
+//! URL's `sslmode`, as in libpq:
+//!
+//! - `?sslmode=require`: encrypted, the server's certificate not checked.
+//! - `?sslmode=verify-full&sslrootcert=/path/root.crt`: encrypted, the certificate
+//!   must chain to the given root (or, without `sslrootcert`, to a public root) and
+//!   name the host of the URL. `verify-ca` checks the chain only.
+//! - `sslcert=` and `sslkey=` give a client certificate.
+//! - The default, `prefer`, uses TLS when the server offers it.
+//!
+//! ```no_run
+//! # async fn demo() -> tenure_core::Result<()> {
+//! use tenure_postgres::{PgConfig, PgStore};
+//! let url = "postgres://app@db.internal/app\
+//!            ?sslmode=verify-full&sslrootcert=/etc/ssl/certs/db-root.pem";
+//! let store = PgStore::connect(PgConfig::new(url)).await?;
+//! # let _ = store; Ok(())
+//! # }
+//! ```
+//!
+//! The tests connect to the local server with `sslmode=require` and with
+//! `verify-full` against its own certificate (`SHOW ssl_cert_file`) as the root, and
+//! check `pg_stat_ssl`; `verify-full` to a name the certificate lacks answers
+//! [`Error::Config`](tenure_core::Error::Config).
 #![deny(missing_docs)]
 
 mod config;
+mod connect;
 mod error;
 mod listen;
 mod migrate;
@@ -184,7 +235,25 @@ mod sql;
 mod store;
 
 pub use config::PgConfig;
+pub use connect::{check_schema, DRIVER_PARAMETERS};
 pub use store::PgStore;
+
+/// The newest schema version this crate migrates to.
+pub fn schema_version() -> i32 {
+    migrate::latest()
+}
+
+/// The SQL of every migration after version `from` (0 for a new schema) for
+/// `schema`, for an application that applies migrations with its own tool. Each
+/// migration is followed by the row that records it in `<schema>.tenure_migrations`,
+/// so [`PgStore::migrate`] later sees it as applied; run the script in one
+/// transaction. The schema name is validated first.
+///
+/// # Errors
+/// [`Error::InvalidInput`](tenure_core::Error) naming `schema` or `from`.
+pub fn migration_script(schema: &str, from: i32) -> tenure_core::Result<String> {
+    migrate::script(schema, from)
+}
 
 /// The store's name, as [`Store::name`](tenure_core::Store::name) reports it.
 pub(crate) const STORE: &str = "postgres";

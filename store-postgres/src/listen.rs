@@ -5,11 +5,15 @@
 //! the store's calls need) in a background task that ends when the last store handle
 //! is dropped. A lost connection is re-established with a capped backoff; after every
 //! reconnect the signal fires once, because notifications sent meanwhile are lost.
+//!
+//! The listener reports its state on the signal ([`WakeHealth`]): `Down` until the
+//! first LISTEN is in place, `Healthy` while it is, `Down` from a lost connection until
+//! LISTEN is in place again. Loss and recovery are logged at `warn` and `info`.
 
 use std::time::Duration;
 
 use sqlx::postgres::{PgConnectOptions, PgListener, PgPoolOptions};
-use tenure_core::WakeSignal;
+use tenure_core::{WakeHealth, WakeSignal};
 use tokio::task::JoinHandle;
 
 /// Starts the listener task for `channel`.
@@ -41,16 +45,30 @@ pub(crate) fn spawn(
                 continue;
             }
             // Anything sent before we listened is unknown: poll once.
+            if wake.set_health(WakeHealth::Healthy) {
+                tracing::info!(%channel, "tenure-postgres: LISTEN connection established");
+            }
             wake.notify();
             backoff = Duration::from_millis(100);
             loop {
                 match listener.try_recv().await {
                     Ok(Some(_)) => wake.notify(),
-                    // The connection was lost and re-established; notifications sent
-                    // in between are gone.
-                    Ok(None) => wake.notify(),
+                    // The connection was lost and re-established (LISTEN included)
+                    // within this call; notifications sent in between are gone.
+                    Ok(None) => {
+                        tracing::info!(
+                            %channel,
+                            "tenure-postgres: LISTEN connection lost and re-established"
+                        );
+                        wake.notify();
+                    }
                     Err(e) => {
-                        tracing::debug!(error = %e, "tenure-postgres: LISTEN connection lost");
+                        wake.set_health(WakeHealth::Down);
+                        tracing::warn!(
+                            error = %e,
+                            %channel,
+                            "tenure-postgres: LISTEN connection lost; reconnecting, and polling at the base meanwhile"
+                        );
                         break;
                     }
                 }

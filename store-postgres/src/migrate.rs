@@ -7,7 +7,7 @@
 //! migrators of one schema are serialised by a transaction-scoped advisory lock; the
 //! whole run is one transaction, so a failed migration leaves nothing behind.
 
-use sqlx::PgPool;
+use sqlx::{Postgres, Transaction};
 use tenure_core::{Error, Result};
 
 use crate::error::map;
@@ -39,6 +39,11 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
         name: "partitioned claiming: partition hashes and stream pins",
         sql: include_str!("../migrations/0003_partitioned_claiming.sql"),
     },
+    Migration {
+        version: 4,
+        name: "operators: the listing index and paused queues",
+        sql: include_str!("../migrations/0004_operate.sql"),
+    },
 ];
 
 /// The newest version this code knows.
@@ -46,10 +51,43 @@ pub(crate) fn latest() -> i32 {
     MIGRATIONS.last().map_or(0, |m| m.version)
 }
 
-/// Applies every missing migration to `schema`, creating the schema if needed.
-pub(crate) async fn run(pool: PgPool, schema: String) -> Result<()> {
-    let schema = schema.as_str();
-    let mut tx = pool.begin().await.map_err(map)?;
+/// The SQL of migrations after `from` for `schema`, with the bookkeeping rows that
+/// make [`run`] see them as applied. See [`crate::migration_script`].
+pub(crate) fn script(schema: &str, from: i32) -> Result<String> {
+    tenure_core::validate_identifier("schema", schema)?;
+    if from < 0 || from > latest() {
+        return Err(Error::invalid(
+            "from",
+            format!("{from} is not a migration version (0..={})", latest()),
+        ));
+    }
+    let mut out = format!(
+        "-- tenure-postgres: schema {schema}, migrations {} to {} (apply in one transaction)\n\
+         CREATE SCHEMA IF NOT EXISTS {schema};\n\
+         CREATE TABLE IF NOT EXISTS {schema}.tenure_migrations (\n    \
+             version integer PRIMARY KEY,\n    \
+             name text NOT NULL,\n    \
+             applied_at timestamptz NOT NULL DEFAULT now()\n\
+         );\n",
+        from + 1,
+        latest()
+    );
+    for m in MIGRATIONS.iter().filter(|m| m.version > from) {
+        out.push_str(&format!(
+            "\n-- migration {}: {}\n{}\nINSERT INTO {schema}.tenure_migrations (version, name) VALUES ({}, '{}');\n",
+            m.version,
+            m.name,
+            m.sql.replace("__SCHEMA__", schema).trim_end(),
+            m.version,
+            m.name.replace('\'', "''"),
+        ));
+    }
+    Ok(out)
+}
+
+/// Applies every missing migration to `schema` in `tx`, creating the schema if needed,
+/// and commits.
+pub(crate) async fn run(mut tx: Transaction<'static, Postgres>, schema: &str) -> Result<()> {
     // Unnamed statements throughout: migrations run rarely, and a named statement
     // would outlive the transaction on a server connection a proxy shares.
     sqlx::query("SELECT pg_advisory_xact_lock(hashtext($1))")

@@ -59,6 +59,8 @@ pub(crate) struct Sql {
     pub(crate) put_back_expired: String,
     pub(crate) instance_registered: String,
     pub(crate) pin_enqueued: String,
+    /// The operator's inspection and control.
+    pub(crate) op: crate::store::operate::OpSql,
 }
 
 impl Sql {
@@ -271,6 +273,7 @@ impl Sql {
                      owner = $4, lease_expires_at = $5, renewals = 0, updated_at = $2 \
                  WHERE i.id = ANY($1::uuid[]) AND i.state = 'ready' AND i.head \
                      AND i.run_at <= $2 AND i.queue = ANY($3::text[]) \
+                     AND NOT EXISTS (SELECT 1 FROM {s}.paused_queues z WHERE z.queue = i.queue) \
                      AND (i.scope IS NULL OR NOT EXISTS (SELECT 1 FROM {s}.items r \
                          WHERE r.scope = i.scope AND r.state = 'running')) \
                  RETURNING {ITEM_COLS}"
@@ -311,6 +314,7 @@ impl Sql {
                          owner = $4, lease_expires_at = $5, renewals = 0, updated_at = $2 \
                      WHERE i.id = ANY($1::uuid[]) AND i.state = 'ready' AND i.head \
                          AND i.run_at <= $2 AND i.queue = ANY($3::text[]) \
+                     AND NOT EXISTS (SELECT 1 FROM {s}.paused_queues z WHERE z.queue = i.queue) \
                          AND (i.scope IS NULL OR NOT EXISTS (SELECT 1 FROM {s}.items r \
                              WHERE r.scope = i.scope AND r.state = 'running')) \
                          AND {share_i} \
@@ -440,7 +444,9 @@ impl Sql {
                         count(*) FILTER (WHERE state = 'ready' AND run_at > $2), \
                         count(*) FILTER (WHERE state = 'running'), \
                         count(*) FILTER (WHERE state = 'dead'), \
-                        count(*) FILTER (WHERE state = 'done') \
+                        count(*) FILTER (WHERE state = 'done'), \
+                        min(run_at) FILTER (WHERE state = 'ready' AND run_at <= $2), \
+                        EXISTS (SELECT 1 FROM {s}.paused_queues z WHERE z.queue = $1) \
                  FROM {s}.items WHERE queue = $1"
             ),
             heartbeat: format!(
@@ -512,6 +518,7 @@ impl Sql {
                 "UPDATE {s}.leaders SET expires_at = $3 \
                  WHERE name = $1 AND holder = $2 AND expires_at > $3 RETURNING 1"
             ),
+            op: crate::store::operate::OpSql::new(s),
         }
     }
 }
@@ -603,6 +610,7 @@ fn picked(s: &str, filter: &str) -> String {
                  LIMIT $3 \
                  FOR UPDATE OF p SKIP LOCKED \
              ) c \
+             WHERE NOT EXISTS (SELECT 1 FROM {s}.paused_queues z WHERE z.queue = q.name) \
              ORDER BY c.priority, c.run_at, c.seq \
              LIMIT $3 \
          )"

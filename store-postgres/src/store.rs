@@ -15,20 +15,23 @@ use sqlx::query::Query;
 use sqlx::{Acquire, PgConnection, PgPool, Postgres, Row, Transaction};
 use tenure_core::partition::key_hash;
 use tenure_core::{
-    async_trait, validate_identifier, Capabilities, ClaimParams, CompleteParams, DeregisterParams,
-    DiscardParams, EnqueueParams, Enqueued, Error, EvictParams, Evicted, FailOutcome, FailParams,
-    HeartbeatParams, Instance, Item, ItemId, ItemState, LeaderParams, LeaderStatus, Lease, Limits,
-    NewItem, OwnerId, PurgeParams, Purged, QueueCounts, QueueName, RecoverParams, Recovered,
-    ReleaseParams, RenewOutcome, RenewParams, RequeueParams, Result, Retry, SharedClock, Store,
-    Timestamp, TokenOutcome, WakeSignal,
+    async_trait, Capabilities, ClaimParams, CompleteParams, DeregisterParams, DiscardParams,
+    EnqueueParams, Enqueued, Error, EvictParams, Evicted, FailOutcome, FailParams, HeartbeatParams,
+    Instance, Item, ItemId, ItemState, LeaderParams, LeaderStatus, Lease, Limits, NewItem, OwnerId,
+    PurgeParams, Purged, QueueCounts, QueueName, RecoverParams, Recovered, ReleaseParams,
+    RenewOutcome, RenewParams, RequeueParams, Result, Retry, SharedClock, Store, Timestamp,
+    TokenOutcome, WakeHealth, WakeSignal,
 };
 use tokio::task::JoinHandle;
 use uuid::Uuid;
 
+use crate::connect::{check_schema, check_url, diagnosed};
 use crate::error::{db_code, map};
 use crate::rows::{i32_of, u32_of};
 use crate::sql::{Sql, SCOPE_INDEX};
 use crate::{listen, migrate, rows, PgConfig, STORE};
+
+pub(crate) mod operate;
 
 /// How many times a claim that lost a scope race (G10) is tried again before it
 /// answers with what it has (nothing).
@@ -46,6 +49,9 @@ pub struct PgStore {
 
 struct Inner {
     pool: PgPool,
+    /// What the pool connects with, for [`diagnosed`] acquires.
+    options: PgConnectOptions,
+    max_connections: u32,
     sql: Sql,
     schema: String,
     clock: SharedClock,
@@ -97,12 +103,17 @@ impl PgStore {
     /// [`migrate_on_connect(false)`](PgConfig::migrate_on_connect), applies missing
     /// migrations.
     ///
-    /// The schema name is validated first: an unsafe name answers
-    /// [`Error::InvalidInput`] naming `schema`, and nothing is executed. Connections are
+    /// The schema name and the URL are validated first: an unsafe name or a
+    /// PostgreSQL system schema (`information_schema`, `pg_*`) answers
+    /// [`Error::InvalidInput`] naming `schema`; a URL parameter outside
+    /// [`DRIVER_PARAMETERS`](crate::DRIVER_PARAMETERS), or a certificate file that
+    /// does not exist, answers [`Error::InvalidInput`] naming `url` and the
+    /// parameter. Nothing is executed then. Connections are
     /// opened lazily, so with `migrate_on_connect(false)` this succeeds even while the
     /// server is down (calls then answer [`Error::Unavailable`] until it is back).
     pub async fn connect(config: PgConfig) -> Result<PgStore> {
-        validate_identifier("schema", &config.schema)?;
+        check_schema("schema", &config.schema)?;
+        check_url(&config.url)?;
         let mut options = PgConnectOptions::from_str(&config.url)
             .map_err(|e| Error::invalid("url", e.to_string()))?
             .application_name(&config.application_name);
@@ -134,6 +145,8 @@ impl PgStore {
         let store = PgStore {
             inner: Arc::new(Inner {
                 pool,
+                options: options.clone(),
+                max_connections: config.max_connections,
                 sql: Sql::new(&config.schema),
                 schema: config.schema.clone(),
                 clock: config.clock.clone(),
@@ -151,6 +164,8 @@ impl PgStore {
             store.migrate().await?;
         }
         if config.listen {
+            // Not listening yet: workers poll at their base until the listener is up.
+            wake.set_health(WakeHealth::Down);
             let task = listen::spawn(options, channel, wake);
             if let Ok(mut guard) = store.inner.listener.lock() {
                 *guard = Some(task);
@@ -163,7 +178,21 @@ impl PgStore {
     /// Safe to run from several processes at once; a schema newer than this code
     /// answers [`Error::Conflict`].
     pub async fn migrate(&self) -> Result<()> {
-        migrate::run(self.inner.pool.clone(), self.inner.schema.clone()).await
+        let tx = self.begin().await?;
+        migrate::run(tx, &self.inner.schema).await
+    }
+
+    /// A transaction on a pooled connection, acquired as [`diagnosed`] says.
+    async fn begin(&self) -> Result<Transaction<'static, Postgres>> {
+        let pool = &self.inner.pool;
+        diagnosed(
+            pool,
+            &self.inner.options,
+            self.inner.max_connections,
+            pool.begin(),
+        )
+        .await
+        .map_err(map)
     }
 
     /// A statement, prepared and cached per connection unless statement caching is
@@ -174,10 +203,19 @@ impl PgStore {
 
     /// A connection for one call (see [`Session`]).
     async fn raw_session(&self) -> std::result::Result<Session, sqlx::Error> {
+        let (pool, options, max) = (
+            &self.inner.pool,
+            &self.inner.options,
+            self.inner.max_connections,
+        );
         if self.inner.statement_cache {
-            Ok(Session::Auto(self.inner.pool.acquire().await?))
+            Ok(Session::Auto(
+                diagnosed(pool, options, max, pool.acquire()).await?,
+            ))
         } else {
-            Ok(Session::Tx(self.inner.pool.begin().await?))
+            Ok(Session::Tx(
+                diagnosed(pool, options, max, pool.begin()).await?,
+            ))
         }
     }
 
@@ -267,6 +305,7 @@ impl PgStore {
     ) -> Result<Vec<Enqueued>> {
         params.validate(&self.inner.limits)?;
         let now = self.inner.clock.now();
+        params.validate_schedule(&self.inner.limits, now)?;
         let mut tx = conn.begin().await.map_err(map)?;
         self.check_pin(&mut tx, &params).await?;
         let out = self.enqueue_steps(&mut tx, &params.items, now).await?;
@@ -729,7 +768,7 @@ impl PgStore {
         ids: &[Uuid],
         attempts: Option<&[i32]>,
     ) -> Result<Vec<Uuid>> {
-        let mut tx = self.inner.pool.begin().await.map_err(map)?;
+        let mut tx = self.begin().await?;
         let mut q = self.query(sql).bind(now.as_micros()).bind(ids);
         if let Some(a) = attempts {
             q = q.bind(a);
@@ -883,6 +922,7 @@ impl Store for PgStore {
     async fn enqueue(&self, params: EnqueueParams) -> Result<Vec<Enqueued>> {
         params.validate(&self.inner.limits)?;
         let now = self.inner.clock.now();
+        params.validate_schedule(&self.inner.limits, now)?;
         let simple = params.pin_to.is_none()
             && params
                 .items
@@ -902,7 +942,7 @@ impl Store for PgStore {
                 })
                 .collect()
         } else {
-            let mut tx = self.inner.pool.begin().await.map_err(map)?;
+            let mut tx = self.begin().await?;
             self.check_pin(&mut tx, &params).await?;
             let out = self.enqueue_steps(&mut tx, &params.items, now).await?;
             self.pin_enqueued(&mut tx, &params, &out).await?;
@@ -1183,7 +1223,13 @@ impl Store for PgStore {
     async fn dead_requeue(&self, params: RequeueParams) -> Result<u64> {
         params.validate(&self.inner.limits)?;
         let now = self.inner.clock.now();
-        let ids: Vec<Uuid> = params.ids.iter().map(|i| *i.as_uuid()).collect();
+        let ids: Vec<Uuid> = match &params.filter {
+            Some(f) => self.op_dead_matching(f, now).await?,
+            None => params.ids.iter().map(|i| *i.as_uuid()).collect(),
+        };
+        if ids.is_empty() {
+            return Ok(0);
+        }
         let n = self
             .execute(
                 self.query(&self.inner.sql.requeue)
@@ -1198,7 +1244,13 @@ impl Store for PgStore {
     async fn dead_discard(&self, params: DiscardParams) -> Result<u64> {
         params.validate(&self.inner.limits)?;
         let now = self.inner.clock.now();
-        let ids: Vec<Uuid> = params.ids.iter().map(|i| *i.as_uuid()).collect();
+        let ids: Vec<Uuid> = match &params.filter {
+            Some(f) => self.op_dead_matching(f, now).await?,
+            None => params.ids.iter().map(|i| *i.as_uuid()).collect(),
+        };
+        if ids.is_empty() {
+            return Ok(0);
+        }
         let done = self
             .finish_with_streams(&self.inner.sql.discard, now, &ids, None)
             .await?;
@@ -1221,13 +1273,17 @@ impl Store for PgStore {
                     .bind(now.as_micros()),
             )
             .await?;
-        Ok(QueueCounts {
-            ready: count(&row, 0)?,
-            scheduled: count(&row, 1)?,
-            running: count(&row, 2)?,
-            dead: count(&row, 3)?,
-            done: count(&row, 4)?,
-        })
+        let oldest: Option<i64> = row.try_get(5).map_err(map)?;
+        let paused: bool = row.try_get(6).map_err(map)?;
+        Ok(QueueCounts::new(
+            count(&row, 0)?,
+            count(&row, 1)?,
+            count(&row, 2)?,
+            count(&row, 3)?,
+            count(&row, 4)?,
+        )
+        .with_paused(paused)
+        .with_oldest_ready_age(oldest.map(|at| now.duration_since(Timestamp::from_micros(at)))))
     }
 
     async fn instance_heartbeat(&self, params: HeartbeatParams) -> Result<()> {
@@ -1353,5 +1409,43 @@ impl Store for PgStore {
             )
             .await?;
         Ok(row.is_some())
+    }
+
+    async fn item_list(
+        &self,
+        params: tenure_core::ItemListParams,
+    ) -> Result<tenure_core::ItemPage> {
+        params.validate(&self.inner.limits)?;
+        self.op_item_list(params).await
+    }
+
+    async fn lease_list(
+        &self,
+        params: tenure_core::LeaseListParams,
+    ) -> Result<tenure_core::LeasePage> {
+        params.validate(&self.inner.limits)?;
+        self.op_lease_list(params).await
+    }
+
+    async fn queue_list(&self) -> Result<Vec<QueueName>> {
+        self.op_queue_list().await
+    }
+
+    async fn item_cancel(
+        &self,
+        params: tenure_core::CancelParams,
+    ) -> Result<Vec<tenure_core::CancelOutcome>> {
+        params.validate(&self.inner.limits)?;
+        self.op_item_cancel(params).await
+    }
+
+    async fn queue_pause(&self, params: tenure_core::PauseParams) -> Result<bool> {
+        params.validate(&self.inner.limits)?;
+        self.op_set_paused(params, true).await
+    }
+
+    async fn queue_resume(&self, params: tenure_core::PauseParams) -> Result<bool> {
+        params.validate(&self.inner.limits)?;
+        self.op_set_paused(params, false).await
     }
 }

@@ -11,7 +11,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use sqlx::{Connection, PgConnection};
-use tenure_conformance::Guarded;
+use tenure_conformance::{Guarded, Unreachable};
 use tenure_core::{async_trait, ManualClock, Result};
 use tenure_postgres::{PgConfig, PgStore};
 use tokio::sync::Semaphore;
@@ -87,7 +87,7 @@ impl tenure_conformance::Harness for PgHarness {
         Ok(Guarded::sharing(peer, store))
     }
 
-    async fn open_unreachable(&self, clock: ManualClock) -> Result<Option<CaseStore>> {
+    async fn open_unreachable(&self, clock: ManualClock) -> Result<Unreachable<CaseStore>> {
         // Port 1 refuses connections; construction is lazy, every call answers
         // Unavailable within the acquire timeout.
         let store = PgStore::connect(
@@ -104,7 +104,7 @@ impl tenure_conformance::Harness for PgHarness {
             .acquire_owned()
             .await
             .map_err(|e| tenure_core::Error::internal("postgres", e))?;
-        Ok(Some(Guarded::new(store, permit)))
+        Ok(Unreachable::Store(Guarded::new(store, permit)))
     }
 }
 

@@ -96,7 +96,10 @@
 //!
 //! The channel `{<prefix>}:wake` carries the wake-up hint: every enqueue that inserts
 //! publishes on it once, and [`RedisConfig::listen`] (on by default) subscribes, firing
-//! the store's [`wake_signal`](tenure_core::Store::wake_signal) in every process.
+//! the store's [`wake_signal`](tenure_core::Store::wake_signal) in every process. The
+//! signal's [`WakeHealth`](tenure_core::WakeHealth) is `Down` until the subscription is
+//! in place and whenever its connection is lost (the listener reconnects on its own),
+//! `Healthy` otherwise, so workers relax their polling only while it works.
 //!
 //! # Durability
 //!

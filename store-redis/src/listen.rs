@@ -6,12 +6,17 @@
 //! runs in a background task that ends when the last store handle is dropped. A lost
 //! connection is re-established with a capped backoff; after every (re)subscribe the
 //! signal fires once, because messages sent meanwhile are lost.
+//!
+//! The listener reports its state on the signal ([`WakeHealth`]): `Down` until the
+//! first subscription is in place, `Healthy` while it is, `Down` from a lost
+//! connection until it is subscribed again. Loss and recovery are logged at `warn` and
+//! `info`.
 
 use std::time::Duration;
 
 use futures_util::StreamExt;
 use redis::Client;
-use tenure_core::WakeSignal;
+use tenure_core::{WakeHealth, WakeSignal};
 use tokio::task::JoinHandle;
 
 /// Starts the listener task for `channel`.
@@ -45,13 +50,20 @@ pub(crate) fn spawn(
                 }
             };
             // Anything published before we subscribed is unknown: poll once.
+            if wake.set_health(WakeHealth::Healthy) {
+                tracing::info!(%channel, "tenure-redis: SUBSCRIBE connection established");
+            }
             wake.notify();
             backoff = Duration::from_millis(100);
             let mut messages = pubsub.on_message();
             while messages.next().await.is_some() {
                 wake.notify();
             }
-            tracing::debug!("tenure-redis: pub/sub connection lost");
+            wake.set_health(WakeHealth::Down);
+            tracing::warn!(
+                %channel,
+                "tenure-redis: pub/sub connection lost; reconnecting, and polling at the base meanwhile"
+            );
             tokio::time::sleep(backoff).await;
         }
     })

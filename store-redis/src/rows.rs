@@ -23,11 +23,6 @@ pub(crate) fn int(v: &[u8], field: &str) -> Result<i64> {
         .ok_or_else(|| bad_reply(format!("item field {field} is not an integer")))
 }
 
-fn u32_of(v: &[u8], field: &str) -> Result<u32> {
-    u32::try_from(int(v, field)?)
-        .map_err(|_| bad_reply(format!("item field {field} is out of range")))
-}
-
 /// Parses an item id.
 pub(crate) fn id_of(s: &str) -> Result<ItemId> {
     Uuid::parse_str(s)
@@ -35,141 +30,196 @@ pub(crate) fn id_of(s: &str) -> Result<ItemId> {
         .map_err(|_| bad_reply(format!("{s:?} is not an item id")))
 }
 
-/// An item's fields in a fixed order ([`ITEM_FIELDS`], or a claim's answer), `None`
-/// for an absent field.
+/// A claimed item as the claim function answers it, `None` for an absent field.
 pub(crate) type Fields = Vec<Option<Vec<u8>>>;
 
-/// The item hash's field names, in [`Fields`] order.
-const ITEM_FIELDS: [&str; 20] = [
-    "id", "q", "pl", "st", "sc", "dk", "pr", "ra", "s", "a", "o", "le", "rn", "sl", "ma", "ms",
-    "mr", "e", "ca", "ua",
-];
-
-/// Decodes one item hash in `HGETALL` form.
-pub(crate) fn item(flat: Flat) -> Result<Item> {
-    let mut fields: Fields = vec![None; ITEM_FIELDS.len()];
-    let mut it = flat.into_iter();
-    while let (Some(k), Some(v)) = (it.next(), it.next()) {
-        if let Some(i) = ITEM_FIELDS
-            .iter()
-            .position(|f| f.as_bytes() == k.as_slice())
-        {
-            fields[i] = Some(v);
-        }
-    }
-    item_fields(fields)
+/// The numbers of an item hash's `n` field (`lib.lua` describes the layout), in
+/// order: priority, run_at, stalls, max_attempts, max_stalls, max_renewals,
+/// created_at, then the enqueue sequence and the partition hash, which only the
+/// functions read.
+struct Numbers {
+    priority: i16,
+    run_at: Timestamp,
+    stalls: u32,
+    max_attempts: u32,
+    max_stalls: u32,
+    max_renewals: u32,
+    created_at: Timestamp,
 }
 
-/// What the claim script answers of each item it claims, in this order (it knows
-/// the first two, the id and the queue; `claim.lua` names the others in its `HMGET`,
-/// then `s`, which it checks is `ready`): every field of
-/// [`ITEM_FIELDS`] but `s`, `o` and `le` (a ready item has neither), `rn` and `ua`,
-/// all of which the claim overwrites. It answers the text fields `id q pl st sc dk
-/// e`, then the numbers `pr ra a sl ma ms mr ca` as one string, space-separated: a
-/// value fewer to convert on the server and to parse here is time saved per item.
-/// (Only the test below reads it; it is the order's one written record.)
-#[cfg(test)]
-const CLAIMED_FIELDS: [&str; 15] = [
-    "id", "q", "pl", "st", "sc", "dk", "pr", "ra", "a", "sl", "ma", "ms", "mr", "e", "ca",
-];
+/// Splits a space-separated field into its integers, naming `field` when one is
+/// missing or malformed.
+struct Ints<'a> {
+    parts: std::slice::Split<'a, u8, fn(&u8) -> bool>,
+    field: &'static str,
+}
 
-/// Decodes an item the claim script answered (see `CLAIMED_FIELDS`), as it was
-/// before the claim: `ready`, no owner or expiry, no renewals; its `updated_at`
-/// stands at `created_at` until the caller applies the claim, which sets it.
-pub(crate) fn claimed_item(fields: Fields) -> Result<Item> {
-    let Ok::<[Option<Vec<u8>>; 8], _>([id, q, pl, st, sc, dk, e, numbers]) = fields.try_into()
-    else {
-        return Err(bad_reply(
-            "a claimed item answered with the wrong number of fields",
-        ));
-    };
-    let need = |v: Option<Vec<u8>>, name: &str| {
-        v.ok_or_else(|| bad_reply(format!("item field {name} is missing")))
-    };
-    let opt_text = |v: Option<Vec<u8>>, name: &str| v.map(|v| text(v, name)).transpose();
-    let numbers = need(numbers, "numbers")?;
-    let mut parts = numbers.split(|b| *b == b' ');
-    let mut next = |name: &str| {
-        parts
+fn space(b: &u8) -> bool {
+    *b == b' '
+}
+
+impl<'a> Ints<'a> {
+    fn new(v: &'a [u8], field: &'static str) -> Self {
+        Ints {
+            parts: v.split(space as fn(&u8) -> bool),
+            field,
+        }
+    }
+
+    fn word(&mut self) -> Result<&'a [u8]> {
+        self.parts
             .next()
-            .ok_or_else(|| bad_reply(format!("item field {name} is missing")))
-            .and_then(|v| int(v, name))
-    };
-    let u32_next = |n: i64, name: &str| {
-        u32::try_from(n).map_err(|_| bad_reply(format!("item field {name} is out of range")))
-    };
-    let priority =
-        i16::try_from(next("pr")?).map_err(|_| bad_reply("item field pr is out of range"))?;
-    let run_at = Timestamp::from_micros(next("ra")?);
-    let attempt = u32_next(next("a")?, "a")?;
-    let stalls = u32_next(next("sl")?, "sl")?;
-    let max_attempts = u32_next(next("ma")?, "ma")?;
-    let max_stalls = u32_next(next("ms")?, "ms")?;
-    let max_renewals = u32_next(next("mr")?, "mr")?;
-    let created_at = Timestamp::from_micros(next("ca")?);
-    Ok(Item {
-        id: id_of(&text(need(id, "id")?, "id")?)?,
+            .ok_or_else(|| bad_reply(format!("item field {} is too short", self.field)))
+    }
+
+    fn int(&mut self) -> Result<i64> {
+        let w = self.word()?;
+        int(w, self.field)
+    }
+
+    fn u32(&mut self) -> Result<u32> {
+        let n = self.int()?;
+        u32::try_from(n)
+            .map_err(|_| bad_reply(format!("item field {} is out of range", self.field)))
+    }
+
+    fn time(&mut self) -> Result<Timestamp> {
+        self.int().map(Timestamp::from_micros)
+    }
+}
+
+fn numbers(v: &[u8]) -> Result<Numbers> {
+    let mut n = Ints::new(v, "n");
+    Ok(Numbers {
+        priority: i16::try_from(n.int()?)
+            .map_err(|_| bad_reply("item field n has a priority out of range"))?,
+        run_at: n.time()?,
+        stalls: n.u32()?,
+        max_attempts: n.u32()?,
+        max_stalls: n.u32()?,
+        max_renewals: n.u32()?,
+        created_at: n.time()?,
+    })
+}
+
+/// The text fields every decoded item has.
+struct Texts {
+    queue: QueueName,
+    payload: Vec<u8>,
+    stream: Option<StreamKey>,
+    scope: Option<ScopeKey>,
+    dedup_key: Option<DedupKey>,
+    last_error: Option<String>,
+}
+
+fn need(v: Option<Vec<u8>>, name: &str) -> Result<Vec<u8>> {
+    v.ok_or_else(|| bad_reply(format!("item field {name} is missing")))
+}
+
+fn opt_text(v: Option<Vec<u8>>, name: &str) -> Result<Option<String>> {
+    v.map(|v| text(v, name)).transpose()
+}
+
+fn texts([q, pl, st, sc, dk, e]: [Option<Vec<u8>>; 6]) -> Result<Texts> {
+    Ok(Texts {
         queue: QueueName::new(text(need(q, "q")?, "q")?)?,
         payload: need(pl, "pl")?,
         stream: opt_text(st, "st")?.map(StreamKey::new).transpose()?,
         scope: opt_text(sc, "sc")?.map(ScopeKey::new).transpose()?,
         dedup_key: opt_text(dk, "dk")?.map(DedupKey::new).transpose()?,
-        priority,
-        run_at,
+        last_error: opt_text(e, "e")?,
+    })
+}
+
+/// Decodes the item hash of `id` in `HGETALL` form (`lib.lua` describes its fields).
+pub(crate) fn item(id: ItemId, flat: Flat) -> Result<Item> {
+    const NAMES: [&str; 9] = ["q", "pl", "st", "sc", "dk", "e", "s", "n", "l"];
+    let mut fields: [Option<Vec<u8>>; 9] = Default::default();
+    let mut it = flat.into_iter();
+    while let (Some(k), Some(v)) = (it.next(), it.next()) {
+        if let Some(i) = NAMES.iter().position(|f| f.as_bytes() == k.as_slice()) {
+            fields[i] = Some(v);
+        }
+    }
+    let [q, pl, st, sc, dk, e, s, n, l] = fields;
+    let t = texts([q, pl, st, sc, dk, e])?;
+    let n = numbers(&need(n, "n")?)?;
+    let s = need(s, "s")?;
+    let mut state = Ints::new(&s, "s");
+    let state_word = std::str::from_utf8(state.word()?)
+        .ok()
+        .and_then(|w| w.parse::<ItemState>().ok())
+        .ok_or_else(|| bad_reply("item field s does not start with a state"))?;
+    let attempt = state.u32()?;
+    let renewals = state.u32()?;
+    let updated_at = state.time()?;
+    let (owner, lease_expires_at) = match l {
+        None => (None, None),
+        Some(l) => {
+            let mut lease = Ints::new(&l, "l");
+            let owner = text(lease.word()?.to_vec(), "l")?;
+            (Some(OwnerId::new(owner)?), Some(lease.time()?))
+        }
+    };
+    Ok(Item {
+        id,
+        queue: t.queue,
+        payload: t.payload,
+        stream: t.stream,
+        scope: t.scope,
+        dedup_key: t.dedup_key,
+        priority: n.priority,
+        run_at: n.run_at,
+        state: state_word,
+        attempt,
+        owner,
+        lease_expires_at,
+        renewals,
+        stalls: n.stalls,
+        max_attempts: n.max_attempts,
+        max_stalls: n.max_stalls,
+        max_renewals: n.max_renewals,
+        last_error: t.last_error,
+        created_at: n.created_at,
+        updated_at,
+    })
+}
+
+/// Decodes an item the claim function answered, as it was before the claim: the
+/// id, the queue, the payload, the stream, scope and dedup keys, the last error, the
+/// `n` field as stored, and the attempt. The item is `ready` with no owner, expiry
+/// or renewals, and its `updated_at` stands at `created_at` until the caller applies
+/// the claim (`machine::claim`), which sets all of them.
+pub(crate) fn claimed_item(fields: Fields) -> Result<Item> {
+    let Ok::<[Option<Vec<u8>>; 9], _>([id, q, pl, st, sc, dk, e, n, a]) = fields.try_into() else {
+        return Err(bad_reply(
+            "a claimed item answered with the wrong number of fields",
+        ));
+    };
+    let t = texts([q, pl, st, sc, dk, e])?;
+    let n = numbers(&need(n, "n")?)?;
+    let attempt = Ints::new(&need(a, "a")?, "a").u32()?;
+    Ok(Item {
+        id: id_of(&text(need(id, "id")?, "id")?)?,
+        queue: t.queue,
+        payload: t.payload,
+        stream: t.stream,
+        scope: t.scope,
+        dedup_key: t.dedup_key,
+        priority: n.priority,
+        run_at: n.run_at,
         state: ItemState::Ready,
         attempt,
         owner: None,
         lease_expires_at: None,
         renewals: 0,
-        stalls,
-        max_attempts,
-        max_stalls,
-        max_renewals,
-        last_error: opt_text(e, "e")?,
-        created_at,
-        updated_at: created_at,
-    })
-}
-
-/// Decodes an item answered in [`Fields`] order.
-pub(crate) fn item_fields(fields: Fields) -> Result<Item> {
-    let Ok::<[Option<Vec<u8>>; 20], _>(
-        [id, q, pl, st, sc, dk, pr, ra, s, a, o, le, rn, sl, ma, ms, mr, e, ca, ua],
-    ) = fields.try_into()
-    else {
-        return Err(bad_reply(
-            "an item answered with the wrong number of fields",
-        ));
-    };
-    let need = |v: Option<Vec<u8>>, name: &str| {
-        v.ok_or_else(|| bad_reply(format!("item field {name} is missing")))
-    };
-    let time = |v: Vec<u8>, name: &str| int(&v, name).map(Timestamp::from_micros);
-    let opt_text = |v: Option<Vec<u8>>, name: &str| v.map(|v| text(v, name)).transpose();
-    Ok(Item {
-        id: id_of(&text(need(id, "id")?, "id")?)?,
-        queue: QueueName::new(text(need(q, "q")?, "q")?)?,
-        payload: need(pl, "pl")?,
-        stream: opt_text(st, "st")?.map(StreamKey::new).transpose()?,
-        scope: opt_text(sc, "sc")?.map(ScopeKey::new).transpose()?,
-        dedup_key: opt_text(dk, "dk")?.map(DedupKey::new).transpose()?,
-        priority: i16::try_from(int(&need(pr, "pr")?, "pr")?)
-            .map_err(|_| bad_reply("item field pr is out of range"))?,
-        run_at: time(need(ra, "ra")?, "ra")?,
-        state: text(need(s, "s")?, "s")?
-            .parse::<ItemState>()
-            .map_err(|_| bad_reply("item field s is not a state"))?,
-        attempt: u32_of(&need(a, "a")?, "a")?,
-        owner: opt_text(o, "o")?.map(OwnerId::new).transpose()?,
-        lease_expires_at: le.map(|v| time(v, "le")).transpose()?,
-        renewals: u32_of(&need(rn, "rn")?, "rn")?,
-        stalls: u32_of(&need(sl, "sl")?, "sl")?,
-        max_attempts: u32_of(&need(ma, "ma")?, "ma")?,
-        max_stalls: u32_of(&need(ms, "ms")?, "ms")?,
-        max_renewals: u32_of(&need(mr, "mr")?, "mr")?,
-        last_error: opt_text(e, "e")?,
-        created_at: time(need(ca, "ca")?, "ca")?,
-        updated_at: time(need(ua, "ua")?, "ua")?,
+        stalls: n.stalls,
+        max_attempts: n.max_attempts,
+        max_stalls: n.max_stalls,
+        max_renewals: n.max_renewals,
+        last_error: t.last_error,
+        created_at: n.created_at,
+        updated_at: n.created_at,
     })
 }
 
@@ -177,31 +227,25 @@ pub(crate) fn item_fields(fields: Fields) -> Result<Item> {
 mod tests {
     use super::*;
 
+    fn f(s: &str) -> Option<Vec<u8>> {
+        Some(s.as_bytes().to_vec())
+    }
+
     #[test]
-    fn the_claim_script_reads_the_claimed_fields_in_order_then_the_state() {
+    fn the_claim_function_reads_the_state_then_the_answered_fields_in_decoding_order() {
         let lua = include_str!("scripts/claim.lua");
         let start = lua.find("redis.call('HMGET', key, ").unwrap();
         let call = &lua[start..start + lua[start..].find(')').unwrap()];
         let names: Vec<&str> = call.split('\'').skip(3).step_by(2).collect();
-        // The id and queue the script knows, so it reads the rest, then the state.
-        let mut want = CLAIMED_FIELDS[2..].to_vec();
-        want.push("s");
-        assert_eq!(names, want);
-        assert_eq!(CLAIMED_FIELDS[..2], ["id", "q"]);
-        // Every claimed field is an item field, and those left out are the ones a
-        // claim overwrites.
-        let left_out: Vec<&str> = ITEM_FIELDS
-            .iter()
-            .copied()
-            .filter(|f| !CLAIMED_FIELDS.contains(f))
-            .collect();
-        assert_eq!(left_out, ["s", "o", "le", "rn", "ua"]);
+        // `s` is checked; the others are answered after the id and queue, in the order
+        // claimed_item decodes them, and the attempt last.
+        assert_eq!(names, ["s", "pl", "st", "sc", "dk", "e", "n"]);
+        assert!(lua.contains("out[#out + 1] = {id, q, v[2], v[3], v[4], v[5], v[6], v[7], a}"));
     }
 
     #[test]
-    fn a_claimed_item_decodes_its_text_fields_and_its_numbers_in_order() {
+    fn a_claimed_item_decodes_its_text_fields_its_numbers_and_its_attempt() {
         let id = uuid::Uuid::now_v7();
-        let f = |s: &str| Some(s.as_bytes().to_vec());
         let item = claimed_item(vec![
             f(&id.to_string()),
             f("q"),
@@ -210,7 +254,8 @@ mod tests {
             None,
             f("dk"),
             f("boom"),
-            f("-3 1700000000000001 2 1 5 4 9 1600000000000000"),
+            f("-3 1700000000000001 1 5 4 9 1600000000000000 77 12 34"),
+            f("2"),
         ])
         .unwrap();
         assert_eq!(item.id, ItemId::from_uuid(id));
@@ -238,7 +283,7 @@ mod tests {
         );
         assert_eq!(item.state, ItemState::Ready);
         assert!(item.owner.is_none() && item.lease_expires_at.is_none());
-        // A short numbers string is a bad reply, not a panic.
+        // A short numbers field is a bad reply, not a panic.
         let short = claimed_item(vec![
             f(&id.to_string()),
             f("q"),
@@ -248,7 +293,68 @@ mod tests {
             None,
             None,
             f("1 2 3"),
+            f("0"),
         ]);
         assert!(short.is_err());
+    }
+
+    #[test]
+    fn an_item_hash_decodes_its_state_field_and_its_lease_field() {
+        let id = ItemId::from_uuid(uuid::Uuid::now_v7());
+        let flat = |pairs: &[(&str, &str)]| -> Flat {
+            pairs
+                .iter()
+                .flat_map(|(k, v)| [k.as_bytes().to_vec(), v.as_bytes().to_vec()])
+                .collect()
+        };
+        let running = item(
+            id,
+            flat(&[
+                ("q", "jobs"),
+                ("pl", "x"),
+                ("sc", "tenant a"),
+                ("s", "running 3 2 1700000000000005"),
+                ("n", "0 1700000000000000 1 25 10 6 1600000000000000 9 1 2"),
+                ("l", "worker-1 1700000000030005"),
+            ]),
+        )
+        .unwrap();
+        assert_eq!(running.id, id);
+        assert_eq!(running.state, ItemState::Running);
+        assert_eq!((running.attempt, running.renewals), (3, 2));
+        assert_eq!(running.owner.as_ref().map(|o| o.as_str()), Some("worker-1"));
+        assert_eq!(
+            running.lease_expires_at,
+            Some(Timestamp::from_micros(1_700_000_000_030_005))
+        );
+        assert_eq!(
+            running.updated_at,
+            Timestamp::from_micros(1_700_000_000_000_005)
+        );
+        assert_eq!(running.scope.as_ref().map(|s| s.as_str()), Some("tenant a"));
+        assert_eq!((running.stalls, running.max_attempts), (1, 25));
+        let dead = item(
+            id,
+            flat(&[
+                ("q", "jobs"),
+                ("pl", ""),
+                ("s", "dead 3 0 1700000000000009"),
+                ("n", "0 1700000000000000 1 25 10 6 1600000000000000 9 1 2"),
+            ]),
+        )
+        .unwrap();
+        assert_eq!(dead.state, ItemState::Dead);
+        assert!(dead.owner.is_none() && dead.lease_expires_at.is_none());
+        // A state field that names no state is a bad reply.
+        let bad = item(
+            id,
+            flat(&[
+                ("q", "jobs"),
+                ("pl", ""),
+                ("s", "gone 3 0 1"),
+                ("n", "0 1 1 25 10 6 1 9 1 2"),
+            ]),
+        );
+        assert!(bad.is_err());
     }
 }

@@ -14,7 +14,7 @@ use tenure_core::{
     FailOutcome, FailParams, HeartbeatParams, Instance, Item, ItemId, LeaderParams, LeaderStatus,
     Lease, Limits, OwnerId, PurgeParams, Purged, QueueCounts, QueueName, RecoverParams, Recovered,
     ReleaseParams, RenewOutcome, RenewParams, RequeueParams, Result, Retry, SharedClock, Store,
-    Timestamp, TokenOutcome, WakeSignal,
+    Timestamp, TokenOutcome, WakeHealth, WakeSignal,
 };
 use tokio::task::JoinHandle;
 
@@ -117,6 +117,8 @@ impl RedisStore {
             }),
         };
         if config.listen {
+            // Not subscribed yet: workers poll at their base until the listener is up.
+            wake.set_health(WakeHealth::Down);
             let task = listen::spawn(client, format!("{root}:wake"), config.connect_timeout, wake);
             if let Ok(mut guard) = store.inner.listener.lock() {
                 *guard = Some(task);
@@ -335,6 +337,7 @@ impl Store for RedisStore {
     async fn enqueue(&self, params: EnqueueParams) -> Result<Vec<Enqueued>> {
         params.validate(&self.inner.limits)?;
         let now = self.inner.clock.now();
+        params.validate_schedule(&self.inner.limits, now)?;
         let mut inv = self.call(&SCRIPTS.enqueue);
         inv.arg(micros(now)).arg(params.items.len());
         for it in &params.items {
@@ -387,7 +390,7 @@ impl Store for RedisStore {
         inv.arg(micros(now))
             .arg(params.owner.as_str())
             .arg(params.limit)
-            .arg(duration_micros(params.lease_for))
+            .arg(micros(expires_at))
             .arg(params.partitioning.map_or(0, |p| p.partitions))
             .arg(params.queues.len());
         for q in &params.queues {
@@ -544,7 +547,7 @@ impl Store for RedisStore {
         if flat.is_empty() {
             return Ok(None);
         }
-        rows::item(flat).map(Some)
+        rows::item(id, flat).map(Some)
     }
 
     async fn queue_counts(&self, queue: &QueueName) -> Result<QueueCounts> {
@@ -554,13 +557,13 @@ impl Store for RedisStore {
         let [ready, scheduled, running, dead, done] = c.as_slice() else {
             return Err(bad_reply("queue_counts answered the wrong shape"));
         };
-        Ok(QueueCounts {
-            ready: u64_of(*ready),
-            scheduled: u64_of(*scheduled),
-            running: u64_of(*running),
-            dead: u64_of(*dead),
-            done: u64_of(*done),
-        })
+        Ok(QueueCounts::new(
+            u64_of(*ready),
+            u64_of(*scheduled),
+            u64_of(*running),
+            u64_of(*dead),
+            u64_of(*done),
+        ))
     }
 
     async fn instance_heartbeat(&self, params: HeartbeatParams) -> Result<()> {
@@ -646,6 +649,44 @@ impl Store for RedisStore {
             .arg(params.holder.as_str());
         let n: i64 = self.write(&inv).await?;
         Ok(n == 1)
+    }
+
+    async fn item_list(
+        &self,
+        params: tenure_core::ItemListParams,
+    ) -> tenure_core::Result<tenure_core::ItemPage> {
+        let _ = params;
+        Err(tenure_core::Error::unsupported("item_list", self.name()))
+    }
+
+    async fn lease_list(
+        &self,
+        params: tenure_core::LeaseListParams,
+    ) -> tenure_core::Result<tenure_core::LeasePage> {
+        let _ = params;
+        Err(tenure_core::Error::unsupported("lease_list", self.name()))
+    }
+
+    async fn queue_list(&self) -> tenure_core::Result<Vec<tenure_core::QueueName>> {
+        Err(tenure_core::Error::unsupported("queue_list", self.name()))
+    }
+
+    async fn item_cancel(
+        &self,
+        params: tenure_core::CancelParams,
+    ) -> tenure_core::Result<Vec<tenure_core::CancelOutcome>> {
+        let _ = params;
+        Err(tenure_core::Error::unsupported("item_cancel", self.name()))
+    }
+
+    async fn queue_pause(&self, params: tenure_core::PauseParams) -> tenure_core::Result<bool> {
+        let _ = params;
+        Err(tenure_core::Error::unsupported("queue_pause", self.name()))
+    }
+
+    async fn queue_resume(&self, params: tenure_core::PauseParams) -> tenure_core::Result<bool> {
+        let _ = params;
+        Err(tenure_core::Error::unsupported("queue_resume", self.name()))
     }
 }
 

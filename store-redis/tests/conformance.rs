@@ -11,6 +11,7 @@ use std::process::ExitCode;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use tenure_conformance::Unreachable;
 use tenure_core::{async_trait, ManualClock, Result};
 use tenure_redis::{RedisConfig, RedisStore};
 
@@ -52,7 +53,7 @@ impl tenure_conformance::Harness for RedisHarness {
         .await
     }
 
-    async fn open_unreachable(&self, clock: ManualClock) -> Result<Option<RedisStore>> {
+    async fn open_unreachable(&self, clock: ManualClock) -> Result<Unreachable<RedisStore>> {
         // Port 1 refuses connections: every call answers Unavailable at once.
         let store = RedisStore::connect(
             RedisConfig::new("redis://127.0.0.1:1")
@@ -61,7 +62,7 @@ impl tenure_conformance::Harness for RedisHarness {
                 .listen(false),
         )
         .await?;
-        Ok(Some(store))
+        Ok(Unreachable::Store(store))
     }
 }
 

@@ -115,7 +115,7 @@ impl SqliteConfig {
 
     /// Parses `sqlite://PATH?OPTIONS`: `sqlite://data/work.db` is relative to the
     /// current directory, `sqlite:///var/lib/work.db` is absolute. The prefix `sqlite:`
-    /// without slashes is accepted too.
+    /// without slashes is accepted too, and the scheme in any case (`SQLite://`).
     ///
     /// Options (all optional): `busy_timeout_ms=N`, `busy_retries=N`,
     /// `synchronous=normal|full|extra`, `keep_done=true|false`. Anything else is an
@@ -130,9 +130,11 @@ impl SqliteConfig {
     /// # Ok::<(), tenure_core::Error>(())
     /// ```
     pub fn from_url(url: &str) -> Result<Self> {
+        // The scheme is case-insensitive (`SQLite://`); the path is taken as written.
         let rest = url
-            .strip_prefix("sqlite://")
-            .or_else(|| url.strip_prefix("sqlite:"))
+            .split_once(':')
+            .filter(|(scheme, _)| scheme.eq_ignore_ascii_case("sqlite"))
+            .map(|(_, rest)| rest.strip_prefix("//").unwrap_or(rest))
             .ok_or_else(|| {
                 Error::invalid("url", format!("{url:?} does not start with sqlite://"))
             })?;
@@ -259,6 +261,15 @@ mod tests {
         assert_eq!(rel.path(), Path::new("data/work.db"));
         let bare = SqliteConfig::from_url("sqlite:work.db").unwrap();
         assert_eq!(bare.path(), Path::new("work.db"));
+    }
+
+    #[test]
+    fn the_scheme_is_matched_whatever_its_case_and_the_path_kept_as_written() {
+        let c = SqliteConfig::from_url("SQLite:///Var/Work.DB").unwrap();
+        assert_eq!(c.path(), Path::new("/Var/Work.DB"));
+        let c = SqliteConfig::from_url("SQLITE:w.db").unwrap();
+        assert_eq!(c.path(), Path::new("w.db"));
+        assert!(SqliteConfig::from_url("sqlitex://w.db").is_err());
     }
 
     #[test]

@@ -3,8 +3,10 @@
 //! | SQLite result | class | at open | during a call |
 //! |---|---|---|---|
 //! | `SQLITE_BUSY`, `SQLITE_LOCKED` | [`Class::Busy`] | retried, then `Unavailable` | retried, then `Unavailable` |
-//! | `SQLITE_CANTOPEN`, `SQLITE_PERM`, `SQLITE_READONLY`, `SQLITE_NOTADB`, `SQLITE_AUTH` | [`Class::Path`] | `InvalidInput { field: "path" }` naming the path | `Unavailable` naming the path |
-//! | `SQLITE_IOERR`, `SQLITE_FULL`, `SQLITE_PROTOCOL`, `SQLITE_CORRUPT` | [`Class::Io`] | `Unavailable` naming the path | `Unavailable` naming the path |
+//! | `SQLITE_CANTOPEN`, `SQLITE_PERM`, `SQLITE_READONLY`, `SQLITE_AUTH` | [`Class::Path`] | `InvalidInput { field: "path" }` naming the path | `Unavailable` naming the path |
+//! | `SQLITE_NOTADB` | [`Class::Path`] | `InvalidInput { field: "path" }`: not an SQLite database | `Corrupt` naming the path: the open file no longer reads as a database |
+//! | `SQLITE_CORRUPT` | [`Class::Corrupt`] | `Corrupt` naming the path and what `PRAGMA quick_check` finds | the same |
+//! | `SQLITE_IOERR`, `SQLITE_FULL`, `SQLITE_PROTOCOL` | [`Class::Io`] | `Unavailable` naming the path | `Unavailable` naming the path |
 //! | `SQLITE_CONSTRAINT` | [`Class::Constraint`] | `Internal` | `Internal` (a broken invariant such as two running items of one scope) |
 //! | anything else (SQL errors, type mismatches) | [`Class::Other`] | `Internal` | `Internal` |
 //!
@@ -27,6 +29,9 @@ pub(crate) enum Class {
     Path,
     /// The disk or file system failed under us.
     Io,
+    /// The file's contents are damaged: the same file answers the same, so it is not
+    /// retryable.
+    Corrupt,
     /// A constraint fired that the store did not expect.
     Constraint,
     /// A bug: bad SQL, a type mismatch.
@@ -59,11 +64,9 @@ pub(crate) fn classify(e: &rusqlite::Error) -> Class {
             | ErrorCode::AuthorizationForStatementDenied,
         ) => Class::Path,
         Some(
-            ErrorCode::SystemIoFailure
-            | ErrorCode::DiskFull
-            | ErrorCode::FileLockingProtocolFailed
-            | ErrorCode::DatabaseCorrupt,
+            ErrorCode::SystemIoFailure | ErrorCode::DiskFull | ErrorCode::FileLockingProtocolFailed,
         ) => Class::Io,
+        Some(ErrorCode::DatabaseCorrupt) => Class::Corrupt,
         Some(ErrorCode::ConstraintViolation) => Class::Constraint,
         _ => Class::Other,
     }
@@ -78,6 +81,10 @@ pub(crate) fn map(e: &rusqlite::Error, path: &Path, phase: Phase) -> Error {
             format!("database {shown} stayed busy (locked by another connection): {e}"),
         ),
         (Class::Path, Phase::Open) => Error::invalid("path", path_reason(e, path)),
+        (Class::Corrupt, _) => corrupt(path, &e.to_string()),
+        (Class::Path, Phase::Call) if code(e) == Some(ErrorCode::NotADatabase) => {
+            corrupt(path, &format!("it no longer reads as a database ({e})"))
+        }
         (Class::Path, Phase::Call) | (Class::Io, _) => {
             Error::unavailable(STORE, format!("database {shown}: {}", path_reason(e, path)))
         }
@@ -86,6 +93,36 @@ pub(crate) fn map(e: &rusqlite::Error, path: &Path, phase: Phase) -> Error {
             format!("unexpected constraint violation in {shown}: {e}"),
         ),
         (Class::Other, _) => Error::internal(STORE, format!("{shown}: {e}")),
+    }
+}
+
+/// [`Error::Corrupt`] naming the file, what SQLite said, and the first problems
+/// `PRAGMA quick_check` finds on a fresh read-only connection.
+pub(crate) fn corrupt(path: &Path, said: &str) -> Error {
+    Error::corrupt(
+        STORE,
+        format!(
+            "database {} is damaged: {said}; integrity check: {}; restore it from a backup",
+            path.display(),
+            integrity_problems(path)
+        ),
+    )
+}
+
+/// The first lines of `PRAGMA quick_check` on `path`, or why it could not run.
+fn integrity_problems(path: &Path) -> String {
+    let check = || -> rusqlite::Result<Vec<String>> {
+        let conn = rusqlite::Connection::open_with_flags(
+            path,
+            rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY | rusqlite::OpenFlags::SQLITE_OPEN_NO_MUTEX,
+        )?;
+        let mut stmt = conn.prepare("PRAGMA quick_check(3)")?;
+        let rows = stmt.query_map([], |r| r.get::<_, String>(0))?;
+        rows.collect()
+    };
+    match check() {
+        Ok(lines) => lines.join("; ").replace('\n', " "),
+        Err(e) => format!("could not run ({e})"),
     }
 }
 
@@ -109,7 +146,10 @@ pub(crate) fn is_busy(e: &rusqlite::Error) -> bool {
 /// True when the error leaves the connection's transaction in doubt, so the whole batch
 /// must be rolled back rather than one call's savepoint.
 pub(crate) fn breaks_transaction(e: &rusqlite::Error) -> bool {
-    matches!(classify(e), Class::Busy | Class::Io | Class::Path)
+    matches!(
+        classify(e),
+        Class::Busy | Class::Io | Class::Path | Class::Corrupt
+    )
 }
 
 #[cfg(test)]
@@ -134,11 +174,11 @@ mod tests {
             (ffi::SQLITE_CANTOPEN,          Class::Path,       ErrorKind::InvalidInput, ErrorKind::Unavailable),
             (ffi::SQLITE_PERM,              Class::Path,       ErrorKind::InvalidInput, ErrorKind::Unavailable),
             (ffi::SQLITE_READONLY,          Class::Path,       ErrorKind::InvalidInput, ErrorKind::Unavailable),
-            (ffi::SQLITE_NOTADB,            Class::Path,       ErrorKind::InvalidInput, ErrorKind::Unavailable),
+            (ffi::SQLITE_NOTADB,            Class::Path,       ErrorKind::InvalidInput, ErrorKind::Corrupt),
             (ffi::SQLITE_IOERR,             Class::Io,         ErrorKind::Unavailable,  ErrorKind::Unavailable),
             (ffi::SQLITE_IOERR_FSYNC,       Class::Io,         ErrorKind::Unavailable,  ErrorKind::Unavailable),
             (ffi::SQLITE_FULL,              Class::Io,         ErrorKind::Unavailable,  ErrorKind::Unavailable),
-            (ffi::SQLITE_CORRUPT,           Class::Io,         ErrorKind::Unavailable,  ErrorKind::Unavailable),
+            (ffi::SQLITE_CORRUPT,           Class::Corrupt,    ErrorKind::Corrupt,      ErrorKind::Corrupt),
             (ffi::SQLITE_CONSTRAINT,        Class::Constraint, ErrorKind::Internal,     ErrorKind::Internal),
             (ffi::SQLITE_CONSTRAINT_UNIQUE, Class::Constraint, ErrorKind::Internal,     ErrorKind::Internal),
             (ffi::SQLITE_ERROR,             Class::Other,      ErrorKind::Internal,     ErrorKind::Internal),

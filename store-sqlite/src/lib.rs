@@ -173,7 +173,25 @@
 //! Before each batch the writer checks that the file at the path is still the one it
 //! opened. If it was deleted or replaced, the connection is dropped and reopened
 //! (without creating a file); until that works calls answer [`Error::Unavailable`], and
-//! the store recovers by itself once the file is back.
+//! the store recovers by itself once the file is back. A file that is back without
+//! the store's schema is refused (next section).
+//!
+//! # Damaged and emptied files
+//!
+//! - A damaged file (`SQLITE_CORRUPT`, or an open file that no longer reads as a
+//!   database) answers [`Error::Corrupt`], not
+//!   retryable, naming the file, what SQLite said and the first problems `PRAGMA
+//!   quick_check` finds. Retrying cannot help; restore the file from a backup.
+//! - An open store whose file was emptied or replaced by one without the store's
+//!   schema answers [`Error::Corrupt`] on its next call
+//!   and writes nothing: the file held the store when it was opened, so a fresh
+//!   store in its place would silently forget every item.
+//! - [`SqliteStore::open`] of a zero-byte file beside a non-empty `-wal` log answers
+//!   [`Error::Corrupt`] and writes nothing: the log holds
+//!   pages of a database that lost its contents.
+//! - [`SqliteStore::open`] of a zero-byte file alone creates a fresh store in it:
+//!   nothing tells such a file from one just made empty on purpose (`touch`, a
+//!   temporary file). Keep backups of a file whose items matter.
 //!
 //! # Transactional enqueue
 //!
@@ -208,6 +226,19 @@ use crate::writer::Writer;
 
 /// The schema version this crate creates and understands (kept in `tenure_meta`).
 pub const SCHEMA_VERSION: i64 = schema::SCHEMA_VERSION;
+
+/// The SQL that creates this crate's schema (version [`SCHEMA_VERSION`]) and records
+/// its version, for an application that applies schema changes with its own tool.
+/// Run it in one transaction on a database without the `tenure_` tables; opening the
+/// file with [`SqliteStore::open`] then finds the schema current and changes nothing.
+/// Upgrades of an existing file are not SQL alone (version 2 back-fills a hash
+/// computed in Rust): open the file with this crate, or run `tenure migrate`.
+///
+/// # Errors
+/// [`Error::Unavailable`] if SQLite cannot build the schema in memory.
+pub fn schema_script() -> Result<String> {
+    schema::script()
+}
 
 struct Inner {
     config: SqliteConfig,
@@ -248,6 +279,9 @@ impl SqliteStore {
     ///   (missing directory, a directory, no permission) or is not an SQLite database.
     /// - [`Error::Conflict`] (`schema`): the file's schema is newer than this crate.
     /// - [`Error::Unavailable`]: the database stayed busy, or the disk failed.
+    /// - [`Error::Corrupt`]: the file is damaged (naming it and what `PRAGMA
+    ///   quick_check` finds), or it is empty beside a non-empty `-wal` log (see the
+    ///   crate docs, "Damaged and emptied files").
     ///
     /// In each error case nothing was written to the file.
     pub async fn open(config: SqliteConfig) -> Result<SqliteStore> {
@@ -264,6 +298,24 @@ impl SqliteStore {
     /// The database file.
     pub fn path(&self) -> &Path {
         &self.inner.config.path
+    }
+
+    /// Checkpoints the write-ahead log into the database file and truncates it, then
+    /// closes the store's connection, so a stopped program leaves the database in one
+    /// file (SQLite removes an empty `-wal` and the `-shm` when the last connection to
+    /// the file closes). Waits for the calls in flight. Call it when the program is
+    /// done with the store: the writer thread otherwise holds its connection until the
+    /// process exits, which leaves the log (up to about 4 MB) beside the file.
+    ///
+    /// Any handle may close; a later call on any handle opens the file again (without
+    /// creating it).
+    ///
+    /// # Errors
+    /// [`Error::Unavailable`] when another connection to the file (a peer, or one of
+    /// [`SqliteStore::connection`]) was reading, so the log could not be truncated;
+    /// the connection is closed all the same. Other errors as for any call.
+    pub async fn close(&self) -> Result<()> {
+        self.inner.writer.close().await
     }
 
     /// The configuration this store was opened with.
@@ -329,6 +381,7 @@ impl SqliteStore {
                 now: config.clock.now(),
                 keep_done: config.keep_done,
             };
+            params.validate_schedule(&config.limits, cx.now)?;
             ops::enqueue(&cx, &params)
         };
         let sql = |e: rusqlite::Error| -> Error {
@@ -387,16 +440,24 @@ impl Store for SqliteStore {
         self.inner.config.limits
     }
 
+    /// Enqueues through this handle and its clones fire it. Its health is always
+    /// [`WakeHealth::Local`](tenure_core::WakeHealth::Local): it never goes down, but
+    /// other processes (or other [`SqliteStore::open`]s) writing the same file do not
+    /// fire it, so workers keep their tight poll.
     fn wake_signal(&self) -> Option<WakeSignal> {
         Some(self.inner.wake.clone())
     }
 
     async fn enqueue(&self, params: EnqueueParams) -> Result<Vec<Enqueued>> {
         params.validate(self.limits_ref())?;
+        let limits = *self.limits_ref();
         let out = self
             .inner
             .writer
-            .call(move |cx| ops::enqueue(cx, &params))
+            .call(move |cx| {
+                params.validate_schedule(&limits, cx.now)?;
+                ops::enqueue(cx, &params)
+            })
             .await?;
         self.inner.wake.notify();
         Ok(out)
@@ -534,6 +595,59 @@ impl Store for SqliteStore {
         self.inner
             .writer
             .call(move |cx| ops::leader_resign(cx, &params))
+            .await
+    }
+
+    async fn item_list(
+        &self,
+        params: tenure_core::ItemListParams,
+    ) -> Result<tenure_core::ItemPage> {
+        params.validate(self.limits_ref())?;
+        self.inner
+            .writer
+            .call(move |cx| ops::item_list(cx, &params))
+            .await
+    }
+
+    async fn lease_list(
+        &self,
+        params: tenure_core::LeaseListParams,
+    ) -> Result<tenure_core::LeasePage> {
+        params.validate(self.limits_ref())?;
+        self.inner
+            .writer
+            .call(move |cx| ops::lease_list(cx, &params))
+            .await
+    }
+
+    async fn queue_list(&self) -> Result<Vec<QueueName>> {
+        self.inner.writer.call(ops::queue_list).await
+    }
+
+    async fn item_cancel(
+        &self,
+        params: tenure_core::CancelParams,
+    ) -> Result<Vec<tenure_core::CancelOutcome>> {
+        params.validate(self.limits_ref())?;
+        self.inner
+            .writer
+            .call(move |cx| ops::item_cancel(cx, &params.ids))
+            .await
+    }
+
+    async fn queue_pause(&self, params: tenure_core::PauseParams) -> Result<bool> {
+        params.validate(self.limits_ref())?;
+        self.inner
+            .writer
+            .call(move |cx| ops::set_paused(cx, &params, true))
+            .await
+    }
+
+    async fn queue_resume(&self, params: tenure_core::PauseParams) -> Result<bool> {
+        params.validate(self.limits_ref())?;
+        self.inner
+            .writer
+            .call(move |cx| ops::set_paused(cx, &params, false))
             .await
     }
 }

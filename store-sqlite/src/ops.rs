@@ -21,6 +21,11 @@ use tenure_core::{
 
 use crate::error::STORE;
 
+mod operate;
+pub(crate) use operate::{
+    discard_ids, is_paused, item_cancel, item_list, lease_list, queue_list, requeue_ids, set_paused,
+};
+
 /// An operation's failure: a driver error (classified by the writer) or an answer of
 /// the contract (`Conflict`, `InvalidInput`).
 #[derive(Debug)]
@@ -651,6 +656,14 @@ pub(crate) fn claim(cx: &Cx<'_>, params: &ClaimParams) -> OpResult<Vec<Lease>> {
     for q in &queues {
         recover_where(cx, Some(q.as_str()), u32::MAX, &mut recovered)?;
     }
+    // A paused queue's items are not claimed (its expired leases are still recovered).
+    let mut open = Vec::with_capacity(queues.len());
+    for q in queues {
+        if !is_paused(cx, q.as_str())? {
+            open.push(q);
+        }
+    }
+    let queues = open;
 
     let limit = usize::try_from(params.limit).unwrap_or(usize::MAX);
     let mut cursors: Vec<QueueCursor<'_>> = queues
@@ -934,7 +947,7 @@ pub(crate) fn purge(cx: &Cx<'_>, params: &PurgeParams) -> OpResult<Purged> {
 /// [`machine::requeue`].
 pub(crate) fn dead_requeue(cx: &Cx<'_>, params: &RequeueParams) -> OpResult<u64> {
     let mut n = 0;
-    for id in &params.ids {
+    for id in &requeue_ids(cx, params)? {
         let Some((seq, mut item)) = load_lean_by_id(cx.conn, *id)? else {
             continue;
         };
@@ -953,7 +966,7 @@ pub(crate) fn dead_discard(cx: &Cx<'_>, params: &DiscardParams) -> OpResult<u64>
         "DELETE FROM tenure_items WHERE id = ?1 AND state = 'dead' RETURNING stream",
     )?;
     let mut n = 0;
-    for id in &params.ids {
+    for id in &discard_ids(cx, params)? {
         let row: Option<Option<String>> = stmt
             .query_row([&id.as_bytes()[..]], |r| r.get(0))
             .optional()?;
@@ -985,21 +998,27 @@ pub(crate) fn item_get(cx: &Cx<'_>, id: ItemId) -> OpResult<Option<Item>> {
 /// [`Store::queue_counts`](tenure_core::Store::queue_counts). Scans the queue's rows.
 pub(crate) fn queue_counts(cx: &Cx<'_>, queue: &QueueName) -> OpResult<QueueCounts> {
     let mut stmt = cx.conn.prepare_cached(
-        "SELECT state, run_at <= ?2, count(*) FROM tenure_items WHERE queue = ?1 GROUP BY 1, 2",
+        "SELECT state, run_at <= ?2, count(*), min(run_at) FROM tenure_items
+         WHERE queue = ?1 GROUP BY 1, 2",
     )?;
     let rows = stmt.query_map(params![queue.as_str(), cx.now.as_micros()], |r| {
         Ok((
             r.get::<_, String>(0)?,
             r.get::<_, bool>(1)?,
             r.get::<_, i64>(2)?,
+            r.get::<_, i64>(3)?,
         ))
     })?;
-    let mut counts = QueueCounts::default();
+    let mut counts = QueueCounts::default().with_paused(is_paused(cx, queue.as_str())?);
     for row in rows {
-        let (state, due, n) = row?;
+        let (state, due, n, first) = row?;
         let n = u64::try_from(n).map_err(corrupt)?;
         match state.parse::<ItemState>().map_err(corrupt)? {
-            ItemState::Ready if due => counts.ready += n,
+            ItemState::Ready if due => {
+                counts.ready += n;
+                let age = cx.now.duration_since(Timestamp::from_micros(first));
+                counts.oldest_ready_age = Some(age);
+            }
             ItemState::Ready => counts.scheduled += n,
             ItemState::Running => counts.running += n,
             ItemState::Dead => counts.dead += n,

@@ -15,7 +15,7 @@ use crate::config::SqliteConfig;
 use crate::error::{self, Phase};
 
 /// The schema version this code writes and understands.
-pub(crate) const SCHEMA_VERSION: i64 = 3;
+pub(crate) const SCHEMA_VERSION: i64 = 4;
 
 /// One migration step, run inside the migration transaction. A step is Rust, not just
 /// SQL, so it can compute what SQL cannot (v2 back-fills the FNV-1a partition hash).
@@ -23,7 +23,7 @@ type Migration = fn(&Connection) -> rusqlite::Result<()>;
 
 /// Migrations, in order: `MIGRATIONS[i]` takes version `i` to `i + 1`. A new file runs
 /// them all, so a fresh schema and a migrated one are the same.
-const MIGRATIONS: &[Migration] = &[migrate_v1, migrate_v2, migrate_v3];
+const MIGRATIONS: &[Migration] = &[migrate_v1, migrate_v2, migrate_v3, migrate_v4];
 
 fn migrate_v1(conn: &Connection) -> rusqlite::Result<()> {
     conn.execute_batch(V1)
@@ -177,6 +177,26 @@ fn migrate_v3(conn: &Connection) -> rusqlite::Result<()> {
     bumped
 }
 
+/// Version 4: the operator's inspection and control.
+///
+/// - `tenure_items_list` serves listings by queue and state in enqueue order (and the
+///   dead-item filters, the known-queue scan): a page reads its rows through it and
+///   never scans the table.
+/// - `tenure_queues` holds one row per paused queue; a claim probes it by primary key
+///   once per queue it names and passes a paused queue over.
+pub(crate) const V4: &str = "
+CREATE INDEX tenure_items_list ON tenure_items (queue, state, seq);
+
+CREATE TABLE tenure_queues (
+    queue     TEXT    NOT NULL PRIMARY KEY,
+    paused_at INTEGER NOT NULL
+) WITHOUT ROWID;
+";
+
+fn migrate_v4(conn: &Connection) -> rusqlite::Result<()> {
+    conn.execute_batch(V4)
+}
+
 /// [`key_hash`] of a stored row's id and stream.
 fn row_hash(id: &[u8], stream: Option<String>) -> std::result::Result<i64, String> {
     let bytes: [u8; 16] = id
@@ -188,6 +208,36 @@ fn row_hash(id: &[u8], stream: Option<String>) -> std::result::Result<i64, Strin
         .transpose()
         .map_err(|e| e.to_string())?;
     Ok(key_hash(stream.as_ref(), id))
+}
+
+/// The SQL that creates the current schema, with its version row, in a database that
+/// has none: the statements SQLite itself records for a schema made by the migrations
+/// (so it is exactly what opening a new file creates), in creation order.
+pub(crate) fn script() -> Result<String> {
+    let path = Path::new(":memory:");
+    let fail = |e: rusqlite::Error| error::map(&e, path, Phase::Open);
+    let conn = Connection::open_in_memory().map_err(fail)?;
+    migrate(&conn, path).map_err(fail)?;
+    let mut read = conn
+        .prepare("SELECT sql FROM sqlite_schema WHERE sql IS NOT NULL ORDER BY rowid")
+        .map_err(fail)?;
+    let statements = read
+        .query_map([], |r| r.get::<_, String>(0))
+        .map_err(fail)?
+        .collect::<rusqlite::Result<Vec<String>>>()
+        .map_err(fail)?;
+    let mut out = format!(
+        "-- tenure-sqlite schema version {SCHEMA_VERSION}, for a database without it \
+         (apply in one transaction)\n"
+    );
+    for statement in statements {
+        out.push_str(&statement);
+        out.push_str(";\n");
+    }
+    out.push_str(&format!(
+        "INSERT INTO tenure_meta (key, value) VALUES ('schema_version', {SCHEMA_VERSION});\n"
+    ));
+    Ok(out)
 }
 
 /// Creates the whole current schema on a fresh connection (the unit tests' plans).
@@ -283,10 +333,27 @@ pub(crate) fn tune(conn: &Connection, config: &SqliteConfig, phase: Phase) -> Re
 pub(crate) fn open_and_migrate(config: &SqliteConfig, create: bool) -> Result<Connection> {
     let path = &config.path;
     let phase = if create { Phase::Open } else { Phase::Call };
+    if create {
+        refuse_emptied(path)?;
+    }
     let conn = connect(config, create)?;
     let found = read_version(&conn, path, phase)?;
     if found > SCHEMA_VERSION {
         return Err(newer_error(path, found));
+    }
+    if !create && found == 0 {
+        // A reopen: this file held the store's schema when the store opened it, so a
+        // file without it was emptied or replaced. Starting a fresh store here would
+        // silently forget every item.
+        return Err(Error::corrupt(
+            error::STORE,
+            format!(
+                "database {} no longer holds the store's schema (the file was emptied or \
+                 replaced while the store had it open); nothing was written: restore the \
+                 file, or open it anew with SqliteStore::open to start an empty store",
+                path.display()
+            ),
+        ));
     }
     tune(&conn, config, phase)?;
     if found == SCHEMA_VERSION {
@@ -300,6 +367,33 @@ pub(crate) fn open_and_migrate(config: &SqliteConfig, create: bool) -> Result<Co
             Err(e) if error::is_busy(&e) && tries < config.busy_retries => continue,
             Err(e) => return Err(error::map(&e, path, phase)),
         }
+    }
+}
+
+/// Refuses a zero-byte database file beside a non-empty write-ahead log: the log holds
+/// pages of a database whose file lost its contents, and opening it would start a
+/// fresh store (or replay the log onto nothing). A zero-byte file alone cannot be told
+/// from a newly created one, and is initialised as a fresh store.
+fn refuse_emptied(path: &Path) -> Result<()> {
+    let len = |p: &Path| std::fs::metadata(p).ok().map(|m| m.len());
+    if len(path) != Some(0) {
+        return Ok(());
+    }
+    let mut wal = path.as_os_str().to_owned();
+    wal.push("-wal");
+    let wal = Path::new(&wal);
+    match len(wal) {
+        Some(n) if n > 0 => Err(Error::corrupt(
+            error::STORE,
+            format!(
+                "database {} is empty but its write-ahead log {} holds {n} bytes: the \
+                 file lost its contents; nothing was written: restore it from a backup \
+                 (or delete both files to start an empty store)",
+                path.display(),
+                wal.display()
+            ),
+        )),
+        _ => Ok(()),
     }
 }
 
@@ -335,5 +429,37 @@ fn migrate(conn: &Connection, path: &Path) -> rusqlite::Result<()> {
             let _ = conn.execute_batch("ROLLBACK");
             Err(e)
         }
+    }
+}
+
+#[cfg(test)]
+mod script_tests {
+    use super::*;
+
+    fn schema_of(conn: &Connection) -> Vec<(String, String)> {
+        let mut read = conn
+            .prepare("SELECT name, sql FROM sqlite_schema WHERE sql IS NOT NULL ORDER BY name")
+            .unwrap();
+        read.query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
+            .unwrap()
+            .collect::<rusqlite::Result<_>>()
+            .unwrap()
+    }
+
+    #[test]
+    fn the_printed_script_makes_the_schema_a_new_file_gets_and_records_its_version() {
+        let dir = tempfile::tempdir().unwrap();
+        let by_script = Connection::open(dir.path().join("script.db")).unwrap();
+        by_script
+            .execute_batch(&format!("BEGIN; {} COMMIT;", script().unwrap()))
+            .unwrap();
+        let config = SqliteConfig::new(dir.path().join("opened.db"));
+        let opened = open_and_migrate(&config, true).unwrap();
+        assert_eq!(schema_of(&by_script), schema_of(&opened));
+        let path = dir.path().join("script.db");
+        assert_eq!(
+            read_version(&by_script, &path, Phase::Open).unwrap(),
+            SCHEMA_VERSION
+        );
     }
 }

@@ -209,6 +209,25 @@ impl Writer {
     }
 }
 
+impl Writer {
+    /// Waits for the batch in flight, checkpoints the write-ahead log into the
+    /// database file and truncates it (`PRAGMA wal_checkpoint(TRUNCATE)`), and closes
+    /// the connection. A later call opens the file again. Runs on a thread of its own,
+    /// so the caller's runtime never waits for the lock.
+    pub(crate) async fn close(&self) -> Result<()> {
+        let shared = self.shared.clone();
+        let (tx, rx) = oneshot::channel();
+        std::thread::Builder::new()
+            .name("tenure-sqlite-close".into())
+            .spawn(move || {
+                let _ = tx.send(lock(&shared).close());
+            })
+            .map_err(|e| Error::internal(STORE, format!("cannot start the closing thread: {e}")))?;
+        rx.await
+            .map_err(|_| Error::internal(STORE, "the closing thread stopped"))?
+    }
+}
+
 /// The file's identity, to notice that it was deleted or replaced under an open
 /// connection (SQLite would go on writing to the unlinked file).
 #[cfg(unix)]
@@ -233,6 +252,8 @@ fn replicate(e: &Error) -> Error {
     match e {
         Error::InvalidInput { field, reason } => Error::invalid(field, reason.clone()),
         Error::Conflict { what, reason } => Error::conflict(what, reason.clone()),
+        Error::Config { store, reason } => Error::config(store, reason.clone()),
+        Error::Corrupt { store, reason } => Error::corrupt(store, reason.clone()),
         _ if e.kind() == ErrorKind::Unavailable => Error::unavailable(STORE, e.to_string()),
         _ => Error::internal(STORE, e.to_string()),
     }
@@ -348,6 +369,30 @@ impl WriterThread {
             Ok(r) => r,
             Err(_) => Some(Err(self.after_panic())),
         }
+    }
+
+    /// See [`Writer::close`].
+    fn close(&mut self) -> Result<()> {
+        let Some(conn) = self.conn.take() else {
+            return Ok(());
+        };
+        let path = &self.config.path;
+        let map = |e: &rusqlite::Error| error::map(e, path, Phase::Call);
+        let busy: i64 = conn
+            .query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |r| r.get(0))
+            .map_err(|e| map(&e))?;
+        conn.close().map_err(|(_, e)| map(&e))?;
+        if busy != 0 {
+            return Err(Error::unavailable(
+                STORE,
+                format!(
+                    "database {}: another connection was reading, so the write-ahead log \
+                     was not truncated (the connection is closed; close again later)",
+                    path.display()
+                ),
+            ));
+        }
+        Ok(())
     }
 
     /// The connection, reopened if the file was replaced or the last batch broke it.

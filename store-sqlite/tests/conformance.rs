@@ -4,7 +4,7 @@
 use std::process::ExitCode;
 
 use tempfile::TempDir;
-use tenure_conformance::Guarded;
+use tenure_conformance::{Guarded, Unreachable};
 use tenure_core::{async_trait, Error, ManualClock, Result};
 use tenure_sqlite::{SqliteConfig, SqliteStore};
 
@@ -37,13 +37,13 @@ impl tenure_conformance::Harness for SqliteHarness {
         Ok(Guarded::sharing(peer, store))
     }
 
-    async fn open_unreachable(&self, clock: ManualClock) -> Result<Option<CaseStore>> {
+    async fn open_unreachable(&self, clock: ManualClock) -> Result<Unreachable<CaseStore>> {
         // A store whose file (and directory) was taken away after it opened.
         let dir = temp_dir()?;
         let store =
             SqliteStore::open(SqliteConfig::new(dir.path().join("gone.db")).clock(clock)).await?;
         dir.close().map_err(|e| Error::internal("sqlite", e))?;
-        Ok(Some(Guarded::new(store, ())))
+        Ok(Unreachable::Store(Guarded::new(store, ())))
     }
 }
 

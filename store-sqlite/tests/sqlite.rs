@@ -913,13 +913,15 @@ mod partitioned {
         {
             let conn = rusqlite::Connection::open(&path).unwrap();
             conn.execute_batch(
-                "ALTER TABLE tenure_items DROP COLUMN phash;
+                "DROP INDEX tenure_items_list;
+                 DROP TABLE tenure_queues;
+                 ALTER TABLE tenure_items DROP COLUMN phash;
                  DROP TABLE tenure_stream_pins;
                  UPDATE tenure_meta SET value = 1 WHERE key = 'schema_version';",
             )
             .unwrap();
         }
-        assert_eq!(SCHEMA_VERSION, 3);
+        assert_eq!(SCHEMA_VERSION, 4);
         let store = open(&path, &c).await;
         let rows = hashes(&path);
         assert_eq!(rows.len(), 20, "the finished item was kept too");
@@ -1011,6 +1013,8 @@ mod partitioned {
                 v + 1
             ))
             .unwrap();
+            conn.execute_batch("DROP INDEX tenure_items_list; DROP TABLE tenure_queues;")
+                .unwrap();
         }
         assert!(table_sql(&path).contains(in_form));
         let store = open(&path, &c).await;
@@ -1042,5 +1046,58 @@ mod partitioned {
             .map(|s| i64::from(s == "ok"))
             .unwrap();
         assert_eq!(ok, 1);
+    }
+
+    /// Version 4 adds the listing index and the paused-queue table: a version 3 file
+    /// keeps its items, and after the upgrade they list, pause and cancel.
+    #[tokio::test]
+    async fn a_version_3_file_gains_listing_and_pause_and_keeps_its_items() {
+        let dir = TempDir::new().unwrap();
+        let path = db(&dir);
+        let c = clock();
+        let ids = {
+            let store = open(&path, &c).await;
+            let mut ids = Vec::new();
+            for i in 0..3u32 {
+                let item = NewItem::new(q(), i.to_le_bytes().to_vec());
+                ids.push(store.enqueue_one(item).await.unwrap().id);
+            }
+            ids
+        };
+        {
+            let conn = rusqlite::Connection::open(&path).unwrap();
+            conn.execute_batch(
+                "DROP INDEX tenure_items_list;
+                 DROP TABLE tenure_queues;
+                 UPDATE tenure_meta SET value = 3 WHERE key = 'schema_version';",
+            )
+            .unwrap();
+        }
+        let store = open(&path, &c).await;
+        let page = store
+            .item_list(tenure_core::ItemListParams::new(
+                q(),
+                tenure_core::ListState::Ready,
+            ))
+            .await
+            .unwrap();
+        let listed: Vec<_> = page.items.iter().map(|i| i.id).collect();
+        assert_eq!(listed, ids);
+        assert!(store
+            .queue_pause(tenure_core::PauseParams::new(q()))
+            .await
+            .unwrap());
+        assert!(store.claim_one(q(), me(1), LEASE).await.unwrap().is_none());
+        assert!(store.queue_counts(&q()).await.unwrap().paused);
+        store.cancel_one(ids[0]).await.unwrap();
+        let version: i64 = rusqlite::Connection::open(&path)
+            .unwrap()
+            .query_row(
+                "SELECT value FROM tenure_meta WHERE key = 'schema_version'",
+                [],
+                |r| r.get(0),
+            )
+            .unwrap();
+        assert_eq!(version, SCHEMA_VERSION);
     }
 }

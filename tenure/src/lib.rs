@@ -42,15 +42,26 @@ pub type DynStore = Arc<dyn Store>;
 /// connects and migrates the schema given by the `tenure_schema` parameter (default
 /// `tenure`); `redis://` (or `rediss://`) uses the key prefix given by the
 /// `tenure_prefix` parameter (default `tenure`) and checks that the server answers;
-/// every other parameter goes to the driver.
+/// every other parameter goes to the driver, and one the driver does not understand is
+/// refused naming it. The scheme is matched without regard to case (`SQLite://` is
+/// `sqlite://`); the rest of the URL is passed on as written.
 ///
 /// # Errors
 /// [`Error::InvalidInput`] naming `url` for an unknown scheme, a scheme whose store
 /// was compiled out, or a malformed URL; otherwise whatever opening the store answers
 /// (for example [`Error::Unavailable`] when the server does not answer).
 pub async fn open(url: &str) -> Result<DynStore> {
-    let scheme = url.split_once(':').map(|(s, _)| s).unwrap_or_default();
-    match scheme {
+    // Schemes are case-insensitive (RFC 3986): `SQLite://`, `POSTGRES://` and
+    // `Redis://` open the same stores as their lowercase forms.
+    let scheme = url
+        .split_once(':')
+        .map(|(s, _)| s.to_ascii_lowercase())
+        .unwrap_or_default();
+    let url = &match url.split_once(':') {
+        Some((_, rest)) => format!("{scheme}:{rest}"),
+        None => url.to_owned(),
+    };
+    match scheme.as_str() {
         "memory" => {
             if url != "memory://" && url != "memory:" {
                 return Err(Error::invalid(
@@ -89,7 +100,7 @@ async fn open_postgres(url: &str) -> Result<DynStore> {
     let (driver_url, schema) = split_schema(url)?;
     let mut config = PgConfig::new(driver_url);
     if let Some(schema) = schema {
-        validate_identifier("tenure_schema", &schema)?;
+        tenure_postgres::check_schema("tenure_schema", &schema)?;
         config = config.schema(&schema);
     }
     Ok(Arc::new(PgStore::connect(config).await?))
@@ -226,6 +237,53 @@ mod tests {
     async fn an_unreachable_redis_url_is_unavailable() {
         let err = open("redis://127.0.0.1:1/").await.err().unwrap();
         assert!(err.is_retryable(), "{err}");
+    }
+
+    #[tokio::test]
+    async fn schemes_match_whatever_their_case() {
+        assert_eq!(open("MEMORY://").await.unwrap().name(), "memory");
+        assert_eq!(open("Memory:").await.unwrap().name(), "memory");
+        let dir = tempfile::tempdir().unwrap();
+        for (n, scheme) in ["SQLite", "SQLITE", "sqlite"].iter().enumerate() {
+            let url = format!("{scheme}://{}/w{n}.db", dir.path().display());
+            assert_eq!(open(&url).await.unwrap().name(), "sqlite", "{url}");
+        }
+        // Each scheme reaches its own store: a closed port answers that store's
+        // retryable error, not "unknown scheme".
+        for url in [
+            "Redis://127.0.0.1:1/",
+            "Postgres://postgres@127.0.0.1:1/db",
+            "PostgreSQL://postgres@127.0.0.1:1/db",
+        ] {
+            let err = open(url).await.err().unwrap();
+            assert!(err.is_retryable(), "{url}: {err}");
+        }
+        let err = open("REDISS://127.0.0.1:1/").await.err().unwrap();
+        assert!(!err.to_string().contains("expected memory://"), "{err}");
+        // Case does not make an unknown scheme known.
+        let err = open("MySQL://x").await.err().unwrap();
+        assert_eq!(err.invalid_field(), Some("url"));
+    }
+
+    #[tokio::test]
+    async fn unknown_postgres_parameters_are_refused_naming_them() {
+        let err = open("postgres://127.0.0.1:1/db?tenure_shema=jobs")
+            .await
+            .err()
+            .unwrap();
+        assert_eq!(err.invalid_field(), Some("url"));
+        assert!(err.to_string().contains("tenure_shema"), "{err}");
+    }
+
+    #[tokio::test]
+    async fn postgres_system_schemas_are_refused_naming_tenure_schema() {
+        for bad in ["information_schema", "pg_catalog", "pg_jobs"] {
+            let err = open(&format!("postgres://127.0.0.1:1/db?tenure_schema={bad}"))
+                .await
+                .err()
+                .unwrap();
+            assert_eq!(err.invalid_field(), Some("tenure_schema"), "{bad}: {err}");
+        }
     }
 
     #[tokio::test]

@@ -11,11 +11,28 @@ use tracing::Instrument;
 
 use crate::error::Error;
 use crate::model::Lease;
-use crate::store::{ClaimParams, HeartbeatParams, WakeSignal};
+use crate::store::{ClaimParams, HeartbeatParams, WakeHealth, WakeSignal};
 
+use super::config::Settings;
 use super::metrics::add;
 use super::supervise::CatchPanic;
 use super::worker::{release, release_unstarted, Shared};
+
+/// When the next poll is due after `empty` consecutive empty polls, by the poll policy
+/// and the health of the store's wake-ups now; `None` waits for a wake-up.
+fn next_poll(s: &Settings, empty: u32, signal: Option<&WakeSignal>) -> Option<Instant> {
+    let health = signal.map_or(WakeHealth::Local, WakeSignal::health);
+    let wait = s.poll.wait_for(empty, health);
+    tracing::trace!(event = "poll", %health, empty, ?wait, "next poll");
+    wait.map(|w| Instant::now() + w)
+}
+
+async fn sleep_until_some(at: Option<Instant>) {
+    match at {
+        Some(at) => sleep_until(at).await,
+        None => std::future::pending().await,
+    }
+}
 
 async fn woken(signal: Option<&WakeSignal>) {
     match signal {
@@ -48,9 +65,11 @@ struct Answer {
 /// to `claim_batch`. While the queue has work (the last answer filled what it asked),
 /// up to `claims_in_flight` claims are out at once, so claim round trips overlap the
 /// handlers and each other. After an answer that did not fill what it asked, the loop
-/// sends nothing new until [`PollPolicy::wait`](super::PollPolicy::wait) for the count
-/// of consecutive empty polls has passed (a failed claim counts as empty), or less if
-/// the store's wake signal fires; an idle queue thus sees one poll at a time.
+/// sends nothing new until [`PollPolicy::wait_for`](super::PollPolicy::wait_for) for
+/// the count of consecutive empty polls and the store's wake-up health has passed (a
+/// failed claim counts as empty; NOTIFY-only mode may wait for a wake-up alone), or
+/// less if the store's wake signal fires (a change of health fires it too); an idle
+/// queue thus sees one poll at a time.
 pub(crate) async fn claim_loop(shared: Arc<Shared>) {
     let s = &shared.settings;
     let stop = shared.stop_claiming.clone();
@@ -66,8 +85,9 @@ pub(crate) async fn claim_loop(shared: Arc<Shared>) {
     let mut poll_now = true;
     // The last answer filled what it asked: the queue has work.
     let mut busy = false;
-    // When the next poll is due while `poll_now` is false.
-    let mut poll_at = Instant::now();
+    // When the next poll is due while `poll_now` is false; `None` waits for a wake-up
+    // (NOTIFY-only mode while the store's wake-ups are healthy).
+    let mut poll_at = Some(Instant::now());
     // Set after registering again for a refused partitioned claim, so a store that
     // keeps refusing gets the ordinary backoff, not a tight loop.
     let mut registered_again = false;
@@ -87,7 +107,7 @@ pub(crate) async fn claim_loop(shared: Arc<Shared>) {
                     empty = empty.saturating_add(1);
                     poll_now = false;
                     busy = false;
-                    poll_at = Instant::now() + s.poll.wait(empty);
+                    poll_at = next_poll(s, empty, wake.as_ref());
                     continue;
                 };
                 let asked = answer.asked;
@@ -104,7 +124,7 @@ pub(crate) async fn claim_loop(shared: Arc<Shared>) {
                             empty = empty.saturating_add(1);
                             poll_now = false;
                             busy = false;
-                            poll_at = Instant::now() + s.poll.wait(empty);
+                            poll_at = next_poll(s, empty, wake.as_ref());
                             tracing::trace!(event = "claim", asked, count = 0, empty, "nothing to claim");
                         } else {
                             empty = 0;
@@ -112,7 +132,7 @@ pub(crate) async fn claim_loop(shared: Arc<Shared>) {
                             poll_now = got >= asked;
                             busy = poll_now;
                             if !poll_now {
-                                poll_at = Instant::now() + s.poll.wait(0);
+                                poll_at = next_poll(s, 0, wake.as_ref());
                             }
                             tracing::debug!(event = "claim", asked, count = got, "claimed");
                         }
@@ -143,7 +163,7 @@ pub(crate) async fn claim_loop(shared: Arc<Shared>) {
                         empty = empty.saturating_add(1);
                         poll_now = false;
                         busy = false;
-                        poll_at = Instant::now() + s.poll.wait(empty);
+                        poll_at = next_poll(s, empty, wake.as_ref());
                         tracing::warn!(event = "claim", error = %e, "claim failed; backing off");
                     }
                 }
@@ -152,7 +172,7 @@ pub(crate) async fn claim_loop(shared: Arc<Shared>) {
                 send(&shared, &mut calls, wake.as_ref()).await;
             }
             _ = shared.room_freed.notified(), if poll_now && room == 0 => {}
-            _ = sleep_until(poll_at), if !poll_now => {
+            _ = sleep_until_some(poll_at), if !poll_now => {
                 poll_now = true;
             }
             _ = woken(wake.as_ref()), if !poll_now => {
@@ -243,6 +263,17 @@ async fn start(shared: &Arc<Shared>, mut leases: Vec<Lease>, asked: usize, sent:
     let got = leases.len();
     add(&shared.metrics.polls, 1);
     add(&shared.metrics.claimed, got as u64);
+    shared.export.claim.record(sent.elapsed().as_secs_f64());
+    if shared.export.single() {
+        if got > 0 {
+            shared.export.at(0).claimed.increment(got as u64);
+        }
+    } else {
+        for l in &leases {
+            let queue = shared.export.index(&l.item.queue);
+            shared.export.at(queue).claimed.increment(1);
+        }
+    }
     shared.let_go(asked - got);
     if got > 0 {
         shared.dispatch(leases, sent);
@@ -262,9 +293,13 @@ async fn release_claimed(shared: &Shared, leases: Vec<Lease>) {
 }
 
 /// Registers the instance again (one heartbeat, limited to one heartbeat interval);
-/// true when the store recorded it.
+/// true when the store recorded it. Never while the heartbeat is switched off.
 async fn register_again(shared: &Shared) -> bool {
     let s = &shared.settings;
+    if !*shared.heartbeat_on.borrow() {
+        // Draining: the instance is meant to stay evicted.
+        return false;
+    }
     let call = shared
         .store
         .instance_heartbeat(HeartbeatParams::new(s.instance.clone()));

@@ -8,8 +8,10 @@ use crate::keys::{LeaderName, OwnerId, QueueName};
 use crate::partition::Partitioning;
 use crate::retry::RetryPolicy;
 use crate::store::{Limits, Store, DEFAULT_STALE_AFTER};
+use crate::time::{SharedClock, SystemClock};
 
 use super::handler::Handler;
+use super::periodic::{Periodic, Periodics};
 use super::poll::PollPolicy;
 use super::worker::Worker;
 
@@ -55,6 +57,8 @@ pub(crate) struct Settings {
     pub(crate) finalize_window: Duration,
     pub(crate) heartbeat_interval: Duration,
     pub(crate) stale_after: Duration,
+    /// Whether the heartbeat starts on (see [`Worker::set_heartbeat`]).
+    pub(crate) heartbeat_enabled: bool,
     pub(crate) maintenance: bool,
     pub(crate) maintenance_interval: Duration,
     pub(crate) leader_name: LeaderName,
@@ -63,6 +67,10 @@ pub(crate) struct Settings {
     pub(crate) limits: Limits,
     /// Most items of one stream a claim leases as a run (1: heads only).
     pub(crate) stream_run: u32,
+    /// The periodic jobs the leader enqueues, and how far it has.
+    pub(crate) periodics: Arc<Periodics>,
+    /// The wall clock periodic schedules are read on.
+    pub(crate) clock: SharedClock,
 }
 
 /// What [`WorkerBuilder::check`] hands to [`Worker::start`].
@@ -112,11 +120,14 @@ pub struct WorkerBuilder {
     finalize_window: Duration,
     heartbeat_interval: Duration,
     stale_after: Duration,
+    heartbeat_enabled: bool,
     maintenance: bool,
     maintenance_interval: Duration,
     leader_name: Option<LeaderName>,
     keep_done_for: Duration,
     stream_run: u32,
+    periodic: Vec<Periodic>,
+    clock: Option<SharedClock>,
 }
 
 impl std::fmt::Debug for WorkerBuilder {
@@ -151,11 +162,14 @@ impl WorkerBuilder {
             finalize_window: Duration::from_millis(10),
             heartbeat_interval: Duration::from_secs(10),
             stale_after: DEFAULT_STALE_AFTER,
+            heartbeat_enabled: true,
             maintenance: true,
             maintenance_interval: Duration::from_secs(5),
             leader_name: None,
             keep_done_for: Duration::from_secs(24 * 60 * 60),
             stream_run: 1,
+            periodic: Vec::new(),
+            clock: None,
         }
     }
 
@@ -321,6 +335,17 @@ impl WorkerBuilder {
         self
     }
 
+    /// Whether the instance heartbeat starts on (default true). A worker started with it
+    /// off never registers, so peers see no instance of it (and could not evict one);
+    /// it claims at once instead of waiting for its registration. Turn it on or off
+    /// while running with [`Worker::set_heartbeat`], the off-switch for a graceful
+    /// drain. A [`partitioned`](Self::partitioned) worker needs it on
+    /// ([`spawn`](Self::spawn) refuses otherwise): its claims need a registered owner.
+    pub fn heartbeat_enabled(mut self, enabled: bool) -> Self {
+        self.heartbeat_enabled = enabled;
+        self
+    }
+
     /// Whether this worker takes part in maintenance (default true): every `interval`
     /// (default 5 s) it tries the leader lease, and as leader recovers expired leases,
     /// purges finished items and old dedup keys, and evicts stale instances.
@@ -348,6 +373,22 @@ impl WorkerBuilder {
         self
     }
 
+    /// Adds a periodic job (call again for several): while this worker holds the
+    /// maintenance leader lease it enqueues one item per tick, exactly once across all
+    /// instances (see [`Periodic`] for the rules). Every worker of a deployment may declare the
+    /// same jobs; only the leader enqueues. Needs maintenance on.
+    pub fn periodic(mut self, job: Periodic) -> Self {
+        self.periodic.push(job);
+        self
+    }
+
+    /// The wall clock periodic schedules are read on (default the system clock). Give
+    /// it the store's clock where that is not the system's (tests on a manual clock).
+    pub fn clock(mut self, clock: impl crate::Clock) -> Self {
+        self.clock = Some(Arc::new(clock));
+        self
+    }
+
     /// Checks the settings and starts the worker on the current tokio runtime.
     ///
     /// Errors name the offending setting (`Error::InvalidInput`): no queue, no handler,
@@ -367,6 +408,16 @@ impl WorkerBuilder {
             .ok_or_else(|| Error::invalid("handler", "a worker needs a handler"))?;
         if self.queues.is_empty() {
             return Err(Error::invalid("queues", "must name at least one queue"));
+        }
+        if self.queues.len() > limits.max_claim_queues {
+            return Err(Error::invalid(
+                "queues",
+                format!(
+                    "names {} queues; one claim takes at most {}",
+                    self.queues.len(),
+                    limits.max_claim_queues
+                ),
+            ));
         }
         if self.concurrency == 0 || self.concurrency > 100_000 {
             return Err(Error::invalid(
@@ -400,6 +451,12 @@ impl WorkerBuilder {
         }
         if let Some(p) = &self.partitioning {
             p.validate()?;
+            if !self.heartbeat_enabled {
+                return Err(Error::invalid(
+                    "heartbeat_enabled",
+                    "a partitioned worker claims only as a registered instance: its heartbeat must start on",
+                ));
+            }
             if !self.store.capabilities().partitioned_claiming {
                 return Err(Error::unsupported(
                     "partitioned claiming",
@@ -475,6 +532,13 @@ impl WorkerBuilder {
                 ),
             ));
         }
+        if !self.periodic.is_empty() && !self.maintenance {
+            return Err(Error::invalid(
+                "periodic",
+                "periodic jobs are enqueued by the maintenance leader; turn maintenance on",
+            ));
+        }
+        let periodics = Arc::new(Periodics::new(self.periodic)?);
         let instance = match self.instance {
             Some(id) => id,
             None => OwnerId::generate("worker")?,
@@ -504,6 +568,7 @@ impl WorkerBuilder {
             finalize_window: self.finalize_window,
             heartbeat_interval: self.heartbeat_interval,
             stale_after: self.stale_after,
+            heartbeat_enabled: self.heartbeat_enabled,
             maintenance: self.maintenance,
             maintenance_interval: self.maintenance_interval,
             leader_name,
@@ -511,6 +576,8 @@ impl WorkerBuilder {
             keep_done_for: self.keep_done_for,
             limits,
             stream_run: self.stream_run,
+            periodics,
+            clock: self.clock.unwrap_or_else(|| Arc::new(SystemClock)),
         };
         Ok((self.store, handler, settings))
     }

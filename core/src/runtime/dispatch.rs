@@ -98,6 +98,7 @@ impl Shared {
                         lost_counted: false,
                         unanswered: false,
                         renew_due: due,
+                        queue: self.export.index(&lease.item.queue),
                     },
                 );
                 wake_renewal |= map.push_due(lease.token, due);

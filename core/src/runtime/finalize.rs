@@ -132,6 +132,7 @@ fn take_back(
 /// Writes one batch; returns the outcomes to retry (those of a call that failed with a
 /// retryable error).
 async fn flush(shared: &Shared, batch: Vec<Outcome>) -> Vec<Outcome> {
+    shared.export.finalize_batch.record(batch.len() as f64);
     let mut completes = Vec::new();
     let mut failures = Vec::new();
     for o in batch {
@@ -149,10 +150,12 @@ async fn flush(shared: &Shared, batch: Vec<Outcome>) -> Vec<Outcome> {
             .await
         {
             Ok(answers) if answers.len() == count => {
+                let mut accepted = Vec::new();
                 for (t, a) in completes.iter().zip(answers) {
                     match a {
                         TokenOutcome::Accepted => {
                             add(&shared.metrics.completed, 1);
+                            accepted.push(*t);
                             tracing::debug!(event = "complete", item = %t.id, attempt = t.attempt, "completed");
                         }
                         TokenOutcome::LeaseLost if shared.was_unanswered(t) => {
@@ -164,6 +167,7 @@ async fn flush(shared: &Shared, batch: Vec<Outcome>) -> Vec<Outcome> {
                         }
                     }
                 }
+                shared.tally(&accepted, |q| &q.completed);
                 shared.remove_all(&completes);
                 tracing::debug!(event = "complete", count, "completions flushed");
             }
@@ -187,16 +191,19 @@ async fn flush(shared: &Shared, batch: Vec<Outcome>) -> Vec<Outcome> {
         let count = failures.len();
         match shared.store.fail(FailParams::new(failures.clone())).await {
             Ok(answers) if answers.len() == count => {
+                let mut accepted = Vec::new();
                 for (f, a) in failures.iter().zip(answers) {
                     let t = &f.token;
                     match a {
                         FailOutcome::Retrying { run_at } => {
                             add(&shared.metrics.failed, 1);
+                            accepted.push(*t);
                             tracing::info!(event = "fail", item = %t.id, attempt = t.attempt, %run_at, error = %f.error, "failed; retrying");
                         }
                         FailOutcome::Dead => {
                             add(&shared.metrics.failed, 1);
                             add(&shared.metrics.dead, 1);
+                            accepted.push(*t);
                             tracing::warn!(event = "fail", item = %t.id, attempt = t.attempt, error = %f.error, "failed; dead");
                         }
                         FailOutcome::LeaseLost if shared.was_unanswered(t) => {
@@ -208,6 +215,7 @@ async fn flush(shared: &Shared, batch: Vec<Outcome>) -> Vec<Outcome> {
                         }
                     }
                 }
+                shared.tally(&accepted, |q| &q.failed);
                 shared.remove_all(failures.iter().map(|f| &f.token));
             }
             Ok(answers) => {
@@ -262,9 +270,13 @@ async fn settle(shared: &Shared, t: &LeaseToken, what: Finalize) {
             };
             if took {
                 match what {
-                    Finalize::Complete => add(&shared.metrics.completed, 1),
+                    Finalize::Complete => {
+                        add(&shared.metrics.completed, 1);
+                        shared.queue_of(t).completed.increment(1);
+                    }
                     Finalize::Fail => {
                         add(&shared.metrics.failed, 1);
+                        shared.queue_of(t).failed.increment(1);
                         if item.state == ItemState::Dead {
                             add(&shared.metrics.dead, 1);
                         }

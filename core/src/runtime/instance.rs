@@ -16,10 +16,30 @@ use super::worker::{Role, Shared};
 const MAINTENANCE_LIMIT: u32 = 1_000;
 
 /// Registers the instance at once, then heartbeats every `heartbeat_interval`, each
-/// call limited to one interval (G12).
+/// call limited to one interval (G12). While the off-switch is off it sends nothing
+/// (peers may then evict the instance); switched on, it heartbeats at once.
 pub(crate) async fn heartbeat_loop(shared: Arc<Shared>, stop: CancellationToken) {
     let s = &shared.settings;
+    let mut on = shared.heartbeat_on.subscribe();
     loop {
+        if !*on.borrow_and_update() {
+            // The claim loop must not wait for a registration that is not coming.
+            shared.first_heartbeat.cancel();
+            tracing::info!(
+                event = "heartbeat",
+                stale_after = ?s.stale_after,
+                "heartbeat off: peers may evict this instance once it is stale"
+            );
+            tokio::select! {
+                _ = stop.cancelled() => return,
+                changed = on.changed() => {
+                    if changed.is_err() {
+                        return;
+                    }
+                    continue;
+                }
+            }
+        }
         let call = shared
             .store
             .instance_heartbeat(HeartbeatParams::new(s.instance.clone()));
@@ -38,6 +58,8 @@ pub(crate) async fn heartbeat_loop(shared: Arc<Shared>, stop: CancellationToken)
         tokio::select! {
             _ = stop.cancelled() => return,
             _ = sleep(s.heartbeat_interval) => {}
+            // Switched off (or on again): the top of the loop decides.
+            _ = on.changed() => {}
         }
     }
 }
@@ -76,6 +98,9 @@ pub(crate) async fn maintenance_loop(shared: Arc<Shared>, stop: CancellationToke
         });
         if matches!(role, Role::Leader { .. }) {
             maintain(&shared, call_timeout).await;
+        }
+        if let Role::Leader { term } = role {
+            super::periodic::enqueue_due(&shared, term, call_timeout).await;
         }
         tokio::select! {
             _ = stop.cancelled() => break,
@@ -146,6 +171,7 @@ async fn maintain(shared: &Shared, call_timeout: Duration) {
         Ok(Err(e)) => failed(shared, "evict", &e.to_string()),
         Err(_) => failed(shared, "evict", "timed out"),
     }
+    super::export::sample_queues(shared, call_timeout).await;
 }
 
 fn failed(shared: &Shared, step: &'static str, error: &str) {

@@ -42,6 +42,11 @@
 //!   timer. Recovery of expired leases, the purge, and eviction of stale instances run
 //!   only on the holder of the leader lease; [`Worker::role`] reports Leader, Follower
 //!   or Faulted (a store error is Faulted, never Follower).
+//! - **Periodic jobs.** [`WorkerBuilder::periodic`] declares a [`Periodic`] job (a cron
+//!   expression read in UTC, or a fixed interval); the leader enqueues each tick
+//!   ahead of time as a scheduled item with a dedup key per tick, so a tick is
+//!   enqueued once across all instances and leader changes, and a tick missed during
+//!   downtime once (see [`Missed`]).
 //! - **Graceful shutdown.** [`Worker::shutdown`] stops claiming, waits for in-flight
 //!   work up to a grace period, then cancels what still runs and releases those leases
 //!   so peers take them at once; the instance then leaves the registry
@@ -51,6 +56,40 @@
 //!   an `event` field: `claim`, `renew`, `complete`, `fail`, `lost`, `self-stop`,
 //!   `timeout`, `panic`, `release`, `role`, `recover`, `evict`. [`Worker::metrics`]
 //!   returns a [`MetricsSnapshot`].
+//! - **Claim loop and wake-up health.** The poll interval follows the health of the
+//!   store's cross-process wake-ups ([`WakeHealth`](crate::WakeHealth) on its
+//!   [`WakeSignal`](crate::WakeSignal)): from a relaxed 5 s baseline while a LISTEN or
+//!   pub/sub listener delivers them, at the tight base without backoff while it is
+//!   down, or not at all in NOTIFY-only mode ([`PollPolicy`]).
+//! - **Draining.** [`Worker::set_heartbeat`]`(false)` stops the instance heartbeat, so
+//!   peers evict the instance after `stale_after` and take over its leases.
+//!
+//! # Metrics
+//!
+//! The runtime records through the [`metrics`](https://docs.rs/metrics) facade, so any
+//! exporter works (the `metrics` example serves Prometheus text with
+//! `metrics-exporter-prometheus`). Install the exporter's recorder **before** spawning
+//! workers: a worker registers its handles once per queue when it starts and reuses
+//! them for every job, so the hot path never formats a label; handles registered
+//! before a recorder exists stay no-ops. [`describe_metrics`] adds help text and
+//! units. [`Worker::metrics`] keeps returning the same counters, unlabelled, as a
+//! [`MetricsSnapshot`].
+//!
+//! | name | kind | labels | what |
+//! | --- | --- | --- | --- |
+//! | `tenure_claimed_total` | counter | `queue` | leases claimed |
+//! | `tenure_completed_total` | counter | `queue` | completions the store accepted |
+//! | `tenure_failed_total` | counter | `queue` | failures the store accepted (retrying or dead, panics and timeouts included) |
+//! | `tenure_lost_total` | counter | `queue` | attempts whose lease was lost (a renewal or finalize answered "lease lost") |
+//! | `tenure_renewed_total` | counter | `queue` | successful lease renewals, one per lease per renewal |
+//! | `tenure_self_stopped_total` | counter | `queue` | attempts cancelled by the self-stop |
+//! | `tenure_timed_out_total` | counter | `queue` | attempts stopped by the handler timeout |
+//! | `tenure_claim_seconds` | histogram | `queue` | one claim call, sent to answered; `queue` is the worker's queues joined by `,` |
+//! | `tenure_pickup_seconds` | histogram | `queue` | from the item's `run_at` (its enqueue, or the end of its delay or retry backoff) to its handler's start, by this process's wall clock |
+//! | `tenure_handler_seconds` | histogram | `queue` | handler run time, start to return (or drop) |
+//! | `tenure_finalize_batch_size` | histogram | `queue` | outcomes written by one finalize flush; `queue` as for claims |
+//! | `tenure_in_flight` | gauge | `queue` | handlers running now |
+//! | `tenure_queue_depth` | gauge | `queue`, `state` | items by state (`ready`, `scheduled`, `running`, `dead`), sampled by the maintenance leader every maintenance interval |
 //!
 //! Timers run on tokio's clock, so tests drive them with paused time; lease expiry is
 //! the store's [`Clock`](crate::Clock).
@@ -82,10 +121,12 @@
 mod claim;
 mod config;
 mod dispatch;
+mod export;
 mod finalize;
 mod handler;
 mod instance;
 mod metrics;
+mod periodic;
 mod poll;
 mod renew;
 mod supervise;
@@ -95,8 +136,10 @@ pub use config::{
     WorkerBuilder, DEFAULT_CLAIMS_IN_FLIGHT, DEFAULT_CONCURRENCY, DEFAULT_LEADER_NAME,
     DEFAULT_LEASE,
 };
+pub use export::describe_metrics;
 pub use handler::{Handler, Job, JobError, StopReason};
 pub use metrics::MetricsSnapshot;
-pub use poll::PollPolicy;
+pub use periodic::{Missed, Periodic, Recurrence, MAX_PERIODIC_NAME_BYTES, PERIODIC_KEY_PREFIX};
+pub use poll::{PollPolicy, DEFAULT_RELAXED_POLL};
 pub use tokio_util::sync::CancellationToken;
 pub use worker::{Role, ShutdownReport, Worker};

@@ -123,13 +123,16 @@ fn apply(shared: &Shared, tokens: &[LeaseToken], outcomes: Vec<RenewOutcome>, se
                 renewals,
             } => {
                 let mut map = shared.inflight();
+                let mut queue = 0;
                 if let Some(e) = map.entries.get_mut(t) {
                     e.renewed_at = e.renewed_at.max(sent);
+                    queue = e.queue;
                     let next = e.renewed_at + shared.settings.renew_after;
                     map.schedule(*t, next);
                 }
                 drop(map);
                 add(&shared.metrics.renewed, 1);
+                shared.export.at(queue).renewed.increment(1);
                 tracing::trace!(event = "renew", item = %t.id, attempt = t.attempt, %expires_at, renewals, "renewed");
             }
             RenewOutcome::LimitReached { limit } => {

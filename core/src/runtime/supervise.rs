@@ -41,10 +41,13 @@ pub(crate) async fn supervise(shared: &Arc<Shared>, lease: Lease, sent: Instant)
     );
     let settings = &shared.settings;
     let handler = Arc::clone(&shared.handler);
+    let queue = shared.export.index(&lease.item.queue);
+    let handles = shared.export.at(queue);
+    handles.picked_up(&lease.item);
     let job = Job::with_stop(lease, cancel.clone(), stop);
     // Counts the handler in the in-flight gauge, and marks it ended, however this
     // attempt ends (its slot task aborted included).
-    let mut _running = Running::new(shared, token);
+    let mut _running = Running::new(shared, token, queue);
     // Dropping the future is how the handler is aborted; a panic in it is caught here
     // and becomes the attempt's failure.
     let mut running = Some(CatchPanic(handler.handle(job)).instrument(span.clone()));
@@ -73,6 +76,7 @@ pub(crate) async fn supervise(shared: &Arc<Shared>, lease: Lease, sent: Instant)
                     time_out_at = None;
                     if shared.stop_attempt(&token, StopReason::Timeout) {
                         add(&shared.metrics.timed_out, 1);
+                        handles.timed_out.increment(1);
                         tracing::warn!(
                             parent: &span,
                             event = "timeout",
@@ -95,6 +99,7 @@ pub(crate) async fn supervise(shared: &Arc<Shared>, lease: Lease, sent: Instant)
                         _ => {
                             if shared.stop_attempt(&token, StopReason::SelfStop) {
                                 add(&shared.metrics.self_stopped, 1);
+                                handles.self_stopped.increment(1);
                                 tracing::warn!(
                                     parent: &span,
                                     event = "self-stop",
@@ -225,16 +230,29 @@ struct Running<'a> {
     token: LeaseToken,
     /// Still to be marked ended.
     pending: bool,
+    /// The item's queue among the metric handles, and when the handler started.
+    queue: u32,
+    started: Instant,
 }
 
 impl<'a> Running<'a> {
-    fn new(shared: &'a Shared, token: LeaseToken) -> Self {
+    fn new(shared: &'a Shared, token: LeaseToken, queue: u32) -> Self {
         shared.metrics.handler_started();
+        shared.export.at(queue).in_flight.increment(1.0);
         Running {
             shared,
             token,
             pending: true,
+            queue,
+            started: Instant::now(),
         }
+    }
+
+    /// Takes the handler out of the exported gauge and records its run time.
+    fn exported_end(&self) {
+        let handles = self.shared.export.at(self.queue);
+        handles.in_flight.decrement(1.0);
+        handles.handler.record(self.started.elapsed().as_secs_f64());
     }
 
     /// Marks the handler ended in its entry, which the caller holds locked.
@@ -242,6 +260,7 @@ impl<'a> Running<'a> {
         if self.pending {
             self.pending = false;
             self.shared.metrics.handler_ended();
+            self.exported_end();
             if let Some(e) = entry {
                 e.ended = true;
             }
@@ -254,6 +273,7 @@ impl Drop for Running<'_> {
         if self.pending {
             self.pending = false;
             self.shared.metrics.handler_ended();
+            self.exported_end();
             if let Some(e) = self.shared.inflight().entries.get_mut(&self.token) {
                 e.ended = true;
             }

@@ -19,6 +19,7 @@ use crate::model::{Lease, LeaseToken, TokenOutcome};
 use crate::store::{DeregisterParams, ReleaseParams, Store};
 
 use super::config::{Settings, WorkerBuilder};
+use super::export::{Exported, QueueHandles};
 use super::finalize::Outcome;
 use super::handler::{Handler, StopReason};
 use super::metrics::{add, Metrics, MetricsSnapshot};
@@ -108,6 +109,8 @@ pub(crate) struct Entry {
     /// When the renewal loop is to renew this lease next: the schedule entry in
     /// [`InFlight::due`] that carries this instant is the live one.
     pub(crate) renew_due: Instant,
+    /// The index of the item's queue among the worker's metric handles.
+    pub(crate) queue: u32,
 }
 
 /// One lease's place in the renewal schedule.
@@ -211,6 +214,8 @@ pub(crate) struct Shared {
     pub(crate) handler: Arc<dyn Handler>,
     pub(crate) settings: Settings,
     pub(crate) metrics: Metrics,
+    /// The handles of the `metrics` facade, registered once per queue.
+    pub(crate) export: Exported,
     pub(crate) inflight: Mutex<InFlight>,
     pub(crate) renew_wake: Notify,
     /// Claimed leases waiting for a slot, in claim order, with when their claim was sent.
@@ -235,6 +240,8 @@ pub(crate) struct Shared {
     /// Fires when the worker is dropped without a shutdown: every task ends at once.
     pub(crate) killed: CancellationToken,
     pub(crate) first_heartbeat: CancellationToken,
+    /// The heartbeat off-switch ([`Worker::set_heartbeat`]): true while it beats.
+    pub(crate) heartbeat_on: watch::Sender<bool>,
     pub(crate) role: watch::Sender<Role>,
     pub(crate) span: tracing::Span,
 }
@@ -283,16 +290,48 @@ impl Shared {
 
     /// Counts a "lease lost" answer once per attempt.
     pub(crate) fn count_lost(&self, token: &LeaseToken) {
-        let first = match self.inflight().entries.get_mut(token) {
+        let (first, queue) = match self.inflight().entries.get_mut(token) {
             Some(e) if !e.lost_counted => {
                 e.lost_counted = true;
-                true
+                (true, e.queue)
             }
-            Some(_) => false,
-            None => true,
+            Some(_) => (false, 0),
+            None => (true, 0),
         };
         if first {
             add(&self.metrics.lost, 1);
+            self.export.at(queue).lost.increment(1);
+        }
+    }
+
+    /// The metric handles of `token`'s queue (no lock when the worker serves one
+    /// queue).
+    pub(crate) fn queue_of(&self, token: &LeaseToken) -> &QueueHandles {
+        if self.export.single() {
+            return self.export.at(0);
+        }
+        let queue = self.inflight().entries.get(token).map_or(0, |e| e.queue);
+        self.export.at(queue)
+    }
+
+    /// Adds one to `which` counter of each token's queue: one increment in all when the
+    /// worker serves one queue, else one lock for every token.
+    pub(crate) fn tally<'a>(
+        &self,
+        tokens: impl IntoIterator<Item = &'a LeaseToken>,
+        which: fn(&QueueHandles) -> &metrics::Counter,
+    ) {
+        if self.export.single() {
+            let n = tokens.into_iter().count() as u64;
+            if n > 0 {
+                which(self.export.at(0)).increment(n);
+            }
+            return;
+        }
+        let map = self.inflight();
+        for t in tokens {
+            let queue = map.entries.get(t).map_or(0, |e| e.queue);
+            which(self.export.at(queue)).increment(1);
         }
     }
 
@@ -381,6 +420,8 @@ impl Worker {
         );
         let (finalize_tx, finalize_rx) = mpsc::unbounded_channel();
         let (role_tx, role) = watch::channel(Role::Starting);
+        let settings_heartbeat = settings.heartbeat_enabled;
+        let export = Exported::new(&settings.queues);
         let shared = Arc::new(Shared {
             store,
             handler,
@@ -394,6 +435,7 @@ impl Worker {
             handler_micros: AtomicU64::new(super::dispatch::UNKNOWN),
             settings,
             metrics: Metrics::default(),
+            export,
             inflight: Mutex::new(InFlight::default()),
             renew_wake: Notify::new(),
             tracker: TaskTracker::new(),
@@ -401,6 +443,7 @@ impl Worker {
             stop_claiming: CancellationToken::new(),
             killed: CancellationToken::new(),
             first_heartbeat: CancellationToken::new(),
+            heartbeat_on: watch::Sender::new(settings_heartbeat),
             role: role_tx,
             span: span.clone(),
         });
@@ -453,6 +496,36 @@ impl Worker {
     /// The counters now.
     pub fn metrics(&self) -> MetricsSnapshot {
         self.shared.metrics.snapshot()
+    }
+
+    /// Turns the instance heartbeat off (`false`) or back on (`true`) while the worker
+    /// runs: the seed's off-switch for a graceful drain.
+    ///
+    /// # Behavior
+    /// - Off: no heartbeat is sent from now on (one already out completes). Once the
+    ///   instance has been silent for `stale_after`, any peer's maintenance may evict
+    ///   it and release all its leases at once (G12), so peers take its items; its own
+    ///   handlers then learn "lease lost" at their next renewal and their outcomes are
+    ///   discarded (G3). Claiming goes on unless the worker is partitioned (an evicted
+    ///   instance is refused partitioned claims, and does not register again while
+    ///   the heartbeat is off) or shut down.
+    /// - On: heartbeats at once, registering again if it was evicted, then on its
+    ///   interval.
+    /// - Setting the state it already has does nothing.
+    pub fn set_heartbeat(&self, enabled: bool) {
+        let changed = self.shared.heartbeat_on.send_if_modified(|on| {
+            let changed = *on != enabled;
+            *on = enabled;
+            changed
+        });
+        if changed {
+            tracing::info!(parent: &self.shared.span, event = "heartbeat", enabled, "instance heartbeat switched");
+        }
+    }
+
+    /// Whether the instance heartbeat is on (see [`Worker::set_heartbeat`]).
+    pub fn heartbeat_enabled(&self) -> bool {
+        *self.shared.heartbeat_on.borrow()
     }
 
     /// Leader, Follower, Faulted (the store did not answer) or Starting.
@@ -662,6 +735,7 @@ mod tests {
             lost_counted: false,
             unanswered: false,
             renew_due: due,
+            queue: 0,
         }
     }
 

@@ -8,11 +8,14 @@
 //!
 //! * **Validate first.** A method MUST call its params' `validate` with the store's
 //!   [`Limits`] and return that error before writing anything (G15; group
-//!   `g15_bad_input`).
+//!   `g15_bad_input`). `enqueue` also calls
+//!   [`EnqueueParams::validate_schedule`] with the `now` it reads, before it writes.
 //! * **One clock.** A method reads the store's [`Clock`](crate::Clock) once and uses that
 //!   instant for every comparison and every timestamp it writes.
 
+mod operate;
 mod params;
+mod wake;
 
 use std::fmt;
 use std::sync::Arc;
@@ -25,6 +28,13 @@ pub use params::{
     ReleaseParams, RenewParams, RequeueParams, Retry, DEFAULT_STALE_AFTER, MAX_ERROR_BYTES,
     MAX_STREAM_RUN,
 };
+pub use params::{DEFAULT_MAX_CLAIM_QUEUES, DEFAULT_SCHEDULE_WINDOW};
+pub use wake::{WakeHealth, WakeSignal};
+
+pub use operate::{
+    CancelParams, DeadFilter, ItemListParams, LeaseListParams, PauseParams, DEFAULT_DEAD_BATCH,
+    DEFAULT_PAGE, MAX_DEAD_BATCH, MAX_PAGE,
+};
 
 use crate::error::Result;
 use crate::keys::QueueName;
@@ -32,6 +42,7 @@ use crate::model::{
     Enqueued, Evicted, FailOutcome, Instance, Item, ItemId, LeaderStatus, Lease, Purged,
     QueueCounts, Recovered, RenewOutcome, TokenOutcome,
 };
+use crate::operate::{CancelOutcome, ItemPage, LeasePage};
 
 /// Optional features a store may offer. Mandatory guarantees are not listed: every
 /// store keeps all of G1..G13 and G15.
@@ -68,32 +79,6 @@ impl Capabilities {
     }
 }
 
-/// A latency hint that new work may be claimable: a worker waiting out its poll
-/// backoff polls at once when it fires. Never needed for correctness.
-#[derive(Clone, Debug, Default)]
-pub struct WakeSignal(Arc<tokio::sync::Notify>);
-
-impl WakeSignal {
-    /// A new, unfired signal.
-    pub fn new() -> Self {
-        WakeSignal::default()
-    }
-
-    /// Wakes every current waiter, and leaves one wake-up stored so the next wait
-    /// returns at once too (a waiter about to wait must not miss it). A consumer that
-    /// is about to look for work anyway drops that stored wake-up first, as the
-    /// runtime's claim loop does before each claim.
-    pub fn notify(&self) {
-        self.0.notify_waiters();
-        self.0.notify_one();
-    }
-
-    /// Waits until the signal fires.
-    pub async fn notified(&self) {
-        self.0.notified().await;
-    }
-}
-
 /// A storage backend for Tenure.
 ///
 /// Object-safe: `Arc<dyn Store>` works, so an application picks its backend at run time.
@@ -119,6 +104,11 @@ pub trait Store: Send + Sync + fmt::Debug + 'static {
 
     /// An in-process signal fired after every enqueue through this handle (and, with
     /// [`Capabilities::cross_process_wakeups`], after enqueues elsewhere), or `None`.
+    ///
+    /// A store with cross-process wake-ups reports on the signal whether its listener
+    /// is delivering them ([`WakeSignal::set_health`], [`WakeHealth`]); the worker
+    /// polls at its tight base while it is down. Every call MUST hand out the same
+    /// signal (clones of it), so the health one listener sets is seen by every worker.
     fn wake_signal(&self) -> Option<WakeSignal> {
         None
     }
@@ -129,7 +119,8 @@ pub trait Store: Send + Sync + fmt::Debug + 'static {
     /// - MUST assign enqueue order in the order of `params.items`; it is the last key of
     ///   claim order (G8; `g08_order`) and the order within a stream (G9; `g09_stream_fifo`).
     /// - MUST compute `run_at` from the item's schedule at the store's `now` (G7;
-    ///   `g07_schedule`).
+    ///   `g07_schedule`), after refusing, with [`EnqueueParams::validate_schedule`] at
+    ///   that `now`, a `run_at` outside [`Limits::schedule_window`] (G15).
     /// - For an item with a dedup key whose `(queue, key)` was recorded less than its
     ///   window ago (including earlier in the same call) MUST insert nothing and answer
     ///   the earlier item's id with `duplicate = true`; otherwise it records the key
@@ -256,16 +247,29 @@ pub trait Store: Send + Sync + fmt::Debug + 'static {
     /// - `attempt` is kept; `max_attempts` becomes at least `attempt +
     ///   additional_attempts`; `stalls` goes back to 0; `run_at = now`. So no token of
     ///   an earlier attempt can become valid again.
+    /// - With [`RequeueParams::filter`] the items are the dead items of the filter's
+    ///   queue whose `updated_at <= filter.dead_before(now)`, earliest `updated_at`
+    ///   first, at most `filter.limit` of them; fewer than the limit means none is left
+    ///   (conformance group `op_control`).
     async fn dead_requeue(&self, params: RequeueParams) -> Result<u64>;
 
     /// Deletes dead items, returning how many (G5; `g05_retry`). Other items are left
-    /// alone. A discarded head no longer blocks its stream.
+    /// alone. A discarded head no longer blocks its stream. Their dedup keys are kept.
+    ///
+    /// # Contract
+    /// - With [`DiscardParams::filter`] the items are chosen exactly as
+    ///   [`Store::dead_requeue`] chooses them (conformance group `op_control`).
     async fn dead_discard(&self, params: DiscardParams) -> Result<u64>;
 
     /// Reads one item, or `None` if it does not exist (or was deleted when finished).
     async fn item_get(&self, id: ItemId) -> Result<Option<Item>>;
 
     /// Counts a queue's items by state, `ready` split into due and scheduled at `now`.
+    ///
+    /// # Contract
+    /// - `paused` is true while the queue is paused ([`Store::queue_pause`]).
+    /// - `oldest_ready_age` is `now - run_at` of the due ready item with the smallest
+    ///   `run_at`, `None` without one (conformance group `op_inspection`).
     async fn queue_counts(&self, queue: &QueueName) -> Result<QueueCounts>;
 
     /// Registers `instance` on its first call and records a heartbeat at `now` on every
@@ -312,6 +316,69 @@ pub trait Store: Send + Sync + fmt::Debug + 'static {
     /// Gives the lease up if the caller holds it; true when it did. The term is kept, so
     /// the next holder still gets a greater one (G13; `g13_leader`).
     async fn leader_resign(&self, params: LeaderParams) -> Result<bool>;
+
+    /// One page of a queue's items in one listable state (conformance group
+    /// `op_inspection`).
+    ///
+    /// # Contract
+    /// - Shows the items of `params.queue` that [`ListState::matches`](crate::ListState::matches)
+    ///   at the store's `now` (answered as [`ItemPage::as_of`]), in enqueue order
+    ///   (`params.order`), at most `params.limit`, each as [`Store::item_get`] would
+    ///   read it (`attempt`, `owner`, `lease_expires_at`, `last_error` included).
+    /// - [`ItemPage::next`] is `Some` when more items may follow; passing it back as
+    ///   `params.cursor` (same queue, state and order) continues strictly after the last
+    ///   item of the page, so paging through an unchanging queue shows every item once.
+    ///   A cursor this store did not hand out is [`Error::InvalidInput`](crate::Error)
+    ///   naming `cursor`.
+    /// - MUST NOT slow claims: it reads through an index and never locks, or waits for,
+    ///   a row a claim may take.
+    async fn item_list(&self, params: ItemListParams) -> Result<ItemPage>;
+
+    /// One page of a queue's leases: its `running` items' owner, attempt, expiry and
+    /// renewals, soonest expiry first (ties in enqueue order), including expired leases
+    /// not yet recovered (conformance group `op_inspection`).
+    ///
+    /// # Contract
+    /// - Paged by cursor exactly as [`Store::item_list`] is, under the same rule on
+    ///   claims.
+    async fn lease_list(&self, params: LeaseListParams) -> Result<LeasePage>;
+
+    /// The queues this store knows, by name: every queue with an unfinished, dead or
+    /// kept finished item, and every paused queue (conformance group `op_inspection`).
+    async fn queue_list(&self) -> Result<Vec<QueueName>>;
+
+    /// Cancels ready and scheduled items, answering per id, in order (conformance
+    /// group `op_control`).
+    ///
+    /// # Contract
+    /// - A `ready` item (due or not) is deleted: [`Store::item_get`] answers `None`, it
+    ///   is never claimed, and a cancelled stream head no longer blocks its stream (G9).
+    ///   Its dedup key stays recorded for its window, so enqueueing the key again is a
+    ///   duplicate naming the cancelled id (G11).
+    /// - A `running` item is not cancelled, and answers [`CancelOutcome::Running`] with
+    ///   its attempt and owner; `dead` and kept `done` items answer so and are left
+    ///   alone; an unknown id answers [`CancelOutcome::NotFound`].
+    /// - Decided atomically per item against claims: a cancelled item is never also
+    ///   leased, and an item a concurrent claim leased answers `Running`.
+    async fn item_cancel(&self, params: CancelParams) -> Result<Vec<CancelOutcome>>;
+
+    /// Pauses a queue: from when this returns, no claim takes the queue's items until
+    /// [`Store::queue_resume`] (conformance group `op_control`).
+    ///
+    /// # Contract
+    /// - Answers true when the queue was not paused before.
+    /// - Leases already held run on: they can be renewed, completed, failed and
+    ///   released; recovery and eviction treat them as usual. Enqueues are accepted.
+    /// - [`QueueCounts::paused`] is true and [`Store::queue_list`] lists the queue while
+    ///   it is paused, even with no items.
+    /// - A claim that overlaps the pause either takes an item before the pause (its
+    ///   lease then runs on) or does not take it; no claim that starts after the pause
+    ///   returned takes it.
+    async fn queue_pause(&self, params: PauseParams) -> Result<bool>;
+
+    /// Resumes a paused queue: its items are claimable again. Answers true when it was
+    /// paused (conformance group `op_control`).
+    async fn queue_resume(&self, params: PauseParams) -> Result<bool>;
 }
 
 #[async_trait]
@@ -381,5 +448,23 @@ impl<S: Store + ?Sized> Store for Arc<S> {
     }
     async fn leader_resign(&self, params: LeaderParams) -> Result<bool> {
         (**self).leader_resign(params).await
+    }
+    async fn item_list(&self, params: ItemListParams) -> Result<ItemPage> {
+        (**self).item_list(params).await
+    }
+    async fn lease_list(&self, params: LeaseListParams) -> Result<LeasePage> {
+        (**self).lease_list(params).await
+    }
+    async fn queue_list(&self) -> Result<Vec<QueueName>> {
+        (**self).queue_list().await
+    }
+    async fn item_cancel(&self, params: CancelParams) -> Result<Vec<CancelOutcome>> {
+        (**self).item_cancel(params).await
+    }
+    async fn queue_pause(&self, params: PauseParams) -> Result<bool> {
+        (**self).queue_pause(params).await
+    }
+    async fn queue_resume(&self, params: PauseParams) -> Result<bool> {
+        (**self).queue_resume(params).await
     }
 }

@@ -9,8 +9,17 @@ use std::time::Duration;
 
 use crate::error::{Error, Result};
 use crate::keys::{LeaderName, OwnerId, QueueName};
-use crate::model::{ItemId, LeaseToken, NewItem, MAX_ATTEMPTS_LIMIT};
+use crate::model::{ItemId, LeaseToken, NewItem, Schedule, MAX_ATTEMPTS_LIMIT};
 use crate::partition::Partitioning;
+use crate::time::Timestamp;
+
+/// Default [`Limits::schedule_window`]: 100 years of 365.25 days.
+pub const DEFAULT_SCHEDULE_WINDOW: Duration = Duration::from_secs(36_525 * 24 * 60 * 60);
+
+/// Default [`Limits::max_claim_queues`].
+pub const DEFAULT_MAX_CLAIM_QUEUES: usize = 64;
+
+use super::operate::DeadFilter;
 
 /// The bounds a store enforces on its input (G15). Stores hold one, usually the
 /// default, and pass it to every `validate` call.
@@ -28,6 +37,14 @@ pub struct Limits {
     pub min_lease: Duration,
     /// Longest lease. Default 24 h.
     pub max_lease: Duration,
+    /// How far from the store's `now` an item's run time may lie, either side: an
+    /// enqueue delay at most this long, a `run_at` no further than this before or after
+    /// `now`. Default [`DEFAULT_SCHEDULE_WINDOW`] (100 years), which also keeps every
+    /// run time exact in stores that keep times as 53-bit floats.
+    pub schedule_window: Duration,
+    /// Most queues one claim may name. Default [`DEFAULT_MAX_CLAIM_QUEUES`] (64): a
+    /// claim looks at each queue's ready work, so its cost grows with the list.
+    pub max_claim_queues: usize,
 }
 
 impl Default for Limits {
@@ -38,6 +55,8 @@ impl Default for Limits {
             max_batch: 1_000,
             min_lease: Duration::from_millis(100),
             max_lease: Duration::from_secs(24 * 60 * 60),
+            schedule_window: DEFAULT_SCHEDULE_WINDOW,
+            max_claim_queues: DEFAULT_MAX_CLAIM_QUEUES,
         }
     }
 }
@@ -142,11 +161,24 @@ impl EnqueueParams {
         self
     }
 
-    /// Checks every bound of G15.
+    /// Checks every bound of G15 that does not need the store's clock; a delay longer
+    /// than [`Limits::schedule_window`] is refused naming `delay`. Stores then call
+    /// [`EnqueueParams::validate_schedule`] with the `now` they read.
     pub fn validate(&self, limits: &Limits) -> Result<()> {
         limits.check_batch("items", self.items.len(), limits.max_enqueue_batch)?;
         let mut ids = HashSet::with_capacity(self.items.len());
         for item in &self.items {
+            if let Schedule::After(d) = item.schedule {
+                if d > limits.schedule_window {
+                    return Err(Error::invalid(
+                        "delay",
+                        format!(
+                            "{d:?} is over the schedule window of {:?}",
+                            limits.schedule_window
+                        ),
+                    ));
+                }
+            }
             if item.payload.len() > limits.max_payload_bytes {
                 return Err(Error::invalid(
                     "payload",
@@ -187,6 +219,33 @@ impl EnqueueParams {
                     "id",
                     format!("{} appears more than once", item.id),
                 ));
+            }
+        }
+        Ok(())
+    }
+}
+
+impl EnqueueParams {
+    /// Checks that every item's `run_at` ([`Schedule::At`]) lies within
+    /// [`Limits::schedule_window`] of `now`, before or after it, refusing one that does
+    /// not naming `run_at` (G15). A store MUST call it with the `now` it reads for the
+    /// enqueue, before it writes anything.
+    pub fn validate_schedule(&self, limits: &Limits, now: Timestamp) -> Result<()> {
+        let (earliest, latest) = (
+            now.saturating_sub(limits.schedule_window),
+            now.saturating_add(limits.schedule_window),
+        );
+        for item in &self.items {
+            if let Schedule::At(t) = item.schedule {
+                if t < earliest || t > latest {
+                    return Err(Error::invalid(
+                        "run_at",
+                        format!(
+                            "{t} is more than {:?} from now ({now})",
+                            limits.schedule_window
+                        ),
+                    ));
+                }
             }
         }
         Ok(())
@@ -261,11 +320,21 @@ impl ClaimParams {
         self
     }
 
-    /// Checks the batch limit, the lease duration, the queue list and the number of
-    /// partitions (G15).
+    /// Checks the batch limit, the lease duration, the queue list (one to
+    /// [`Limits::max_claim_queues`] names) and the number of partitions (G15).
     pub fn validate(&self, limits: &Limits) -> Result<()> {
         if self.queues.is_empty() {
             return Err(Error::invalid("queues", "must name at least one queue"));
+        }
+        if self.queues.len() > limits.max_claim_queues {
+            return Err(Error::invalid(
+                "queues",
+                format!(
+                    "names {} queues; the limit is {}",
+                    self.queues.len(),
+                    limits.max_claim_queues
+                ),
+            ));
         }
         let limit = usize::try_from(self.limit).unwrap_or(usize::MAX);
         limits.check_batch("limit", limit, limits.max_batch)?;
@@ -499,6 +568,9 @@ pub struct RequeueParams {
     /// Attempts granted on top of those already made: `max_attempts` becomes at least
     /// `attempt + additional_attempts`. Default 1. `attempt` itself never goes down.
     pub additional_attempts: u32,
+    /// Requeue the dead items this filter matches instead of `ids` (which is then
+    /// empty), at most `filter.limit` of them in this call.
+    pub filter: Option<DeadFilter>,
 }
 
 impl RequeueParams {
@@ -507,6 +579,17 @@ impl RequeueParams {
         RequeueParams {
             ids,
             additional_attempts: 1,
+            filter: None,
+        }
+    }
+
+    /// Requeue the dead items `filter` matches (at most `filter.limit` per call), with
+    /// one more attempt each.
+    pub fn matching(filter: DeadFilter) -> Self {
+        RequeueParams {
+            ids: Vec::new(),
+            additional_attempts: 1,
+            filter: Some(filter),
         }
     }
 
@@ -516,9 +599,12 @@ impl RequeueParams {
         self
     }
 
-    /// Checks the batch bounds (G15).
+    /// Checks the batch bounds, or the filter (G15).
     pub fn validate(&self, limits: &Limits) -> Result<()> {
-        limits.check_batch("ids", self.ids.len(), limits.max_enqueue_batch)?;
+        match &self.filter {
+            Some(f) => f.validate(limits)?,
+            None => limits.check_batch("ids", self.ids.len(), limits.max_enqueue_batch)?,
+        }
         if self.additional_attempts == 0 || self.additional_attempts > MAX_ATTEMPTS_LIMIT {
             return Err(Error::invalid(
                 "additional_attempts",
@@ -538,17 +624,31 @@ impl RequeueParams {
 pub struct DiscardParams {
     /// Dead items to delete. Ids that are not dead are left alone.
     pub ids: Vec<ItemId>,
+    /// Discard the dead items this filter matches instead of `ids` (which is then
+    /// empty), at most `filter.limit` of them in this call.
+    pub filter: Option<DeadFilter>,
 }
 
 impl DiscardParams {
     /// Discard these dead items.
     pub fn new(ids: Vec<ItemId>) -> Self {
-        DiscardParams { ids }
+        DiscardParams { ids, filter: None }
     }
 
-    /// Checks the batch bounds (G15).
+    /// Discard the dead items `filter` matches (at most `filter.limit` per call).
+    pub fn matching(filter: DeadFilter) -> Self {
+        DiscardParams {
+            ids: Vec::new(),
+            filter: Some(filter),
+        }
+    }
+
+    /// Checks the batch bounds, or the filter (G15).
     pub fn validate(&self, limits: &Limits) -> Result<()> {
-        limits.check_batch("ids", self.ids.len(), limits.max_enqueue_batch)
+        match &self.filter {
+            Some(f) => f.validate(limits),
+            None => limits.check_batch("ids", self.ids.len(), limits.max_enqueue_batch),
+        }
     }
 }
 
@@ -717,6 +817,50 @@ mod tests {
             .validate(&Limits::default())
             .unwrap_err();
         assert_eq!(e.invalid_field(), Some("tokens"));
+    }
+
+    #[test]
+    fn a_claim_over_the_queue_limit_names_queues() {
+        let l = Limits::default();
+        let s = Duration::from_secs(30);
+        let names = |n: usize| -> Vec<QueueName> {
+            (0..n)
+                .map(|i| QueueName::new(format!("q{i}")).unwrap())
+                .collect()
+        };
+        let at_max = ClaimParams::new(q(), owner(), 1, s).queues(names(l.max_claim_queues));
+        assert!(at_max.validate(&l).is_ok());
+        let over = ClaimParams::new(q(), owner(), 1, s).queues(names(l.max_claim_queues + 1));
+        assert_eq!(
+            over.validate(&l).unwrap_err().invalid_field(),
+            Some("queues")
+        );
+    }
+
+    #[test]
+    fn run_times_outside_the_schedule_window_name_run_at_or_delay() {
+        let l = Limits::default();
+        let now = Timestamp::from_micros(1_700_000_000_000_000);
+        let w = l.schedule_window;
+        for ok in [now + w, now - w, now] {
+            let p = EnqueueParams::one(NewItem::new(q(), vec![]).run_at(ok));
+            assert!(p.validate(&l).is_ok() && p.validate_schedule(&l, now).is_ok());
+        }
+        for bad in [
+            now + w + Duration::from_micros(1),
+            now - w - Duration::from_micros(1),
+        ] {
+            let p = EnqueueParams::one(NewItem::new(q(), vec![]).run_at(bad));
+            let e = p.validate_schedule(&l, now).unwrap_err();
+            assert_eq!(e.invalid_field(), Some("run_at"));
+        }
+        assert!(EnqueueParams::one(NewItem::new(q(), vec![]).delay(w))
+            .validate(&l)
+            .is_ok());
+        let e = EnqueueParams::one(NewItem::new(q(), vec![]).delay(w + Duration::from_secs(1)))
+            .validate(&l)
+            .unwrap_err();
+        assert_eq!(e.invalid_field(), Some("delay"));
     }
 
     #[test]

@@ -6,11 +6,15 @@
 
 mod support;
 
+mod builder;
+mod drain;
+mod exported;
 mod finalize;
 mod instances;
 mod lost_answer;
 mod outcomes;
 mod partitions;
+mod periodic;
 mod pipeline;
 mod poll;
 mod renewal;
@@ -18,3 +22,4 @@ mod self_stop;
 mod shutdown;
 mod stream_runs;
 mod timeout;
+mod wake_health;

@@ -108,6 +108,7 @@ pub(crate) struct Probe<S> {
     claims_out: Arc<std::sync::atomic::AtomicUsize>,
     lose_answers: Arc<std::sync::atomic::AtomicUsize>,
     panic_claims: Arc<std::sync::atomic::AtomicUsize>,
+    wake: Arc<Mutex<Option<WakeSignal>>>,
 }
 
 impl<S: Store> Probe<S> {
@@ -123,7 +124,14 @@ impl<S: Store> Probe<S> {
             claims_out: Arc::default(),
             lose_answers: Arc::default(),
             panic_claims: Arc::default(),
+            wake: Arc::default(),
         }
+    }
+
+    /// Hands out `signal` as the store's wake signal instead of the inner store's (a
+    /// stand-in for a listener whose health the test sets).
+    pub(crate) fn use_wake(&self, signal: WakeSignal) {
+        *self.wake.lock().unwrap() = Some(signal);
     }
 
     /// The next `n` claim calls panic (a broken store).
@@ -188,6 +196,9 @@ impl<S: Store> Store for Probe<S> {
         self.inner.limits()
     }
     fn wake_signal(&self) -> Option<WakeSignal> {
+        if let Some(signal) = self.wake.lock().unwrap().clone() {
+            return Some(signal);
+        }
         self.inner.wake_signal()
     }
     async fn enqueue(&self, params: EnqueueParams) -> Result<Vec<Enqueued>> {
@@ -309,6 +320,34 @@ impl<S: Store> Store for Probe<S> {
     }
     async fn leader_resign(&self, params: LeaderParams) -> Result<bool> {
         self.inner.leader_resign(params).await
+    }
+
+    async fn item_list(
+        &self,
+        params: tenure_core::ItemListParams,
+    ) -> tenure_core::Result<tenure_core::ItemPage> {
+        self.inner.item_list(params).await
+    }
+    async fn lease_list(
+        &self,
+        params: tenure_core::LeaseListParams,
+    ) -> tenure_core::Result<tenure_core::LeasePage> {
+        self.inner.lease_list(params).await
+    }
+    async fn queue_list(&self) -> tenure_core::Result<Vec<tenure_core::QueueName>> {
+        self.inner.queue_list().await
+    }
+    async fn item_cancel(
+        &self,
+        params: tenure_core::CancelParams,
+    ) -> tenure_core::Result<Vec<tenure_core::CancelOutcome>> {
+        self.inner.item_cancel(params).await
+    }
+    async fn queue_pause(&self, params: tenure_core::PauseParams) -> tenure_core::Result<bool> {
+        self.inner.queue_pause(params).await
+    }
+    async fn queue_resume(&self, params: tenure_core::PauseParams) -> tenure_core::Result<bool> {
+        self.inner.queue_resume(params).await
     }
 }
 

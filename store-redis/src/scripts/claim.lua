@@ -1,10 +1,11 @@
--- Store::claim. ARGV: now, owner, limit, lease (µs), partitions (0: not partitioned),
--- queue count, queues... Recovers the queues' expired leases and moves their due
--- scheduled candidates first (G2, G6, G7), then takes candidates by (priority, run_at,
+-- Store::claim. ARGV: now, owner, limit, the lease's expiry (now + lease, µs),
+-- partitions (0: not partitioned), queue count, queues... Recovers the queues' expired
+-- leases and moves their due scheduled candidates first when their `due` bound says
+-- there may be some (G2, G6, G7), then takes candidates by (priority, run_at,
 -- seq) across the queues (G8). Every entry of a `ready` zset is claimable (G9, G10 are
--- kept by the write path), so a claim of B items reads about B entries. Answers the
--- claimed items' fields as they were before the claim, less those the claim
--- overwrites (in the order `rows.rs` decodes, false when absent), in claim order.
+-- kept by the write path), so a claim of B items reads about B entries. Answers each
+-- claimed item as it was before the claim, less what the claim overwrites (see
+-- take below; false for an absent field), in claim order.
 --
 -- Partitioned (G14): the owner must be registered (else the error NOTFOUND, nothing
 -- written); every due candidate is looked at, the scoped ones waiting behind the first
@@ -14,25 +15,30 @@
 -- costs O(n) where an ordinary claim costs O(B).
 local now = tonumber(ARGV[1])
 local owner = ARGV[2]
-local limit = tonumber(ARGV[3])
-local lease = tonumber(ARGV[4])
+local expires_n = ARGV[4]
+local expires = tonumber(expires_n)
 local partitions = tonumber(ARGV[5])
 local nq = tonumber(ARGV[6])
 local queues = {}
 local in_queues = {}
 for i = 1, nq do queues[i] = ARGV[6 + i]; in_queues[ARGV[6 + i]] = true end
--- G9: most items of one stream run (1: heads only).
+-- G9: most items of one stream run (1: heads only), after the queues.
 local run_max = tonumber(ARGV[7 + nq] or '1')
+local run_limit = tonumber(ARGV[3])
 local rank, live
 if partitions > 0 then
   rank = redis.call('ZRANK', K_INST_IDS, owner)
   if not rank then return redis.error_reply('NOTFOUND ' .. owner) end
   live = redis.call('ZCARD', K_INST_IDS)
 end
-for _, q in ipairs(queues) do recover_queue(q, now) end
-for _, q in ipairs(queues) do promote_due(q, now) end
+-- Per queue, its `due` bound and whether it is to be written (lib.lua's catch_up).
+local dues, rewrite = {}, {}
+for _, q in ipairs(queues) do dues[q], rewrite[q] = catch_up(q, now) end
 
-local expires = now + lease
+-- What every claimed item's `s` ends with, and its `l` (lib.lua's item layout): the
+-- times as the client wrote them.
+local claimed_tail = ' 0 ' .. ARGV[1]
+local lease_field = owner .. ' ' .. expires_n
 local out = {}
 -- Per queue, the running-set entries (score, member) to add; the owner's new ids.
 -- Written once per call after the loop: one ZADD per queue, one SADD.
@@ -42,58 +48,57 @@ local owned = {}
 local function take(q, m)
   local id = member_id(m)
   local key = k_item(id)
-  -- One read: what this script needs and the answer, in the order `rows.rs` decodes
-  -- (CLAIMED_FIELDS there): every field but those the claim overwrites (the caller
-  -- applies the claim's own changes, which it knows: state, attempt + 1, owner,
-  -- expiry, renewals, updated_at). Each value read costs the server a conversion into
-  -- Lua and another into the answer, so the id and queue, known here, are not read,
-  -- the state is read last, checked, and not answered, and owner and expiry, which a
-  -- ready item has not, are neither.
-  local v = redis.call('HMGET', key, 'pl', 'st', 'sc', 'dk', 'pr', 'ra', 'a', 'sl', 'ma',
-    'ms', 'mr', 'e', 'ca', 's')
-  if v[14] ~= 'ready' then return false end
-  local a = tonumber(v[7])
-  local sc = v[3] or nil
-  redis.call('HSET', key, 's', 'running', 'a', N(a + 1), 'o', owner, 'le', N(expires),
-    'rn', '0', 'ua', N(now))
+  -- One read of the fields the answer needs and the state, which must be ready; the
+  -- id and queue are known here. The caller applies the claim's own changes, which it
+  -- knows (state, attempt + 1, owner, expiry, renewals, updated_at).
+  local v = redis.call('HMGET', key, 's', 'pl', 'st', 'sc', 'dk', 'e', 'n')
+  local a = v[1] and string.match(v[1], '^ready (%d+) ')
+  if not a then return false end
+  redis.call('HSET', key, 's', 'running ' .. next_attempt(a) .. claimed_tail, 'l', lease_field)
   local run = taken[q]
   if not run then run = {}; taken[q] = run end
-  run[#run + 1] = N(expires)
+  run[#run + 1] = expires_n
   run[#run + 1] = id
   owned[#owned + 1] = id
-  if sc then scope_taken(sc, q, m, id) end
-  -- The answer: the text fields, then the eight numbers in one string, so the client
-  -- parses 8 values per item, not 15.
-  out[#out + 1] = {id, q, v[1], v[2], v[3], v[4], v[12],
-    v[5] .. ' ' .. v[6] .. ' ' .. v[7] .. ' ' .. v[8] .. ' ' .. v[9] .. ' ' .. v[10] .. ' '
-      .. v[11] .. ' ' .. v[13]}
+  if v[4] then scope_taken(v[4], q, m, id) end
+  -- The answer (rows.rs decodes it): id, queue, payload, stream, scope, dedup key,
+  -- last error, the numbers field as stored, the attempt before this claim.
+  out[#out + 1] = {id, q, v[2], v[3], v[4], v[5], v[6], v[7], a}
   return true
+end
+
+-- The run_at and enqueue sequence in an item's `n` field (lib.lua's item layout).
+local function ra_sq(n)
+  local ra, sq = string.match(n, '^%-?%d+ (%-?%d+) %d+ %d+ %d+ %d+ %-?%d+ (%d+) ')
+  return tonumber(ra), tonumber(sq)
 end
 
 -- G9: after the head `m` of a stream was taken, takes the ready items right behind it
 -- while each is due, in a claimed queue and of a free scope, up to `run_max` items in
--- the run and `limit` in all. They wait in their queue's held set, not in `ready`.
+-- the run and the limit in all. They wait in their queue's held set, not in `ready`.
 local function take_run(m)
-  if run_max <= 1 or #out >= limit then return end
-  local id = member_id(m)
-  local v = redis.call('HMGET', k_item(id), 'st', 'sq')
+  if run_max <= 1 or #out >= run_limit then return end
+  local v = redis.call('HMGET', k_item(member_id(m)), 'st', 'n')
   if not v[1] then return end
-  local behind = redis.call('ZRANGEBYSCORE', k_stream(v[1]), '(' .. v[2], '+inf',
+  local _, hsq = ra_sq(v[2])
+  local behind = redis.call('ZRANGEBYSCORE', k_stream(v[1]), '(' .. N(hsq), '+inf',
     'LIMIT', 0, run_max - 1)
   for _, nid in ipairs(behind) do
-    if #out >= limit then break end
-    local w = redis.call('HMGET', k_item(nid), 's', 'ra', 'q', 'sc', 'sq')
-    local ra = tonumber(w[2])
-    if w[1] ~= 'ready' or ra > now or not in_queues[w[3]] then break end
+    if #out >= run_limit then break end
+    local w = redis.call('HMGET', k_item(nid), 's', 'n', 'q', 'sc')
+    if not (w[1] and string.match(w[1], '^ready ')) or not in_queues[w[3]] then break end
+    local ra, sq = ra_sq(w[2])
+    if ra > now then break end
     if w[4] and redis.call('EXISTS', k_scope_run(w[4])) == 1 then break end
     redis.call('ZREM', k_hold(w[3]), nid)
-    if not take(w[3], order_member(ra, tonumber(w[5]), nid)) then break end
+    if not take(w[3], order_member(ra, sq, nid)) then break end
   end
 end
 
 if partitions > 0 then
   -- Every due candidate: each queue's `ready`, and behind every free scope's first
   -- (which is in `ready`) the rest of its waiting set.
+  local limit = tonumber(ARGV[3])
   local cands = {}
   for _, q in ipairs(queues) do
     local ms = redis.call('ZRANGE', k_ready(q), 0, -1, 'WITHSCORES')
@@ -114,14 +119,15 @@ if partitions > 0 then
   for _, c in ipairs(cands) do
     if #out >= limit then break end
     local q, m = c[3], c[2]
-    local v = redis.call('HMGET', k_item(member_id(m)), 'st', 'sc', 'hh', 'hl')
+    local v = redis.call('HMGET', k_item(member_id(m)), 'st', 'sc', 'n')
     local st, sc = v[1] or nil, v[2] or nil
+    local hh, hl = string.match(v[3], '(%d+) (%d+)$')
     local pinned = st and redis.call('GET', k_pin(st)) or nil
     local mine
     if pinned then
       mine = pinned == owner
     else
-      local p = ((tonumber(v[3]) % partitions) * wrap + tonumber(v[4])) % partitions
+      local p = ((tonumber(hh) % partitions) * wrap + tonumber(hl)) % partitions
       mine = p % live == rank
     end
     -- An earlier item of this batch may have taken the scope.
@@ -143,17 +149,18 @@ elseif nq == 1 then
   -- candidate per queue).
   local q = queues[1]
   if run_max <= 1 then
-    local popped = redis.call('ZPOPMIN', k_ready(q), limit)
+    local popped = redis.call('ZPOPMIN', k_ready(q), ARGV[3])
     for i = 1, #popped, 2 do take(q, popped[i]) end
   else
     -- With runs, each head's run counts towards the limit: one head at a time.
-    while #out < limit do
+    while #out < run_limit do
       local popped = redis.call('ZPOPMIN', k_ready(q), 1)
       if #popped == 0 then break end
       if take(q, popped[1]) then take_run(popped[1]) end
     end
   end
 else
+  local limit = tonumber(ARGV[3])
   while #out < limit do
     local want = limit - #out
     local cands = {}
@@ -179,6 +186,13 @@ end
 for q, run in pairs(taken) do
   redis.call('ZADD', k_run(q), unpack(run))
   redis.call('HINCRBY', k_count(q), 'ready', -(#run / 2))
+  if expires < dues[q] then
+    dues[q] = expires
+    rewrite[q] = true
+  end
+end
+for q, due in pairs(dues) do
+  if rewrite[q] then redis.call('HSET', k_count(q), 'due', N(due)) end
 end
 if #owned > 0 then redis.call('SADD', k_owner(owner), unpack(owned)) end
 return out

@@ -64,9 +64,10 @@ for i = 1, count do
         'PX', N(math.floor(it.win / 1000) + 86400000))
       redis.call('ZADD', K_DEDUP_EXP, N(exp), entry)
     end
-    local fields = {'id', it.id, 'q', it.q, 'pl', it.pl, 'pr', N(it.pr), 'ra', N(it.ra), 's', 'ready',
-      'a', '0', 'rn', '0', 'sl', '0', 'ma', it.ma, 'ms', it.ms, 'mr', it.mr,
-      'ca', N(now), 'ua', N(now), 'sq', N(sq), 'hh', it.hh, 'hl', it.hl}
+    -- The item hash's fields, as lib.lua describes them.
+    local fields = {'q', it.q, 'pl', it.pl, 's', 'ready 0 0 ' .. N(now),
+      'n', N(it.pr) .. ' ' .. N(it.ra) .. ' 0 ' .. it.ma .. ' ' .. it.ms .. ' ' .. it.mr .. ' '
+        .. N(now) .. ' ' .. N(sq) .. ' ' .. it.hh .. ' ' .. it.hl}
     if it.st then table.insert(fields, 'st'); table.insert(fields, it.st) end
     if it.sc then table.insert(fields, 'sc'); table.insert(fields, it.sc) end
     if it.dk then table.insert(fields, 'dk'); table.insert(fields, it.dk) end

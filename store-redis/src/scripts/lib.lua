@@ -24,8 +24,10 @@ local K_INST_IDS  -- zset: instances, all scored 0, so by id in byte order (G14 
 local K_INST_SEQ  -- string: the last registration number
 local K_WAKE      -- pub/sub channel: new work (a hint)
 
--- Every function of the library calls this first with its KEYS[1].
+-- Every function of the library calls this first with its KEYS[1]. The keys stay
+-- built while calls name the same root, as one store's calls do.
 local function set_root(root)
+  if root == P then return end
   P = root
   K_SEQ = P .. ':seq'
   K_QUEUES = P .. ':queues'
@@ -41,7 +43,7 @@ local function k_item(id) return P .. ':i:' .. id end          -- hash: one item
 local function k_ready(q) return P .. ':r:' .. q end           -- zset: claimable candidates
 local function k_sched(q) return P .. ':t:' .. q end           -- zset: scheduled candidates by run_at
 local function k_run(q) return P .. ':l:' .. q end             -- zset: running items by lease expiry
-local function k_count(q) return P .. ':a:' .. q end           -- hash: field `ready`, the queue's ready items
+local function k_count(q) return P .. ':a:' .. q end           -- hash: `ready`, the queue's ready items; `due` (below)
 local function k_hold(q) return P .. ':h:' .. q end            -- zset: ready items behind their stream's head, by run_at
 local function k_dead(q) return P .. ':x:' .. q end            -- set: dead items
 local function k_done(q) return P .. ':f:' .. q end            -- zset: kept finished items by finish time
@@ -70,6 +72,30 @@ local function order_lt(sa, ma, sb, mb)
   return ma < mb
 end
 
+-- An item hash has few fields, because every field a command names is a scan of the
+-- hash's listpack and every value read is a conversion into Lua:
+--   q           the queue
+--   pl          the payload
+--   st, sc, dk  the stream, scope and dedup keys (absent when none)
+--   e           the last error (absent when none)
+--   s           "<state> <attempt> <renewals> <updated_at>": what every transition
+--               writes, and the fence reads
+--   n           "<priority> <run_at> <stalls> <max_attempts> <max_stalls>
+--               <max_renewals> <created_at> <seq> <hash_hi> <hash_lo>": what few
+--               transitions change; the first seven in the order a claim answers them
+--   l           "<owner> <lease_expires_at>", only while running
+
+-- The `s` field of h.
+local function state_of(h)
+  return h.s .. ' ' .. N(h.a) .. ' ' .. N(h.rn) .. ' ' .. N(h.ua)
+end
+
+-- The `n` field of h.
+local function numbers_of(h)
+  return N(h.pr) .. ' ' .. N(h.ra) .. ' ' .. N(h.sl) .. ' ' .. N(h.ma) .. ' ' .. N(h.ms)
+    .. ' ' .. N(h.mr) .. ' ' .. N(h.ca) .. ' ' .. N(h.sq) .. ' ' .. h.hh .. ' ' .. h.hl
+end
+
 -- The fields of an item hash as a table, or nil when there is no such item.
 local function load(id)
   local flat = redis.call('HGETALL', k_item(id))
@@ -77,26 +103,28 @@ local function load(id)
   local h = {}
   for i = 1, #flat, 2 do h[flat[i]] = flat[i + 1] end
   h.id = id
-  h.pr = tonumber(h.pr)
-  h.ra = tonumber(h.ra)
-  h.sq = tonumber(h.sq)
-  h.a = tonumber(h.a)
-  h.rn = tonumber(h.rn)
-  h.sl = tonumber(h.sl)
-  h.ma = tonumber(h.ma)
-  h.ms = tonumber(h.ms)
-  h.mr = tonumber(h.mr)
-  if h.le then h.le = tonumber(h.le) end
+  local s, a, rn, ua = string.match(h.s, '^(%a+) (%d+) (%d+) (%-?%d+)$')
+  h.s, h.a, h.rn, h.ua = s, tonumber(a), tonumber(rn), tonumber(ua)
+  local pr, ra, sl, ma, ms, mr, ca, sq, hh, hl = string.match(h.n,
+    '^(%-?%d+) (%-?%d+) (%d+) (%d+) (%d+) (%d+) (%-?%d+) (%d+) (%d+) (%d+)$')
+  h.pr, h.ra, h.sl, h.ma, h.ms = tonumber(pr), tonumber(ra), tonumber(sl), tonumber(ma), tonumber(ms)
+  h.mr, h.ca, h.sq, h.hh, h.hl = tonumber(mr), tonumber(ca), tonumber(sq), hh, hl
+  if h.l then
+    local o, le = string.match(h.l, '^(%S+) (%-?%d+)$')
+    h.o, h.le = o, tonumber(le)
+  end
   return h
 end
 
--- The fields a finalize needs, or nil when there is no such item: one HMGET, never
--- the payload.
+-- The fields a finalize needs, or nil when there is no such item: one HMGET of five
+-- small fields, never the payload. The attempt and renewals stay decimal strings (a
+-- fence compares the attempt with the token's as written; N() takes them as they are).
 local function load_running(id)
-  local v = redis.call('HMGET', k_item(id), 's', 'a', 'q', 'o', 'sc', 'st')
+  local v = redis.call('HMGET', k_item(id), 's', 'q', 'l', 'sc', 'st')
   if not v[1] then return nil end
-  return {id = id, s = v[1], a = tonumber(v[2]), q = v[3], o = v[4] or nil,
-    sc = v[5] or nil, st = v[6] or nil}
+  local s, a, rn = string.match(v[1], '^(%a+) (%d+) (%d+) ')
+  return {id = id, s = s, a = a, rn = rn, q = v[2],
+    o = v[3] and string.match(v[3], '^(%S+)') or nil, sc = v[4] or nil, st = v[5] or nil}
 end
 
 -- True when token (id, attempt) names the item's current running attempt (G3).
@@ -126,10 +154,24 @@ local function place_due(h)
   end
 end
 
+-- A queue's `due` (a field of its count hash) is a lower bound on the earliest lease
+-- expiry in its running set and the earliest run_at in its scheduled set (NEVER when
+-- both are empty), or absent when unknown. A claim before `due` has nothing to
+-- recover or promote, so it skips both (see catch_up); whatever adds to either set
+-- lowers it, and only catch_up raises it, from the sets themselves.
+local NEVER = 9007199254740992 -- 2^53, after every time the functions handle
+
+-- Lowers queue `q`'s `due` to time `t` if it is later.
+local function lower_due(q, t)
+  local d = redis.call('HGET', k_count(q), 'due')
+  if d and tonumber(d) > t then redis.call('HSET', k_count(q), 'due', N(t)) end
+end
+
 -- Places a candidate (ready, head of its stream) at `now`: scheduled, or due (G7).
 local function place(h, now)
   if h.ra > now then
     redis.call('ZADD', k_sched(h.q), N(h.ra), h.id)
+    lower_due(h.q, h.ra)
   else
     place_due(h)
   end
@@ -209,8 +251,9 @@ end
 -- its head does not: it waits with the held items, G9).
 local function become_ready(h, now)
   h.s = 'ready'
-  redis.call('HSET', k_item(h.id), 's', 'ready', 'ra', N(h.ra), 'ua', N(now))
-  redis.call('HDEL', k_item(h.id), 'o', 'le')
+  h.ua = now
+  redis.call('HSET', k_item(h.id), 's', state_of(h), 'n', numbers_of(h))
+  redis.call('HDEL', k_item(h.id), 'l')
   redis.call('HINCRBY', k_count(h.q), 'ready', 1)
   if is_stream_head(h) then
     place(h, now)
@@ -232,10 +275,11 @@ local function put_back_after(st, sq, now)
     local h = load(id)
     if not h or h.s ~= 'running' then break end
     unlink_running(h)
-    redis.call('HSET', k_item(id), 'ma', N(h.ma + 1))
+    h.ma = h.ma + 1
     h.s = 'ready'
-    redis.call('HSET', k_item(id), 's', 'ready', 'ua', N(now))
-    redis.call('HDEL', k_item(id), 'o', 'le')
+    h.ua = now
+    redis.call('HSET', k_item(id), 's', state_of(h), 'n', numbers_of(h))
+    redis.call('HDEL', k_item(id), 'l')
     redis.call('HINCRBY', k_count(h.q), 'ready', 1)
     redis.call('ZADD', k_hold(h.q), N(h.ra), id)
   end
@@ -243,8 +287,9 @@ end
 
 local function become_dead(h, now)
   h.s = 'dead'
-  redis.call('HSET', k_item(h.id), 's', 'dead', 'ua', N(now))
-  redis.call('HDEL', k_item(h.id), 'o', 'le')
+  h.ua = now
+  redis.call('HSET', k_item(h.id), 's', state_of(h), 'n', numbers_of(h))
+  redis.call('HDEL', k_item(h.id), 'l')
   redis.call('SADD', k_dead(h.q), h.id)
 end
 
@@ -252,7 +297,6 @@ end
 -- (G6), else back to ready at `now` (G2). Returns 'dead' or 'requeued'.
 local function stall(h, now)
   h.sl = h.sl + 1
-  redis.call('HSET', k_item(h.id), 'sl', N(h.sl))
   if h.sl >= h.ms then
     redis.call('HSET', k_item(h.id), 'e', 'stalled: lease expired ' .. N(h.sl) .. ' times')
     become_dead(h, now)
@@ -302,6 +346,38 @@ local function promote_due(q, now)
     if h and h.s == 'ready' then place_due(h) end
   end
   redis.call('ZREMRANGEBYSCORE', k_sched(q), '-inf', N(now))
+end
+
+-- Before a claim of queue `q` at `now`: recovers its expired leases and promotes its
+-- due schedules (G2, G6, G7), unless its `due` shows there can be none. Answers the
+-- queue's `due` bound, and true when the bound was recomputed and is to be written.
+local function catch_up(q, now)
+  local d = redis.call('HGET', k_count(q), 'due')
+  if d then
+    d = tonumber(d)
+    if d > now then return d, false end
+  end
+  recover_queue(q, now)
+  promote_due(q, now)
+  local due = NEVER
+  local r = redis.call('ZRANGE', k_run(q), 0, 0, 'WITHSCORES')
+  if r[2] then due = tonumber(r[2]) end
+  local s = redis.call('ZRANGE', k_sched(q), 0, 0, 'WITHSCORES')
+  if s[2] and tonumber(s[2]) < due then due = tonumber(s[2]) end
+  return due, true
+end
+
+-- The decimal string of attempt string `a` plus one, remembered for the usual
+-- attempts (each string-to-number and number-to-string conversion costs about as
+-- much as a small redis.call). Filled as calls need it: the library's top level
+-- cannot call string functions while it loads.
+local NEXT_ATTEMPT = {}
+local function next_attempt(a)
+  local n = NEXT_ATTEMPT[a]
+  if n then return n end
+  n = N(a + 1)
+  if #a <= 2 then NEXT_ATTEMPT[a] = n end
+  return n
 end
 
 -- Deletes an item that is in no claim index (done or dead).

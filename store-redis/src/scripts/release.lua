@@ -11,7 +11,7 @@ for i = 2, #ARGV, 2 do
   else
     if h.st then put_back_after(h.st, h.sq, now) end
     unlink_running(h)
-    redis.call('HSET', k_item(id), 'ma', N(h.ma + 1))
+    h.ma = h.ma + 1
     h.ra = now
     become_ready(h, now)
     out[#out + 1] = 1

@@ -12,9 +12,11 @@ for i = 3, #ARGV, 2 do
     out[#out + 1] = {2, h.mr}
   else
     local expires = now + lease
-    redis.call('HSET', k_item(id), 'rn', N(h.rn + 1), 'le', N(expires), 'ua', N(now))
+    h.rn, h.ua = h.rn + 1, now
+    redis.call('HSET', k_item(id), 's', state_of(h), 'l', h.o .. ' ' .. N(expires))
     redis.call('ZADD', k_run(h.q), N(expires), id)
-    out[#out + 1] = {1, expires, h.rn + 1}
+    lower_due(h.q, expires)
+    out[#out + 1] = {1, expires, h.rn}
   end
 end
 return out

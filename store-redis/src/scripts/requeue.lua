@@ -8,10 +8,9 @@ for i = 3, #ARGV do
   local h = load(ARGV[i])
   if h and h.s == 'dead' then
     redis.call('SREM', k_dead(h.q), h.id)
-    local ma = math.max(h.ma, h.a + add)
-    redis.call('HSET', k_item(h.id), 'sl', '0', 'ma', N(ma), 's', 'ready', 'ra', N(now), 'ua', N(now))
-    h.s = 'ready'
-    h.ra = now
+    h.ma = math.max(h.ma, h.a + add)
+    h.s, h.sl, h.ra, h.ua = 'ready', 0, now, now
+    redis.call('HSET', k_item(h.id), 's', state_of(h), 'n', numbers_of(h))
     redis.call('HINCRBY', k_count(h.q), 'ready', 1)
     if is_stream_head(h) then place(h, now) end
     n = n + 1

@@ -340,4 +340,29 @@ impl Store for LedgerStore {
     async fn leader_resign(&self, p: LeaderParams) -> tenure::Result<bool> {
         self.inner.leader_resign(p).await
     }
+
+    async fn item_list(&self, params: tenure::ItemListParams) -> tenure::Result<tenure::ItemPage> {
+        self.inner.item_list(params).await
+    }
+    async fn lease_list(
+        &self,
+        params: tenure::LeaseListParams,
+    ) -> tenure::Result<tenure::LeasePage> {
+        self.inner.lease_list(params).await
+    }
+    async fn queue_list(&self) -> tenure::Result<Vec<tenure::QueueName>> {
+        self.inner.queue_list().await
+    }
+    async fn item_cancel(
+        &self,
+        params: tenure::CancelParams,
+    ) -> tenure::Result<Vec<tenure::CancelOutcome>> {
+        self.inner.item_cancel(params).await
+    }
+    async fn queue_pause(&self, params: tenure::PauseParams) -> tenure::Result<bool> {
+        self.inner.queue_pause(params).await
+    }
+    async fn queue_resume(&self, params: tenure::PauseParams) -> tenure::Result<bool> {
+        self.inner.queue_resume(params).await
+    }
 }

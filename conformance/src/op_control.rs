@@ -1,0 +1,486 @@
+//! Control: operators cancel ready and scheduled items (never a running one), pause and
+//! resume queues (held leases run on), and requeue or discard dead items by filter in
+//! bounded batches.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tenure_core::{
+    CancelOutcome, CancelParams, DeadFilter, DiscardParams, EnqueueParams, ErrorKind, ItemId,
+    ItemState, ListState, PauseParams, RenewOutcome, RequeueParams, Store, StoreExt, TokenOutcome,
+};
+
+use crate::case::{CaseResult, Env, Failure};
+use crate::check::{
+    ensure, ensure_eq, expect_absent, expect_invalid, expect_state, get, pass, OrFail,
+};
+use crate::fixtures::{
+    claim, claim_none, claim_one, complete, dedup, enqueue, enqueue_n, item, kill_next, owner,
+    queue, race, release, renew, scope, stream, LEASE, RACERS,
+};
+use crate::harness::Harness;
+use crate::op_inspection::listed;
+
+pub(crate) const GROUP: &str = "op_control";
+
+pub(crate) fn cases<H: Harness>() -> Vec<crate::case::Case<H>> {
+    crate::register![GROUP;
+        cancel_deletes_ready_and_scheduled_items_and_keeps_their_dedup_keys,
+        cancel_leaves_running_dead_and_unknown_items_alone_and_says_which,
+        a_cancelled_head_no_longer_holds_up_its_stream_or_scope,
+        a_paused_queue_is_not_claimed_while_held_leases_run_on,
+        a_pause_racing_claims_is_told_consistently_to_every_racer,
+        dead_items_are_requeued_and_discarded_by_queue_and_age_in_bounded_batches,
+        bad_cancel_and_filter_input_is_refused_and_writes_nothing,
+    ]
+}
+
+async fn cancel<S: Store + ?Sized>(
+    store: &S,
+    ids: Vec<ItemId>,
+) -> Result<Vec<CancelOutcome>, Failure> {
+    let n = ids.len();
+    let out = store
+        .item_cancel(CancelParams::new(ids))
+        .await
+        .or_fail("item_cancel")?;
+    ensure(
+        out.len() == n,
+        format!("{n} answers to a cancel of {n}"),
+        &out,
+    )?;
+    Ok(out)
+}
+
+async fn cancel_deletes_ready_and_scheduled_items_and_keeps_their_dedup_keys<H: Harness>(
+    env: Env<'_, H>,
+) -> CaseResult {
+    let q = queue("control")?;
+    let key = dedup("once")?;
+    let ready = enqueue(env.store(), vec![item(&q).dedup_key(key.clone())]).await?[0];
+    let later = enqueue(env.store(), vec![item(&q).delay(Duration::from_secs(60))]).await?[0];
+    let kept = enqueue(env.store(), vec![item(&q)]).await?[0];
+    ensure_eq(
+        cancel(env.store(), vec![ready, later]).await?,
+        vec![CancelOutcome::Cancelled, CancelOutcome::Cancelled],
+        "the answers to cancelling a ready and a scheduled item",
+    )?;
+    expect_absent(env.store(), ready, "its cancel").await?;
+    expect_absent(env.store(), later, "its cancel").await?;
+    ensure_eq(
+        cancel(env.store(), vec![ready]).await?,
+        vec![CancelOutcome::NotFound],
+        "a second cancel of the same item",
+    )?;
+    // The dedup key is kept: enqueueing it again is a duplicate of the cancelled item.
+    let again = env
+        .store()
+        .enqueue(EnqueueParams::one(item(&q).dedup_key(key)))
+        .await
+        .or_fail("enqueue")?;
+    ensure_eq(
+        again
+            .iter()
+            .map(|e| (e.id, e.duplicate))
+            .collect::<Vec<_>>(),
+        vec![(ready, true)],
+        "re-enqueueing the cancelled item's dedup key",
+    )?;
+    env.advance(Duration::from_secs(61));
+    let w = owner("w1")?;
+    let leases = claim(env.store(), &q, &w, 10).await?;
+    let ids: Vec<ItemId> = leases.iter().map(|l| l.token.id).collect();
+    ensure_eq(
+        ids,
+        vec![kept],
+        "what a claim takes once the cancelled were due",
+    )?;
+    pass()
+}
+
+async fn cancel_leaves_running_dead_and_unknown_items_alone_and_says_which<H: Harness>(
+    env: Env<'_, H>,
+) -> CaseResult {
+    let q = queue("control")?;
+    let w = owner("w1")?;
+    let dead = enqueue(env.store(), vec![item(&q)]).await?[0];
+    kill_next(env.store(), &q, &w).await?;
+    let running = enqueue(env.store(), vec![item(&q)]).await?[0];
+    let lease = claim_one(env.store(), &q, &w, "the claim of the item to hold").await?;
+    let before_running = get(env.store(), running).await?;
+    let before_dead = get(env.store(), dead).await?;
+    let unknown = ItemId::new();
+    ensure_eq(
+        cancel(env.store(), vec![running, dead, unknown]).await?,
+        vec![
+            CancelOutcome::Running {
+                attempt: 1,
+                owner: w.clone(),
+            },
+            CancelOutcome::Dead,
+            CancelOutcome::NotFound,
+        ],
+        "the answers for a running, a dead and an unknown item",
+    )?;
+    ensure_eq(
+        get(env.store(), running).await?,
+        before_running,
+        "the running item after the cancel",
+    )?;
+    ensure_eq(
+        get(env.store(), dead).await?,
+        before_dead,
+        "the dead item after the cancel",
+    )?;
+    // The one-item convenience says so in its error.
+    match env.store().cancel_one(running).await {
+        Err(e) if e.kind() == ErrorKind::Conflict && e.to_string().contains("running") => {}
+        other => {
+            return Err(Failure::new(
+                "cancel_one of a running item to be a Conflict saying it is running",
+                format!("{other:?}"),
+            ))
+        }
+    }
+    // The holder finishes it as usual.
+    ensure_eq(
+        complete(env.store(), lease.token).await?,
+        TokenOutcome::Accepted,
+        "the holder's complete after the refused cancel",
+    )?;
+    pass()
+}
+
+async fn a_cancelled_head_no_longer_holds_up_its_stream_or_scope<H: Harness>(
+    env: Env<'_, H>,
+) -> CaseResult {
+    let q = queue("control")?;
+    let (s, k) = (stream("s")?, scope("k")?);
+    let ids = enqueue(
+        env.store(),
+        vec![
+            item(&q).stream(s.clone()),
+            item(&q).stream(s.clone()),
+            item(&q).scope(k.clone()).priority(-1),
+            item(&q).scope(k.clone()).priority(-1),
+        ],
+    )
+    .await?;
+    ensure_eq(
+        cancel(env.store(), vec![ids[0], ids[2]]).await?,
+        vec![CancelOutcome::Cancelled, CancelOutcome::Cancelled],
+        "cancelling the stream head and the first of the scope",
+    )?;
+    let w = owner("w1")?;
+    let leases = claim(env.store(), &q, &w, 10).await?;
+    let mut got: Vec<ItemId> = leases.iter().map(|l| l.token.id).collect();
+    got.sort();
+    let mut want = vec![ids[1], ids[3]];
+    want.sort();
+    ensure_eq(
+        got,
+        want,
+        "the stream's next item and the scope's next item, claimable at once",
+    )?;
+    pass()
+}
+
+async fn a_paused_queue_is_not_claimed_while_held_leases_run_on<H: Harness>(
+    env: Env<'_, H>,
+) -> CaseResult {
+    let (q, other) = (queue("control")?, queue("control-other")?);
+    let w = owner("w1")?;
+    let ids = enqueue_n(env.store(), &q, 3).await?;
+    let other_id = enqueue_n(env.store(), &other, 1).await?[0];
+    let held = claim(env.store(), &q, &w, 2).await?;
+    let pause = PauseParams::new(q.clone());
+    ensure_eq(
+        env.store()
+            .queue_pause(pause.clone())
+            .await
+            .or_fail("queue_pause")?,
+        true,
+        "the first pause's answer",
+    )?;
+    ensure_eq(
+        env.store()
+            .queue_pause(pause.clone())
+            .await
+            .or_fail("queue_pause")?,
+        false,
+        "pausing a paused queue",
+    )?;
+    claim_none(env.store(), &q, &w, "the queue is paused").await?;
+    // A claim over both queues takes only the other queue's item.
+    let both = env
+        .store()
+        .claim(
+            tenure_core::ClaimParams::new(q.clone(), w.clone(), 10, LEASE)
+                .queues(vec![q.clone(), other.clone()]),
+        )
+        .await
+        .or_fail("claim")?;
+    let got: Vec<ItemId> = both.iter().map(|l| l.token.id).collect();
+    ensure_eq(
+        got,
+        vec![other_id],
+        "a claim over a paused and a running queue",
+    )?;
+    // Held leases run on: renew, complete and release are accepted; enqueues too.
+    let renewed = renew(env.store(), held[0].token, LEASE).await?;
+    ensure(
+        matches!(renewed, RenewOutcome::Renewed { .. }),
+        "a held lease of a paused queue to renew",
+        renewed,
+    )?;
+    ensure_eq(
+        complete(env.store(), held[0].token).await?,
+        TokenOutcome::Accepted,
+        "completing a held lease of a paused queue",
+    )?;
+    ensure_eq(
+        release(env.store(), held[1].token).await?,
+        TokenOutcome::Accepted,
+        "releasing a held lease of a paused queue",
+    )?;
+    let late = enqueue(env.store(), vec![item(&q)]).await?[0];
+    claim_none(env.store(), &q, &w, "the queue is still paused").await?;
+    let c = env.store().queue_counts(&q).await.or_fail("queue_counts")?;
+    ensure_eq(
+        (c.ready, c.running, c.paused),
+        (3, 0, true),
+        "the paused queue's counts",
+    )?;
+    ensure_eq(
+        env.store()
+            .queue_resume(pause.clone())
+            .await
+            .or_fail("queue_resume")?,
+        true,
+        "resuming the paused queue",
+    )?;
+    ensure_eq(
+        env.store()
+            .queue_resume(pause)
+            .await
+            .or_fail("queue_resume")?,
+        false,
+        "resuming a queue that is not paused",
+    )?;
+    let leases = claim(env.store(), &q, &w, 10).await?;
+    let mut got: Vec<ItemId> = leases.iter().map(|l| l.token.id).collect();
+    got.sort();
+    let mut want = vec![held[1].token.id, ids[2], late];
+    want.sort();
+    ensure_eq(got, want, "what a claim takes after resume")?;
+    pass()
+}
+
+async fn a_pause_racing_claims_is_told_consistently_to_every_racer<H: Harness>(
+    env: Env<'_, H>,
+) -> CaseResult {
+    let q = queue("control")?;
+    let ids = enqueue_n(env.store(), &q, RACERS * 2).await?;
+    let handles = env.handles(4).await?;
+    // Racer 0 pauses; every other racer claims two items, all released at one barrier.
+    // A claim that took items before the pause keeps them; any claim after it takes
+    // nothing.
+    let qq = q.clone();
+    let told = race(&handles, RACERS, move |i, h: Arc<H::Store>| {
+        let q = qq.clone();
+        async move {
+            if i == 0 {
+                let paused = h
+                    .queue_pause(PauseParams::new(q.clone()))
+                    .await
+                    .or_fail("queue_pause")?;
+                return Ok((i, Some(paused), Vec::new()));
+            }
+            let w = owner(&format!("racer-{i}"))?;
+            let leases = crate::fixtures::retrying("claim", || {
+                h.claim(tenure_core::ClaimParams::new(
+                    q.clone(),
+                    w.clone(),
+                    2,
+                    LEASE,
+                ))
+            })
+            .await?;
+            Ok((i, None, leases))
+        }
+    })
+    .await?;
+    ensure_eq(told[0].1, Some(true), "the pausing racer's answer")?;
+    let mut claimed = Vec::new();
+    for (i, _, leases) in &told {
+        for l in leases {
+            let w = owner(&format!("racer-{i}"))?;
+            let it = expect_state(env.store(), l.token.id, ItemState::Running, "its claim").await?;
+            ensure_eq(
+                (it.owner, it.attempt),
+                (Some(w), 1),
+                "a claimed item's owner and attempt (what its claimer was told)",
+            )?;
+            claimed.push(l.token);
+        }
+    }
+    let mut unique: Vec<ItemId> = claimed.iter().map(|t| t.id).collect();
+    unique.sort();
+    unique.dedup();
+    ensure_eq(
+        unique.len(),
+        claimed.len(),
+        "no item told claimed to two racers",
+    )?;
+    // After the pause returned, no claim on any handle takes anything.
+    for h in &handles {
+        claim_none(h.as_ref(), &q, &owner("after")?, "the queue was paused").await?;
+    }
+    let c = env.store().queue_counts(&q).await.or_fail("queue_counts")?;
+    ensure_eq(
+        (c.running, c.ready, c.paused),
+        (
+            claimed.len() as u64,
+            (ids.len() - claimed.len()) as u64,
+            true,
+        ),
+        "the counts after the race (running = what the racers were told)",
+    )?;
+    ensure_eq(
+        listed(env.store(), &q, ListState::Running).await?.len(),
+        claimed.len(),
+        "the running listing after the race",
+    )?;
+    // The racers' leases run on.
+    for t in claimed {
+        ensure_eq(
+            complete(env.store(), t).await?,
+            TokenOutcome::Accepted,
+            "a racer's complete while paused",
+        )?;
+    }
+    pass()
+}
+
+/// Makes `n` items of `queue` dead, one at a time, and returns their ids.
+async fn make_dead<S: Store + ?Sized>(
+    store: &S,
+    queue: &tenure_core::QueueName,
+    n: usize,
+) -> Result<Vec<ItemId>, Failure> {
+    let w = owner("killer")?;
+    let mut ids = Vec::new();
+    for _ in 0..n {
+        let id = enqueue(store, vec![item(queue)]).await?[0];
+        kill_next(store, queue, &w).await?;
+        ids.push(id);
+    }
+    Ok(ids)
+}
+
+async fn dead_items_are_requeued_and_discarded_by_queue_and_age_in_bounded_batches<H: Harness>(
+    env: Env<'_, H>,
+) -> CaseResult {
+    let (q, other) = (queue("control")?, queue("control-other")?);
+    let old = make_dead(env.store(), &q, 3).await?;
+    env.advance(Duration::from_secs(60));
+    let young = make_dead(env.store(), &q, 2).await?;
+    let elsewhere = make_dead(env.store(), &other, 1).await?[0];
+    env.advance(Duration::from_secs(10));
+    let ready = enqueue_n(env.store(), &q, 1).await?[0];
+    // Dead for at least 30 s: the three old ones, two per call.
+    let filter = DeadFilter::new(q.clone())
+        .older_than(Duration::from_secs(30))
+        .limit(2);
+    let mut batches = Vec::new();
+    for _ in 0..3 {
+        batches.push(
+            env.store()
+                .dead_requeue(RequeueParams::matching(filter.clone()))
+                .await
+                .or_fail("dead_requeue")?,
+        );
+    }
+    ensure_eq(batches, vec![2, 1, 0], "the filtered requeue's batches")?;
+    for &id in &old {
+        let it = expect_state(env.store(), id, ItemState::Ready, "a filtered requeue").await?;
+        ensure_eq(it.attempt, 1, "a requeued item's attempt (kept)")?;
+    }
+    for &id in &young {
+        expect_state(env.store(), id, ItemState::Dead, "a requeue of older items").await?;
+    }
+    // Discard every dead item of the queue: the two young ones; the other queue's stays.
+    let n = env
+        .store()
+        .dead_discard(DiscardParams::matching(DeadFilter::new(q.clone()).limit(1)))
+        .await
+        .or_fail("dead_discard")?;
+    ensure_eq(n, 1, "a discard batch of one")?;
+    let n = env
+        .store()
+        .dead_discard(DiscardParams::matching(DeadFilter::new(q.clone())))
+        .await
+        .or_fail("dead_discard")?;
+    ensure_eq(n, 1, "the rest of the discard")?;
+    for &id in &young {
+        expect_absent(env.store(), id, "the filtered discard").await?;
+    }
+    expect_state(
+        env.store(),
+        elsewhere,
+        ItemState::Dead,
+        "a discard of another queue",
+    )
+    .await?;
+    expect_state(
+        env.store(),
+        ready,
+        ItemState::Ready,
+        "a discard of dead items",
+    )
+    .await?;
+    for &id in &old {
+        expect_state(env.store(), id, ItemState::Ready, "a discard of dead items").await?;
+    }
+    pass()
+}
+
+async fn bad_cancel_and_filter_input_is_refused_and_writes_nothing<H: Harness>(
+    env: Env<'_, H>,
+) -> CaseResult {
+    let q = queue("control")?;
+    let dead = make_dead(env.store(), &q, 1).await?[0];
+    let ready = enqueue_n(env.store(), &q, 1).await?[0];
+    expect_invalid(
+        env.store().item_cancel(CancelParams::new(vec![])).await,
+        "ids",
+        "a cancel of no items",
+    )?;
+    expect_invalid(
+        env.store()
+            .item_cancel(CancelParams::new(vec![ready, ready]))
+            .await,
+        "ids",
+        "a cancel naming an item twice",
+    )?;
+    for bad in [0, tenure_core::MAX_DEAD_BATCH + 1] {
+        let filter = DeadFilter::new(q.clone()).limit(bad);
+        expect_invalid(
+            env.store()
+                .dead_requeue(RequeueParams::matching(filter.clone()))
+                .await,
+            "limit",
+            "a filtered requeue with a limit out of bounds",
+        )?;
+        expect_invalid(
+            env.store()
+                .dead_discard(DiscardParams::matching(filter))
+                .await,
+            "limit",
+            "a filtered discard with a limit out of bounds",
+        )?;
+    }
+    expect_state(env.store(), ready, ItemState::Ready, "refused cancels").await?;
+    expect_state(env.store(), dead, ItemState::Dead, "refused filters").await?;
+    pass()
+}

@@ -1,0 +1,321 @@
+//! The operator's operations: listings, cancel, pause, and dead items by filter.
+//!
+//! Listings read through `items_list` (queue, state, seq) or, for leases,
+//! `items_running` (queue, lease_expires_at), from the cursor's position, without
+//! `FOR UPDATE`: under MVCC a reader never blocks a claim and a claim never blocks a
+//! reader. A cursor is `p.<seq>` for items and `p.<expiry>.<seq>` for leases.
+
+use sqlx::Row;
+use tenure_core::{
+    CancelOutcome, CancelParams, Cursor, DeadFilter, Error, ItemId, ItemListParams, ItemPage,
+    ItemState, LeaseInfo, LeaseListParams, LeasePage, LeaseToken, ListOrder, ListState, OwnerId,
+    PauseParams, QueueName, Result, Timestamp,
+};
+use uuid::Uuid;
+
+use super::PgStore;
+use crate::error::map;
+use crate::rows::{self, u32_of};
+use crate::sql::ITEM_COLS;
+use crate::STORE;
+
+/// The statements of the operator's operations, for one schema.
+#[derive(Debug)]
+pub(crate) struct OpSql {
+    item_list_asc: String,
+    item_list_desc: String,
+    lease_list: String,
+    queue_list: String,
+    cancel: String,
+    cancel_look: String,
+    pause: String,
+    resume: String,
+    dead_matching: String,
+}
+
+impl OpSql {
+    /// The statements for `s` (already validated).
+    pub(crate) fn new(s: &str) -> OpSql {
+        // $1 queue, $2 state, $3 due filter (0 any, 1 due, 2 not due), $4 now,
+        // $5 after seq, $6 limit.
+        let list = |cmp: &str, dir: &str| {
+            format!(
+                "SELECT {ITEM_COLS} FROM {s}.items i \
+                 WHERE i.queue = $1 AND i.state = $2 AND i.seq {cmp} $5 \
+                     AND ($3 = 0 OR ($3 = 1 AND i.run_at <= $4) OR ($3 = 2 AND i.run_at > $4)) \
+                 ORDER BY i.seq {dir} LIMIT $6"
+            )
+        };
+        OpSql {
+            item_list_asc: list(">", "ASC"),
+            item_list_desc: list("<", "DESC"),
+            // $1 queue, $2 after expiry, $3 after seq, $4 limit.
+            lease_list: format!(
+                "SELECT i.id, i.attempt, i.owner, i.lease_expires_at, i.renewals, \
+                     i.max_renewals, i.seq FROM {s}.items i \
+                 WHERE i.queue = $1 AND i.state = 'running' \
+                     AND (i.lease_expires_at, i.seq) > ($2, $3) \
+                 ORDER BY i.lease_expires_at, i.seq LIMIT $4"
+            ),
+            // A skip scan of items_list's first column: one index probe per queue.
+            queue_list: format!(
+                "WITH RECURSIVE t(q) AS ( \
+                     (SELECT queue FROM {s}.items ORDER BY queue LIMIT 1) \
+                     UNION ALL \
+                     SELECT (SELECT queue FROM {s}.items WHERE queue > t.q ORDER BY queue LIMIT 1) \
+                     FROM t WHERE t.q IS NOT NULL \
+                 ) \
+                 SELECT q FROM t WHERE q IS NOT NULL \
+                 UNION SELECT queue FROM {s}.paused_queues ORDER BY 1"
+            ),
+            // Cancel: ready rows are deleted; the streams of deleted rows are counted
+            // down as a finish does (rows locked in sorted order), and the streams
+            // whose head was deleted come back for the promote. $1 now, $2 ids.
+            cancel: format!(
+                "WITH fin AS ( \
+                     DELETE FROM {s}.items i WHERE i.id = ANY($2::uuid[]) AND i.state = 'ready' \
+                         AND $1::int8 IS NOT NULL \
+                     RETURNING i.id, i.stream, i.head \
+                 ), \
+                 cnt AS (SELECT stream, count(*) AS n FROM fin WHERE stream IS NOT NULL GROUP BY stream), \
+                 l AS MATERIALIZED ( \
+                     SELECT st.stream FROM {s}.streams st WHERE st.stream IN (SELECT stream FROM cnt) \
+                     ORDER BY st.stream FOR UPDATE \
+                 ), dec AS ( \
+                     UPDATE {s}.streams st SET pending = st.pending - cnt.n FROM cnt JOIN l \
+                         ON l.stream = cnt.stream \
+                     WHERE st.stream = cnt.stream RETURNING st.stream \
+                 ) \
+                 SELECT fin.id, CASE WHEN fin.head THEN fin.stream END FROM fin"
+            ),
+            cancel_look: format!(
+                "SELECT i.id, i.state, i.attempt, i.owner FROM {s}.items i \
+                 WHERE i.id = ANY($1::uuid[])"
+            ),
+            pause: format!(
+                "INSERT INTO {s}.paused_queues (queue, paused_at) VALUES ($1, $2) \
+                 ON CONFLICT (queue) DO NOTHING"
+            ),
+            resume: format!("DELETE FROM {s}.paused_queues WHERE queue = $1"),
+            // $1 queue, $2 dead before, $3 limit.
+            dead_matching: format!(
+                "SELECT i.id FROM {s}.items i \
+                 WHERE i.queue = $1 AND i.state = 'dead' AND i.updated_at <= $2 \
+                 ORDER BY i.updated_at, i.seq LIMIT $3"
+            ),
+        }
+    }
+}
+
+fn bad_cursor() -> Error {
+    Error::invalid("cursor", "was not handed out by a postgres store listing")
+}
+
+fn internal(what: impl std::fmt::Display) -> Error {
+    Error::internal(STORE, what.to_string())
+}
+
+impl PgStore {
+    fn op(&self) -> &OpSql {
+        &self.inner.sql.op
+    }
+
+    /// `Store::item_list`.
+    pub(super) async fn op_item_list(&self, params: ItemListParams) -> Result<ItemPage> {
+        let now = self.inner.clock.now();
+        let after = match &params.cursor {
+            Some(c) => c
+                .as_str()
+                .strip_prefix("p.")
+                .and_then(|s| s.parse::<i64>().ok())
+                .ok_or_else(bad_cursor)?,
+            None if params.order == ListOrder::OldestFirst => i64::MIN,
+            None => i64::MAX,
+        };
+        let due: i32 = match params.state {
+            ListState::Ready => 1,
+            ListState::Scheduled => 2,
+            ListState::Running | ListState::Dead => 0,
+        };
+        let sql = match params.order {
+            ListOrder::OldestFirst => &self.op().item_list_asc,
+            ListOrder::NewestFirst => &self.op().item_list_desc,
+        };
+        let limit = i64::from(params.limit);
+        let rows = self
+            .fetch_all(
+                self.query(sql)
+                    .bind(params.queue.as_str())
+                    .bind(params.state.item_state().as_str())
+                    .bind(due)
+                    .bind(now.as_micros())
+                    .bind(after)
+                    .bind(limit + 1),
+            )
+            .await?;
+        let more = rows.len() as i64 > limit;
+        let mut items = Vec::with_capacity(rows.len());
+        let mut last = None;
+        for row in rows.iter().take(params.limit as usize) {
+            last = Some(row.try_get::<i64, _>("seq").map_err(map)?);
+            items.push(rows::item(row)?);
+        }
+        let next = match (more, last) {
+            (true, Some(seq)) => Some(Cursor::new(format!("p.{seq}"))?),
+            _ => None,
+        };
+        Ok(ItemPage::new(items, next, now))
+    }
+
+    /// `Store::lease_list`.
+    pub(super) async fn op_lease_list(&self, params: LeaseListParams) -> Result<LeasePage> {
+        let now = self.inner.clock.now();
+        let (at, seq) = match &params.cursor {
+            Some(c) => c
+                .as_str()
+                .strip_prefix("p.")
+                .and_then(|s| s.split_once('.'))
+                .and_then(|(a, b)| Some((a.parse::<i64>().ok()?, b.parse::<i64>().ok()?)))
+                .ok_or_else(bad_cursor)?,
+            None => (i64::MIN, i64::MIN),
+        };
+        let limit = i64::from(params.limit);
+        let rows = self
+            .fetch_all(
+                self.query(&self.op().lease_list)
+                    .bind(params.queue.as_str())
+                    .bind(at)
+                    .bind(seq)
+                    .bind(limit + 1),
+            )
+            .await?;
+        let more = rows.len() as i64 > limit;
+        let mut leases = Vec::with_capacity(rows.len());
+        let mut last = None;
+        for row in rows.iter().take(params.limit as usize) {
+            let id: Uuid = row.try_get(0).map_err(map)?;
+            let owner: Option<String> = row.try_get(2).map_err(map)?;
+            let owner = owner
+                .map(OwnerId::new)
+                .transpose()
+                .map_err(internal)?
+                .ok_or_else(|| internal(format!("running item {id} has no owner")))?;
+            let expires: i64 = row.try_get(3).map_err(map)?;
+            let seq: i64 = row.try_get(6).map_err(map)?;
+            last = Some((expires, seq));
+            leases.push(LeaseInfo::new(
+                LeaseToken::new(
+                    ItemId::from_uuid(id),
+                    u32_of("attempt", row.try_get(1).map_err(map)?)?,
+                ),
+                params.queue.clone(),
+                owner,
+                Timestamp::from_micros(expires),
+                u32_of("renewals", row.try_get(4).map_err(map)?)?,
+                u32_of("max_renewals", row.try_get(5).map_err(map)?)?,
+            ));
+        }
+        let next = match (more, last) {
+            (true, Some((at, seq))) => Some(Cursor::new(format!("p.{at}.{seq}"))?),
+            _ => None,
+        };
+        Ok(LeasePage::new(leases, next, now))
+    }
+
+    /// `Store::queue_list`.
+    pub(super) async fn op_queue_list(&self) -> Result<Vec<QueueName>> {
+        let rows = self.fetch_all(self.query(&self.op().queue_list)).await?;
+        rows.iter()
+            .map(|r| {
+                let name: String = r.try_get(0).map_err(map)?;
+                QueueName::new(name).map_err(internal)
+            })
+            .collect()
+    }
+
+    /// `Store::item_cancel`.
+    pub(super) async fn op_item_cancel(&self, params: CancelParams) -> Result<Vec<CancelOutcome>> {
+        let now = self.inner.clock.now();
+        let ids: Vec<Uuid> = params.ids.iter().map(|i| *i.as_uuid()).collect();
+        let gone = self
+            .finish_with_streams(&self.op().cancel, now, &ids, None)
+            .await?;
+        let rest: Vec<Uuid> = ids.iter().filter(|i| !gone.contains(i)).copied().collect();
+        let mut seen = std::collections::HashMap::new();
+        if !rest.is_empty() {
+            let rows = self
+                .fetch_all(self.query(&self.op().cancel_look).bind(&rest))
+                .await?;
+            for row in &rows {
+                let id: Uuid = row.try_get(0).map_err(map)?;
+                let state: String = row.try_get(1).map_err(map)?;
+                let outcome = match state.parse::<ItemState>().map_err(internal)? {
+                    ItemState::Running => {
+                        let owner: Option<String> = row.try_get(3).map_err(map)?;
+                        CancelOutcome::Running {
+                            attempt: u32_of("attempt", row.try_get(2).map_err(map)?)?,
+                            owner: owner
+                                .map(OwnerId::new)
+                                .transpose()
+                                .map_err(internal)?
+                                .ok_or_else(|| {
+                                    internal(format!("running item {id} has no owner"))
+                                })?,
+                        }
+                    }
+                    ItemState::Dead => CancelOutcome::Dead,
+                    ItemState::Done => CancelOutcome::Done,
+                    // Enqueued under the same id after the delete: not this cancel's item.
+                    ItemState::Ready => CancelOutcome::NotFound,
+                };
+                seen.insert(id, outcome);
+            }
+        }
+        Ok(ids
+            .iter()
+            .map(|id| {
+                if gone.contains(id) {
+                    CancelOutcome::Cancelled
+                } else {
+                    seen.remove(id).unwrap_or(CancelOutcome::NotFound)
+                }
+            })
+            .collect())
+    }
+
+    /// `Store::queue_pause` (`paused`) and `Store::queue_resume`.
+    pub(super) async fn op_set_paused(&self, params: PauseParams, paused: bool) -> Result<bool> {
+        let now = self.inner.clock.now();
+        let n = if paused {
+            self.execute(
+                self.query(&self.op().pause)
+                    .bind(params.queue.as_str())
+                    .bind(now.as_micros()),
+            )
+            .await?
+        } else {
+            self.execute(self.query(&self.op().resume).bind(params.queue.as_str()))
+                .await?
+        };
+        Ok(n > 0)
+    }
+
+    /// The dead items a filter matches, earliest death first, at most its limit.
+    pub(super) async fn op_dead_matching(
+        &self,
+        f: &DeadFilter,
+        now: Timestamp,
+    ) -> Result<Vec<Uuid>> {
+        let rows = self
+            .fetch_all(
+                self.query(&self.op().dead_matching)
+                    .bind(f.queue.as_str())
+                    .bind(f.dead_before(now).as_micros())
+                    .bind(i64::from(f.limit)),
+            )
+            .await?;
+        rows.iter()
+            .map(|r| r.try_get::<Uuid, _>(0).map_err(map))
+            .collect()
+    }
+}

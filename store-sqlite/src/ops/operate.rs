@@ -1,0 +1,250 @@
+//! The operator's operations: listings, cancel, pause, and dead items by filter.
+//!
+//! Listings read through `tenure_items_list` (queue, state, seq) from the cursor's
+//! seq, so a page costs its own rows; a cursor is `s.<seq>` for items and
+//! `s.<expiry>.<seq>` for leases. A paused queue is a row of `tenure_queues`.
+
+use rusqlite::{params, OptionalExtension};
+use tenure_core::{
+    CancelOutcome, Cursor, DeadFilter, DiscardParams, Error, ItemId, ItemListParams, ItemPage,
+    ItemState, LeaseInfo, LeaseListParams, LeasePage, ListOrder, ListState, OwnerId, PauseParams,
+    QueueName, RequeueParams, Timestamp,
+};
+
+use super::{corrupt, key, promote, read_item, to_u32, Cx, OpResult, ITEM_COLS};
+
+fn bad_cursor() -> Error {
+    Error::invalid("cursor", "was not handed out by an sqlite store listing")
+}
+
+fn seq_cursor(c: &Cursor) -> OpResult<i64> {
+    c.as_str()
+        .strip_prefix("s.")
+        .and_then(|s| s.parse().ok())
+        .ok_or_else(|| bad_cursor().into())
+}
+
+fn lease_cursor(c: &Cursor) -> OpResult<(i64, i64)> {
+    let parsed = c
+        .as_str()
+        .strip_prefix("s.")
+        .and_then(|s| s.split_once('.'))
+        .and_then(|(a, b)| Some((a.parse().ok()?, b.parse().ok()?)));
+    parsed.ok_or_else(|| bad_cursor().into())
+}
+
+/// True when `queue` is paused.
+pub(crate) fn is_paused(cx: &Cx<'_>, queue: &str) -> OpResult<bool> {
+    let mut stmt = cx
+        .conn
+        .prepare_cached("SELECT 1 FROM tenure_queues WHERE queue = ?1")?;
+    Ok(stmt.exists([queue])?)
+}
+
+/// [`Store::item_list`](tenure_core::Store::item_list).
+pub(crate) fn item_list(cx: &Cx<'_>, params: &ItemListParams) -> OpResult<ItemPage> {
+    let (cmp, dir) = match params.order {
+        ListOrder::OldestFirst => (">", "ASC"),
+        ListOrder::NewestFirst => ("<", "DESC"),
+    };
+    let due = match params.state {
+        ListState::Ready => "AND run_at <= ?3",
+        ListState::Scheduled => "AND run_at > ?3",
+        ListState::Running | ListState::Dead => "AND ?3 = ?3",
+    };
+    let after = match &params.cursor {
+        Some(c) => seq_cursor(c)?,
+        None if params.order == ListOrder::OldestFirst => i64::MIN,
+        None => i64::MAX,
+    };
+    let sql = format!(
+        "SELECT {ITEM_COLS} FROM tenure_items INDEXED BY tenure_items_list
+         WHERE queue = ?1 AND state = ?2 {due} AND seq {cmp} ?4
+         ORDER BY seq {dir} LIMIT ?5"
+    );
+    let mut stmt = cx.conn.prepare_cached(&sql)?;
+    let limit = i64::from(params.limit);
+    let mut rows = stmt.query(params![
+        params.queue.as_str(),
+        params.state.item_state().as_str(),
+        cx.now.as_micros(),
+        after,
+        limit + 1,
+    ])?;
+    let mut items = Vec::new();
+    let mut last_seq = None;
+    let mut more = false;
+    while let Some(row) = rows.next()? {
+        if items.len() as i64 == limit {
+            more = true;
+            break;
+        }
+        let (seq, item) = read_item(row)?;
+        last_seq = Some(seq);
+        items.push(item);
+    }
+    let next = match (more, last_seq) {
+        (true, Some(seq)) => Some(Cursor::new(format!("s.{seq}"))?),
+        _ => None,
+    };
+    Ok(ItemPage::new(items, next, cx.now))
+}
+
+/// [`Store::lease_list`](tenure_core::Store::lease_list).
+pub(crate) fn lease_list(cx: &Cx<'_>, params: &LeaseListParams) -> OpResult<LeasePage> {
+    let (at, seq) = match &params.cursor {
+        Some(c) => lease_cursor(c)?,
+        None => (i64::MIN, i64::MIN),
+    };
+    let mut stmt = cx.conn.prepare_cached(
+        "SELECT id, attempt, owner, lease_expires_at, renewals, max_renewals, seq
+         FROM tenure_items INDEXED BY tenure_items_list
+         WHERE queue = ?1 AND state = 'running' AND (lease_expires_at, seq) > (?2, ?3)
+         ORDER BY lease_expires_at, seq LIMIT ?4",
+    )?;
+    let limit = i64::from(params.limit);
+    let mut rows = stmt.query(params![params.queue.as_str(), at, seq, limit + 1])?;
+    let mut leases = Vec::new();
+    let mut last = None;
+    let mut more = false;
+    while let Some(row) = rows.next()? {
+        if leases.len() as i64 == limit {
+            more = true;
+            break;
+        }
+        let id = super::blob_id(row.get_ref(0)?.as_blob().map_err(rusqlite::Error::from)?)?;
+        let owner = key(row.get(2)?, OwnerId::new)?
+            .ok_or_else(|| corrupt(format!("running item {id} has no owner")))?;
+        let expires: i64 = row.get(3)?;
+        let seq: i64 = row.get(6)?;
+        last = Some((expires, seq));
+        leases.push(LeaseInfo::new(
+            tenure_core::LeaseToken::new(id, to_u32(row.get(1)?, "attempt")?),
+            params.queue.clone(),
+            owner,
+            Timestamp::from_micros(expires),
+            to_u32(row.get(4)?, "renewals")?,
+            to_u32(row.get(5)?, "max_renewals")?,
+        ));
+    }
+    let next = match (more, last) {
+        (true, Some((at, seq))) => Some(Cursor::new(format!("s.{at}.{seq}"))?),
+        _ => None,
+    };
+    Ok(LeasePage::new(leases, next, cx.now))
+}
+
+/// [`Store::queue_list`](tenure_core::Store::queue_list): a skip scan of the list
+/// index's first column, and the paused queues.
+pub(crate) fn queue_list(cx: &Cx<'_>) -> OpResult<Vec<QueueName>> {
+    let mut stmt = cx.conn.prepare_cached(
+        "SELECT queue FROM (SELECT DISTINCT queue FROM tenure_items INDEXED BY tenure_items_list)
+         UNION SELECT queue FROM tenure_queues ORDER BY 1",
+    )?;
+    let names = stmt.query_map([], |r| r.get::<_, String>(0))?;
+    let mut out = Vec::new();
+    for name in names {
+        out.push(QueueName::new(name?).map_err(corrupt)?);
+    }
+    Ok(out)
+}
+
+/// [`Store::item_cancel`](tenure_core::Store::item_cancel): deletes ready rows only,
+/// promoting the next item of a cancelled stream head (G9); dedup rows stay (G11).
+pub(crate) fn item_cancel(cx: &Cx<'_>, ids: &[ItemId]) -> OpResult<Vec<CancelOutcome>> {
+    let mut delete = cx.conn.prepare_cached(
+        "DELETE FROM tenure_items WHERE id = ?1 AND state = 'ready' RETURNING stream, head",
+    )?;
+    let mut look = cx
+        .conn
+        .prepare_cached("SELECT state, attempt, owner FROM tenure_items WHERE id = ?1")?;
+    let mut out = Vec::with_capacity(ids.len());
+    for id in ids {
+        let gone: Option<(Option<String>, bool)> = delete
+            .query_row([&id.as_bytes()[..]], |r| Ok((r.get(0)?, r.get(1)?)))
+            .optional()?;
+        if let Some((stream, head)) = gone {
+            if let (Some(s), true) = (stream, head) {
+                promote(cx.conn, &s)?;
+            }
+            out.push(CancelOutcome::Cancelled);
+            continue;
+        }
+        let row: Option<(String, i64, Option<String>)> = look
+            .query_row([&id.as_bytes()[..]], |r| {
+                Ok((r.get(0)?, r.get(1)?, r.get(2)?))
+            })
+            .optional()?;
+        out.push(match row {
+            None => CancelOutcome::NotFound,
+            Some((state, attempt, owner)) => match state.parse::<ItemState>().map_err(corrupt)? {
+                ItemState::Running => CancelOutcome::Running {
+                    attempt: to_u32(attempt, "attempt")?,
+                    owner: key(owner, OwnerId::new)?
+                        .ok_or_else(|| corrupt(format!("running item {id} has no owner")))?,
+                },
+                ItemState::Dead => CancelOutcome::Dead,
+                ItemState::Done => CancelOutcome::Done,
+                ItemState::Ready => return Err(corrupt("a ready row survived its delete")),
+            },
+        });
+    }
+    Ok(out)
+}
+
+/// [`Store::queue_pause`](tenure_core::Store::queue_pause) and
+/// [`Store::queue_resume`](tenure_core::Store::queue_resume).
+pub(crate) fn set_paused(cx: &Cx<'_>, params: &PauseParams, paused: bool) -> OpResult<bool> {
+    let q = params.queue.as_str();
+    let changed = if paused {
+        cx.conn
+            .prepare_cached(
+                "INSERT INTO tenure_queues (queue, paused_at) VALUES (?1, ?2)
+                 ON CONFLICT (queue) DO NOTHING",
+            )?
+            .execute(params![q, cx.now.as_micros()])?
+    } else {
+        cx.conn
+            .prepare_cached("DELETE FROM tenure_queues WHERE queue = ?1")?
+            .execute([q])?
+    };
+    Ok(changed > 0)
+}
+
+/// The dead items a filter matches, earliest death first, at most its limit.
+fn dead_matching(cx: &Cx<'_>, f: &DeadFilter) -> OpResult<Vec<ItemId>> {
+    let mut stmt = cx.conn.prepare_cached(
+        "SELECT id FROM tenure_items INDEXED BY tenure_items_list
+         WHERE queue = ?1 AND state = 'dead' AND updated_at <= ?2
+         ORDER BY updated_at, seq LIMIT ?3",
+    )?;
+    let rows = stmt.query_map(
+        params![
+            f.queue.as_str(),
+            f.dead_before(cx.now).as_micros(),
+            i64::from(f.limit)
+        ],
+        |r| r.get::<_, Vec<u8>>(0),
+    )?;
+    let mut ids = Vec::new();
+    for row in rows {
+        ids.push(super::blob_id(&row?)?);
+    }
+    Ok(ids)
+}
+
+/// The ids a requeue names, or those its filter matches.
+pub(crate) fn requeue_ids(cx: &Cx<'_>, params: &RequeueParams) -> OpResult<Vec<ItemId>> {
+    match &params.filter {
+        Some(f) => dead_matching(cx, f),
+        None => Ok(params.ids.clone()),
+    }
+}
+
+/// The ids a discard names, or those its filter matches.
+pub(crate) fn discard_ids(cx: &Cx<'_>, params: &DiscardParams) -> OpResult<Vec<ItemId>> {
+    match &params.filter {
+        Some(f) => dead_matching(cx, f),
+        None => Ok(params.ids.clone()),
+    }
+}
