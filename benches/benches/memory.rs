@@ -35,7 +35,7 @@ use std::time::{Duration, Instant};
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use tenure_benches::cells::{self, Rounds, BACKLOG, BURNDOWN, SMALL_BACKLOG};
 use tenure_benches::raw::memory::RawMemory;
-use tenure_benches::{bench_queue, drain, runtime, seed, seed_backlog, DrainSpec, Items};
+use tenure_benches::{bench_queue, drain, runtime, seed, seed_backlog, streams, DrainSpec, Items};
 use tenure_core::Store;
 use tenure_memory::MemoryStore;
 
@@ -197,5 +197,33 @@ fn backlog(_: &mut Criterion) {
     println!("{}", r.table("memory backlog", &cells::backlog_ratios(big)));
 }
 
-criterion_group!(benches, claim_complete, burndown, backlog);
+/// The stream-run cells (`tenure_benches::streams`): one stream of 20,000 items
+/// drained with runs off and on, beside the unstreamed drain. A fresh store per cell.
+fn stream_runs(_: &mut Criterion) {
+    if !cells::wanted("memory_stream_runs") {
+        return;
+    }
+    let rt = runtime().expect("runtime");
+    let n = cells::env_count("TENURE_BENCH_STREAM_N", streams::STREAM_N);
+    let rounds = cells::env_count("TENURE_BENCH_ROUNDS", 1);
+    println!("memory_stream_runs: N = {n}, {rounds} rounds");
+    let queue = bench_queue().expect("queue");
+    let mut r = Rounds::new();
+    for _ in 0..rounds {
+        for cell in streams::STREAM_CELLS {
+            let elapsed = rt.block_on(async {
+                let store = MemoryStore::default();
+                cell.seed(&store, &queue, n).await.expect("seed");
+                cell.drain(&store, &queue, n).await.expect("drain")
+            });
+            r.record(&cell.label(), n, elapsed);
+        }
+    }
+    println!(
+        "{}",
+        r.table("memory stream runs", &streams::stream_ratios())
+    );
+}
+
+criterion_group!(benches, claim_complete, burndown, backlog, stream_runs);
 criterion_main!(benches);

@@ -48,7 +48,7 @@ use sqlx::{Connection, PgConnection};
 use tenure_benches::cells::{self, Rounds, BACKLOG, BURNDOWN, SMALL_BACKLOG};
 use tenure_benches::raw::pg::{self as raw, PgRaw};
 use tenure_benches::{
-    bench_queue, drain, runtime, seed_backlog, seed_streams, DrainSpec, Items, OnEmpty,
+    bench_queue, drain, runtime, seed_backlog, seed_streams, streams, DrainSpec, Items, OnEmpty,
 };
 use tenure_core::Store;
 use tenure_postgres::{PgConfig, PgStore};
@@ -340,5 +340,39 @@ fn backlog(_: &mut Criterion) {
     );
 }
 
-criterion_group!(benches, postgres, burndown, backlog);
+/// The stream-run cells (`tenure_benches::streams`): one stream of 20,000 items
+/// drained with runs off and on, beside the unstreamed drain. One schema, VACUUM ANALYZE after each seed.
+fn stream_runs(_: &mut Criterion) {
+    if !cells::wanted("postgres_stream_runs") {
+        return;
+    }
+    let rt = runtime().expect("runtime");
+    let n = cells::env_count("TENURE_BENCH_STREAM_N", streams::STREAM_N);
+    let rounds = cells::env_count("TENURE_BENCH_ROUNDS", 1);
+    println!("postgres_stream_runs: N = {n}, {rounds} rounds");
+    let queue = bench_queue().expect("queue");
+    let mut r = Rounds::new();
+    let Some(mut bench) = rt.block_on(Bench::connect()) else {
+        return;
+    };
+    rt.block_on(async {
+        let store = bench.store(CELL_POOL).await;
+        for _ in 0..rounds {
+            for cell in streams::STREAM_CELLS {
+                cell.seed(&store, &queue, n).await.expect("seed");
+                bench.vacuum().await;
+                let elapsed = cell.drain(&store, &queue, n).await.expect("drain");
+                r.record(&cell.label(), n, elapsed);
+            }
+        }
+        store.close().await;
+        bench.drop_schema().await;
+    });
+    println!(
+        "{}",
+        r.table("postgres stream runs", &streams::stream_ratios())
+    );
+}
+
+criterion_group!(benches, postgres, burndown, backlog, stream_runs);
 criterion_main!(benches);

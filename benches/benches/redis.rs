@@ -27,8 +27,9 @@ use criterion::{
     criterion_group, criterion_main, BenchmarkId, Criterion, SamplingMode, Throughput,
 };
 use redis::aio::MultiplexedConnection;
+use tenure_benches::cells::{self, Rounds};
 use tenure_benches::raw::redis::{self as raw, RedisRaw};
-use tenure_benches::{bench_queue, drain, runtime, seed, DrainSpec, Items};
+use tenure_benches::{bench_queue, drain, runtime, seed, streams, DrainSpec, Items};
 use tenure_redis::{RedisConfig, RedisStore};
 
 const ITEMS: Items = Items {
@@ -164,5 +165,52 @@ fn redis_bench(c: &mut Criterion) {
     });
 }
 
-criterion_group!(benches, redis_bench);
+/// The stream-run cells (`tenure_benches::streams`): one stream of 20,000 items
+/// drained with runs off and on, beside the unstreamed drain. A fresh key prefix per
+/// run, deleted at the end.
+fn stream_runs(_: &mut Criterion) {
+    if !cells::wanted("redis_stream_runs") {
+        return;
+    }
+    let rt = runtime().expect("runtime");
+    let n = cells::env_count("TENURE_BENCH_STREAM_N", streams::STREAM_N);
+    let rounds = cells::env_count("TENURE_BENCH_ROUNDS", 1);
+    println!("redis_stream_runs: N = {n}, {rounds} rounds");
+    let prefix = format!("bench_{}", uuid::Uuid::now_v7().simple());
+    let connected = rt.block_on(async {
+        RedisStore::connect(
+            RedisConfig::new(url())
+                .prefix(&prefix)
+                .listen(false)
+                .response_timeout(Duration::from_secs(120)),
+        )
+        .await
+    });
+    let store = match connected {
+        Ok(store) => store,
+        Err(e) => {
+            eprintln!("skipped: Redis at {} is unreachable: {e}", url());
+            return;
+        }
+    };
+    let mut r = Rounds::new();
+    rt.block_on(async {
+        for _ in 0..rounds {
+            for cell in streams::STREAM_CELLS {
+                let queue = bench_queue().expect("queue");
+                cell.seed(&store, &queue, n).await.expect("seed");
+                let elapsed = cell.drain(&store, &queue, n).await.expect("drain");
+                r.record(&cell.label(), n, elapsed);
+            }
+        }
+        let mut admin = connection().await;
+        delete_prefix(&mut admin, &prefix).await;
+    });
+    println!(
+        "{}",
+        r.table("redis stream runs", &streams::stream_ratios())
+    );
+}
+
+criterion_group!(benches, redis_bench, stream_runs);
 criterion_main!(benches);

@@ -45,7 +45,7 @@ use tempfile::TempDir;
 use tenure_benches::cells::{self, Rounds, BACKLOG, BURNDOWN, SMALL_BACKLOG};
 use tenure_benches::raw::sqlite as raw;
 use tenure_benches::{
-    bench_queue, drain, runtime, seed, seed_backlog, DrainSpec, Items, Percentiles,
+    bench_queue, drain, runtime, seed, seed_backlog, streams, DrainSpec, Items, Percentiles,
 };
 use tenure_core::Store;
 use tenure_sqlite::{SqliteConfig, SqliteStore, Synchronous};
@@ -311,5 +311,41 @@ fn backlog(_: &mut Criterion) {
     println!("{}", r.table("sqlite backlog", &cells::backlog_ratios(big)));
 }
 
-criterion_group!(benches, claim_complete, contention, burndown, backlog);
+/// The stream-run cells (`tenure_benches::streams`): one stream of 20,000 items
+/// drained with runs off and on, beside the unstreamed drain. A fresh file per cell.
+fn stream_runs(_: &mut Criterion) {
+    if !cells::wanted("sqlite_stream_runs") {
+        return;
+    }
+    let rt = runtime().expect("runtime");
+    let n = cells::env_count("TENURE_BENCH_STREAM_N", streams::STREAM_N);
+    let rounds = cells::env_count("TENURE_BENCH_ROUNDS", 1);
+    println!("sqlite_stream_runs: N = {n}, {rounds} rounds");
+    let queue = bench_queue().expect("queue");
+    let mut r = Rounds::new();
+    for _ in 0..rounds {
+        for cell in streams::STREAM_CELLS {
+            let dir = TempDir::new().expect("temp dir");
+            let elapsed = rt.block_on(async {
+                let store = open(&dir.path().join("bench.db")).await;
+                cell.seed(&store, &queue, n).await.expect("seed");
+                cell.drain(&store, &queue, n).await.expect("drain")
+            });
+            r.record(&cell.label(), n, elapsed);
+        }
+    }
+    println!(
+        "{}",
+        r.table("sqlite stream runs", &streams::stream_ratios())
+    );
+}
+
+criterion_group!(
+    benches,
+    claim_complete,
+    contention,
+    burndown,
+    backlog,
+    stream_runs
+);
 criterion_main!(benches);

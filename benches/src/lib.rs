@@ -31,6 +31,7 @@
 
 pub mod cells;
 pub mod raw;
+pub mod streams;
 pub mod sustained;
 pub mod tally;
 pub mod worker;
@@ -246,6 +247,8 @@ pub struct DrainSpec {
     pub record_latency: bool,
     /// What a worker does on an empty claim.
     pub on_empty: OnEmpty,
+    /// Most items of one stream per claim (G9 stream runs); 1, the default, is off.
+    pub stream_run: u32,
 }
 
 impl DrainSpec {
@@ -259,7 +262,14 @@ impl DrainSpec {
             workers,
             record_latency: false,
             on_empty: OnEmpty::Stop,
+            stream_run: 1,
         }
+    }
+
+    /// Claims runs of up to `k` items of one stream ([`ClaimParams::stream_runs`]).
+    pub fn stream_runs(mut self, k: u32) -> Self {
+        self.stream_run = k;
+        self
     }
 
     /// Records the latency of every non-empty claim.
@@ -336,12 +346,10 @@ async fn worker<S: Store>(
     loop {
         let started = Instant::now();
         let leases = store
-            .claim(ClaimParams::new(
-                spec.queue.clone(),
-                owner.clone(),
-                limit,
-                LEASE,
-            ))
+            .claim(
+                ClaimParams::new(spec.queue.clone(), owner.clone(), limit, LEASE)
+                    .stream_runs(spec.stream_run),
+            )
             .await
             .map_err(store_err("claim"))?;
         if leases.is_empty() {

@@ -588,7 +588,15 @@ impl State {
         let Some(list) = self.idx.streams.get(stream) else {
             return;
         };
-        let later: Vec<Slot> = list.range(seq + 1..).map(|(_, slot)| *slot).collect();
+        // The rest of a run is the running items right behind `seq`; the first item
+        // that is not running ends it (a stream's running items are a prefix).
+        let mut later: Vec<Slot> = Vec::new();
+        for (_, &slot) in list.range(seq + 1..) {
+            match self.items.get(slot) {
+                Some(e) if e.item.state == ItemState::Running => later.push(slot),
+                _ => break,
+            }
+        }
         for slot in later {
             let Some(e) = self.items.get_mut(slot) else {
                 continue;

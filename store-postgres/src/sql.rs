@@ -117,12 +117,16 @@ impl Sql {
                      UPDATE {s}.items b SET state = 'ready', owner = NULL, \
                          lease_expires_at = NULL, max_attempts = b.max_attempts + 1, \
                          updated_at = $1 \
-                     FROM (SELECT DISTINCT ON (x.stream) x.stream, x.seq FROM {f} x \
-                           WHERE x.stream IS NOT NULL ORDER BY x.stream, x.seq) e \
-                     WHERE b.stream = e.stream AND NOT b.head AND b.seq > e.seq \
-                         AND b.state = 'running' \
+                     WHERE b.id IN ({behind}) AND b.state = 'running' \
                          AND NOT EXISTS (SELECT 1 FROM {f} y WHERE y.id = b.id) \
-                 )"
+                 )",
+                behind = run_behind(
+                    s,
+                    &format!(
+                        "SELECT DISTINCT ON (x.stream) x.stream, x.seq FROM {f} x \
+                         WHERE x.stream IS NOT NULL ORDER BY x.stream, x.seq"
+                    )
+                ),
             )
         };
         let put_back_fail = put_back_after("f");
@@ -175,13 +179,17 @@ impl Sql {
             put_back_expired: format!(
                 "UPDATE {s}.items b SET state = 'ready', owner = NULL, lease_expires_at = NULL, \
                      max_attempts = b.max_attempts + 1, updated_at = $1 \
-                 FROM (SELECT DISTINCT ON (x.stream) x.stream, x.seq FROM {s}.items x \
-                       WHERE x.state = 'running' AND x.lease_expires_at <= $1 \
-                           AND x.stream IS NOT NULL \
-                           AND ($2::text[] IS NULL OR x.queue = ANY($2::text[])) \
-                       ORDER BY x.stream, x.seq) e \
-                 WHERE b.stream = e.stream AND NOT b.head AND b.seq > e.seq \
-                     AND b.state = 'running'"
+                 WHERE b.id IN ({behind}) AND b.state = 'running'",
+                behind = run_behind(
+                    s,
+                    &format!(
+                        "SELECT DISTINCT ON (x.stream) x.stream, x.seq FROM {s}.items x \
+                         WHERE x.state = 'running' AND x.lease_expires_at <= $1 \
+                             AND x.stream IS NOT NULL \
+                             AND ($2::text[] IS NULL OR x.queue = ANY($2::text[])) \
+                         ORDER BY x.stream, x.seq"
+                    )
+                ),
             ),
             // G14: is $1 a registered instance (for a pinned enqueue)?
             instance_registered: format!(
@@ -513,6 +521,20 @@ impl Sql {
             op: crate::store::operate::OpSql::new(s),
         }
     }
+}
+
+/// G9: the ids of the running items right behind each `(stream, seq)` row of `from`:
+/// the rest of a stream run, at most the longest run's worth of waiting items per
+/// stream through `items_stream_waiting`, so a long stream costs no more.
+fn run_behind(s: &str, from: &str) -> String {
+    format!(
+        "SELECT z.id FROM ({from}) e CROSS JOIN LATERAL ( \
+             SELECT w.id, w.state FROM {s}.items w \
+             WHERE w.stream = e.stream AND NOT w.head AND w.seq > e.seq \
+             ORDER BY w.seq LIMIT {max}) z \
+         WHERE z.state = 'running'",
+        max = tenure_core::MAX_STREAM_RUN
+    )
 }
 
 /// G9: the start of an UPDATE (alias `i`) that puts running items back untouched

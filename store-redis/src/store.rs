@@ -318,7 +318,9 @@ impl Store for RedisStore {
     }
 
     fn capabilities(&self) -> Capabilities {
-        let caps = Capabilities::default().with_partitioned_claiming();
+        let caps = Capabilities::default()
+            .with_partitioned_claiming()
+            .with_stream_runs();
         if self.inner.listening {
             caps.with_cross_process_wakeups()
         } else {
@@ -357,7 +359,15 @@ impl Store for RedisStore {
             let hash = key_hash(it.stream.as_ref(), it.id).unsigned_abs();
             inv.arg(hash >> 32).arg(hash & 0xffff_ffff);
         }
-        let answers: Vec<(String, i64)> = self.write(&inv).await?;
+        // G14: the instance a pinned enqueue pins new streams to, after the items.
+        inv.arg(params.pin_to.as_ref().map_or("", |o| o.as_str()));
+        let answers: Vec<(String, i64)> = match self.write(&inv).await {
+            Err(e) if e.kind() == tenure_core::ErrorKind::NotFound => {
+                let who = params.pin_to.as_ref().map_or("", |o| o.as_str());
+                return Err(Error::not_found("instance", who));
+            }
+            other => other?,
+        };
         if answers.len() != params.items.len() {
             return Err(bad_reply("enqueue answered a different number of items"));
         }
@@ -388,6 +398,8 @@ impl Store for RedisStore {
         for q in &params.queues {
             inv.arg(q.as_str());
         }
+        // G9: the most items of one stream run.
+        inv.arg(params.stream_run);
         let answers: Vec<rows::Fields> = match self.write(&inv).await {
             Err(e) if e.kind() == tenure_core::ErrorKind::NotFound => {
                 return Err(Error::not_found("instance", params.owner.to_string()))

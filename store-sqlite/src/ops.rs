@@ -153,10 +153,19 @@ const SQL_RUN_BEHIND: &str = concat!(
 
 /// The put-back rule of a stream run (G9), mirroring [`machine::put_back`]: every
 /// running item of stream `?1` after `?2` goes back to ready untouched.
-const SQL_PUT_BACK_AFTER: &str = "UPDATE tenure_items INDEXED BY tenure_items_stream
+const _: () = assert!(
+    tenure_core::MAX_STREAM_RUN == 1000,
+    "SQL_PUT_BACK_AFTER looks at 1000 items"
+);
+
+/// At most the longest run's worth of the stream's next items is looked at, so a long
+/// stream costs no more.
+const SQL_PUT_BACK_AFTER: &str = "UPDATE tenure_items
      SET state = 'ready', owner = NULL, lease_expires_at = NULL,
          max_attempts = max_attempts + 1, updated_at = ?3
-     WHERE stream = ?1 AND seq > ?2 AND stream IS NOT NULL AND state <> 'done'
+     WHERE seq IN (SELECT seq FROM tenure_items INDEXED BY tenure_items_stream
+                   WHERE stream = ?1 AND seq > ?2 AND stream IS NOT NULL AND state <> 'done'
+                   ORDER BY seq LIMIT 1000)
        AND state = 'running'";
 
 /// The claim's write of one picked row, guarded on `state = 'ready'` (G1).

@@ -211,7 +211,9 @@ async fn send(shared: &Arc<Shared>, calls: &mut JoinSet<Answer>, wake: Option<&W
         // to a claim of their own.
         tokio::task::yield_now().await;
     }
-    let asked = shared.room().min(s.claim_batch);
+    // A run of the stream runs option may hold k - 1 leases beyond the slots.
+    let batch = s.claim_batch + usize::try_from(s.stream_run).unwrap_or(1) - 1;
+    let asked = shared.room().min(batch).min(s.limits.max_batch);
     if asked == 0 {
         return;
     }
@@ -221,6 +223,9 @@ async fn send(shared: &Arc<Shared>, calls: &mut JoinSet<Answer>, wake: Option<&W
         .queues(s.queues.clone());
     if let Some(p) = s.partitioning {
         params = params.partitioned(p);
+    }
+    if s.stream_run > 1 {
+        params = params.stream_runs(s.stream_run);
     }
     absorb_wake(wake);
     let sent = Instant::now();

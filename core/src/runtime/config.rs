@@ -65,6 +65,8 @@ pub(crate) struct Settings {
     pub(crate) leader_lease: Duration,
     pub(crate) keep_done_for: Duration,
     pub(crate) limits: Limits,
+    /// Most items of one stream a claim leases as a run (1: heads only).
+    pub(crate) stream_run: u32,
     /// The periodic jobs the leader enqueues, and how far it has.
     pub(crate) periodics: Arc<Periodics>,
     /// The wall clock periodic schedules are read on.
@@ -123,6 +125,7 @@ pub struct WorkerBuilder {
     maintenance_interval: Duration,
     leader_name: Option<LeaderName>,
     keep_done_for: Duration,
+    stream_run: u32,
     periodic: Vec<Periodic>,
     clock: Option<SharedClock>,
 }
@@ -164,6 +167,7 @@ impl WorkerBuilder {
             maintenance_interval: Duration::from_secs(5),
             leader_name: None,
             keep_done_for: Duration::from_secs(24 * 60 * 60),
+            stream_run: 1,
             periodic: Vec::new(),
             clock: None,
         }
@@ -254,6 +258,21 @@ impl WorkerBuilder {
     /// [`spawn`](Self::spawn) refuses others. Default: off.
     pub fn partitioned(mut self, partitioning: Partitioning) -> Self {
         self.partitioning = Some(partitioning);
+        self
+    }
+
+    /// Claims runs of up to `k` consecutive items of one stream at once (G9; see
+    /// [`ClaimParams::stream_runs`](crate::ClaimParams::stream_runs)), so a hot stream
+    /// costs one claim per run instead of one per item. A run is handled on one slot,
+    /// one item after another in stream order; when an item does not complete (a
+    /// failure, a panic, a timeout, a lost lease, a stop), the rest of its run is not
+    /// started: the store puts those items back untouched. The worker may hold up to
+    /// `k - 1` leases more than its slots and prefetch, so one run fits whatever the
+    /// concurrency. 1..=[`MAX_STREAM_RUN`](crate::MAX_STREAM_RUN); default 1 (off). A
+    /// store without [`Capabilities::stream_runs`](crate::Capabilities::stream_runs)
+    /// claims heads only.
+    pub fn stream_runs(mut self, k: u32) -> Self {
+        self.stream_run = k;
         self
     }
 
@@ -503,6 +522,16 @@ impl WorkerBuilder {
                 ),
             ));
         }
+        if self.stream_run == 0 || self.stream_run > crate::MAX_STREAM_RUN {
+            return Err(Error::invalid(
+                "stream_runs",
+                format!(
+                    "{} is outside 1..={}",
+                    self.stream_run,
+                    crate::MAX_STREAM_RUN
+                ),
+            ));
+        }
         if !self.periodic.is_empty() && !self.maintenance {
             return Err(Error::invalid(
                 "periodic",
@@ -546,6 +575,7 @@ impl WorkerBuilder {
             leader_lease,
             keep_done_for: self.keep_done_for,
             limits,
+            stream_run: self.stream_run,
             periodics,
             clock: self.clock.unwrap_or_else(|| Arc::new(SystemClock)),
         };

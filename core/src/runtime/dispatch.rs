@@ -33,7 +33,9 @@ pub(crate) const UNKNOWN: u64 = u64::MAX;
 impl Shared {
     /// How many more leases the claim loop may ask for now.
     pub(crate) fn room(&self) -> usize {
-        let cap = self.settings.concurrency + self.prefetch_now();
+        // One stream run (G9) may hold k - 1 leases beyond the slots and prefetch.
+        let run_extra = usize::try_from(self.settings.stream_run).unwrap_or(1) - 1;
+        let cap = self.settings.concurrency + self.prefetch_now() + run_extra;
         cap.saturating_sub(self.held.load(Ordering::Acquire))
     }
 
@@ -165,6 +167,68 @@ impl Shared {
         }
     }
 
+    /// Takes the next queued lease with the rest of its stream run (G9): the leases
+    /// right behind it in the queue that one claim answered for the same stream, in
+    /// stream order. The rest stay unstarted until their turn on this slot (a renewal
+    /// coming due first gives them back, as for any lease waiting for a slot). Empty
+    /// when `next_lease` is None.
+    fn next_run(&self) -> Vec<(Lease, Instant)> {
+        let Some(first) = self.next_lease() else {
+            return Vec::new();
+        };
+        let stream = match &first.0.item.stream {
+            Some(s) if self.settings.stream_run > 1 => s.clone(),
+            _ => return vec![first],
+        };
+        let sent = first.1;
+        let mut run = vec![first];
+        let mut ready = self.ready();
+        let map = self.inflight();
+        while run.len() < usize::try_from(self.settings.stream_run).unwrap_or(1) {
+            let same = ready
+                .front()
+                .is_some_and(|(l, at)| *at == sent && l.item.stream.as_ref() == Some(&stream));
+            if !same {
+                break;
+            }
+            let Some((lease, at)) = ready.pop_front() else {
+                break;
+            };
+            if map.entries.contains_key(&lease.token) {
+                run.push((lease, at));
+            }
+        }
+        run
+    }
+
+    /// Marks the waiting lease `token` of a stream run started as its turn comes;
+    /// false when it was given back meanwhile.
+    fn start_waiting(&self, token: &LeaseToken) -> bool {
+        match self.inflight().entries.get_mut(token) {
+            Some(e) if !e.started => {
+                e.started = true;
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// Forgets the waiting leases of a stream run that will not be started, under one
+    /// lock (a renewal may be giving some back at once); returns the tokens it took.
+    fn drop_waiting(&self, rest: &[(Lease, Instant)]) -> Vec<LeaseToken> {
+        let mut map = self.inflight();
+        let mut taken = Vec::new();
+        for (l, _) in rest {
+            if map.entries.get(&l.token).is_some_and(|e| !e.started) {
+                map.entries.remove(&l.token);
+                taken.push(l.token);
+            }
+        }
+        drop(map);
+        self.let_go(taken.len());
+        taken
+    }
+
     /// Takes every lease still queued, for shutdown to give back.
     pub(crate) fn take_queued(&self) -> Vec<LeaseToken> {
         let drained: Vec<LeaseToken> = self.ready().drain(..).map(|(l, _)| l.token).collect();
@@ -210,6 +274,46 @@ impl Shared {
     }
 }
 
+/// Runs one lease, or the leases of one stream run one after another in stream order
+/// (G9). After an item that did not complete, or once claiming has stopped, the rest
+/// of the run is not started: the store puts those items back untouched when the
+/// earlier item's failure or expiry lands, and on shutdown they are given back at once.
+async fn run_items(shared: &Arc<Shared>, run: Vec<(Lease, Instant)>) {
+    let mut items = run.into_iter();
+    let mut first = true;
+    while let Some((lease, sent)) = items.next() {
+        if !first && !shared.start_waiting(&lease.token) {
+            // Given back while it waited; the store put the rest of the run back.
+            let rest: Vec<(Lease, Instant)> = items.collect();
+            shared.drop_waiting(&rest);
+            return;
+        }
+        first = false;
+        let started = Instant::now();
+        let completed = super::supervise::supervise(shared, lease, sent).await;
+        shared.record_run(started.elapsed());
+        shared.let_go(1);
+        if items.as_slice().is_empty() || (completed && !shared.stop_claiming.is_cancelled()) {
+            continue;
+        }
+        let rest: Vec<(Lease, Instant)> = items.collect();
+        let tokens = shared.drop_waiting(&rest);
+        if shared.stop_claiming.is_cancelled() {
+            tracing::debug!(
+                count = tokens.len(),
+                "shutdown: giving back the rest of a stream run"
+            );
+            super::worker::release(shared, &tokens).await;
+        } else {
+            tracing::debug!(
+                count = tokens.len(),
+                "an item of a stream run did not complete; the rest of the run is not started"
+            );
+        }
+        return;
+    }
+}
+
 /// How long a slot task with nothing to run waits for the next claim before it ends.
 const SLOT_IDLE: Duration = Duration::from_secs(1);
 
@@ -217,11 +321,12 @@ const SLOT_IDLE: Duration = Duration::from_secs(1);
 /// waits up to [`SLOT_IDLE`] for the next claim's leases, then ends.
 async fn slot(shared: Arc<Shared>) {
     loop {
-        while let Some((lease, sent)) = shared.next_lease() {
-            let started = Instant::now();
-            super::supervise::supervise(&shared, lease, sent).await;
-            shared.record_run(started.elapsed());
-            shared.let_go(1);
+        loop {
+            let run = shared.next_run();
+            if run.is_empty() {
+                break;
+            }
+            run_items(&shared, run).await;
         }
         if shared.stop_claiming.is_cancelled() {
             break;

@@ -21,8 +21,9 @@ use super::worker::{Entry, Shared};
 
 /// Runs one attempt on the calling slot task. `sent` is when the claim call that
 /// leased it was sent: the store set the expiry no earlier than that, so the self-stop
-/// counts from there.
-pub(crate) async fn supervise(shared: &Arc<Shared>, lease: Lease, sent: Instant) {
+/// counts from there. True when the attempt's outcome is a complete (a stream run
+/// goes on to its next item only then, G9).
+pub(crate) async fn supervise(shared: &Arc<Shared>, lease: Lease, sent: Instant) -> bool {
     let token = lease.token;
     let Some((cancel, stop)) = shared
         .inflight()
@@ -30,7 +31,7 @@ pub(crate) async fn supervise(shared: &Arc<Shared>, lease: Lease, sent: Instant)
         .get(&token)
         .map(|e| (e.cancel.clone(), Arc::clone(&e.stop)))
     else {
-        return;
+        return false;
     };
     let span = tracing::info_span!(
         "tenure.job",
@@ -115,7 +116,7 @@ pub(crate) async fn supervise(shared: &Arc<Shared>, lease: Lease, sent: Instant)
     };
     drop(running);
     let Some(result) = result else {
-        return;
+        return false;
     };
 
     // The handler took the finalize over (`Job::take_finalize`) and says it is done:
@@ -129,7 +130,8 @@ pub(crate) async fn supervise(shared: &Arc<Shared>, lease: Lease, sent: Instant)
         drop(map);
         add(&shared.metrics.handler_finalized, 1);
         tracing::debug!(parent: &span, event = "handler-finalized", "the handler finalized the attempt itself");
-        return;
+        // It says it succeeded: the next item of a stream run may start.
+        return true;
     }
     let stopped = {
         let mut map = shared.inflight();
@@ -201,15 +203,19 @@ pub(crate) async fn supervise(shared: &Arc<Shared>, lease: Lease, sent: Instant)
                 Ran::Dropped => {
                     // Dropped without a stop reason: only a dropped worker does that.
                     shared.remove(&token);
-                    return;
+                    return false;
                 }
             };
-            shared.send_outcome(match outcome {
+            let outcome = match outcome {
                 Outcome::Fail { failure } if taken => Outcome::fail(failure, true),
                 other => other,
-            });
+            };
+            let completed = matches!(outcome, Outcome::Complete(_));
+            shared.send_outcome(outcome);
+            return completed;
         }
     }
+    false
 }
 
 /// How the handler's run ended.

@@ -21,5 +21,6 @@ mod poll;
 mod renewal;
 mod self_stop;
 mod shutdown;
+mod stream_runs;
 mod timeout;
 mod wake_health;

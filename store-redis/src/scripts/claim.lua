@@ -20,7 +20,11 @@ local expires = tonumber(expires_n)
 local partitions = tonumber(ARGV[5])
 local nq = tonumber(ARGV[6])
 local queues = {}
-for i = 1, nq do queues[i] = ARGV[6 + i] end
+local in_queues = {}
+for i = 1, nq do queues[i] = ARGV[6 + i]; in_queues[ARGV[6 + i]] = true end
+-- G9: most items of one stream run (1: heads only), after the queues.
+local run_max = tonumber(ARGV[7 + nq] or '1')
+local run_limit = tonumber(ARGV[3])
 local rank, live
 if partitions > 0 then
   rank = redis.call('ZRANK', K_INST_IDS, owner)
@@ -70,6 +74,34 @@ local function take(q, m)
   return true
 end
 
+-- The run_at and enqueue sequence in an item's `n` field (lib.lua's item layout).
+local function ra_sq(n)
+  local ra, sq = string.match(n, '^%-?%d+ (%-?%d+) %d+ %d+ %d+ %d+ %-?%d+ (%d+) ')
+  return tonumber(ra), tonumber(sq)
+end
+
+-- G9: after the head `m` of a stream was taken, takes the ready items right behind it
+-- while each is due, in a claimed queue and of a free scope, up to `run_max` items in
+-- the run and the limit in all. They wait in their queue's held set, not in `ready`.
+local function take_run(m)
+  if run_max <= 1 or #out >= run_limit then return end
+  local v = redis.call('HMGET', k_item(member_id(m)), 'st', 'n')
+  if not v[1] then return end
+  local _, hsq = ra_sq(v[2])
+  local behind = redis.call('ZRANGEBYSCORE', k_stream(v[1]), '(' .. N(hsq), '+inf',
+    'LIMIT', 0, run_max - 1)
+  for _, nid in ipairs(behind) do
+    if #out >= run_limit then break end
+    local w = redis.call('HMGET', k_item(nid), 's', 'n', 'q', 'sc')
+    if not (w[1] and string.match(w[1], '^ready ')) or not in_queues[w[3]] then break end
+    local ra, sq = ra_sq(w[2])
+    if ra > now then break end
+    if w[4] and redis.call('EXISTS', k_scope_run(w[4])) == 1 then break end
+    redis.call('ZREM', k_hold(w[3]), nid)
+    if not take(w[3], order_member(ra, sq, nid)) then break end
+  end
+end
+
 if partitions > 0 then
   -- Every due candidate: each queue's `ready`, and behind every free scope's first
   -- (which is in `ready`) the rest of its waiting set.
@@ -109,9 +141,12 @@ if partitions > 0 then
     local busy = sc and redis.call('EXISTS', k_scope_run(sc)) == 1
     if mine and not busy then
       if c[4] then redis.call('ZREM', k_ready(q), m) end
-      if take(q, m) and st and not pinned then
-        redis.call('SET', k_pin(st), owner)
-        redis.call('SADD', k_pins(owner), st)
+      if take(q, m) and st then
+        if not pinned then
+          redis.call('SET', k_pin(st), owner)
+          redis.call('SADD', k_pins(owner), st)
+        end
+        take_run(m)
       end
     end
   end
@@ -120,8 +155,17 @@ elseif nq == 1 then
   -- one of them changes this queue's other members (a scope has at most one
   -- candidate per queue).
   local q = queues[1]
-  local popped = redis.call('ZPOPMIN', k_ready(q), ARGV[3])
-  for i = 1, #popped, 2 do take(q, popped[i]) end
+  if run_max <= 1 then
+    local popped = redis.call('ZPOPMIN', k_ready(q), ARGV[3])
+    for i = 1, #popped, 2 do take(q, popped[i]) end
+  else
+    -- With runs, each head's run counts towards the limit: one head at a time.
+    while #out < run_limit do
+      local popped = redis.call('ZPOPMIN', k_ready(q), 1)
+      if #popped == 0 then break end
+      if take(q, popped[1]) then take_run(popped[1]) end
+    end
+  end
 else
   local limit = tonumber(ARGV[3])
   while #out < limit do
@@ -139,7 +183,10 @@ else
       -- Taking a scoped item removes the scope's entries of the other queues from
       -- `ready`; a member fetched before that is passed over here.
       local c = cands[i]
-      if redis.call('ZREM', k_ready(c[3]), c[2]) == 1 then take(c[3], c[2]) end
+      if #out >= limit then break end
+      if redis.call('ZREM', k_ready(c[3]), c[2]) == 1 and take(c[3], c[2]) then
+        take_run(c[2])
+      end
     end
   end
 end

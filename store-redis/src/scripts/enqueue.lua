@@ -39,6 +39,12 @@ for i = 1, count do
   it.dup = dup
   items[i] = it
 end
+-- G14: a pinned enqueue (the instance after the items) needs a registered instance.
+local pin_to = ARGV[3 + count * F]
+if pin_to == '' then pin_to = nil end
+if pin_to and not redis.call('ZSCORE', K_INST_IDS, pin_to) then
+  return redis.error_reply('NOTFOUND ' .. pin_to)
+end
 -- Every check passed: write.
 local inserted = 0
 local added = {}
@@ -76,6 +82,10 @@ for i = 1, count do
       head = redis.call('ZCARD', k_stream(it.st)) == 1
     end
     if head then place(h, now) else redis.call('ZADD', k_hold(it.q), N(it.ra), it.id) end
+    -- G14: a stream pinned to nobody goes to the enqueuing instance (first write wins).
+    if pin_to and it.st and redis.call('SET', k_pin(it.st), pin_to, 'NX') then
+      redis.call('SADD', k_pins(pin_to), it.st)
+    end
     inserted = inserted + 1
     answers[i] = {it.id, 0}
   end

@@ -13,6 +13,7 @@ for j = 1, n do
   if not is_current(h, tonumber(ARGV[b + 1])) then
     out[#out + 1] = {0}
   else
+    if h.st then put_back_after(h.st, h.sq, now) end
     unlink_running(h)
     redis.call('HSET', k_item(id), 'e', err)
     if delay >= 0 and h.a < h.ma then

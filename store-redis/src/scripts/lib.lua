@@ -253,7 +253,8 @@ local function stream_leave(h, now)
 end
 
 -- An item that was not ready becomes ready: it counts in its queue's ready items
--- (for counts) and is placed.
+-- (for counts) and is placed if it heads its stream (an item of a stream run behind
+-- its head does not: it waits with the held items, G9).
 local function become_ready(h, now)
   h.s = 'ready'
   h.ua = now
@@ -261,7 +262,35 @@ local function become_ready(h, now)
   redis.call('HDEL', k_item(h.id), 'l')
   redis.call('HINCRBY', k_count(h.q), 'ready', 1)
   redis.call('ZADD', k_readyat(h.q), N(h.ra), h.id)
-  place(h, now)
+  if is_stream_head(h) then
+    place(h, now)
+  else
+    redis.call('ZADD', k_hold(h.q), N(h.ra), h.id)
+  end
+end
+
+-- Most items of one stream run (tenure_core::MAX_STREAM_RUN).
+local MAX_RUN = 1000
+
+-- The put-back rule of stream runs (G9), as machine::put_back: the item of stream
+-- `st` at sequence `sq` left `running` unfinished, so the running items right behind
+-- it (the rest of its run) go back to ready untouched: attempt, stalls and run_at
+-- kept, max_attempts + 1. They are not heads, so they wait with the held items.
+local function put_back_after(st, sq, now)
+  local ids = redis.call('ZRANGEBYSCORE', k_stream(st), '(' .. N(sq), '+inf', 'LIMIT', 0, MAX_RUN)
+  for _, id in ipairs(ids) do
+    local h = load(id)
+    if not h or h.s ~= 'running' then break end
+    unlink_running(h)
+    h.ma = h.ma + 1
+    h.s = 'ready'
+    h.ua = now
+    redis.call('HSET', k_item(id), 's', state_of(h), 'n', numbers_of(h))
+    redis.call('HDEL', k_item(id), 'l')
+    redis.call('HINCRBY', k_count(h.q), 'ready', 1)
+    redis.call('ZADD', k_readyat(h.q), N(h.ra), id)
+    redis.call('ZADD', k_hold(h.q), N(h.ra), id)
+  end
 end
 
 local function become_dead(h, now)
@@ -288,11 +317,26 @@ end
 
 -- Recovers the item `id` if its lease has expired at `now`; returns what happened
 -- or nil.
+-- An item of a stream run behind its head is recovered with its run: the run's
+-- head (the stream's head) first, if it has expired too, which puts the rest back
+-- untouched (G9).
 local function recover_one(id, now)
   local h = load(id)
   if not h or h.s ~= 'running' or h.le == nil or h.le > now then return nil end
+  if h.st and not is_stream_head(h) then
+    local first = redis.call('ZRANGE', k_stream(h.st), 0, 0)[1]
+    local f = first and load(first)
+    if f and f.s == 'running' and f.le ~= nil and f.le <= now then
+      unlink_running(f)
+      local r = stall(f, now)
+      put_back_after(f.st, f.sq, now)
+      return r
+    end
+  end
   unlink_running(h)
-  return stall(h, now)
+  local r = stall(h, now)
+  if h.st then put_back_after(h.st, h.sq, now) end
+  return r
 end
 
 -- Recovers every expired lease of queue `q` (G2, G6), oldest first.
@@ -364,14 +408,21 @@ local function release_owner(owner, now)
   local ok = k_owner(owner)
   local ids = redis.call('SMEMBERS', ok)
   redis.call('DEL', ok)
-  table.sort(ids)
-  local released = 0
+  -- In enqueue order: the head of a stream run is evicted, the rest put back (G9).
+  local hs = {}
   for _, id in ipairs(ids) do
     local h = load(id)
+    if h then hs[#hs + 1] = h end
+  end
+  table.sort(hs, function(x, y) return x.sq < y.sq end)
+  local released = 0
+  for _, h0 in ipairs(hs) do
+    local h = load(h0.id)
     if h and h.s == 'running' and h.o == owner then
       unlink_running(h)
       stall(h, now)
       released = released + 1
+      if h.st then put_back_after(h.st, h.sq, now) end
     end
   end
   return released

@@ -9,6 +9,7 @@ for i = 2, #ARGV, 2 do
   if not is_current(h, tonumber(ARGV[i + 1])) then
     out[#out + 1] = 0
   else
+    if h.st then put_back_after(h.st, h.sq, now) end
     unlink_running(h)
     h.ma = h.ma + 1
     h.ra = now
