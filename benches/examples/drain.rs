@@ -1,0 +1,186 @@
+//! One measured drain, without criterion: for profiling (`valgrind --tool=callgrind`)
+//! and for the backlog (flatness) figures.
+//!
+//! ```sh
+//! cargo run --release -p tenure-benches --example drain -- <target> <take> <batch> <workers> [backlog]
+//! ```
+//!
+//! `target` is `sqlite`, `sqlite-raw`, `memory`, `memory-raw`, `sqlite-worker` or
+//! `memory-worker` (a `Worker` with a no-op handler and `workers` slots; `batch` is
+//! ignored). The queue is seeded
+//! with `backlog` ready items (default `take`, not timed), then `workers` workers claim
+//! `batch` at a time and complete each batch until `take` items have finished; prints
+//! items/s over that drain. With `backlog` far above `take`, the figure is the cost of
+//! claiming from the top of a large queue.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use tenure_benches::raw::memory::RawMemory;
+use tenure_benches::raw::sqlite as raw;
+use tenure_benches::worker::{drain_worker, WorkerSpec};
+use tenure_benches::{bench_queue, runtime, seed, LEASE};
+use tenure_core::{ClaimParams, CompleteParams, OwnerId, Store, TokenOutcome};
+
+fn usage() -> ! {
+    eprintln!(
+        "usage: drain <sqlite|sqlite-raw|sqlite-worker|memory|memory-raw|memory-worker> <take> <batch> <workers> [backlog]"
+    );
+    std::process::exit(2)
+}
+
+fn arg(args: &[String], i: usize) -> Option<usize> {
+    args.get(i)
+        .map(|a| a.replace('_', "").parse().unwrap_or_else(|_| usage()))
+}
+
+async fn store_drain<S: Store + Clone>(
+    store: S,
+    take: usize,
+    batch: usize,
+    workers: usize,
+) -> (Duration, u64) {
+    let queue = bench_queue().expect("queue");
+    let done = Arc::new(AtomicU64::new(0));
+    let start = Instant::now();
+    let tasks: Vec<_> = (0..workers)
+        .map(|w| {
+            let (store, queue, done) = (store.clone(), queue.clone(), done.clone());
+            tokio::spawn(async move {
+                let owner = OwnerId::new(format!("w{w}")).expect("owner");
+                while done.load(Ordering::Relaxed) < take as u64 {
+                    let leases = store
+                        .claim(ClaimParams::new(
+                            queue.clone(),
+                            owner.clone(),
+                            batch as u32,
+                            LEASE,
+                        ))
+                        .await
+                        .expect("claim");
+                    if leases.is_empty() {
+                        return;
+                    }
+                    let tokens = leases.iter().map(|l| l.token).collect();
+                    let out = store
+                        .complete(CompleteParams::new(tokens))
+                        .await
+                        .expect("complete");
+                    assert!(out.iter().all(|o| *o == TokenOutcome::Accepted));
+                    done.fetch_add(out.len() as u64, Ordering::Relaxed);
+                }
+            })
+        })
+        .collect();
+    for t in tasks {
+        t.await.expect("worker");
+    }
+    (start.elapsed(), done.load(Ordering::Relaxed))
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    let target = args.get(1).cloned().unwrap_or_else(|| usage());
+    let (Some(take), Some(batch), Some(workers)) = (arg(&args, 2), arg(&args, 3), arg(&args, 4))
+    else {
+        usage()
+    };
+    let backlog = arg(&args, 5).unwrap_or(take).max(take);
+    let rt = runtime().expect("runtime");
+    let dir = tempfile::TempDir::new().expect("temp dir");
+    let (elapsed, items) = match target.as_str() {
+        "sqlite" => rt.block_on(async {
+            let store = tenure_sqlite::SqliteStore::open(tenure_sqlite::SqliteConfig::new(
+                dir.path().join("drain.db"),
+            ))
+            .await
+            .expect("open");
+            seed(&store, &bench_queue().expect("queue"), backlog)
+                .await
+                .expect("seed");
+            store_drain(store, take, batch, workers).await
+        }),
+        "memory" => rt.block_on(async {
+            let store = tenure_memory::MemoryStore::default();
+            seed(&store, &bench_queue().expect("queue"), backlog)
+                .await
+                .expect("seed");
+            store_drain(store, take, batch, workers).await
+        }),
+        "sqlite-raw" => {
+            let path = dir.path().join("raw.db");
+            raw::seed(&path, backlog).expect("seed");
+            let done = AtomicU64::new(0);
+            let start = Instant::now();
+            std::thread::scope(|s| {
+                for w in 0..workers {
+                    let (path, done) = (&path, &done);
+                    s.spawn(move || {
+                        let mut conn = raw::connect(path, false).expect("open");
+                        let owner = format!("w{w}");
+                        while done.load(Ordering::Relaxed) < take as u64 {
+                            let c = raw::claim(&mut conn, &owner, batch).expect("claim");
+                            if c.is_empty() {
+                                return;
+                            }
+                            assert_eq!(raw::finalize(&mut conn, &c).expect("finalize"), c.len());
+                            done.fetch_add(c.len() as u64, Ordering::Relaxed);
+                        }
+                    });
+                }
+            });
+            (start.elapsed(), done.load(Ordering::Relaxed))
+        }
+        "memory-raw" => {
+            let q = Arc::new(RawMemory::with_items(backlog));
+            let done = AtomicU64::new(0);
+            let start = Instant::now();
+            std::thread::scope(|s| {
+                for w in 0..workers {
+                    let (q, done) = (&q, &done);
+                    s.spawn(move || {
+                        let owner: Arc<str> = Arc::from(format!("w{w}"));
+                        while done.load(Ordering::Relaxed) < take as u64 {
+                            let c = q.claim(&owner, batch);
+                            if c.is_empty() {
+                                return;
+                            }
+                            assert_eq!(q.finalize(&c), c.len() as u64);
+                            done.fetch_add(c.len() as u64, Ordering::Relaxed);
+                        }
+                    });
+                }
+            });
+            (start.elapsed(), done.load(Ordering::Relaxed))
+        }
+        "sqlite-worker" => rt.block_on(async {
+            let store = tenure_sqlite::SqliteStore::open(tenure_sqlite::SqliteConfig::new(
+                dir.path().join("drain.db"),
+            ))
+            .await
+            .expect("open");
+            let queue = bench_queue().expect("queue");
+            seed(&store, &queue, backlog).await.expect("seed");
+            let run = drain_worker(&store, &WorkerSpec::new(queue, take, workers))
+                .await
+                .expect("worker drain");
+            (run.elapsed, take as u64)
+        }),
+        "memory-worker" => rt.block_on(async {
+            let store = tenure_memory::MemoryStore::default();
+            let queue = bench_queue().expect("queue");
+            seed(&store, &queue, backlog).await.expect("seed");
+            let run = drain_worker(&store, &WorkerSpec::new(queue, take, workers))
+                .await
+                .expect("worker drain");
+            (run.elapsed, take as u64)
+        }),
+        _ => usage(),
+    };
+    println!(
+        "{target} take={take} batch={batch} workers={workers} backlog={backlog}: {:.0} items/s ({:?})",
+        items as f64 / elapsed.as_secs_f64(),
+        elapsed
+    );
+}
