@@ -5,9 +5,9 @@
 //! cargo run --release -p tenure-benches --example drain -- <target> <take> <batch> <workers> [backlog]
 //! ```
 //!
-//! `target` is `sqlite`, `sqlite-raw`, `memory`, `memory-raw`, `sqlite-worker` or
-//! `memory-worker` (a `Worker` with a no-op handler and `workers` slots; `batch` is
-//! ignored). The queue is seeded
+//! `target` is `sqlite`, `sqlite-raw`, `memory`, `memory-raw`, `redis` or `redis-raw`
+//! (Redis at `TENURE_REDIS_URL`, default `redis://127.0.0.1:6379`, under a fresh key
+//! prefix that is left behind). The queue is seeded
 //! with `backlog` ready items (default `take`, not timed), then `workers` workers claim
 //! `batch` at a time and complete each batch until `take` items have finished; prints
 //! items/s over that drain. With `backlog` far above `take`, the figure is the cost of
@@ -18,14 +18,18 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use tenure_benches::raw::memory::RawMemory;
+use tenure_benches::raw::redis::RedisRaw;
 use tenure_benches::raw::sqlite as raw;
-use tenure_benches::worker::{drain_worker, WorkerSpec};
 use tenure_benches::{bench_queue, runtime, seed, LEASE};
 use tenure_core::{ClaimParams, CompleteParams, OwnerId, Store, TokenOutcome};
 
+fn redis_url() -> String {
+    std::env::var("TENURE_REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1:6379".to_owned())
+}
+
 fn usage() -> ! {
     eprintln!(
-        "usage: drain <sqlite|sqlite-raw|sqlite-worker|memory|memory-raw|memory-worker> <take> <batch> <workers> [backlog]"
+        "usage: drain <sqlite|sqlite-raw|memory|memory-raw|redis|redis-raw> <take> <batch> <workers> [backlog]"
     );
     std::process::exit(2)
 }
@@ -132,6 +136,54 @@ fn main() {
             });
             (start.elapsed(), done.load(Ordering::Relaxed))
         }
+        "redis" => rt.block_on(async {
+            let store = tenure_redis::RedisStore::connect(
+                tenure_redis::RedisConfig::new(redis_url())
+                    .prefix(&format!("drain_{}", uuid::Uuid::now_v7().simple()))
+                    .listen(false),
+            )
+            .await
+            .expect("connect");
+            seed(&store, &bench_queue().expect("queue"), backlog)
+                .await
+                .expect("seed");
+            store_drain(store, take, batch, workers).await
+        }),
+        "redis-raw" => rt.block_on(async {
+            let raw = RedisRaw::new(&format!("drain_raw_{}", uuid::Uuid::now_v7().simple()));
+            let client = redis::Client::open(redis_url()).expect("url");
+            let mut admin = client
+                .get_multiplexed_async_connection()
+                .await
+                .expect("connect");
+            raw.seed(&mut admin, backlog).await.expect("seed");
+            let done = Arc::new(AtomicU64::new(0));
+            let start = Instant::now();
+            let mut tasks = Vec::new();
+            for w in 0..workers {
+                let mut conn = client
+                    .get_multiplexed_async_connection()
+                    .await
+                    .expect("connect");
+                let (raw, done) = (raw.clone(), done.clone());
+                tasks.push(tokio::spawn(async move {
+                    let owner = format!("w{w}");
+                    while done.load(Ordering::Relaxed) < take as u64 {
+                        let c = raw.claim(&mut conn, &owner, batch).await.expect("claim");
+                        if c.is_empty() {
+                            return;
+                        }
+                        let f = raw.finalize(&mut conn, &owner, &c).await.expect("finalize");
+                        assert_eq!(f, c.len());
+                        done.fetch_add(c.len() as u64, Ordering::Relaxed);
+                    }
+                }));
+            }
+            for t in tasks {
+                t.await.expect("worker");
+            }
+            (start.elapsed(), done.load(Ordering::Relaxed))
+        }),
         "memory-raw" => {
             let q = Arc::new(RawMemory::with_items(backlog));
             let done = AtomicU64::new(0);
@@ -154,28 +206,6 @@ fn main() {
             });
             (start.elapsed(), done.load(Ordering::Relaxed))
         }
-        "sqlite-worker" => rt.block_on(async {
-            let store = tenure_sqlite::SqliteStore::open(tenure_sqlite::SqliteConfig::new(
-                dir.path().join("drain.db"),
-            ))
-            .await
-            .expect("open");
-            let queue = bench_queue().expect("queue");
-            seed(&store, &queue, backlog).await.expect("seed");
-            let run = drain_worker(&store, &WorkerSpec::new(queue, take, workers))
-                .await
-                .expect("worker drain");
-            (run.elapsed, take as u64)
-        }),
-        "memory-worker" => rt.block_on(async {
-            let store = tenure_memory::MemoryStore::default();
-            let queue = bench_queue().expect("queue");
-            seed(&store, &queue, backlog).await.expect("seed");
-            let run = drain_worker(&store, &WorkerSpec::new(queue, take, workers))
-                .await
-                .expect("worker drain");
-            (run.elapsed, take as u64)
-        }),
         _ => usage(),
     };
     println!(
