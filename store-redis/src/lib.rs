@@ -80,7 +80,7 @@
 //! answers [`Error::Conflict`](tenure_core::Error) having written nothing), because
 //! Redis does not roll back a script that fails halfway.
 //!
-//! # Key layout, and Redis Cluster
+//! # Schema: the key layout, and Redis Cluster
 //!
 //! Every key is `{<prefix>}:<kind>:<name>` (the prefix defaults to `tenure`; set it
 //! with [`RedisConfig::prefix`] or `?tenure_prefix=` in a `tenure::open` URL). The
@@ -176,6 +176,20 @@
 //! library survives a restart like the data. The library's name carries a hash of
 //! its text, so stores of different versions can share a server; a library no
 //! version uses any more stays until `FUNCTION DELETE tenure_<hash>`.
+//!
+//! # Files
+//!
+//! The store crates share one shape, so reading one means reading all:
+//!
+//! | file | holds |
+//! |---|---|
+//! | `lib.rs` | these docs: how the contract is encoded, the schema, durability, errors |
+//! | `config.rs` | [`RedisConfig`] |
+//! | `error.rs` | the driver's errors mapped into [`tenure_core::Error`], in one table |
+//! | `store.rs` | [`RedisStore`] and its `Store` impl, the operations in contract order |
+//! | `scripts.rs`, `scripts/*.lua` | the schema: the function library, one function per operation, with `lib.lua` spelling out the key layout and the item hash |
+//! | `rows.rs` | decoding the functions' answers into the model |
+//! | `listen.rs` | the pub/sub wake-ups |
 #![deny(missing_docs)]
 
 mod config;

@@ -1,4 +1,5 @@
-//! [`RedisStore`]: the [`Store`] contract on Redis, one script per operation.
+//! [`RedisStore`]: the [`Store`] contract on Redis, one library function per operation,
+//! in contract order.
 
 use std::fmt;
 use std::sync::atomic::{AtomicUsize, Ordering};
