@@ -50,6 +50,21 @@
 //! Stream and scope keys are global, as the contract states them: a stream spans
 //! queues, and one running item of a scope blocks that scope in every queue. Dedup keys
 //! are per queue.
+//!
+//! # Files
+//!
+//! The store crates share one shape (crate docs, config, errors, the `Store` impl, the
+//! schema), so reading one means reading all. Here:
+//!
+//! | file | holds |
+//! |---|---|
+//! | `lib.rs` | these docs, [`MemoryStore`] and its `Store` impl; the configuration is its constructors' arguments (a clock, the [`Limits`]) |
+//! | `state.rs` | the schema: the data and its indexes, and every operation as a synchronous function on them |
+//! | `state/operate.rs` | the operator's operations on the same data |
+//! | `tests.rs` | tests that read the internals |
+//!
+//! There is no `error.rs`: with no backend, every error is one of
+//! [`tenure_core::Error`]'s own.
 #![deny(missing_docs)]
 
 mod state;
