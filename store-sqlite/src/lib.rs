@@ -227,6 +227,21 @@
 //! Under the worker runtime, a handler takes the finalize over with
 //! [`Job::take_finalize`](tenure_core::runtime::Job::take_finalize), so the runtime
 //! does not complete that attempt a second time; the `outbox` example shows it.
+//!
+//! # Files
+//!
+//! The store crates share one shape (crate docs, config, errors, the `Store` impl, the
+//! schema), so reading one means reading all. Here:
+//!
+//! | file | holds |
+//! |---|---|
+//! | `lib.rs` | these docs, [`SqliteStore`] and its `Store` impl |
+//! | `config.rs` | [`SqliteConfig`] |
+//! | `error.rs` | rusqlite's errors mapped into [`tenure_core::Error`] |
+//! | `ops.rs`, `ops/operate.rs` | every operation as SQL on one connection, and the operator's operations |
+//! | `tx.rs` | the operations that run inside the application's own transaction |
+//! | `schema.rs` | the schema, its version, and opening a connection onto it |
+//! | `writer.rs` | the writer thread each open store feeds |
 #![deny(missing_docs)]
 
 mod config;
