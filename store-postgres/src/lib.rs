@@ -260,6 +260,22 @@
 //! `verify-full` against its own certificate (`SHOW ssl_cert_file`) as the root, and
 //! check `pg_stat_ssl`; `verify-full` to a name the certificate lacks answers
 //! [`Error::Config`](tenure_core::Error::Config).
+//!
+//! # Files
+//!
+//! The store crates share one shape (crate docs, config, errors, the `Store` impl, the
+//! schema), so reading one means reading all. Here:
+//!
+//! | file | holds |
+//! |---|---|
+//! | `lib.rs` | these docs |
+//! | `config.rs` | [`PgConfig`] |
+//! | `connect.rs` | what is checked before the store runs anything |
+//! | `error.rs` | sqlx's errors mapped into [`tenure_core::Error`] |
+//! | `store.rs`, `store/operate.rs` | [`PgStore`] and its `Store` impl, and the operator's operations |
+//! | `sql.rs`, `migrate.rs`, `migrations/` | the schema: every statement, and the migrations that create the tables |
+//! | `rows.rs` | decoding rows into the model |
+//! | `listen.rs` | the LISTEN/NOTIFY wake-ups |
 #![deny(missing_docs)]
 
 mod config;
