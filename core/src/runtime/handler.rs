@@ -142,7 +142,7 @@ impl Job {
     /// ```no_run
     /// # use tenure_core::runtime::{Job, JobError};
     /// # use tenure_core::{CompleteParams, TokenOutcome};
-    /// # fn complete_in_my_tx(_: CompleteParams) -> Result<TokenOutcome, JobError> { unimplemented!() }
+    /// # fn complete_in_my_tx(_: CompleteParams) -> Result<TokenOutcome, JobError> { Ok(TokenOutcome::Accepted) }
     /// async fn handle(job: Job) -> Result<(), JobError> {
     ///     let token = job.take_finalize();
     ///     // BEGIN; business write; complete_in_tx(&tx, [token]); then:
