@@ -268,11 +268,14 @@ impl<'a> Running<'a> {
         }
     }
 
-    /// Takes the handler out of the exported gauge and records its run time.
+    /// Takes the handler out of the exported gauge and records its run time, in the
+    /// handler histogram and in the prefetch's moving average, from one clock reading.
     fn exported_end(&self) {
+        let took = self.started.elapsed();
         let handles = self.shared.export.at(self.queue);
         handles.in_flight.decrement(1.0);
-        handles.handler.record(self.started.elapsed().as_secs_f64());
+        handles.handler.record(took.as_secs_f64());
+        self.shared.record_run(took);
     }
 
     /// Marks the handler ended in its entry, which the caller holds locked.
