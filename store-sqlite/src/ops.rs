@@ -755,6 +755,44 @@ pub(crate) fn claim(cx: &Cx<'_>, params: &ClaimParams) -> OpResult<Vec<Lease>> {
     Ok(leases)
 }
 
+/// [`Store::renew`](tenure_core::Store::renew); mirrors [`machine::renew`]: the fenced
+/// row is read, the cap checked, and the new expiry written by seq.
+pub(crate) fn renew(cx: &Cx<'_>, params: &RenewParams) -> OpResult<Vec<RenewOutcome>> {
+    let conn = cx.conn;
+    let now = cx.now.as_micros();
+    let expires = (cx.now + params.lease_for).as_micros();
+    let mut find = conn.prepare_cached(
+        "SELECT seq, renewals, max_renewals FROM tenure_items
+         WHERE id = ?1 AND state = 'running' AND attempt = ?2",
+    )?;
+    let mut extend = conn.prepare_cached(
+        "UPDATE tenure_items SET lease_expires_at = ?2, renewals = ?3, updated_at = ?4
+         WHERE seq = ?1",
+    )?;
+    let mut out = Vec::with_capacity(params.tokens.len());
+    for t in &params.tokens {
+        let row: Option<(i64, i64, i64)> = find
+            .query_row(params![&t.id.as_bytes()[..], t.attempt], |r| {
+                Ok((r.get(0)?, r.get(1)?, r.get(2)?))
+            })
+            .optional()?;
+        out.push(match row {
+            None => RenewOutcome::LeaseLost,
+            Some((_, renewals, limit)) if renewals >= limit => RenewOutcome::LimitReached {
+                limit: to_u32(limit, "max_renewals")?,
+            },
+            Some((seq, renewals, _)) => {
+                extend.execute(params![seq, expires, renewals + 1, now])?;
+                RenewOutcome::Renewed {
+                    expires_at: Timestamp::from_micros(expires),
+                    renewals: to_u32(renewals + 1, "renewals")?,
+                }
+            }
+        });
+    }
+    Ok(out)
+}
+
 // ---------------------------------------------------------------------------------
 // finalize
 
@@ -812,40 +850,22 @@ pub(crate) fn complete(cx: &Cx<'_>, params: &CompleteParams) -> OpResult<Vec<Tok
     Ok(out)
 }
 
-/// [`Store::renew`](tenure_core::Store::renew); mirrors [`machine::renew`]: the fenced
-/// row is read, the cap checked, and the new expiry written by seq.
-pub(crate) fn renew(cx: &Cx<'_>, params: &RenewParams) -> OpResult<Vec<RenewOutcome>> {
-    let conn = cx.conn;
-    let now = cx.now.as_micros();
-    let expires = (cx.now + params.lease_for).as_micros();
-    let mut find = conn.prepare_cached(
-        "SELECT seq, renewals, max_renewals FROM tenure_items
-         WHERE id = ?1 AND state = 'running' AND attempt = ?2",
-    )?;
-    let mut extend = conn.prepare_cached(
-        "UPDATE tenure_items SET lease_expires_at = ?2, renewals = ?3, updated_at = ?4
-         WHERE seq = ?1",
-    )?;
-    let mut out = Vec::with_capacity(params.tokens.len());
-    for t in &params.tokens {
-        let row: Option<(i64, i64, i64)> = find
-            .query_row(params![&t.id.as_bytes()[..], t.attempt], |r| {
-                Ok((r.get(0)?, r.get(1)?, r.get(2)?))
-            })
-            .optional()?;
-        out.push(match row {
-            None => RenewOutcome::LeaseLost,
-            Some((_, renewals, limit)) if renewals >= limit => RenewOutcome::LimitReached {
-                limit: to_u32(limit, "max_renewals")?,
-            },
-            Some((seq, renewals, _)) => {
-                extend.execute(params![seq, expires, renewals + 1, now])?;
-                RenewOutcome::Renewed {
-                    expires_at: Timestamp::from_micros(expires),
-                    renewals: to_u32(renewals + 1, "renewals")?,
-                }
+/// [`Store::fail`](tenure_core::Store::fail); applies [`machine::fail`] itself.
+pub(crate) fn fail(cx: &Cx<'_>, params: &FailParams) -> OpResult<Vec<FailOutcome>> {
+    let mut out = Vec::with_capacity(params.failures.len());
+    for f in &params.failures {
+        let Some((seq, mut item)) = load_lean_by_id(cx.conn, f.token.id)? else {
+            out.push(FailOutcome::LeaseLost);
+            continue;
+        };
+        let outcome = machine::fail(&mut item, f, cx.now);
+        if outcome != FailOutcome::LeaseLost {
+            store_item(cx.conn, seq, &item)?;
+            if let Some(stream) = &item.stream {
+                put_back_after(cx, stream.as_str(), seq)?;
             }
-        });
+        }
+        out.push(outcome);
     }
     Ok(out)
 }
@@ -875,26 +895,6 @@ pub(crate) fn release(cx: &Cx<'_>, params: &ReleaseParams) -> OpResult<Vec<Token
             }
             None => TokenOutcome::LeaseLost,
         });
-    }
-    Ok(out)
-}
-
-/// [`Store::fail`](tenure_core::Store::fail); applies [`machine::fail`] itself.
-pub(crate) fn fail(cx: &Cx<'_>, params: &FailParams) -> OpResult<Vec<FailOutcome>> {
-    let mut out = Vec::with_capacity(params.failures.len());
-    for f in &params.failures {
-        let Some((seq, mut item)) = load_lean_by_id(cx.conn, f.token.id)? else {
-            out.push(FailOutcome::LeaseLost);
-            continue;
-        };
-        let outcome = machine::fail(&mut item, f, cx.now);
-        if outcome != FailOutcome::LeaseLost {
-            store_item(cx.conn, seq, &item)?;
-            if let Some(stream) = &item.stream {
-                put_back_after(cx, stream.as_str(), seq)?;
-            }
-        }
-        out.push(outcome);
     }
     Ok(out)
 }
