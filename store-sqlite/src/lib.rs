@@ -82,16 +82,23 @@
 //! 2.5k to 5.6k and 3.3k to 7.0k items/s, and one worker at 100 per claim from 51k to
 //! 81k and 69k to 100k items/s. At 100 items per claim the store
 //! runs at about half the raw loop (79k against 143k items/s with one worker): its
-//! items carry five partial indexes (ready, running scope, expiry, stream, done) and a
-//! unique id, where the raw table has one index.
+//! items carry six partial indexes (ready, running scope, expiry, stream, done, and
+//! since version 4 the listing index) and a unique id, where the raw table has one
+//! index.
 //!
 //! Those figures predate the inline path of the hot calls (above). Counted with
 //! callgrind on one worker (`benches/examples/drain.rs`), a claimed and completed item
-//! now costs 117k instructions at one item per claim against 112k for the raw loop
+//! now costs 126k instructions at one item per claim against 111k for the raw loop
 //! (223k before the inline path, prepared transaction statements, per-row writes and
-//! the v3 state check), and 45k against 21k at 100 per claim (88k before): what is
-//! left at 100 per claim is the indexes, each claimed row moving from the ready index
-//! to the expiry index and each completed one leaving the id and expiry indexes.
+//! the v3 state check; 141k with version 4's listing index over running rows), and
+//! 47k against 21k at 100 per claim (88k before; 58k with version 4's index, 50k
+//! before the claim wrote its rows a chunk per statement). What is left is the
+//! indexes: each claimed row leaves the ready and listing indexes and enters the
+//! expiry index, each completed one leaves the id and expiry indexes. At one item
+//! per claim that is also where the time goes outside the instruction count: a
+//! transaction writes one log frame per page it changed, about 7 pages per item
+//! against 3 for the raw table (`strace -c`: 14.7 against 6.3 `pwrite` calls per
+//! item), and those writes, not the instructions, are most of the gap there.
 //!
 //! Peers, meaning other processes or a second `open` of the same path, each have their
 //! own writer and meet at SQLite's lock: a transaction waits up to
