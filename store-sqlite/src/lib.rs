@@ -263,6 +263,9 @@ mod writer;
 use std::sync::Arc;
 
 use tenure_core::{Result, WakeSignal};
+// The crate docs name these.
+#[cfg(doc)]
+use tenure_core::{Error, Store, TokenOutcome};
 
 pub use config::{SqliteConfig, Synchronous, DEFAULT_BUSY_RETRIES, DEFAULT_BUSY_TIMEOUT};
 
