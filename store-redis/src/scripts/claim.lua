@@ -1,7 +1,7 @@
 -- Store::claim. ARGV: now, owner, limit, the lease's expiry (now + lease, µs),
 -- partitions (0: not partitioned), queue count, queues..., the most items of one
 -- stream run. Recovers the queues' expired leases and moves their due scheduled
--- candidates first when their `due` bound says there may be some (G2, G6, G7), then
+-- candidates first when their due bound says there may be some (G2, G6, G7), then
 -- takes candidates by (priority, run_at, seq) across the queues (G8). Every entry of
 -- a `ready` zset is claimable (G9, G10 are kept by the write path), so a claim of B
 -- items reads about B entries. Answers each claimed item, in claim order, as it was
@@ -26,9 +26,9 @@
 -- queue). The same steps as the general path below, without its tables of queues.
 if ARGV[5] == '0' and ARGV[6] == '1' and tonumber(ARGV[8] or '1') <= 1 then
   local q = ARGV[7]
-  local due, rewrite = catch_up(q, tonumber(ARGV[1]))
+  local due, rewrite, paused = catch_up(q, tonumber(ARGV[1]))
   local out = {}
-  if redis.call('HEXISTS', K_PAUSED, q) == 0 then
+  if paused ~= '1' then
     local expires_n = ARGV[4]
     local claimed = ' 0 ' .. ARGV[1]
     local lease_field = ARGV[2] .. ' ' .. expires_n
@@ -55,14 +55,13 @@ if ARGV[5] == '0' and ARGV[6] == '1' and tonumber(ARGV[8] or '1') <= 1 then
     end
     if #ids > 0 then
       redis.call('ZADD', k_run(q), unpack(run))
-      redis.call('HINCRBY', k_count(q), 'ready', -#ids)
       redis.call('ZREM', k_readyat(q), unpack(ids))
       redis.call('SADD', k_owner(ARGV[2]), unpack(ids))
       local expires = tonumber(expires_n)
       if expires < due then due, rewrite = expires, true end
     end
   end
-  if rewrite then redis.call('HSET', k_count(q), 'due', N(due)) end
+  if rewrite then write_due(q, due, paused) end
   return out
 end
 
@@ -84,13 +83,14 @@ if partitions > 0 then
   if not rank then return redis.error_reply('NOTFOUND ' .. owner) end
   live = redis.call('ZCARD', K_INST_IDS)
 end
--- Per queue, its `due` bound and whether it is to be written (lib.lua's catch_up).
-local dues, rewrite = {}, {}
-for _, q in ipairs(queues) do dues[q], rewrite[q] = catch_up(q, now) end
+-- Per queue, its due bound, whether it is to be written and its pause flag (lib.lua's
+-- catch_up).
+local dues, rewrite, paused = {}, {}, {}
+for _, q in ipairs(queues) do dues[q], rewrite[q], paused[q] = catch_up(q, now) end
 -- A paused queue's items are not claimed; its expired leases were recovered above.
 local open = {}
 for _, q in ipairs(queues) do
-  if redis.call('HEXISTS', K_PAUSED, q) == 0 then open[#open + 1] = q end
+  if paused[q] ~= '1' then open[#open + 1] = q end
 end
 queues = open
 nq = #queues
@@ -249,7 +249,6 @@ else
 end
 for q, run in pairs(taken) do
   redis.call('ZADD', k_run(q), unpack(run))
-  redis.call('HINCRBY', k_count(q), 'ready', -(#run / 2))
   local ids = {}
   for i = 2, #run, 2 do ids[#ids + 1] = run[i] end
   redis.call('ZREM', k_readyat(q), unpack(ids))
@@ -259,7 +258,7 @@ for q, run in pairs(taken) do
   end
 end
 for q, due in pairs(dues) do
-  if rewrite[q] then redis.call('HSET', k_count(q), 'due', N(due)) end
+  if rewrite[q] then write_due(q, due, paused[q]) end
 end
 if #owned > 0 then redis.call('SADD', k_owner(owner), unpack(owned)) end
 return out
