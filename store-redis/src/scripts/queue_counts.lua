@@ -1,5 +1,5 @@
 -- Store::queue_counts. ARGV: now, queue. Answers {ready and due, scheduled, running,
--- dead, done}, from counters and index sizes; nothing is scanned. A ready item is
+-- dead, done}, from index sizes; nothing is scanned. A ready item is
 -- scheduled when its run_at is after `now`: such items are the scheduled candidates
 -- and the items held behind a stream head, both sorted sets by run_at.
 local now = tonumber(ARGV[1])
