@@ -623,7 +623,9 @@ mod g14_partitioned {
     }
 
     /// The partitioned claim's pick scans `items_claim` too, whether or not the plan
-    /// is generic, after most rows finished.
+    /// is generic, after most rows finished. 2,500 streams of two items: enough rows
+    /// in `streams` that a lookup by key beats reading the whole table (finishes no
+    /// longer write a stream's row, so the table is as small as its streams).
     #[tokio::test]
     async fn the_partitioned_pick_scans_the_ready_index() {
         let Some((store, mut admin, schema, clock)) = open(false).await else {
@@ -635,7 +637,7 @@ mod g14_partitioned {
             .map(|i| {
                 let it = NewItem::new(q("q"), b"x".to_vec());
                 if i % 2 == 0 {
-                    it.stream(StreamKey::new(format!("s{}", i % 500)).unwrap())
+                    it.stream(StreamKey::new(format!("s{}", i % 5_000)).unwrap())
                 } else {
                     it
                 }
