@@ -39,13 +39,15 @@ BEGIN
         WHERE i.id = ANY(ARRAY(SELECT nx.nid FROM nx WHERE nx.nid IS NOT NULL))
         RETURNING i.stream
     )
-    SELECT array_agg(nx.stream) INTO v_left FROM nx
+    SELECT array_agg(nx.stream ORDER BY nx.stream) INTO v_left FROM nx
     WHERE NOT EXISTS (SELECT 1 FROM pr WHERE pr.stream = nx.stream);
     IF v_left IS NULL THEN
         RETURN;
     END IF;
-    PERFORM 1 FROM __SCHEMA__.streams st
-    WHERE st.stream = ANY(v_left) ORDER BY st.stream FOR UPDATE;
+    -- One lookup by key per stream, in the array's (sorted) order.
+    PERFORM 1 FROM unnest(v_left) AS u(stream)
+    CROSS JOIN LATERAL (SELECT 1 FROM __SCHEMA__.streams st WHERE st.stream = u.stream
+                        FOR UPDATE) l;
     LOOP
         WITH nx AS MATERIALIZED (
             SELECT s.stream, (SELECT b.id FROM __SCHEMA__.items b
@@ -57,10 +59,10 @@ BEGIN
             WHERE i.id = ANY(ARRAY(SELECT nx.nid FROM nx WHERE nx.nid IS NOT NULL))
             RETURNING i.stream
         ), emptied AS (
-            UPDATE __SCHEMA__.streams st SET pending = 0
-            WHERE st.stream = ANY(ARRAY(SELECT nx.stream FROM nx WHERE nx.nid IS NULL))
+            UPDATE __SCHEMA__.streams st SET pending = 0 FROM nx
+            WHERE st.stream = nx.stream AND nx.nid IS NULL
         )
-        SELECT array_agg(nx.stream) INTO v_left FROM nx
+        SELECT array_agg(nx.stream ORDER BY nx.stream) INTO v_left FROM nx
         WHERE nx.nid IS NOT NULL AND NOT EXISTS (SELECT 1 FROM pr WHERE pr.stream = nx.stream);
         EXIT WHEN v_left IS NULL;
     END LOOP;
