@@ -32,6 +32,7 @@ pub(crate) fn cases<H: Harness>() -> Vec<Case<H>> {
         a_run_stops_at_an_item_that_is_not_due_or_not_in_the_claimed_queues,
         a_run_stops_at_an_item_whose_scope_is_busy,
         a_run_counts_towards_the_claim_limit,
+        completing_a_run_out_of_order_holds_the_stream_until_its_head_completes,
         a_failed_item_of_a_run_puts_every_later_item_back_untouched,
         a_released_item_of_a_run_puts_every_later_item_back_untouched,
         an_expired_run_is_recovered_from_its_head_without_stalls_behind_it,
@@ -272,6 +273,45 @@ async fn a_run_counts_towards_the_claim_limit<H: Harness>(env: Env<'_, H>) -> Ca
         ids_of(&got),
         ids5[..2].to_vec(),
         "a claim with limit 2 and runs of 5 (two leases)",
+    )?;
+    pass()
+}
+
+async fn completing_a_run_out_of_order_holds_the_stream_until_its_head_completes<H: Harness>(
+    env: Env<'_, H>,
+) -> CaseResult {
+    let (q, ids) = one_stream(&env, 4).await?;
+    let w = owner("w1")?;
+    let run = rclaim(env.store(), &q, &w, 10, 3).await?;
+    ensure_eq(
+        ids_of(&run),
+        ids[..3].to_vec(),
+        "a claim with runs of 3 from a stream of four",
+    )?;
+    for l in [&run[2], &run[1]] {
+        ensure_eq(
+            complete(env.store(), l.token).await?,
+            TokenOutcome::Accepted,
+            "a complete of an item behind the run's head, the later one first",
+        )?;
+    }
+    let none = rclaim(env.store(), &q, &w, 10, 3).await?;
+    ensure(
+        none.is_empty(),
+        "a claim while the run's head still runs to find nothing, though the items behind \
+         it completed (G9)",
+        tokens(&none),
+    )?;
+    ensure_eq(
+        complete(env.store(), run[0].token).await?,
+        TokenOutcome::Accepted,
+        "the complete of the run's head, last",
+    )?;
+    let rest = rclaim(env.store(), &q, &w, 10, 3).await?;
+    ensure_eq(
+        ids_of(&rest),
+        vec![ids[3]],
+        "the claim once the head completed (the stream's fourth item, alone)",
     )?;
     pass()
 }

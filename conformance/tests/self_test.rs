@@ -143,6 +143,10 @@ enum Flaw {
     /// Counts a stall on every item of an expired or evicted run, not only on its head,
     /// as a store recovering each item on its own would (G9).
     StallsTheRunBehindItsHead,
+    /// Lets the stream's next item be claimed once the items behind a run's head
+    /// complete, while the head still runs, as a store promoting a new head on every
+    /// complete would (G9).
+    FreesTheStreamBehindARunningHead,
     /// Drops the pin of an enqueue (G14).
     IgnoresEnqueuePins,
     /// Lists from the start whatever cursor it is given (breaks paging).
@@ -177,6 +181,8 @@ struct Hidden {
     tails: Vec<Lease>,
     /// Tail leases shown as still running after an earlier item of their run left.
     kept: HashMap<ItemId, Lease>,
+    /// Every lease of a run of two or more, in claim order.
+    runs: Vec<Lease>,
     /// Stalls shown on top of the real ones.
     extra_stalls: HashMap<ItemId, u32>,
     local_pauses: HashSet<QueueName>,
@@ -273,6 +279,43 @@ impl Flawed {
         if self.flaw == Flaw::BatchAnswersInIdOrder {
             batch.sort_by_key(|t| id(t));
         }
+    }
+
+    /// For [`Flaw::FreesTheStreamBehindARunningHead`]: before an item behind its
+    /// run's head completes, the earlier items of its run that still run are completed
+    /// underneath (so the stream moves on) and kept, shown as still running.
+    async fn free_the_stream_behind(&self, tokens: &[LeaseToken]) -> Result<()> {
+        if self.flaw != Flaw::FreesTheStreamBehindARunningHead {
+            return Ok(());
+        }
+        for t in tokens {
+            let earlier: Vec<Lease> = {
+                let hidden = self.hidden();
+                let Some(at) = hidden.runs.iter().position(|l| l.token == *t) else {
+                    continue;
+                };
+                let stream = hidden.runs[at].item.stream.clone();
+                hidden.runs[..at]
+                    .iter()
+                    .filter(|l| l.item.stream == stream && !hidden.kept.contains_key(&l.token.id))
+                    .cloned()
+                    .collect()
+            };
+            for l in earlier {
+                let live = self
+                    .inner
+                    .item_get(l.token.id)
+                    .await?
+                    .is_some_and(|i| i.state == ItemState::Running && i.token() == l.token);
+                if live {
+                    self.inner
+                        .complete(CompleteParams::new(vec![l.token]))
+                        .await?;
+                    self.hidden().kept.insert(l.token.id, l);
+                }
+            }
+        }
+        Ok(())
     }
 
     /// For [`Flaw::StallsTheRunBehindItsHead`]: every tail put back by recovery or
@@ -476,6 +519,18 @@ impl Store for Flawed {
                 }
             }
         }
+        if self.flaw == Flaw::FreesTheStreamBehindARunningHead {
+            let mut hidden = self.hidden();
+            for (j, l) in leases.iter().enumerate() {
+                let same = |k: Option<usize>| {
+                    k.and_then(|k| leases.get(k))
+                        .is_some_and(|o| l.item.stream.is_some() && o.item.stream == l.item.stream)
+                };
+                if same(j.checked_sub(1)) || same(Some(j + 1)) {
+                    hidden.runs.push(l.clone());
+                }
+            }
+        }
         for lease in &mut leases {
             self.restore(&mut lease.item);
         }
@@ -503,7 +558,11 @@ impl Store for Flawed {
                 }
             }
         }
-        if self.flaw == Flaw::LeavesTheRunRunning {
+        self.free_the_stream_behind(&params.tokens).await?;
+        if matches!(
+            self.flaw,
+            Flaw::LeavesTheRunRunning | Flaw::FreesTheStreamBehindARunningHead
+        ) {
             let mut out = Vec::new();
             for t in params.tokens {
                 let kept = self.hidden().kept.remove(&t.id);
@@ -1096,6 +1155,16 @@ mod broken_wrappers {
             Flaw::RunsWithoutTheCapability,
             "g09_stream_fifo",
             "stream_runs_are_served_only_by_stores_that_declare_them",
+        )
+        .await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn freeing_the_stream_behind_a_running_head_fails_g09() {
+        must_fail(
+            Flaw::FreesTheStreamBehindARunningHead,
+            "g09_stream_fifo",
+            "completing_a_run_out_of_order_holds_the_stream_until_its_head_completes",
         )
         .await;
     }

@@ -33,12 +33,17 @@
 //!   the statement checks for expired leases of the claimed queues; when there are
 //!   some, the store recovers them first (G2, G6) and runs the claim again.
 //! - **Stream FIFO** (G9) is a `head` flag kept in the write path: an enqueue locks
-//!   its stream's row in `<schema>.streams` (a count of unfinished items) and marks the
-//!   item head only when the stream had none; a complete or discard of a head lowers
-//!   the count and promotes the next waiting item in the same transaction, in a
-//!   statement of its own (a fresh snapshot under READ COMMITTED) so that it sees
-//!   every enqueue that committed while it waited for the stream row. Retries, releases and expired leases leave the head
-//!   where it is, so a waiting, running or dead head blocks its stream.
+//!   its stream's row in `<schema>.streams` and marks the item head only when the
+//!   row's `pending` says the stream had no unfinished item (0; otherwise at least
+//!   their number). A complete, discard or cancel of a head promotes the stream's
+//!   next waiting item in the same transaction, in statements of their own
+//!   (`tenure_promote`, migration 5), without touching the stream's row; only a
+//!   finish that finds no waiting item locks the row (so every enqueue that held it
+//!   has committed), looks again in a fresh snapshot under READ COMMITTED and, with
+//!   still nothing waiting, sets `pending` to 0. A finish of an item behind its head
+//!   (the rest of a stream run) promotes nothing. Retries, releases and expired
+//!   leases leave the head where it is, so a waiting, running or dead head blocks its
+//!   stream.
 //! - **Scope exclusivity** (G10) is the partial unique index `items_scope_running
 //!   (scope) WHERE state = 'running'`. The claim passes over a scope with a running
 //!   item (and takes only the first eligible item of each scope per batch); a
@@ -49,9 +54,9 @@
 //!   statement over the whole batch, joined to `unnest($ids, $attempts)` and fenced on
 //!   `(id, attempt)` and `state = 'running'`; tokens not returned answer lease lost.
 //!   Finished rows are deleted unless [`PgConfig::keep_done`] is set. `complete`
-//!   calls the function `tenure_complete` (migration 2): it finishes the rows, and
-//!   for stream heads locks their stream rows and promotes the next items in
-//!   statements of their own, all in one round trip.
+//!   calls the function `tenure_complete` (migration 5): it finishes the rows and
+//!   promotes the next items of the streams whose heads it finished, in statements
+//!   of their own, all in one round trip.
 //! - **Dedup keys** (G11) live in `<schema>.dedup_keys` with their own expiry, purged
 //!   by [`purge`](tenure_core::Store::purge).
 //! - **Partitioned claiming** (G14, declared in
@@ -108,8 +113,8 @@
 //! holds until the commit because the finished rows stay row-locked until then, and
 //! recovery and claims pass over locked rows (`SKIP LOCKED`). Keep such transactions
 //! short: a renewal of a finished lease waits for the commit (with the other leases of
-//! its batch), and for a stream head they also hold the stream's row, so an enqueue to
-//! that stream waits for the commit.
+//! its batch), and for the last unfinished item of a stream they also hold the
+//! stream's row, so an enqueue to that stream waits for the commit.
 //!
 //! Under the worker runtime, a handler takes the finalize over with
 //! [`Job::take_finalize`](tenure_core::runtime::Job::take_finalize), so the runtime

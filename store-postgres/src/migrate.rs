@@ -44,6 +44,11 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
         name: "operators: the listing index and paused queues",
         sql: include_str!("../migrations/0004_operate.sql"),
     },
+    Migration {
+        version: 5,
+        name: "stream heads: a finish writes its stream's row only when it empties it",
+        sql: include_str!("../migrations/0005_stream_heads.sql"),
+    },
 ];
 
 /// The newest version this code knows.

@@ -233,8 +233,9 @@ impl Sql {
                      ON d.queue = t.queue AND d.key = t.key"
             ),
             // G9: count the new items of each stream and lock its row (streams sorted).
-            // `pending` is read from the latest row version even after a lock wait, so
-            // `pending - added == 0` means the stream had no unfinished item.
+            // `pending` is 0 for a stream with no unfinished item and more otherwise
+            // (migration 0005); it is read from the latest row version even after a
+            // lock wait, so `pending - added == 0` means the stream had none.
             stream_reserve: format!(
                 "INSERT INTO {s}.streams AS st (stream, pending) \
                  SELECT t.stream, t.added FROM unnest($1::text[], $2::int8[]) \
@@ -361,34 +362,24 @@ impl Sql {
                  FROM cur LEFT JOIN upd ON upd.id = cur.id"
             ),
             // machine::complete, fenced, in one round trip: the function (migration
-            // 0002) finishes the rows, then, for stream heads, lowers their streams'
-            // counts and promotes the next items in statements of their own.
+            // 0005) finishes the rows, then promotes the next item of each stream whose
+            // head it finished (`tenure_promote`, statements of its own).
             // $1 now, $2 ids, $3 attempts, $4 keep done rows.
             complete: format!(
                 "SELECT c FROM {s}.tenure_complete($1, $2::uuid[], $3::int4[], $4) AS c"
             ),
             // machine::discard: dead items are deleted, followed in the same transaction
-            // by `promote`. $1 now (unused), $2 ids.
-            discard: finish(
-                s,
-                &format!(
-                    "DELETE FROM {s}.items i WHERE i.id = ANY($2::uuid[]) AND i.state = 'dead' \
-                         AND $1::int8 IS NOT NULL \
-                     RETURNING i.id, i.stream"
-                ),
+            // by `promote` for the streams whose head was among them (answered as the
+            // second column). $1 now (unused), $2 ids.
+            discard: format!(
+                "DELETE FROM {s}.items i WHERE i.id = ANY($2::uuid[]) AND i.state = 'dead' \
+                     AND $1::int8 IS NOT NULL \
+                 RETURNING i.id, CASE WHEN i.head THEN i.stream END"
             ),
-            // G9: the next waiting item of each stream becomes its head. Runs as its own
-            // statement after the finish, so its snapshot sees every enqueue that
-            // committed while the stream rows were locked.
-            promote: format!(
-                "UPDATE {s}.items i SET head = true \
-                 WHERE i.id = ANY(ARRAY( \
-                     SELECT (SELECT b.id FROM {s}.items b \
-                             WHERE b.stream = t.stream AND NOT b.head \
-                             ORDER BY b.seq LIMIT 1) \
-                     FROM unnest($1::text[]) AS t(stream))) \
-                     AND NOT i.head"
-            ),
+            // G9: the next waiting item of each stream (streams whose head this
+            // transaction finished) becomes its head, or the stream's row is set empty
+            // (migration 0005). Runs after the finish, in statements of its own.
+            promote: format!("SELECT {s}.tenure_promote($1::text[])"),
             // machine::fail, fenced. $4 is the retry time, NULL for a permanent failure.
             // $1 now, $2 ids, $3 attempts, $4 retry run_at, $5 errors.
             // G9: with the put-back rule for the items of a run behind a failed one.
@@ -642,24 +633,5 @@ fn pin(s: &str) -> String {
                       OR NOT EXISTS (SELECT 1 FROM {s}.instances n \
                           WHERE n.id = st.pinned_to)) \
          )"
-    )
-}
-
-/// A discard of `fin`'s rows that also lowers the `pending` count
-/// of their streams, locking the stream rows in sorted order so that it never
-/// deadlocks with an enqueue (which locks them sorted too). Returns `id, stream`.
-fn finish(s: &str, fin: &str) -> String {
-    format!(
-        "WITH fin AS ({fin}), \
-         cnt AS (SELECT stream, count(*) AS n FROM fin WHERE stream IS NOT NULL GROUP BY stream), \
-         l AS MATERIALIZED ( \
-             SELECT st.stream FROM {s}.streams st WHERE st.stream IN (SELECT stream FROM cnt) \
-             ORDER BY st.stream FOR UPDATE \
-         ), dec AS ( \
-             UPDATE {s}.streams st SET pending = st.pending - cnt.n FROM cnt JOIN l \
-                 ON l.stream = cnt.stream \
-             WHERE st.stream = cnt.stream RETURNING st.stream \
-         ) \
-         SELECT fin.id, fin.stream FROM fin"
     )
 }

@@ -868,8 +868,9 @@ impl PgStore {
             .collect())
     }
 
-    /// Finishes `fin`'s rows with their streams in one transaction: the finish with
-    /// sorted stream locks, then the promote in a fresh snapshot (G9).
+    /// Finishes rows with their streams in one transaction: `sql` deletes them and
+    /// answers each one's id and, for a stream head, its stream; then the promote of
+    /// those streams, in statements of its own (G9).
     async fn finish_with_streams(
         &self,
         sql: &str,

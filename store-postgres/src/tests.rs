@@ -623,7 +623,9 @@ mod g14_partitioned {
     }
 
     /// The partitioned claim's pick scans `items_claim` too, whether or not the plan
-    /// is generic, after most rows finished.
+    /// is generic, after most rows finished. 2,500 streams of two items: enough rows
+    /// in `streams` that a lookup by key beats reading the whole table (finishes no
+    /// longer write a stream's row, so the table is as small as its streams).
     #[tokio::test]
     async fn the_partitioned_pick_scans_the_ready_index() {
         let Some((store, mut admin, schema, clock)) = open(false).await else {
@@ -635,7 +637,7 @@ mod g14_partitioned {
             .map(|i| {
                 let it = NewItem::new(q("q"), b"x".to_vec());
                 if i % 2 == 0 {
-                    it.stream(StreamKey::new(format!("s{}", i % 500)).unwrap())
+                    it.stream(StreamKey::new(format!("s{}", i % 5_000)).unwrap())
                 } else {
                     it
                 }
@@ -979,7 +981,100 @@ mod large_table {
             let doc = explain(&mut plain, name, stmt, types, args).await;
             check(&format!("{name} (custom plan)"), &doc, None);
         }
+        drop(plain);
+        stream_completes_read_by_index(&store, &mut admin, &schema).await;
         store.close().await;
         drop_schema(&mut admin, &schema).await;
+    }
+
+    /// The sequential and index scans of `items` and `streams` by the transaction
+    /// open on `conn` so far (its own counters: no other session's work in them).
+    async fn scans(conn: &mut PgConnection, schema: &str) -> Vec<(String, i64, i64)> {
+        sqlx::query_as(
+            "SELECT relname::text, seq_scan, coalesce(idx_scan, 0) \
+             FROM pg_stat_xact_user_tables \
+             WHERE schemaname = $1 AND relname IN ('items', 'streams') ORDER BY relname",
+        )
+        .bind(schema)
+        .fetch_all(&mut *conn)
+        .await
+        .unwrap()
+    }
+
+    /// The statements inside `tenure_complete` and `tenure_promote` (which EXPLAIN
+    /// cannot reach) read `items` and `streams` by index on the large table: completes
+    /// of 1,000 stream heads (each promoting its stream's next item) and then of those
+    /// items (each the last of its stream, so its row is locked and set empty), run in
+    /// one transaction with the store's session settings, scan neither table
+    /// sequentially.
+    async fn stream_completes_read_by_index(
+        store: &PgStore,
+        admin: &mut PgConnection,
+        schema: &str,
+    ) {
+        let queue = q("streamed");
+        let items = (0..2_000)
+            .map(|i| {
+                NewItem::new(queue.clone(), b"x".to_vec())
+                    .stream(tenure_core::StreamKey::new(format!("c{}", i % 1_000)).unwrap())
+            })
+            .collect();
+        store.enqueue(EnqueueParams::new(items)).await.unwrap();
+        sqlx::raw_sql(&format!("ANALYZE {schema}.items; ANALYZE {schema}.streams"))
+            .execute(&mut *admin)
+            .await
+            .unwrap();
+        let mut conn = PgConnection::connect(&url()).await.unwrap();
+        sqlx::raw_sql("SET plan_cache_mode = force_generic_plan; SET jit = off")
+            .execute(&mut conn)
+            .await
+            .unwrap();
+        for round in ["heads", "last items"] {
+            let leases = store
+                .claim(ClaimParams::new(queue.clone(), owner("w"), 1_000, LEASE))
+                .await
+                .unwrap();
+            assert_eq!(leases.len(), 1_000, "{round}");
+            // One transaction around the completes (each in a savepoint of it), so its
+            // own counters tell what they did.
+            let mut tx = conn.begin().await.unwrap();
+            let before = scans(&mut tx, schema).await;
+            for batch in leases.chunks(100) {
+                let tokens = batch.iter().map(|l| l.token).collect();
+                let out = store
+                    .complete_in_tx(&mut tx, CompleteParams::new(tokens))
+                    .await
+                    .unwrap();
+                assert!(out
+                    .iter()
+                    .all(|o| *o == tenure_core::TokenOutcome::Accepted));
+            }
+            let after = scans(&mut tx, schema).await;
+            tx.commit().await.unwrap();
+            assert_eq!(after.len(), 2);
+            for ((table, seq0, idx0), (_, seq1, idx1)) in before.iter().zip(&after) {
+                assert_eq!(
+                    seq1 - seq0,
+                    0,
+                    "completes of {round} scanned {table} sequentially"
+                );
+                assert!(
+                    idx1 > idx0 || table == "streams",
+                    "{round}: {table} by index"
+                );
+            }
+            if round == "last items" {
+                let (_, _, idx0) = &before[1];
+                let (_, _, idx1) = &after[1];
+                assert!(idx1 > idx0, "the last items' completes lock streams by key");
+            }
+        }
+        let left: i64 = sqlx::query_scalar(&format!(
+            "SELECT count(*) FROM {schema}.streams WHERE stream LIKE 'c%' AND pending <> 0"
+        ))
+        .fetch_one(&mut *admin)
+        .await
+        .unwrap();
+        assert_eq!(left, 0, "every emptied stream reads 0");
     }
 }

@@ -866,7 +866,7 @@ mod migrations {
         .fetch_all(&mut admin)
         .await
         .unwrap();
-        assert_eq!(versions, vec![1, 2, 3, 4]);
+        assert_eq!(versions, vec![1, 2, 3, 4, 5]);
         let sqlx_table: Option<String> = sqlx::query_scalar(&format!(
             "SELECT to_regclass('{schema}._sqlx_migrations')::text"
         ))
@@ -913,6 +913,103 @@ mod migrations {
         store.close().await;
         std::fs::remove_dir_all(&dir).ok();
         common::drop_schema(&mut admin, &schema).await;
+    }
+
+    /// `pending` of the stream `st` in `schema`.
+    async fn pending(admin: &mut sqlx::PgConnection, schema: &str, st: &str) -> i64 {
+        sqlx::query_scalar(&format!(
+            "SELECT pending FROM {schema}.streams WHERE stream = $1"
+        ))
+        .bind(st)
+        .fetch_one(admin)
+        .await
+        .unwrap()
+    }
+
+    /// A version 4 schema (the complete function of migration 2, which counts each
+    /// stream's unfinished items down on every finish) with streams in the middle of
+    /// their items upgrades to 5, and its streams go on in order from the counts the
+    /// old function left: each claim takes the next item, a stream whose last item
+    /// finishes reads 0, and a new item of it is head at once.
+    #[tokio::test]
+    async fn a_version_4_schema_with_streams_in_flight_upgrades_and_they_go_on_in_order() {
+        let Some(mut ctx) = Ctx::new().await else {
+            return;
+        };
+        let s = ctx.schema.clone();
+        let old_complete = include_str!("../migrations/0002_complete_function.sql")
+            .replace("CREATE FUNCTION", "CREATE OR REPLACE FUNCTION")
+            .replace("__SCHEMA__", &s);
+        sqlx::raw_sql(&format!(
+            "DROP FUNCTION {s}.tenure_promote(text[]); {old_complete}; \
+             DELETE FROM {s}.tenure_migrations WHERE version = 5"
+        ))
+        .execute(&mut ctx.admin)
+        .await
+        .unwrap();
+        let (a, b) = (StreamKey::new("a").unwrap(), StreamKey::new("b").unwrap());
+        let mut ids = Vec::new();
+        for st in [&a, &b, &a, &a] {
+            let it = NewItem::new(q(), b"x".to_vec()).stream(st.clone());
+            ids.push(it.id);
+            ctx.store.enqueue_one(it).await.unwrap();
+        }
+        // Under version 4: the heads of a and b, completed by the old function.
+        let first = ctx
+            .store
+            .claim(ClaimParams::new(q(), owner(1), 10, LEASE))
+            .await
+            .unwrap();
+        let got: Vec<ItemId> = first.iter().map(|l| l.item.id).collect();
+        assert_eq!(got, vec![ids[0], ids[1]]);
+        ctx.store
+            .complete(CompleteParams::new(first.iter().map(|l| l.token).collect()))
+            .await
+            .unwrap();
+        assert_eq!(
+            pending(&mut ctx.admin, &s, "a").await,
+            2,
+            "counted down by version 4"
+        );
+        assert_eq!(pending(&mut ctx.admin, &s, "b").await, 0);
+
+        ctx.store.migrate().await.unwrap();
+        let versions: Vec<i32> = sqlx::query_scalar(&format!(
+            "SELECT version FROM {s}.tenure_migrations ORDER BY version"
+        ))
+        .fetch_all(&mut ctx.admin)
+        .await
+        .unwrap();
+        assert_eq!(versions, vec![1, 2, 3, 4, 5]);
+        for next in [ids[2], ids[3]] {
+            let leases = ctx
+                .store
+                .claim(ClaimParams::new(q(), owner(1), 10, LEASE))
+                .await
+                .unwrap();
+            let got: Vec<ItemId> = leases.iter().map(|l| l.item.id).collect();
+            assert_eq!(got, vec![next], "stream a, in order, one at a time");
+            ctx.store.complete_one(leases[0].token).await.unwrap();
+        }
+        assert_eq!(
+            pending(&mut ctx.admin, &s, "a").await,
+            0,
+            "a has nothing left"
+        );
+        let later = NewItem::new(q(), b"y".to_vec()).stream(a.clone());
+        ctx.store.enqueue_one(later.clone()).await.unwrap();
+        let leases = ctx
+            .store
+            .claim(ClaimParams::new(q(), owner(1), 10, LEASE))
+            .await
+            .unwrap();
+        let got: Vec<ItemId> = leases.iter().map(|l| l.item.id).collect();
+        assert_eq!(
+            got,
+            vec![later.id],
+            "a new item of an emptied stream is its head"
+        );
+        ctx.finish().await;
     }
 
     #[tokio::test]

@@ -68,25 +68,12 @@ impl OpSql {
                  SELECT q FROM t WHERE q IS NOT NULL \
                  UNION SELECT queue FROM {s}.paused_queues ORDER BY 1"
             ),
-            // Cancel: ready rows are deleted; the streams of deleted rows are counted
-            // down as a finish does (rows locked in sorted order), and the streams
-            // whose head was deleted come back for the promote. $1 now, $2 ids.
+            // Cancel: ready rows are deleted, and the streams whose head was deleted
+            // come back for the promote. $1 now, $2 ids.
             cancel: format!(
-                "WITH fin AS ( \
-                     DELETE FROM {s}.items i WHERE i.id = ANY($2::uuid[]) AND i.state = 'ready' \
-                         AND $1::int8 IS NOT NULL \
-                     RETURNING i.id, i.stream, i.head \
-                 ), \
-                 cnt AS (SELECT stream, count(*) AS n FROM fin WHERE stream IS NOT NULL GROUP BY stream), \
-                 l AS MATERIALIZED ( \
-                     SELECT st.stream FROM {s}.streams st WHERE st.stream IN (SELECT stream FROM cnt) \
-                     ORDER BY st.stream FOR UPDATE \
-                 ), dec AS ( \
-                     UPDATE {s}.streams st SET pending = st.pending - cnt.n FROM cnt JOIN l \
-                         ON l.stream = cnt.stream \
-                     WHERE st.stream = cnt.stream RETURNING st.stream \
-                 ) \
-                 SELECT fin.id, CASE WHEN fin.head THEN fin.stream END FROM fin"
+                "DELETE FROM {s}.items i WHERE i.id = ANY($2::uuid[]) AND i.state = 'ready' \
+                     AND $1::int8 IS NOT NULL \
+                 RETURNING i.id, CASE WHEN i.head THEN i.stream END"
             ),
             cancel_look: format!(
                 "SELECT i.id, i.state, i.attempt, i.owner FROM {s}.items i \
