@@ -33,7 +33,7 @@ use tracing::Instrument;
 
 use crate::model::{Lease, LeaseToken};
 
-use super::handler::{Control, Job};
+use super::handler::Job;
 use super::worker::{Entry, Shared};
 
 /// A claimed attempt waiting in the ready queue: its job, and when the claim that
@@ -107,15 +107,14 @@ impl Shared {
     pub(crate) fn dispatch(self: &Arc<Self>, leases: Vec<Lease>, sent: Instant) {
         let due = sent + self.settings.renew_after;
         let mut wake_renewal = false;
-        let mut controls = Vec::with_capacity(leases.len());
+        let controls = self.controls(leases.len());
         {
             let mut map = self.inflight();
-            for lease in &leases {
-                let control = Arc::new(Control::default());
+            for (lease, control) in leases.iter().zip(&controls) {
                 map.entries.insert(
                     lease.token,
                     Entry {
-                        control: Arc::clone(&control),
+                        control: Arc::clone(control),
                         renewed_at: sent,
                         capped: false,
                         started: false,
@@ -128,7 +127,6 @@ impl Shared {
                     },
                 );
                 wake_renewal |= map.push_due(lease.token, due);
-                controls.push(control);
             }
         }
         if wake_renewal {

@@ -116,6 +116,15 @@ impl Control {
         state.stop.is_some() || state.token.as_ref().is_some_and(|t| t.is_cancelled())
     }
 
+    /// Makes a control no job shares any more as good as new, to be used again.
+    pub(crate) fn reset(&mut self) {
+        *self
+            .state
+            .get_mut()
+            .unwrap_or_else(|poisoned| poisoned.into_inner()) = ControlState::default();
+        *self.taken.get_mut() = false;
+    }
+
     /// True once [`Job::take_finalize`] has been called.
     pub(crate) fn taken(&self) -> bool {
         self.taken.load(Ordering::Acquire)
@@ -388,14 +397,22 @@ pub trait Handler: Send + Sync + 'static {
     async fn handle(&self, job: Job) -> Result<(), JobError>;
 }
 
-#[async_trait]
+// By hand rather than through `#[async_trait]`: the closure's own future is boxed as
+// it is, without a wrapper future around it (one move of the job less per attempt).
 impl<F, Fut> Handler for F
 where
     F: Fn(Job) -> Fut + Send + Sync + 'static,
     Fut: Future<Output = Result<(), JobError>> + Send + 'static,
 {
-    async fn handle(&self, job: Job) -> Result<(), JobError> {
-        (self)(job).await
+    fn handle<'life0, 'async_trait>(
+        &'life0 self,
+        job: Job,
+    ) -> std::pin::Pin<Box<dyn Future<Output = Result<(), JobError>> + Send + 'async_trait>>
+    where
+        'life0: 'async_trait,
+        Self: 'async_trait,
+    {
+        Box::pin((self)(job))
     }
 }
 

@@ -28,6 +28,8 @@ use super::metrics::{add, Metrics, MetricsSnapshot};
 /// How long shutdown waits for cancelled handlers to return before it drops them, and
 /// again for dropped ones to end, before it releases their leases.
 const STOP_WAIT: Duration = Duration::from_secs(1);
+/// Most controls of finished attempts a worker keeps for its next claims.
+const SPARE_CONTROLS: usize = 4096;
 /// How long shutdown waits for the last finalize flush and the lease release.
 const FLUSH_WAIT: Duration = Duration::from_secs(5);
 
@@ -243,6 +245,9 @@ pub(crate) struct Shared {
     /// [`UNKNOWN`](super::dispatch::UNKNOWN)).
     pub(crate) handler_micros: AtomicU64,
     pub(crate) tracker: TaskTracker,
+    /// Controls of finished attempts, reset, for the next claims (at most
+    /// [`SPARE_CONTROLS`]): a busy worker allocates none per attempt.
+    pub(crate) spare_controls: Mutex<Vec<Arc<Control>>>,
     /// Outcomes waiting for the finalizer, and what tells it the first one is there.
     pub(crate) outbox: Mutex<Vec<Outcome>>,
     pub(crate) outbox_posted: Notify,
@@ -371,12 +376,60 @@ impl Shared {
         self.inflight().entries.remove(token);
     }
 
-    /// Forgets every attempt of `tokens` under one lock.
+    /// Forgets every attempt of `tokens` under one lock; their controls that no job
+    /// shares any more are kept for the next claims.
     pub(crate) fn remove_all<'a>(&self, tokens: impl IntoIterator<Item = &'a LeaseToken>) {
-        let mut map = self.inflight();
-        for t in tokens {
-            map.entries.remove(t);
+        let mut spare = Vec::new();
+        {
+            let mut map = self.inflight();
+            for t in tokens {
+                if let Some(e) = map.entries.remove(t) {
+                    spare.push(e.control);
+                }
+            }
         }
+        self.recycle_controls(spare);
+    }
+
+    /// Keeps the controls of `spare` that nothing else holds (up to
+    /// [`SPARE_CONTROLS`]), reset, for [`Shared::controls`] to hand out again.
+    fn recycle_controls(&self, spare: Vec<Arc<Control>>) {
+        let mut reset: Vec<Arc<Control>> = spare
+            .into_iter()
+            .filter_map(|mut c| {
+                let unshared = Arc::get_mut(&mut c)?;
+                unshared.reset();
+                Some(c)
+            })
+            .collect();
+        if reset.is_empty() {
+            return;
+        }
+        let mut pool = self
+            .spare_controls
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        let room = SPARE_CONTROLS.saturating_sub(pool.len());
+        reset.truncate(room);
+        pool.append(&mut reset);
+    }
+
+    /// `n` fresh controls for newly claimed attempts: kept ones first, under one lock,
+    /// then new ones.
+    pub(crate) fn controls(&self, n: usize) -> Vec<Arc<Control>> {
+        let mut controls = {
+            let mut pool = self
+                .spare_controls
+                .lock()
+                .unwrap_or_else(|poisoned| poisoned.into_inner());
+            let keep = pool.len().saturating_sub(n);
+            pool.split_off(keep)
+        };
+        controls.reserve(n - controls.len());
+        while controls.len() < n {
+            controls.push(Arc::new(Control::default()));
+        }
+        controls
     }
 
     /// Leaves an outcome for the finalizer; wakes it when the outbox was empty (it
@@ -489,6 +542,7 @@ impl Worker {
             inflight: Mutex::new(InFlight::default()),
             renew_wake: Notify::new(),
             tracker: TaskTracker::new(),
+            spare_controls: Mutex::new(Vec::new()),
             outbox: Mutex::new(Vec::new()),
             outbox_posted: Notify::new(),
             stop_claiming: CancellationToken::new(),
