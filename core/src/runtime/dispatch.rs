@@ -34,6 +34,7 @@ use tracing::Instrument;
 use crate::model::{Lease, LeaseToken};
 
 use super::handler::Job;
+use super::supervise::{begin, supervise, Begun};
 use super::worker::{Entry, Shared};
 
 /// A claimed attempt waiting in the ready queue: its job, and when the claim that
@@ -46,8 +47,9 @@ pub(crate) struct Queued {
 
 /// What one slot runs: an attempt, or the attempts of one stream run in stream order
 /// (G9). `rest` is empty (and unallocated) for a lone attempt.
-pub(crate) struct Run {
-    first: Queued,
+pub(crate) struct Run<'a> {
+    /// The first attempt, begun as it was taken from the queue.
+    first: Begun<'a>,
     rest: Vec<Queued>,
 }
 
@@ -222,7 +224,7 @@ impl Shared {
     /// coming due first gives them back, as for any lease waiting for a slot). Takes
     /// one of the `concurrency` slots for the run; None (and no slot) when no slot is
     /// free, the queue is empty or claiming has stopped.
-    fn next_run(&self) -> Option<Run> {
+    fn next_run(&self) -> Option<Run<'_>> {
         if !self.take_slot() {
             return None;
         }
@@ -234,7 +236,7 @@ impl Shared {
             Some(s) if self.settings.stream_run > 1 => s.clone(),
             _ => {
                 return Some(Run {
-                    first,
+                    first: begin(self, first.job, first.sent),
                     rest: Vec::new(),
                 })
             }
@@ -257,7 +259,12 @@ impl Shared {
                 rest.push(queued);
             }
         }
-        Some(Run { first, rest })
+        drop(map);
+        drop(ready);
+        Some(Run {
+            first: begin(self, first.job, first.sent),
+            rest,
+        })
     }
 
     /// Marks the waiting lease `token` of a stream run started as its turn comes;
@@ -340,11 +347,11 @@ impl Shared {
 /// items back untouched when the earlier item's failure or expiry lands, and on
 /// shutdown they are given back at once. A runner (`*runner` true) whose handler does
 /// not finish on its first poll becomes a slot, and a new runner takes its place.
-async fn run_items(shared: &Arc<Shared>, run: Run, runner: &mut bool) {
+async fn run_items(shared: &Arc<Shared>, run: Run<'_>, runner: &mut bool) {
     let Run { first, rest } = run;
     // The handler's run time reaches the prefetch average from the attempt itself
     // (`record_run`), on the clock reading that also feeds the handler histogram.
-    let mut completed = super::supervise::supervise(shared, first.job, first.sent, runner).await;
+    let mut completed = supervise(shared, first, runner).await;
     shared.let_go(1);
     if rest.is_empty() {
         return;
@@ -362,7 +369,7 @@ async fn run_items(shared: &Arc<Shared>, run: Run, runner: &mut bool) {
             shared.drop_waiting(&rest);
             return;
         }
-        completed = super::supervise::supervise(shared, job, sent, runner).await;
+        completed = supervise(shared, begin(shared, job, sent), runner).await;
         shared.let_go(1);
     }
 }

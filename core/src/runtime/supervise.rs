@@ -9,13 +9,14 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 
 use tokio::time::{sleep_until, Instant};
+use tracing::instrument::Instrumented;
 use tracing::Instrument;
 
 use crate::model::LeaseToken;
 use crate::store::Failure;
 
 use super::finalize::Outcome;
-use super::handler::{Job, JobError, StopReason};
+use super::handler::{Control, Job, JobError, StopReason};
 use super::metrics::add;
 use super::worker::{Entry, Shared};
 
@@ -35,32 +36,63 @@ fn job_span(lease: &crate::model::Lease) -> tracing::Span {
     }
 }
 
-/// Runs one attempt on the calling task. `sent` is when the claim call that leased it
-/// was sent: the store set the expiry no earlier than that, so the self-stop counts
-/// from there. The handler is polled once at once; one that finishes then needs no
-/// timer, no cancellation token and no wake-up. One that does not is supervised here
-/// to its end; on a runner (`*runner` true) the task becomes a slot for it, and a new
-/// runner is started first. True when the attempt's outcome is a complete (a stream
-/// run goes on to its next item only then, G9).
-pub(crate) async fn supervise(
-    shared: &Arc<Shared>,
-    job: Job,
+/// The handler's future for one attempt, with its span, catching a panic.
+type HandlerFuture<'a> =
+    Instrumented<CatchPanic<Pin<Box<dyn Future<Output = Result<(), JobError>> + Send + 'a>>>>;
+
+/// An attempt whose handler has been called and is about to be polled for the first
+/// time: counted in the in-flight gauge, its pickup recorded.
+pub(crate) struct Begun<'a> {
+    running: Running<'a>,
+    fut: HandlerFuture<'a>,
+    span: tracing::Span,
+    control: Arc<Control>,
     sent: Instant,
-    runner: &mut bool,
-) -> bool {
+}
+
+/// Starts the attempt of `job`, leased by a claim sent at `sent`: records its pickup,
+/// counts it in flight and calls the handler (which runs nothing until polled). Done
+/// where the job is taken from the queue, so the job moves once, into the handler.
+pub(crate) fn begin(shared: &Shared, job: Job, sent: Instant) -> Begun<'_> {
     let token = job.lease.token;
     let span = job_span(&job.lease);
-    let settings = &shared.settings;
     let queue = shared.export.index(&job.lease.item.queue);
-    let handles = shared.export.at(queue);
-    handles.picked_up(&job.lease.item);
+    shared.export.at(queue).picked_up(&job.lease.item);
     let control = Arc::clone(job.control());
     // Counts the handler in the in-flight gauge, and marks it ended, however this
     // attempt ends (its task dropped included).
-    let mut _running = Running::new(shared, token, queue);
-    // Dropping the future is how the handler is aborted; a panic in it is caught here
-    // and becomes the attempt's failure.
-    let mut running = Some(CatchPanic(shared.handler.handle(job)).instrument(span.clone()));
+    let running = Running::new(shared, token, queue);
+    // Dropping the future is how the handler is aborted; a panic in it is caught and
+    // becomes the attempt's failure.
+    let fut = CatchPanic(shared.handler.handle(job)).instrument(span.clone());
+    Begun {
+        running,
+        fut,
+        span,
+        control,
+        sent,
+    }
+}
+
+/// Runs one begun attempt on the calling task. `sent` is when the claim call that
+/// leased it was sent: the store set the expiry no earlier than that, so the self-stop
+/// counts from there. The handler is polled once at once; one that finishes then needs
+/// no timer, no cancellation token and no wake-up. One that does not is supervised
+/// here to its end; on a runner (`*runner` true) the task becomes a slot for it, and a
+/// new runner is started first. True when the attempt's outcome is a complete (a
+/// stream run goes on to its next item only then, G9).
+pub(crate) async fn supervise(shared: &Arc<Shared>, begun: Begun<'_>, runner: &mut bool) -> bool {
+    let Begun {
+        running: mut _running,
+        fut,
+        span,
+        control,
+        sent,
+    } = begun;
+    let token = _running.token;
+    let settings = &shared.settings;
+    let handles = shared.export.at(_running.queue);
+    let mut running = Some(fut);
 
     // A handler that finishes on its first poll needs none of the timers below.
     let first = match running.as_mut() {
