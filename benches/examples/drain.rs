@@ -105,6 +105,8 @@ fn redis_store_config(prefix: &str) -> tenure_redis::RedisConfig {
     tenure_redis::RedisConfig::new(redis_url())
         .prefix(&format!("{prefix}_{}", uuid::Uuid::now_v7().simple()))
         .listen(false)
+        // Room for a server run under valgrind.
+        .response_timeout(Duration::from_secs(600))
 }
 
 fn main() {
@@ -196,6 +198,7 @@ fn main() {
                 .expect("seed");
             store_drain(store, take, batch, workers).await
         }),
+        // A Worker with a no-op handler at concurrency `workers` (`batch` unused).
         "redis-raw" => rt.block_on(async {
             let raw = RedisRaw::new(&format!("drain_raw_{}", uuid::Uuid::now_v7().simple()));
             let client = redis::Client::open(redis_url()).expect("url");
