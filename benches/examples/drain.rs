@@ -5,10 +5,12 @@
 //! cargo run --release -p tenure-benches --example drain -- <target> <take> <batch> <workers> [backlog]
 //! ```
 //!
-//! `target` is `sqlite`, `sqlite-raw`, `memory`, `memory-raw`, `redis`, `redis-raw` or
-//! `redis-worker` (Redis at `TENURE_REDIS_URL`, default `redis://127.0.0.1:6379`, under
-//! a fresh key prefix that is left behind; `redis-worker` drains through a `Worker`
-//! with a no-op handler at concurrency `workers`, `batch` unused). The queue is seeded
+//! `target` is `sqlite`, `sqlite-raw`, `sqlite-worker`, `memory`, `memory-raw`,
+//! `memory-worker`, `redis`, `redis-raw` or `redis-worker` (Redis at
+//! `TENURE_REDIS_URL`, default `redis://127.0.0.1:6379`, under a fresh key prefix that
+//! is left behind). A `-worker` target drains through one `Worker` with a no-op
+//! handler (`tenure_benches::worker::drain_worker`): `workers` is its concurrency and
+//! `batch` its claim batch (0 keeps the worker's default). The queue is seeded
 //! with `backlog` ready items (default `take`, not timed), then `workers` workers claim
 //! `batch` at a time and complete each batch until `take` items have finished; prints
 //! items/s over that drain. With `backlog` far above `take`, the figure is the cost of
@@ -31,7 +33,7 @@ fn redis_url() -> String {
 
 fn usage() -> ! {
     eprintln!(
-        "usage: drain <sqlite|sqlite-raw|memory|memory-raw|redis|redis-raw|redis-worker> <take> <batch> <workers> [backlog]"
+        "usage: drain <sqlite|sqlite-raw|sqlite-worker|memory|memory-raw|memory-worker|redis|redis-raw|redis-worker> <take> <batch> <workers> [backlog]"
     );
     std::process::exit(2)
 }
@@ -85,6 +87,28 @@ async fn store_drain<S: Store + Clone>(
     (start.elapsed(), done.load(Ordering::Relaxed))
 }
 
+/// Drains `take` items through one worker of `concurrency` slots claiming `batch` at a
+/// time (0: the worker's default).
+async fn worker_drain<S: Store + Clone>(
+    store: S,
+    take: usize,
+    batch: usize,
+    concurrency: usize,
+) -> (Duration, u64) {
+    let spec = WorkerSpec::new(bench_queue().expect("queue"), take, concurrency)
+        .claim_batch((batch > 0).then_some(batch));
+    let run = drain_worker(&store, &spec).await.expect("worker drain");
+    (run.elapsed, take as u64)
+}
+
+fn redis_store_config(prefix: &str) -> tenure_redis::RedisConfig {
+    tenure_redis::RedisConfig::new(redis_url())
+        .prefix(&format!("{prefix}_{}", uuid::Uuid::now_v7().simple()))
+        .listen(false)
+        // Room for a server run under valgrind.
+        .response_timeout(Duration::from_secs(600))
+}
+
 fn main() {
     let args: Vec<String> = std::env::args().collect();
     let target = args.get(1).cloned().unwrap_or_else(|| usage());
@@ -106,6 +130,33 @@ fn main() {
                 .await
                 .expect("seed");
             store_drain(store, take, batch, workers).await
+        }),
+        "sqlite-worker" => rt.block_on(async {
+            let store = tenure_sqlite::SqliteStore::open(tenure_sqlite::SqliteConfig::new(
+                dir.path().join("drain.db"),
+            ))
+            .await
+            .expect("open");
+            seed(&store, &bench_queue().expect("queue"), backlog)
+                .await
+                .expect("seed");
+            worker_drain(store, take, batch, workers).await
+        }),
+        "memory-worker" => rt.block_on(async {
+            let store = tenure_memory::MemoryStore::default();
+            seed(&store, &bench_queue().expect("queue"), backlog)
+                .await
+                .expect("seed");
+            worker_drain(store, take, batch, workers).await
+        }),
+        "redis-worker" => rt.block_on(async {
+            let store = tenure_redis::RedisStore::connect(redis_store_config("drain_worker"))
+                .await
+                .expect("connect");
+            seed(&store, &bench_queue().expect("queue"), backlog)
+                .await
+                .expect("seed");
+            worker_drain(store, take, batch, workers).await
         }),
         "memory" => rt.block_on(async {
             let store = tenure_memory::MemoryStore::default();
@@ -139,38 +190,15 @@ fn main() {
             (start.elapsed(), done.load(Ordering::Relaxed))
         }
         "redis" => rt.block_on(async {
-            let store = tenure_redis::RedisStore::connect(
-                tenure_redis::RedisConfig::new(redis_url())
-                    .prefix(&format!("drain_{}", uuid::Uuid::now_v7().simple()))
-                    .listen(false)
-                    // Room for a server run under valgrind.
-                    .response_timeout(Duration::from_secs(600)),
-            )
-            .await
-            .expect("connect");
+            let store = tenure_redis::RedisStore::connect(redis_store_config("drain"))
+                .await
+                .expect("connect");
             seed(&store, &bench_queue().expect("queue"), backlog)
                 .await
                 .expect("seed");
             store_drain(store, take, batch, workers).await
         }),
         // A Worker with a no-op handler at concurrency `workers` (`batch` unused).
-        "redis-worker" => rt.block_on(async {
-            let store = tenure_redis::RedisStore::connect(
-                tenure_redis::RedisConfig::new(redis_url())
-                    .prefix(&format!("drain_{}", uuid::Uuid::now_v7().simple()))
-                    .listen(false)
-                    // Room for a server run under valgrind.
-                    .response_timeout(Duration::from_secs(600)),
-            )
-            .await
-            .expect("connect");
-            let queue = bench_queue().expect("queue");
-            seed(&store, &queue, backlog).await.expect("seed");
-            let run = drain_worker(&store, &WorkerSpec::new(queue, take, workers))
-                .await
-                .expect("worker drain");
-            (run.elapsed, take as u64)
-        }),
         "redis-raw" => rt.block_on(async {
             let raw = RedisRaw::new(&format!("drain_raw_{}", uuid::Uuid::now_v7().simple()));
             let client = redis::Client::open(redis_url()).expect("url");

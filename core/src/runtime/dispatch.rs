@@ -1,11 +1,21 @@
-//! From claimed lease to running handler: the ready queue, the slot tasks that work
-//! it, and how many leases the claim loop may hold (the prefetch rule).
+//! From claimed lease to running handler: the ready queue, the tasks that work it,
+//! and how many leases the claim loop may hold (the prefetch rule).
 //!
-//! A claim's leases are recorded and queued at once. Up to `concurrency` slot tasks
-//! take them from the queue in claim order and run one attempt after another, so a
-//! busy worker spawns a task per slot, not per attempt. A slot task that finds the
-//! queue empty waits a moment for the next claim, then ends (at once when claiming
-//! has stopped).
+//! A claim's leases are recorded and queued at once, each as the [`Job`] its handler
+//! will receive (one shared [`Control`] per attempt: its stop reason and a cancellation
+//! token made only when asked for). At most `concurrency` runs (an attempt, or the
+//! attempts of one stream run) are started at once: a slot is taken from the count of
+//! running runs, not from a task of its own.
+//!
+//! The queue is worked by a few *runner* tasks (at most one per thread of the tokio
+//! runtime, and no more than the concurrency), started as claims come in and alive
+//! until claiming stops. A runner takes the next run and polls its handler once, on
+//! its own task: a handler that finishes on that first poll costs no task and no
+//! wake-up, and the runner goes on with the next lease. A handler that does not finish
+//! keeps the runner's task: the runner becomes a *slot* that supervises it (timers,
+//! cancellation) to its end, and a new runner is started in its place. A slot, once
+//! its run is over, takes more runs from the queue the same way (supervising in place
+//! whatever pends) and ends when the queue has none for it.
 //!
 //! The claim loop may hold `concurrency` leases, plus `prefetch` more while the
 //! handlers are short, so the next claim is on its way while the handlers run. A
@@ -15,16 +25,33 @@
 //! worker never renews a lease it has not started.
 
 use std::sync::atomic::Ordering;
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::time::Instant;
-use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
 use crate::model::{Lease, LeaseToken};
 
+use super::handler::Job;
+use super::supervise::{begin, supervise, Begun};
 use super::worker::{Entry, Shared};
+
+/// A claimed attempt waiting in the ready queue: its job, and when the claim that
+/// leased it was sent.
+#[derive(Debug)]
+pub(crate) struct Queued {
+    pub(crate) job: Job,
+    pub(crate) sent: Instant,
+}
+
+/// What one slot runs: an attempt, or the attempts of one stream run in stream order
+/// (G9). `rest` is empty (and unallocated) for a lone attempt.
+pub(crate) struct Run<'a> {
+    /// The first attempt, begun as it was taken from the queue.
+    first: Begun<'a>,
+    rest: Vec<Queued>,
+}
 
 /// Handler run time in the moving average before any handler has returned: unknown,
 /// so nothing is prefetched until the handlers have shown how long they take.
@@ -77,19 +104,19 @@ impl Shared {
         }
     }
 
-    /// Records `leases`, claimed by a call sent at `sent`, under one lock, queues them,
-    /// and starts slot tasks for them up to the concurrency.
+    /// Records `leases`, claimed by a call sent at `sent`, under one lock, queues them
+    /// as jobs, and wakes (or starts) a runner for them.
     pub(crate) fn dispatch(self: &Arc<Self>, leases: Vec<Lease>, sent: Instant) {
         let due = sent + self.settings.renew_after;
         let mut wake_renewal = false;
+        let controls = self.controls(leases.len());
         {
             let mut map = self.inflight();
-            for lease in &leases {
+            for (lease, control) in leases.iter().zip(&controls) {
                 map.entries.insert(
                     lease.token,
                     Entry {
-                        cancel: CancellationToken::new(),
-                        stop: Arc::new(OnceLock::new()),
+                        control: Arc::clone(control),
                         renewed_at: sent,
                         capped: false,
                         started: false,
@@ -107,59 +134,83 @@ impl Shared {
         if wake_renewal {
             self.renew_wake.notify_one();
         }
-        let queued = {
-            let mut ready = self.ready();
-            ready.extend(leases.into_iter().map(|l| (l, sent)));
-            ready.len()
-        };
-        // Idle slot tasks take the new leases; more are started, one per queued lease
-        // beyond them, up to the concurrency.
-        let idle = self.idle_slots.load(Ordering::Acquire);
-        if idle > 0 {
+        // Each lease moves once, from the claim's answer into the queue, as its job.
+        self.ready().extend(
+            leases
+                .into_iter()
+                .zip(controls)
+                .map(|(lease, control)| Queued {
+                    job: Job::with_control(lease, control),
+                    sent,
+                }),
+        );
+        if self.idle_runners.load(Ordering::Acquire) > 0 {
             self.work.notify_waiters();
+        } else {
+            self.start_runner();
         }
-        let mut tasks = self.slot_tasks.load(Ordering::Acquire);
-        let mut spawned = idle;
-        while spawned < queued && tasks < self.settings.concurrency {
-            match self.slot_tasks.compare_exchange(
-                tasks,
-                tasks + 1,
+    }
+
+    /// Starts one more runner, unless as many run as the worker may have.
+    fn start_runner(self: &Arc<Self>) {
+        let mut runners = self.runners.load(Ordering::Acquire);
+        while runners < self.max_runners {
+            match self.runners.compare_exchange(
+                runners,
+                runners + 1,
                 Ordering::AcqRel,
                 Ordering::Acquire,
             ) {
                 Ok(_) => {
-                    self.spawn_slot();
-                    spawned += 1;
-                    tasks += 1;
+                    self.spawn_serve(true);
+                    return;
                 }
-                Err(now) => tasks = now,
+                Err(now) => runners = now,
             }
         }
     }
 
-    fn spawn_slot(self: &Arc<Self>) {
+    /// Spawns a task that works the ready queue: a runner (counted in `runners`), or
+    /// a slot.
+    fn spawn_serve(self: &Arc<Self>, runner: bool) {
         let shared = Arc::clone(self);
-        let task = self
-            .tracker
-            .spawn(slot(shared).instrument(self.span.clone()));
-        let mut handles = self.slot_handles();
-        handles.retain(|h| !h.is_finished());
-        handles.push(task.abort_handle());
+        self.tracker
+            .spawn(serve(shared, runner).instrument(self.span.clone()));
+    }
+
+    /// Takes one of the `concurrency` slots; false when every slot is taken.
+    fn take_slot(&self) -> bool {
+        let concurrency = self.settings.concurrency;
+        self.running
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
+                (n < concurrency).then_some(n + 1)
+            })
+            .is_ok()
+    }
+
+    /// Gives a slot back.
+    fn free_slot(&self) {
+        self.running.fetch_sub(1, Ordering::AcqRel);
+    }
+
+    /// True when a run could be taken now: something is queued and a slot is free.
+    fn can_take(&self) -> bool {
+        self.running.load(Ordering::Acquire) < self.settings.concurrency && !self.ready().is_empty()
     }
 
     /// Takes the next queued lease that is still this worker's to start, marking it
     /// started. None when the queue is empty or claiming has stopped.
-    fn next_lease(&self) -> Option<(Lease, Instant)> {
+    fn next_lease(&self) -> Option<Queued> {
         loop {
             if self.stop_claiming.is_cancelled() {
                 return None;
             }
-            let (lease, sent) = self.ready().pop_front()?;
+            let queued = self.ready().pop_front()?;
             let mut map = self.inflight();
-            match map.entries.get_mut(&lease.token) {
+            match map.entries.get_mut(&queued.job.lease.token) {
                 Some(e) => {
                     e.started = true;
-                    return Some((lease, sent));
+                    return Some(queued);
                 }
                 // Given back while it waited (its renewal came due first).
                 None => continue,
@@ -170,35 +221,50 @@ impl Shared {
     /// Takes the next queued lease with the rest of its stream run (G9): the leases
     /// right behind it in the queue that one claim answered for the same stream, in
     /// stream order. The rest stay unstarted until their turn on this slot (a renewal
-    /// coming due first gives them back, as for any lease waiting for a slot). Empty
-    /// when `next_lease` is None.
-    fn next_run(&self) -> Vec<(Lease, Instant)> {
+    /// coming due first gives them back, as for any lease waiting for a slot). Takes
+    /// one of the `concurrency` slots for the run; None (and no slot) when no slot is
+    /// free, the queue is empty or claiming has stopped.
+    fn next_run(&self) -> Option<Run<'_>> {
+        if !self.take_slot() {
+            return None;
+        }
         let Some(first) = self.next_lease() else {
-            return Vec::new();
+            self.free_slot();
+            return None;
         };
-        let stream = match &first.0.item.stream {
+        let stream = match &first.job.lease.item.stream {
             Some(s) if self.settings.stream_run > 1 => s.clone(),
-            _ => return vec![first],
+            _ => {
+                return Some(Run {
+                    first: begin(self, first.job, first.sent),
+                    rest: Vec::new(),
+                })
+            }
         };
-        let sent = first.1;
-        let mut run = vec![first];
+        let sent = first.sent;
+        let mut rest = Vec::new();
         let mut ready = self.ready();
         let map = self.inflight();
-        while run.len() < usize::try_from(self.settings.stream_run).unwrap_or(1) {
-            let same = ready
-                .front()
-                .is_some_and(|(l, at)| *at == sent && l.item.stream.as_ref() == Some(&stream));
+        while rest.len() + 1 < usize::try_from(self.settings.stream_run).unwrap_or(1) {
+            let same = ready.front().is_some_and(|q| {
+                q.sent == sent && q.job.lease.item.stream.as_ref() == Some(&stream)
+            });
             if !same {
                 break;
             }
-            let Some((lease, at)) = ready.pop_front() else {
+            let Some(queued) = ready.pop_front() else {
                 break;
             };
-            if map.entries.contains_key(&lease.token) {
-                run.push((lease, at));
+            if map.entries.contains_key(&queued.job.lease.token) {
+                rest.push(queued);
             }
         }
-        run
+        drop(map);
+        drop(ready);
+        Some(Run {
+            first: begin(self, first.job, first.sent),
+            rest,
+        })
     }
 
     /// Marks the waiting lease `token` of a stream run started as its turn comes;
@@ -215,13 +281,14 @@ impl Shared {
 
     /// Forgets the waiting leases of a stream run that will not be started, under one
     /// lock (a renewal may be giving some back at once); returns the tokens it took.
-    fn drop_waiting(&self, rest: &[(Lease, Instant)]) -> Vec<LeaseToken> {
+    fn drop_waiting(&self, rest: &[Queued]) -> Vec<LeaseToken> {
         let mut map = self.inflight();
         let mut taken = Vec::new();
-        for (l, _) in rest {
-            if map.entries.get(&l.token).is_some_and(|e| !e.started) {
-                map.entries.remove(&l.token);
-                taken.push(l.token);
+        for q in rest {
+            let token = q.job.lease.token;
+            if map.entries.get(&token).is_some_and(|e| !e.started) {
+                map.entries.remove(&token);
+                taken.push(token);
             }
         }
         drop(map);
@@ -231,7 +298,7 @@ impl Shared {
 
     /// Takes every lease still queued, for shutdown to give back.
     pub(crate) fn take_queued(&self) -> Vec<LeaseToken> {
-        let drained: Vec<LeaseToken> = self.ready().drain(..).map(|(l, _)| l.token).collect();
+        let drained: Vec<LeaseToken> = self.ready().drain(..).map(|q| q.job.lease.token).collect();
         let map = self.inflight();
         drained
             .into_iter()
@@ -274,100 +341,94 @@ impl Shared {
     }
 }
 
-/// Runs one lease, or the leases of one stream run one after another in stream order
-/// (G9). After an item that did not complete, or once claiming has stopped, the rest
-/// of the run is not started: the store puts those items back untouched when the
-/// earlier item's failure or expiry lands, and on shutdown they are given back at once.
-async fn run_items(shared: &Arc<Shared>, run: Vec<(Lease, Instant)>) {
-    let mut items = run.into_iter();
-    let mut first = true;
-    while let Some((lease, sent)) = items.next() {
-        if !first && !shared.start_waiting(&lease.token) {
+/// Runs one run: one lease, or the leases of one stream run one after another in
+/// stream order (G9), on the calling task. After an item that did not complete, or
+/// once claiming has stopped, the rest of the run is not started: the store puts those
+/// items back untouched when the earlier item's failure or expiry lands, and on
+/// shutdown they are given back at once. A runner (`*runner` true) whose handler does
+/// not finish on its first poll becomes a slot, and a new runner takes its place.
+async fn run_items(shared: &Arc<Shared>, run: Run<'_>, runner: &mut bool) {
+    let Run { first, rest } = run;
+    // The handler's run time reaches the prefetch average from the attempt itself
+    // (`record_run`), on the clock reading that also feeds the handler histogram.
+    let mut completed = supervise(shared, first, runner).await;
+    shared.let_go(1);
+    if rest.is_empty() {
+        return;
+    }
+    let mut rest = rest.into_iter();
+    while let Some(Queued { job, sent }) = rest.next() {
+        if !completed || shared.stop_claiming.is_cancelled() {
+            let rest: Vec<Queued> = std::iter::once(Queued { job, sent }).chain(rest).collect();
+            abandon_rest(shared, &rest).await;
+            return;
+        }
+        if !shared.start_waiting(&job.lease.token) {
             // Given back while it waited; the store put the rest of the run back.
-            let rest: Vec<(Lease, Instant)> = items.collect();
+            let rest: Vec<Queued> = rest.collect();
             shared.drop_waiting(&rest);
             return;
         }
-        first = false;
-        // The handler's run time reaches the prefetch average from the attempt itself
-        // (`record_run`), on the clock reading that also feeds the handler histogram.
-        let completed = super::supervise::supervise(shared, lease, sent).await;
+        completed = supervise(shared, begin(shared, job, sent), runner).await;
         shared.let_go(1);
-        if items.as_slice().is_empty() || (completed && !shared.stop_claiming.is_cancelled()) {
-            continue;
-        }
-        let rest: Vec<(Lease, Instant)> = items.collect();
-        let tokens = shared.drop_waiting(&rest);
-        if shared.stop_claiming.is_cancelled() {
-            tracing::debug!(
-                count = tokens.len(),
-                "shutdown: giving back the rest of a stream run"
-            );
-            super::worker::release(shared, &tokens).await;
-        } else {
-            tracing::debug!(
-                count = tokens.len(),
-                "an item of a stream run did not complete; the rest of the run is not started"
-            );
-        }
-        return;
     }
 }
 
-/// How long a slot task with nothing to run waits for the next claim before it ends.
-const SLOT_IDLE: Duration = Duration::from_secs(1);
+/// The rest of a stream run after an item that did not complete, or once claiming has
+/// stopped: not started; given back at once on shutdown.
+async fn abandon_rest(shared: &Arc<Shared>, rest: &[Queued]) {
+    let tokens = shared.drop_waiting(rest);
+    if shared.stop_claiming.is_cancelled() {
+        tracing::debug!(
+            count = tokens.len(),
+            "shutdown: giving back the rest of a stream run"
+        );
+        super::worker::release(shared, &tokens).await;
+    } else {
+        tracing::debug!(
+            count = tokens.len(),
+            "an item of a stream run did not complete; the rest of the run is not started"
+        );
+    }
+}
 
-/// One handler slot: runs queued attempts one after another; with the queue empty it
-/// waits up to [`SLOT_IDLE`] for the next claim's leases, then ends.
-async fn slot(shared: Arc<Shared>) {
+impl Shared {
+    /// A runner's handler did not finish on its first poll: the runner stays with it
+    /// as a slot, and a new runner takes its place on the queue.
+    pub(crate) fn replace_runner(self: &Arc<Self>) {
+        self.spawn_serve(true);
+    }
+}
+
+/// Works the ready queue: takes runs while a slot is free and runs them (see the
+/// module docs). A runner waits for the next claim when there is nothing to take and
+/// ends when claiming stops; a slot ends as soon as there is nothing to take.
+async fn serve(shared: Arc<Shared>, mut runner: bool) {
     loop {
-        loop {
-            let run = shared.next_run();
-            if run.is_empty() {
-                break;
-            }
-            run_items(&shared, run).await;
+        if let Some(run) = shared.next_run() {
+            run_items(&shared, run, &mut runner).await;
+            shared.free_slot();
+            // A runner that keeps finding work yields now and then.
+            tokio::task::coop::consume_budget().await;
+            continue;
         }
-        if shared.stop_claiming.is_cancelled() {
+        if !runner || shared.stop_claiming.is_cancelled() {
             break;
         }
         // Registered before the queue is looked at again, so leases queued from here
-        // on wake this task.
+        // on wake this task (and so does the end of claiming).
         let work = shared.work.notified();
         tokio::pin!(work);
         work.as_mut().enable();
-        if !shared.ready().is_empty() {
-            continue;
+        // Counted idle before the last look, so a claim queued after that look sees
+        // an idle runner and wakes it.
+        shared.idle_runners.fetch_add(1, Ordering::AcqRel);
+        if !shared.can_take() && !shared.stop_claiming.is_cancelled() {
+            work.await;
         }
-        shared.idle_slots.fetch_add(1, Ordering::AcqRel);
-        let woken = tokio::select! {
-            _ = &mut work => true,
-            _ = tokio::time::sleep(SLOT_IDLE) => false,
-            _ = shared.stop_claiming.cancelled() => false,
-        };
-        shared.idle_slots.fetch_sub(1, Ordering::AcqRel);
-        if !woken {
-            break;
-        }
+        shared.idle_runners.fetch_sub(1, Ordering::AcqRel);
     }
-    shared.slot_tasks.fetch_sub(1, Ordering::AcqRel);
-    // A lease queued after this task stopped looking, while it still counted, found
-    // no slot to start: start one for it.
-    if !shared.stop_claiming.is_cancelled() && !shared.ready().is_empty() {
-        let mut tasks = shared.slot_tasks.load(Ordering::Acquire);
-        while tasks < shared.settings.concurrency {
-            match shared.slot_tasks.compare_exchange(
-                tasks,
-                tasks + 1,
-                Ordering::AcqRel,
-                Ordering::Acquire,
-            ) {
-                Ok(_) => {
-                    shared.spawn_slot();
-                    break;
-                }
-                Err(now) => tasks = now,
-            }
-        }
+    if runner {
+        shared.runners.fetch_sub(1, Ordering::AcqRel);
     }
 }

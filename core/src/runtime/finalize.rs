@@ -1,10 +1,10 @@
 //! Batched, fenced finalize: outcomes are coalesced and written with at most one
 //! `complete` and one `fail` call per flush.
 
+use std::collections::VecDeque;
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::sync::mpsc;
 use tokio::task::{JoinError, JoinSet};
 use tokio::time::{sleep, sleep_until, Instant};
 use tokio_util::sync::CancellationToken;
@@ -53,67 +53,61 @@ const FLUSHES_IN_FLIGHT: usize = 2;
 /// Outcomes of a flush the store could not take (unavailable) are kept and retried
 /// with backoff. On `drain` it flushes what is left, waits for the flushes out, and
 /// returns.
-pub(crate) async fn finalize_loop(
-    shared: Arc<Shared>,
-    mut rx: mpsc::UnboundedReceiver<Outcome>,
-    drain: CancellationToken,
-) {
+///
+/// Handlers leave their outcomes in the worker's outbox ([`Shared::send_outcome`]):
+/// one short lock each, and a wake-up only for the first outcome after the loop last
+/// emptied it; the loop takes everything there under one lock.
+pub(crate) async fn finalize_loop(shared: Arc<Shared>, drain: CancellationToken) {
     let max = shared.settings.finalize_batch;
     let window = shared.settings.finalize_window;
-    let mut batch: Vec<Outcome> = Vec::new();
+    // A deque: a backlog larger than one flush is taken from the front, each outcome
+    // moved once.
+    let mut batch: VecDeque<Outcome> = VecDeque::new();
     let mut flushes: JoinSet<Vec<Outcome>> = JoinSet::new();
     // Some when the last flush answered had outcomes to retry: the wait before the next.
     let mut backoff: Option<Duration> = None;
     loop {
-        let draining = drain.is_cancelled();
         if batch.is_empty() {
-            if draining {
-                while let Ok(o) = rx.try_recv() {
-                    batch.push(o);
-                }
-                if batch.is_empty() {
+            // Registered before the outbox is looked at, so an outcome left from here
+            // on wakes the loop.
+            let posted = shared.outbox_posted.notified();
+            tokio::pin!(posted);
+            posted.as_mut().enable();
+            shared.take_outcomes(&mut batch);
+            if batch.is_empty() {
+                if drain.is_cancelled() {
                     if flushes.is_empty() {
                         return;
                     }
                     take_back(flushes.join_next().await, &mut batch, &mut backoff);
                     continue;
                 }
-            } else {
                 tokio::select! {
-                    o = rx.recv() => match o {
-                        Some(o) => batch.push(o),
-                        None if flushes.is_empty() => return,
-                        None => {
-                            take_back(flushes.join_next().await, &mut batch, &mut backoff);
-                            continue;
-                        }
-                    },
-                    _ = drain.cancelled() => continue,
+                    _ = &mut posted => {}
+                    _ = drain.cancelled() => {}
                     j = flushes.join_next(), if !flushes.is_empty() => {
                         take_back(j, &mut batch, &mut backoff);
-                        continue;
                     }
                 }
+                continue;
             }
         }
         let until = Instant::now() + window;
         while batch.len() < max && !drain.is_cancelled() {
+            let posted = shared.outbox_posted.notified();
+            tokio::pin!(posted);
+            posted.as_mut().enable();
+            if shared.take_outcomes(&mut batch) && batch.len() >= max {
+                break;
+            }
             tokio::select! {
                 biased;
-                o = rx.recv() => match o {
-                    Some(o) => batch.push(o),
-                    None => break,
-                },
+                _ = &mut posted => {}
                 _ = sleep_until(until) => break,
                 _ = drain.cancelled() => break,
             }
         }
-        while batch.len() < max {
-            match rx.try_recv() {
-                Ok(o) => batch.push(o),
-                Err(_) => break,
-            }
-        }
+        shared.take_outcomes(&mut batch);
         while flushes.len() >= FLUSHES_IN_FLIGHT {
             take_back(flushes.join_next().await, &mut batch, &mut backoff);
         }
@@ -134,12 +128,14 @@ pub(crate) async fn finalize_loop(
 /// `batch`, and `backoff` grows; a flush that wrote everything resets it.
 fn take_back(
     joined: Option<Result<Vec<Outcome>, JoinError>>,
-    batch: &mut Vec<Outcome>,
+    batch: &mut VecDeque<Outcome>,
     backoff: &mut Option<Duration>,
 ) {
     match joined {
         Some(Ok(kept)) if !kept.is_empty() => {
-            batch.splice(0..0, kept);
+            for o in kept.into_iter().rev() {
+                batch.push_front(o);
+            }
             *backoff = Some(backoff.map_or(RETRY_FIRST, |b| (b * 2).min(RETRY_MAX)));
         }
         Some(Ok(_)) => *backoff = None,

@@ -4,7 +4,7 @@
 use std::fmt;
 use std::future::Future;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -13,7 +13,7 @@ use tokio_util::sync::CancellationToken;
 use crate::error::Result;
 use crate::model::{Item, Lease, LeaseToken};
 
-/// Why a running attempt was told to stop through its [`Job::cancel`] token.
+/// Why a running attempt was told to stop ([`Job::stop_reason`]; [`Job::cancelled`] resolves).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum StopReason {
@@ -44,11 +44,99 @@ impl fmt::Display for StopReason {
     }
 }
 
-/// One claimed attempt, as a [`Handler`] receives it: the lease (item, token, owner,
-/// expiry at claim time) and a cancellation token.
+/// How one attempt is told to stop, shared by its [`Job`] (and the job's clones) and the
+/// worker's record of the attempt: one allocation per attempt.
 ///
-/// The token fires when the attempt must stop: its lease was lost, half a lease passed
-/// without a successful renewal (self-stop), or the worker's shutdown grace ended.
+/// The cancellation token is made only when someone waits on it
+/// ([`Job::cancelled`], [`Job::cancel_token`], or the runtime supervising a handler
+/// that did not finish on its first poll): a handler that returns at once never
+/// allocates one. The stop reason and the token live under one lock, so a stop and a
+/// token made at the same moment cannot miss each other: a token made after the stop
+/// is made cancelled.
+#[derive(Debug, Default)]
+pub(crate) struct Control {
+    state: Mutex<ControlState>,
+    /// Set by [`Job::take_finalize`].
+    taken: AtomicBool,
+}
+
+#[derive(Debug, Default)]
+struct ControlState {
+    stop: Option<StopReason>,
+    token: Option<CancellationToken>,
+}
+
+impl Control {
+    fn state(&self) -> MutexGuard<'_, ControlState> {
+        // Every update is a single field write: poisoning cannot leave it inconsistent.
+        self.state
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// Tells the attempt to stop for `reason`, unless it was told before; true when
+    /// this call stopped it.
+    pub(crate) fn stop(&self, reason: StopReason) -> bool {
+        let mut state = self.state();
+        if state.stop.is_some() {
+            return false;
+        }
+        state.stop = Some(reason);
+        if let Some(token) = &state.token {
+            token.cancel();
+        }
+        true
+    }
+
+    /// Why the attempt was told to stop, once it has been.
+    pub(crate) fn stop_reason(&self) -> Option<StopReason> {
+        self.state().stop
+    }
+
+    /// The attempt's cancellation token, made now if nobody asked for it before
+    /// (cancelled already if the attempt was told to stop).
+    pub(crate) fn token(&self) -> CancellationToken {
+        let mut state = self.state();
+        let stopped = state.stop.is_some();
+        state
+            .token
+            .get_or_insert_with(|| {
+                let token = CancellationToken::new();
+                if stopped {
+                    token.cancel();
+                }
+                token
+            })
+            .clone()
+    }
+
+    /// True once the attempt was told to stop, or its token was cancelled.
+    fn is_cancelled(&self) -> bool {
+        let state = self.state();
+        state.stop.is_some() || state.token.as_ref().is_some_and(|t| t.is_cancelled())
+    }
+
+    /// Makes a control no job shares any more as good as new, to be used again.
+    pub(crate) fn reset(&mut self) {
+        *self
+            .state
+            .get_mut()
+            .unwrap_or_else(|poisoned| poisoned.into_inner()) = ControlState::default();
+        *self.taken.get_mut() = false;
+    }
+
+    /// True once [`Job::take_finalize`] has been called.
+    pub(crate) fn taken(&self) -> bool {
+        self.taken.load(Ordering::Acquire)
+    }
+}
+
+/// One claimed attempt, as a [`Handler`] receives it: the lease (item, token, owner,
+/// expiry at claim time) and a way to learn when it must stop.
+///
+/// The attempt must stop when its lease was lost, half a lease passed without a
+/// successful renewal (self-stop), the handler timeout fired, or the worker's shutdown
+/// grace ended: [`Job::cancelled`] resolves, [`Job::is_cancelled`] turns true, and
 /// [`Job::stop_reason`] says which. A handler honours it between steps; one that does
 /// not is dropped at its next `.await` half a lease after the cancellation, so by the
 /// time its lease can expire it no longer runs.
@@ -62,41 +150,34 @@ pub struct Job {
     /// The lease as the claim returned it: the item, the fencing token, the owner and
     /// the expiry at claim time (renewals extend the lease in the store).
     pub lease: Lease,
-    /// Fires when the attempt must stop; see [`Job::stop_reason`].
-    pub cancel: CancellationToken,
-    stop: Arc<OnceLock<StopReason>>,
-    /// Set by [`Job::take_finalize`]; shared by every clone of this job.
-    taken: Arc<AtomicBool>,
+    /// Stop reason, cancellation token and the take-over flag, shared by every clone.
+    control: Arc<Control>,
 }
 
 impl Job {
-    /// A job for `lease` watched by `cancel` (for testing a handler on its own).
+    /// A job for `lease` watched by `cancel` (for testing a handler on its own):
+    /// cancelling `cancel` cancels the job.
     pub fn new(lease: Lease, cancel: CancellationToken) -> Self {
         Job {
             lease,
-            cancel,
-            stop: Arc::new(OnceLock::new()),
-            taken: Arc::new(AtomicBool::new(false)),
+            control: Arc::new(Control {
+                state: Mutex::new(ControlState {
+                    stop: None,
+                    token: Some(cancel),
+                }),
+                taken: AtomicBool::new(false),
+            }),
         }
     }
 
-    pub(crate) fn with_stop(
-        lease: Lease,
-        cancel: CancellationToken,
-        stop: Arc<OnceLock<StopReason>>,
-    ) -> Self {
-        Job {
-            lease,
-            cancel,
-            stop,
-            taken: Arc::new(AtomicBool::new(false)),
-        }
+    pub(crate) fn with_control(lease: Lease, control: Arc<Control>) -> Self {
+        Job { lease, control }
     }
 
-    /// The flag [`Job::take_finalize`] sets, for the runtime to read once the handler
-    /// has returned.
-    pub(crate) fn taken_flag(&self) -> Arc<AtomicBool> {
-        Arc::clone(&self.taken)
+    /// The attempt's shared control, for the runtime to read once the handler has
+    /// returned.
+    pub(crate) fn control(&self) -> &Arc<Control> {
+        &self.control
     }
 
     /// Takes the finalize of this attempt over from the runtime and returns the
@@ -153,13 +234,13 @@ impl Job {
     /// }
     /// ```
     pub fn take_finalize(&self) -> LeaseToken {
-        self.taken.store(true, Ordering::Release);
+        self.control.taken.store(true, Ordering::Release);
         self.lease.token
     }
 
     /// True once [`Job::take_finalize`] has been called on this job or a clone of it.
     pub fn finalize_taken(&self) -> bool {
-        self.taken.load(Ordering::Acquire)
+        self.control.taken()
     }
 
     /// The item being worked on.
@@ -189,17 +270,25 @@ impl Job {
 
     /// True once the attempt has been told to stop.
     pub fn is_cancelled(&self) -> bool {
-        self.cancel.is_cancelled()
+        self.control.is_cancelled()
     }
 
     /// Waits until the attempt is told to stop.
     pub async fn cancelled(&self) {
-        self.cancel.cancelled().await;
+        self.control.token().cancelled_owned().await;
+    }
+
+    /// A token that is cancelled when the attempt is told to stop, to hand to work the
+    /// handler spawns. Made on the first call (the runtime makes none for a handler
+    /// that never asks and returns on its first poll); every call returns the same
+    /// token.
+    pub fn cancel_token(&self) -> CancellationToken {
+        self.control.token()
     }
 
     /// Why the attempt was told to stop, once it has been.
     pub fn stop_reason(&self) -> Option<StopReason> {
-        self.stop.get().copied()
+        self.control.stop_reason()
     }
 }
 
@@ -308,14 +397,22 @@ pub trait Handler: Send + Sync + 'static {
     async fn handle(&self, job: Job) -> Result<(), JobError>;
 }
 
-#[async_trait]
+// By hand rather than through `#[async_trait]`: the closure's own future is boxed as
+// it is, without a wrapper future around it (one move of the job less per attempt).
 impl<F, Fut> Handler for F
 where
     F: Fn(Job) -> Fut + Send + Sync + 'static,
     Fut: Future<Output = Result<(), JobError>> + Send + 'static,
 {
-    async fn handle(&self, job: Job) -> Result<(), JobError> {
-        (self)(job).await
+    fn handle<'life0, 'async_trait>(
+        &'life0 self,
+        job: Job,
+    ) -> std::pin::Pin<Box<dyn Future<Output = Result<(), JobError>> + Send + 'async_trait>>
+    where
+        'life0: 'async_trait,
+        Self: 'async_trait,
+    {
+        Box::pin((self)(job))
     }
 }
 

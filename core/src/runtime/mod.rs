@@ -11,11 +11,15 @@
 //!   [`PollPolicy`] (250 ms, doubling from the second consecutive empty poll, capped
 //!   at 10 s; reset by any non-empty claim). The store's
 //!   [`wake_signal`](crate::Store::wake_signal) ends any wait at once.
-//! - **Slots.** Claimed leases queue in claim order; up to `concurrency` slot tasks
-//!   run them one after another (a task per busy slot, not per attempt). A prefetched
-//!   lease still waiting for a slot when its renewal comes due is given back, never
-//!   renewed; prefetched leases are leased in the store, so G9 and G10 hold for them
-//!   as for running items.
+//! - **Slots.** Claimed leases queue in claim order, each as its [`Job`]; at most
+//!   `concurrency` of them (or of their stream runs) run at once. A few runner tasks
+//!   (one per runtime thread at most) work the queue: each polls the next handler
+//!   once on its own task, so a handler that finishes at once costs no task, timer or
+//!   wake-up. A handler that does not finish keeps that task, which supervises it to
+//!   its end and then takes more leases, while a new runner takes its place: a task
+//!   per busy slot, never per attempt. A prefetched lease still waiting for a slot
+//!   when its renewal comes due is given back, never renewed; prefetched leases are
+//!   leased in the store, so G9 and G10 hold for them as for running items.
 //! - **Renewal.** In-flight leases are renewed a third of a lease after their last
 //!   successful renewal, from a schedule ordered by due time (never a scan of every
 //!   attempt), in coalesced batches (one `renew` call per flush), each call
@@ -30,7 +34,11 @@
 //!   before anyone else can claim its item: that margin absorbs clock skew between
 //!   workers and the time a handler takes to honour its token. A handler that ignores
 //!   its token is dropped at its next `.await` half a lease after the cancellation.
-//! - **Finalize.** Outcomes are coalesced (up to N tokens or T ms) and written fenced:
+//!   The cancellation token of an attempt is made only when someone waits on it
+//!   ([`Job::cancelled`], [`Job::cancel_token`]) or its handler did not finish on
+//!   its first poll; [`Job::is_cancelled`] and [`Job::stop_reason`] need none.
+//! - **Finalize.** Outcomes are left in an outbox (one short lock each) and
+//!   coalesced (up to N tokens or T ms) and written fenced:
 //!   at most one `complete` and one `fail` call per flush, with up to two flushes out
 //!   at once. `Ok` completes; a retryable
 //!   [`JobError`] retries after the [`RetryPolicy`](crate::RetryPolicy) delay; a

@@ -112,7 +112,7 @@ fn far_future() -> Instant {
 }
 
 fn renewable(e: &super::worker::Entry) -> bool {
-    !e.capped && !e.lost_counted && e.stop.get().is_none()
+    !e.capped && !e.lost_counted && e.control.stop_reason().is_none()
 }
 
 fn apply(shared: &Shared, tokens: &[LeaseToken], outcomes: Vec<RenewOutcome>, sent: Instant) {

@@ -9,53 +9,91 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 
 use tokio::time::{sleep_until, Instant};
+use tracing::instrument::Instrumented;
 use tracing::Instrument;
 
-use crate::model::{Lease, LeaseToken};
+use crate::model::LeaseToken;
 use crate::store::Failure;
 
 use super::finalize::Outcome;
-use super::handler::{Job, JobError, StopReason};
+use super::handler::{Control, Job, JobError, StopReason};
 use super::metrics::add;
 use super::worker::{Entry, Shared};
 
-/// Runs one attempt on the calling slot task. `sent` is when the claim call that
-/// leased it was sent: the store set the expiry no earlier than that, so the self-stop
-/// counts from there. True when the attempt's outcome is a complete (a stream run
-/// goes on to its next item only then, G9).
-pub(crate) async fn supervise(shared: &Arc<Shared>, lease: Lease, sent: Instant) -> bool {
-    let token = lease.token;
-    let Some((cancel, stop)) = shared
-        .inflight()
-        .entries
-        .get(&token)
-        .map(|e| (e.cancel.clone(), Arc::clone(&e.stop)))
-    else {
-        return false;
-    };
-    let span = tracing::info_span!(
-        "tenure.job",
-        item = %token.id,
-        attempt = token.attempt,
-        queue = %lease.item.queue,
-    );
-    let settings = &shared.settings;
-    let handler = Arc::clone(&shared.handler);
-    let queue = shared.export.index(&lease.item.queue);
-    let handles = shared.export.at(queue);
-    handles.picked_up(&lease.item);
-    let job = Job::with_stop(lease, cancel.clone(), stop);
-    let taken = job.taken_flag();
-    // Counts the handler in the in-flight gauge, and marks it ended, however this
-    // attempt ends (its slot task aborted included).
-    let mut _running = Running::new(shared, token, queue);
-    // Dropping the future is how the handler is aborted; a panic in it is caught here
-    // and becomes the attempt's failure.
-    let mut running = Some(CatchPanic(handler.handle(job)).instrument(span.clone()));
+/// The span of one attempt: a real `tenure.job` span only when a subscriber wants
+/// spans at this level, so a worker with no subscriber (or one that takes only events)
+/// pays nothing per attempt for it. Events still fire either way.
+fn job_span(lease: &crate::model::Lease) -> tracing::Span {
+    if tracing::span_enabled!(tracing::Level::INFO) {
+        tracing::info_span!(
+            "tenure.job",
+            item = %lease.token.id,
+            attempt = lease.token.attempt,
+            queue = %lease.item.queue,
+        )
+    } else {
+        tracing::Span::none()
+    }
+}
 
-    let mut deadline = sent + settings.self_stop_after;
-    let mut abort_at: Option<Instant> = None;
-    let mut time_out_at = settings.handler_timeout.map(|t| Instant::now() + t);
+/// The handler's future for one attempt, with its span, catching a panic.
+type HandlerFuture<'a> =
+    Instrumented<CatchPanic<Pin<Box<dyn Future<Output = Result<(), JobError>> + Send + 'a>>>>;
+
+/// An attempt whose handler has been called and is about to be polled for the first
+/// time: counted in the in-flight gauge, its pickup recorded.
+pub(crate) struct Begun<'a> {
+    running: Running<'a>,
+    fut: HandlerFuture<'a>,
+    span: tracing::Span,
+    control: Arc<Control>,
+    sent: Instant,
+}
+
+/// Starts the attempt of `job`, leased by a claim sent at `sent`: records its pickup,
+/// counts it in flight and calls the handler (which runs nothing until polled). Done
+/// where the job is taken from the queue, so the job moves once, into the handler.
+pub(crate) fn begin(shared: &Shared, job: Job, sent: Instant) -> Begun<'_> {
+    let token = job.lease.token;
+    let span = job_span(&job.lease);
+    let queue = shared.export.index(&job.lease.item.queue);
+    shared.export.at(queue).picked_up(&job.lease.item);
+    let control = Arc::clone(job.control());
+    // Counts the handler in the in-flight gauge, and marks it ended, however this
+    // attempt ends (its task dropped included).
+    let running = Running::new(shared, token, queue);
+    // Dropping the future is how the handler is aborted; a panic in it is caught and
+    // becomes the attempt's failure.
+    let fut = CatchPanic(shared.handler.handle(job)).instrument(span.clone());
+    Begun {
+        running,
+        fut,
+        span,
+        control,
+        sent,
+    }
+}
+
+/// Runs one begun attempt on the calling task. `sent` is when the claim call that
+/// leased it was sent: the store set the expiry no earlier than that, so the self-stop
+/// counts from there. The handler is polled once at once; one that finishes then needs
+/// no timer, no cancellation token and no wake-up. One that does not is supervised
+/// here to its end; on a runner (`*runner` true) the task becomes a slot for it, and a
+/// new runner is started first. True when the attempt's outcome is a complete (a
+/// stream run goes on to its next item only then, G9).
+pub(crate) async fn supervise(shared: &Arc<Shared>, begun: Begun<'_>, runner: &mut bool) -> bool {
+    let Begun {
+        running: mut _running,
+        fut,
+        span,
+        control,
+        sent,
+    } = begun;
+    let token = _running.token;
+    let settings = &shared.settings;
+    let handles = shared.export.at(_running.queue);
+    let mut running = Some(fut);
+
     // A handler that finishes on its first poll needs none of the timers below.
     let first = match running.as_mut() {
         Some(fut) => std::future::poll_fn(|cx| Poll::Ready(Pin::new(&mut *fut).poll(cx))).await,
@@ -64,6 +102,13 @@ pub(crate) async fn supervise(shared: &Arc<Shared>, lease: Lease, sent: Instant)
     let result = if let Poll::Ready(r) = first {
         Some(Ran::Returned(r))
     } else {
+        if std::mem::take(runner) {
+            shared.replace_runner();
+        }
+        let cancel = control.token();
+        let mut deadline = sent + settings.self_stop_after;
+        let mut abort_at: Option<Instant> = None;
+        let mut time_out_at = settings.handler_timeout.map(|t| _running.started + t);
         loop {
             let Some(fut) = running.as_mut() else {
                 // Aborted: it ignored its cancellation and was dropped.
@@ -73,6 +118,10 @@ pub(crate) async fn supervise(shared: &Arc<Shared>, lease: Lease, sent: Instant)
                 biased;
                 r = fut => break Some(Ran::Returned(r)),
                 _ = shared.killed.cancelled() => break None,
+                _ = shared.abort.cancelled() => {
+                    // Shutdown gave up waiting for it: dropped now.
+                    running = None;
+                }
                 _ = sleep_until(time_out_at.unwrap_or(deadline)), if time_out_at.is_some() && abort_at.is_none() => {
                     time_out_at = None;
                     if shared.stop_attempt(&token, StopReason::Timeout) {
@@ -122,7 +171,7 @@ pub(crate) async fn supervise(shared: &Arc<Shared>, lease: Lease, sent: Instant)
     // The handler took the finalize over (`Job::take_finalize`) and says it is done:
     // the runtime writes nothing for this attempt and forgets it, which also ends its
     // renewals, whatever stopped it meanwhile.
-    let taken = taken.load(std::sync::atomic::Ordering::Acquire);
+    let taken = control.taken();
     if taken && matches!(result, Ran::Returned(Ok(Ok(())))) {
         let mut map = shared.inflight();
         _running.ended(map.entries.get_mut(&token));
@@ -139,13 +188,13 @@ pub(crate) async fn supervise(shared: &Arc<Shared>, lease: Lease, sent: Instant)
         // The handler is gone: mark it so under this lock rather than in the guard's.
         _running.ended(entry.as_deref_mut());
         match entry {
-            Some(e) => match e.stop.get() {
+            Some(e) => match e.control.stop_reason() {
                 Some(StopReason::Timeout) => {
                     // Its failure is about to be sent, like any handler's outcome.
                     e.handler_done = true;
                     Some(StopReason::Timeout)
                 }
-                Some(reason) => Some(*reason),
+                Some(reason) => Some(reason),
                 None => {
                     e.handler_done = true;
                     None

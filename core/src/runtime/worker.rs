@@ -4,11 +4,11 @@ use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap, VecDeque};
 use std::fmt;
 use std::sync::atomic::{AtomicU64, AtomicUsize};
-use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
-use tokio::sync::{mpsc, watch, Notify};
-use tokio::task::{AbortHandle, JoinHandle};
+use tokio::sync::{watch, Notify};
+use tokio::task::JoinHandle;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
@@ -19,14 +19,17 @@ use crate::model::{Lease, LeaseToken, TokenOutcome};
 use crate::store::{DeregisterParams, ReleaseParams, Store};
 
 use super::config::{Settings, WorkerBuilder};
+use super::dispatch::Queued;
 use super::export::{Exported, QueueHandles};
 use super::finalize::Outcome;
-use super::handler::{Handler, StopReason};
+use super::handler::{Control, Handler, StopReason};
 use super::metrics::{add, Metrics, MetricsSnapshot};
 
 /// How long shutdown waits for cancelled handlers to return before it drops them, and
 /// again for dropped ones to end, before it releases their leases.
 const STOP_WAIT: Duration = Duration::from_secs(1);
+/// Most controls of finished attempts a worker keeps for its next claims.
+const SPARE_CONTROLS: usize = 4096;
 /// How long shutdown waits for the last finalize flush and the lease release.
 const FLUSH_WAIT: Duration = Duration::from_secs(5);
 
@@ -88,8 +91,8 @@ pub struct ShutdownReport {
 /// discarded.
 #[derive(Debug)]
 pub(crate) struct Entry {
-    pub(crate) cancel: CancellationToken,
-    pub(crate) stop: Arc<OnceLock<StopReason>>,
+    /// The attempt's stop reason and cancellation token, shared with its job.
+    pub(crate) control: Arc<Control>,
     /// When the last successful renewal (or the claim) was sent.
     pub(crate) renewed_at: Instant,
     /// The store refused further renewals (G4).
@@ -218,24 +221,36 @@ pub(crate) struct Shared {
     pub(crate) export: Exported,
     pub(crate) inflight: Mutex<InFlight>,
     pub(crate) renew_wake: Notify,
-    /// Claimed leases waiting for a slot, in claim order, with when their claim was sent.
-    pub(crate) ready: Mutex<VecDeque<(Lease, Instant)>>,
+    /// Claimed attempts waiting for a slot, in claim order, with when their claim was
+    /// sent.
+    pub(crate) ready: Mutex<VecDeque<Queued>>,
     /// Leases asked for by claims out, queued, or being worked on (see
     /// [`Shared::room`]).
     pub(crate) held: AtomicUsize,
-    /// Slot tasks alive: at most the concurrency.
-    pub(crate) slot_tasks: AtomicUsize,
-    pub(crate) slot_handles: Mutex<Vec<AbortHandle>>,
-    /// Slot tasks waiting for work, and what wakes them.
-    pub(crate) idle_slots: AtomicUsize,
+    /// Runs started and not over: at most the concurrency (see the dispatch module).
+    pub(crate) running: AtomicUsize,
+    /// Runner tasks alive, at most `max_runners`.
+    pub(crate) runners: AtomicUsize,
+    pub(crate) max_runners: usize,
+    /// Runners waiting for work, and what wakes them (claimed leases queued, or the end
+    /// of claiming).
+    pub(crate) idle_runners: AtomicUsize,
     pub(crate) work: Notify,
+    /// Fires when shutdown stops waiting for handlers that ignore their cancellation:
+    /// every handler still running is dropped at once.
+    pub(crate) abort: CancellationToken,
     /// Notified when held leases are let go, so a claim loop waiting for room claims.
     pub(crate) room_freed: Notify,
     /// The moving average of handler run times, in microseconds (or
     /// [`UNKNOWN`](super::dispatch::UNKNOWN)).
     pub(crate) handler_micros: AtomicU64,
     pub(crate) tracker: TaskTracker,
-    pub(crate) finalize_tx: mpsc::UnboundedSender<Outcome>,
+    /// Controls of finished attempts, reset, for the next claims (at most
+    /// [`SPARE_CONTROLS`]): a busy worker allocates none per attempt.
+    pub(crate) spare_controls: Mutex<Vec<Arc<Control>>>,
+    /// Outcomes waiting for the finalizer, and what tells it the first one is there.
+    pub(crate) outbox: Mutex<Vec<Outcome>>,
+    pub(crate) outbox_posted: Notify,
     pub(crate) stop_claiming: CancellationToken,
     /// Fires when the worker is dropped without a shutdown: every task ends at once.
     pub(crate) killed: CancellationToken,
@@ -255,24 +270,22 @@ impl Shared {
             .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
-    pub(crate) fn ready(&self) -> MutexGuard<'_, VecDeque<(Lease, Instant)>> {
+    pub(crate) fn ready(&self) -> MutexGuard<'_, VecDeque<Queued>> {
         // Each update is a single push or pop: poisoning cannot leave it inconsistent.
         self.ready
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
-    pub(crate) fn slot_handles(&self) -> MutexGuard<'_, Vec<AbortHandle>> {
-        self.slot_handles
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    /// Drops every handler still running, at its next `.await`.
+    pub(crate) fn abort_slots(&self) {
+        self.abort.cancel();
     }
 
-    /// Aborts every slot task: their handlers are dropped at once.
-    pub(crate) fn abort_slots(&self) {
-        for h in self.slot_handles().iter() {
-            h.abort();
-        }
+    /// Stops claiming, and wakes the runners waiting for work so they end.
+    pub(crate) fn end_claiming(&self) {
+        self.stop_claiming.cancel();
+        self.work.notify_waiters();
     }
 
     /// Tells the attempt to stop for `reason`, unless its handler already returned or
@@ -280,10 +293,7 @@ impl Shared {
     pub(crate) fn stop_attempt(&self, token: &LeaseToken, reason: StopReason) -> bool {
         let map = self.inflight();
         match map.entries.get(token) {
-            Some(e) if !e.handler_done && e.stop.set(reason).is_ok() => {
-                e.cancel.cancel();
-                true
-            }
+            Some(e) if !e.handler_done => e.control.stop(reason),
             _ => false,
         }
     }
@@ -366,18 +376,90 @@ impl Shared {
         self.inflight().entries.remove(token);
     }
 
-    /// Forgets every attempt of `tokens` under one lock.
+    /// Forgets every attempt of `tokens` under one lock; their controls that no job
+    /// shares any more are kept for the next claims.
     pub(crate) fn remove_all<'a>(&self, tokens: impl IntoIterator<Item = &'a LeaseToken>) {
-        let mut map = self.inflight();
-        for t in tokens {
-            map.entries.remove(t);
+        let mut spare = Vec::new();
+        {
+            let mut map = self.inflight();
+            for t in tokens {
+                if let Some(e) = map.entries.remove(t) {
+                    spare.push(e.control);
+                }
+            }
+        }
+        self.recycle_controls(spare);
+    }
+
+    /// Keeps the controls of `spare` that nothing else holds (up to
+    /// [`SPARE_CONTROLS`]), reset, for [`Shared::controls`] to hand out again.
+    fn recycle_controls(&self, spare: Vec<Arc<Control>>) {
+        let mut reset: Vec<Arc<Control>> = spare
+            .into_iter()
+            .filter_map(|mut c| {
+                let unshared = Arc::get_mut(&mut c)?;
+                unshared.reset();
+                Some(c)
+            })
+            .collect();
+        if reset.is_empty() {
+            return;
+        }
+        let mut pool = self
+            .spare_controls
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        let room = SPARE_CONTROLS.saturating_sub(pool.len());
+        reset.truncate(room);
+        pool.append(&mut reset);
+    }
+
+    /// `n` fresh controls for newly claimed attempts: kept ones first, under one lock,
+    /// then new ones.
+    pub(crate) fn controls(&self, n: usize) -> Vec<Arc<Control>> {
+        let mut controls = {
+            let mut pool = self
+                .spare_controls
+                .lock()
+                .unwrap_or_else(|poisoned| poisoned.into_inner());
+            let keep = pool.len().saturating_sub(n);
+            pool.split_off(keep)
+        };
+        controls.reserve(n - controls.len());
+        while controls.len() < n {
+            controls.push(Arc::new(Control::default()));
+        }
+        controls
+    }
+
+    /// Leaves an outcome for the finalizer; wakes it when the outbox was empty (it
+    /// takes everything there at once, so later outcomes need no wake-up of their own).
+    pub(crate) fn send_outcome(&self, outcome: Outcome) {
+        let first = {
+            let mut outbox = self
+                .outbox
+                .lock()
+                .unwrap_or_else(|poisoned| poisoned.into_inner());
+            outbox.push(outcome);
+            outbox.len() == 1
+        };
+        if first {
+            self.outbox_posted.notify_one();
         }
     }
 
-    pub(crate) fn send_outcome(&self, outcome: Outcome) {
-        if self.finalize_tx.send(outcome).is_err() {
-            tracing::error!("the finalizer has stopped; an outcome was dropped");
+    /// Moves every outcome waiting in the outbox to the end of `batch`; true when
+    /// there was any.
+    pub(crate) fn take_outcomes(&self, batch: &mut VecDeque<Outcome>) -> bool {
+        let mut outbox = self
+            .outbox
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        if outbox.is_empty() {
+            return false;
         }
+        batch.extend(outbox.drain(..));
+        true
     }
 }
 
@@ -422,12 +504,22 @@ impl Worker {
         handler: Arc<dyn Handler>,
         settings: Settings,
     ) -> Worker {
-        let span = tracing::info_span!(
-            "tenure.worker",
-            instance = %settings.instance,
-            store = store.name(),
-        );
-        let (finalize_tx, finalize_rx) = mpsc::unbounded_channel();
+        // No span at all when no subscriber wants it: every task of the worker enters
+        // it on each poll.
+        let span = if tracing::span_enabled!(tracing::Level::INFO) {
+            tracing::info_span!(
+                "tenure.worker",
+                instance = %settings.instance,
+                store = store.name(),
+            )
+        } else {
+            tracing::Span::none()
+        };
+        // One runner per thread of the runtime at most: more could not run at once.
+        let threads = tokio::runtime::Handle::try_current()
+            .map_or(1, |h| h.metrics().num_workers())
+            .max(1);
+        let max_runners = threads.min(settings.concurrency);
         let (role_tx, role) = watch::channel(Role::Starting);
         let settings_heartbeat = settings.heartbeat_enabled;
         let export = Exported::new(&settings.queues);
@@ -436,10 +528,12 @@ impl Worker {
             handler,
             ready: Mutex::new(VecDeque::new()),
             held: AtomicUsize::new(0),
-            slot_tasks: AtomicUsize::new(0),
-            slot_handles: Mutex::new(Vec::new()),
-            idle_slots: AtomicUsize::new(0),
+            running: AtomicUsize::new(0),
+            runners: AtomicUsize::new(0),
+            max_runners,
+            idle_runners: AtomicUsize::new(0),
             work: Notify::new(),
+            abort: CancellationToken::new(),
             room_freed: Notify::new(),
             handler_micros: AtomicU64::new(super::dispatch::UNKNOWN),
             settings,
@@ -448,7 +542,9 @@ impl Worker {
             inflight: Mutex::new(InFlight::default()),
             renew_wake: Notify::new(),
             tracker: TaskTracker::new(),
-            finalize_tx,
+            spare_controls: Mutex::new(Vec::new()),
+            outbox: Mutex::new(Vec::new()),
+            outbox_posted: Notify::new(),
             stop_claiming: CancellationToken::new(),
             killed: CancellationToken::new(),
             first_heartbeat: CancellationToken::new(),
@@ -479,7 +575,6 @@ impl Worker {
         )));
         let finalize = spawn(Box::pin(super::finalize::finalize_loop(
             Arc::clone(&shared),
-            finalize_rx,
             drain_finalizer.clone(),
         )));
         let claim = spawn(Box::pin(super::claim::claim_loop(Arc::clone(&shared))));
@@ -556,7 +651,7 @@ impl Worker {
         async move {
             tracing::info!(?grace, "shutdown: claiming stops");
             let deadline = Instant::now() + grace;
-            shared.stop_claiming.cancel();
+            shared.end_claiming();
             if let Some(mut claim) = self.claim.take() {
                 if tokio::time::timeout_at(deadline, &mut claim).await.is_err() {
                     claim.abort();
@@ -572,11 +667,8 @@ impl Worker {
                 let stopped: Vec<LeaseToken> = {
                     let map = shared.inflight();
                     map.entries.iter()
-                        .filter(|(_, e)| e.started && !e.handler_done && e.stop.set(StopReason::Shutdown).is_ok())
-                        .map(|(t, e)| {
-                            e.cancel.cancel();
-                            *t
-                        })
+                        .filter(|(_, e)| e.started && !e.handler_done && e.control.stop(StopReason::Shutdown))
+                        .map(|(t, _)| *t)
                         .collect()
                 };
                 tracing::info!(running = stopped.len(), "shutdown: grace over, cancelling handlers");
@@ -702,7 +794,7 @@ pub(crate) async fn release(shared: &Shared, tokens: &[LeaseToken]) -> (u64, u64
 impl Drop for Worker {
     fn drop(&mut self) {
         self.shared.killed.cancel();
-        self.shared.stop_claiming.cancel();
+        self.shared.end_claiming();
         self.stop_background.cancel();
         self.drain_finalizer.cancel();
         for task in [
@@ -734,8 +826,7 @@ mod tests {
 
     fn entry(due: Instant) -> Entry {
         Entry {
-            cancel: CancellationToken::new(),
-            stop: Arc::new(OnceLock::new()),
+            control: Arc::new(Control::default()),
             renewed_at: due,
             capped: false,
             started: true,
