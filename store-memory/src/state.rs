@@ -25,13 +25,16 @@
 //! `B` entries, whatever waits behind a schedule, a stream head or a busy scope. Items
 //! of a stream behind its head sit in the stream's list only (G9); when the head
 //! finishes or is discarded, the next one is placed. Running items are indexed by
-//! lease expiry per queue (recovery is `O(k log n)`) and by owner (eviction).
+//! lease expiry per queue (recovery) and by owner (eviction), lazily (see
+//! [`running`]): a claim writes a record into each and a finalize touches neither.
 
 mod operate;
+mod running;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
+use self::running::{Claimed, Expiries};
 use tenure_core::machine::{self, Recovery};
 use tenure_core::partition::{self, Partitioning};
 use tenure_core::{
@@ -44,9 +47,6 @@ use tenure_core::{
 /// SipHash (the std default) measured as the largest single cost of a complete.
 /// foldhash is seeded per process, so keys a caller chooses cannot be aimed at it.
 type HashMap<K, V> = std::collections::HashMap<K, V, foldhash::fast::RandomState>;
-
-/// How many owner sets may empty before the empty ones are swept out of the index.
-const OWNER_SWEEP: usize = 1024;
 
 /// Claim order (G8): priority, then `run_at`, then enqueue sequence.
 type OrderKey = (i16, Timestamp, u64);
@@ -132,8 +132,8 @@ struct QueueIndex {
     ready: BTreeMap<OrderKey, Slot>,
     /// Candidates whose `run_at` was in the future when they were placed.
     scheduled: BTreeMap<TimeKey, Slot>,
-    /// Running items by lease expiry (G2).
-    running: BTreeMap<TimeKey, Slot>,
+    /// Running items by lease expiry (G2), lazily.
+    running: Expiries,
     /// Every item of the queue, unordered, for `queue_counts`; a slot's place in it
     /// is in [`Indexes::member_pos`], so adding and removing one is O(1).
     members: Vec<Slot>,
@@ -158,16 +158,17 @@ struct Indexes {
     /// first is the head (G9).
     streams: HashMap<StreamKey, BTreeMap<u64, Slot>>,
     scopes: HashMap<ScopeKey, ScopeState>,
-    /// Running items per owner, for eviction (G12).
-    /// Unordered; a slot's place in its owner's list is in `owner_pos`, so taking it
-    /// out is a swap, without hashing the slot.
-    owners: HashMap<OwnerId, Vec<Slot>>,
-    /// For each slot that is in an owner's list, its index in that list.
-    owner_pos: Vec<usize>,
+    /// Claims per owner, for eviction (G12), lazily: a record stays after its item
+    /// leaves `running` until a sweep or the owner's eviction meets it.
+    owners: HashMap<OwnerId, Vec<Claimed>>,
+    /// Running items in all queues.
+    running_now: usize,
+    /// Records in the queues' expiry indexes, stale ones included.
+    expiry_records: usize,
+    /// Records in `owners`, stale ones included.
+    owner_records: usize,
     /// For each stored slot, its index in its queue's `members`.
     member_pos: Vec<usize>,
-    /// Lists of `owners` that became empty since the last sweep.
-    emptied_owners: usize,
     /// Streams pinned to an instance by partitioned claims (G14). A pin goes when its
     /// instance leaves the registry or its stream has no unfinished items left.
     pins: HashMap<StreamKey, OwnerId>,
@@ -290,39 +291,12 @@ impl Indexes {
         }
     }
 
-    /// Takes a running item out of the running indexes and frees its scope. Called
-    /// while the item is still `running`, just before the transition that ends it.
+    /// Takes a running item out of the running indexes (their records of it go
+    /// stale) and frees its scope. Called while the item is still `running`, just
+    /// before the transition that ends it.
     fn unlink_running(&mut self, e: &Entry) {
         debug_assert_eq!(e.item.state, ItemState::Running);
-        if let Some(at) = e.item.lease_expires_at {
-            self.queues[e.queue].running.remove(&(at, e.seq));
-        }
-        if let Some(owner) = &e.item.owner {
-            if let Some(list) = self.owners.get_mut(owner) {
-                let at = self
-                    .owner_pos
-                    .get(e.slot)
-                    .copied()
-                    .filter(|&p| list.get(p) == Some(&e.slot))
-                    .or_else(|| list.iter().position(|&s| s == e.slot));
-                if let Some(at) = at {
-                    list.swap_remove(at);
-                    if let Some(&moved) = list.get(at) {
-                        self.owner_pos[moved] = at;
-                    }
-                }
-                // An owner's emptied list is kept for its next claim (a worker claims
-                // again at once; dropping and rebuilding the entry cost a key clone
-                // and an allocation per item), and swept once many have emptied.
-                if list.is_empty() {
-                    self.emptied_owners += 1;
-                    if self.emptied_owners > OWNER_SWEEP {
-                        self.owners.retain(|_, s| !s.is_empty());
-                        self.emptied_owners = 0;
-                    }
-                }
-            }
-        }
+        self.running_now = self.running_now.saturating_sub(1);
         if let Some(scope) = &e.item.scope {
             self.scope_freed(scope);
         }
@@ -404,8 +378,8 @@ pub(crate) struct State {
     leaders: HashMap<LeaderName, LeaderLease>,
     /// Reused by every claim: the queues it reads (see `prepare_claim`).
     scratch_queues: Vec<usize>,
-    /// Reused by every claim: the slots it took, for the owner index.
-    scratch_slots: Vec<Slot>,
+    /// Reused by every claim: what it took, for the owner index.
+    scratch_claims: Vec<Claimed>,
 }
 
 impl State {
@@ -413,6 +387,13 @@ impl State {
     #[cfg(test)]
     pub(crate) fn visits(&self) -> u64 {
         self.idx.visits
+    }
+
+    /// Records in the expiry and owner indexes, and the running items (a test aid).
+    #[cfg(test)]
+    pub(crate) fn running_records(&self) -> (usize, usize, usize) {
+        let i = &self.idx;
+        (i.expiry_records, i.owner_records, i.running_now)
     }
 
     fn queue_id(&mut self, queue: &QueueName) -> usize {
@@ -544,18 +525,30 @@ impl State {
     /// Recovers expired leases of queue `q`, oldest expiry first, up to `limit`.
     fn recover_queue(&mut self, q: usize, now: Timestamp, limit: u64, counts: &mut Recovered) {
         while counts.requeued + counts.dead < limit {
-            let Some((&(at, _), _)) = self.idx.queues[q].running.first_key_value() else {
+            let Some(c) = self.first_expired(q, now) else {
                 break;
             };
-            if at > now {
-                break;
-            }
-            let Some((_, slot)) = self.idx.queues[q].running.pop_first() else {
-                break;
-            };
+            self.pop_expired(q);
             self.idx.visits += 1;
-            self.recover_one(slot, now, counts);
+            self.recover_one(c.slot, now, counts);
         }
+    }
+
+    /// The earliest live expired lease of queue `q` (stale records met on the way
+    /// are dropped).
+    fn first_expired(&mut self, q: usize, now: Timestamp) -> Option<Claimed> {
+        let mut removed = 0;
+        let c = self.idx.queues[q]
+            .running
+            .first_expired(&self.items, now, &mut removed);
+        self.idx.expiry_records -= removed;
+        c
+    }
+
+    /// Takes out the record `first_expired` just answered for queue `q`.
+    fn pop_expired(&mut self, q: usize) {
+        self.idx.queues[q].running.pop_first();
+        self.idx.expiry_records -= 1;
     }
 
     fn recover_one(&mut self, slot: Slot, now: Timestamp, counts: &mut Recovered) {
@@ -623,7 +616,7 @@ impl State {
         lease_for: Duration,
         now: Timestamp,
         leases: &mut Vec<Lease>,
-        claimed: &mut Vec<Slot>,
+        claimed: &mut Vec<Claimed>,
     ) {
         let Some(list) = self.idx.streams.get(stream) else {
             return;
@@ -651,11 +644,8 @@ impl State {
                 break;
             }
             let (q, key) = (e.queue, e.order_key());
-            match self.take(slot, q, key, owner, lease_for, now) {
-                Some(lease) => {
-                    claimed.push(slot);
-                    leases.push(lease);
-                }
+            match self.take(slot, q, key, (owner, lease_for), now, claimed) {
+                Some(lease) => leases.push(lease),
                 None => break,
             }
         }
@@ -672,7 +662,7 @@ impl State {
     ) -> Vec<Lease> {
         let qs = self.prepare_claim(queues, now);
         let mut leases = Vec::with_capacity(limit.min(128));
-        let mut claimed = std::mem::take(&mut self.scratch_slots);
+        let mut claimed = std::mem::take(&mut self.scratch_claims);
         while leases.len() < limit {
             let mut best: Option<(OrderKey, usize)> = None;
             for &q in &qs {
@@ -690,9 +680,8 @@ impl State {
             let Some((_, slot)) = self.idx.queues[q].ready.pop_first() else {
                 break;
             };
-            if let Some(lease) = self.take(slot, q, key, owner, lease_for, now) {
+            if let Some(lease) = self.take(slot, q, key, (owner, lease_for), now, &mut claimed) {
                 let head = lease.item.stream.clone().filter(|_| run > 1);
-                claimed.push(slot);
                 leases.push(lease);
                 if let (Some(stream), Some(e)) = (head, self.items.get(slot)) {
                     let seq = e.seq;
@@ -711,7 +700,7 @@ impl State {
             }
         }
         self.note_owner(owner, &mut claimed);
-        self.scratch_slots = claimed;
+        self.scratch_claims = claimed;
         self.scratch_queues = qs;
         leases
     }
@@ -795,8 +784,7 @@ impl State {
                     continue;
                 }
             }
-            if let Some(lease) = self.take(slot, q, key, owner, lease_for, now) {
-                claimed.push(slot);
+            if let Some(lease) = self.take(slot, q, key, (owner, lease_for), now, &mut claimed) {
                 leases.push(lease);
                 if let Some(stream) = stream {
                     self.idx
@@ -869,9 +857,9 @@ impl State {
         slot: Slot,
         q: usize,
         key: OrderKey,
-        owner: &OwnerId,
-        lease_for: Duration,
+        (owner, lease_for): (&OwnerId, Duration),
         now: Timestamp,
+        claimed: &mut Vec<Claimed>,
     ) -> Option<Lease> {
         let expires_at = now + lease_for;
         let Some(e) = self.items.get_mut(slot) else {
@@ -885,7 +873,15 @@ impl State {
         if let Some(scope) = &e.item.scope {
             self.idx.scope_taken(scope, q, key, slot);
         }
-        self.idx.queues[q].running.insert((expires_at, e.seq), slot);
+        let c = Claimed {
+            at: expires_at,
+            seq: e.seq,
+            attempt: e.item.attempt,
+            slot,
+        };
+        self.idx.expiry_push(q, c);
+        self.idx.running_now += 1;
+        claimed.push(c);
         Some(Lease {
             token: e.item.token(),
             owner: owner.clone(),
@@ -894,8 +890,9 @@ impl State {
         })
     }
 
-    /// Records the slots `owner` just claimed, for eviction (G12).
-    fn note_owner(&mut self, owner: &OwnerId, claimed: &mut Vec<Slot>) {
+    /// Records what `owner` just claimed, for eviction (G12), and sweeps the running
+    /// indexes when they have grown stale.
+    fn note_owner(&mut self, owner: &OwnerId, claimed: &mut Vec<Claimed>) {
         if claimed.is_empty() {
             return;
         }
@@ -904,13 +901,9 @@ impl State {
             Some(list) => list,
             None => idx.owners.entry(owner.clone()).or_default(),
         };
-        for slot in claimed.drain(..) {
-            if idx.owner_pos.len() <= slot {
-                idx.owner_pos.resize(slot + 1, 0);
-            }
-            idx.owner_pos[slot] = list.len();
-            list.push(slot);
-        }
+        idx.owner_records += claimed.len();
+        list.append(claimed);
+        idx.compact(&self.items);
     }
 
     /// `Store::renew`.
@@ -926,17 +919,20 @@ impl State {
                 out.push(RenewOutcome::LeaseLost);
                 continue;
             };
-            let before = e.item.lease_expires_at;
             let answer = machine::renew(&mut e.item, t, now, lease_for);
             if let RenewOutcome::Renewed { expires_at, .. } = answer {
-                let running = &mut self.idx.queues[e.queue].running;
-                if let Some(at) = before {
-                    running.remove(&(at, e.seq));
-                }
-                running.insert((expires_at, e.seq), e.slot);
+                // The record of the old expiry goes stale.
+                let c = Claimed {
+                    at: expires_at,
+                    seq: e.seq,
+                    attempt: e.item.attempt,
+                    slot: e.slot,
+                };
+                self.idx.expiry_push(e.queue, c);
             }
             out.push(answer);
         }
+        self.idx.compact(&self.items);
         out
     }
 
@@ -1010,20 +1006,18 @@ impl State {
     pub(crate) fn recover_expired(&mut self, limit: u64, now: Timestamp) -> Recovered {
         let mut counts = Recovered::default();
         while counts.requeued + counts.dead < limit {
-            let oldest = self
-                .idx
-                .queues
-                .iter()
-                .enumerate()
-                .filter_map(|(q, qi)| qi.running.first_key_value().map(|(k, _)| (*k, q)))
-                .filter(|((at, _), _)| *at <= now)
-                .min();
-            let Some((key, q)) = oldest else {
+            let mut oldest: Option<(TimeKey, usize, Slot)> = None;
+            for q in 0..self.idx.queues.len() {
+                if let Some(c) = self.first_expired(q, now) {
+                    if oldest.is_none_or(|(k, _, _)| (c.at, c.seq) < k) {
+                        oldest = Some(((c.at, c.seq), q, c.slot));
+                    }
+                }
+            }
+            let Some((_, q, slot)) = oldest else {
                 break;
             };
-            let Some(slot) = self.idx.queues[q].running.remove(&key) else {
-                break;
-            };
+            self.pop_expired(q);
             self.recover_one(slot, now, &mut counts);
         }
         counts
@@ -1195,17 +1189,15 @@ impl State {
 
     /// Applies `machine::evict` to every running item of `owner`; returns how many.
     fn release_owner(&mut self, owner: &OwnerId, now: Timestamp) -> u64 {
-        let mut running: Vec<Slot> = self
-            .idx
-            .owners
-            .remove(owner)
-            .map(|s| s.into_iter().collect())
-            .unwrap_or_default();
+        let records = self.idx.owners.remove(owner).unwrap_or_default();
+        self.idx.owner_records -= records.len();
+        let mut running: Vec<Claimed> =
+            records.into_iter().filter(|c| self.items.runs(c)).collect();
         // In enqueue order, so the head of a stream run is evicted before the items
         // behind it, which are then put back untouched (G9).
-        running.sort_unstable_by_key(|&slot| self.items.get(slot).map(|e| e.seq));
+        running.sort_unstable_by_key(|c| c.seq);
         let mut released = 0;
-        for slot in running {
+        for Claimed { slot, .. } in running {
             let Some(e) = self.items.get_mut(slot) else {
                 continue;
             };

@@ -78,6 +78,16 @@ impl MemoryStore {
     pub(crate) fn visits(&self) -> u64 {
         self.inner.state.lock().map(|s| s.visits()).unwrap_or(0)
     }
+
+    /// Records in the expiry and owner indexes, and the running items.
+    #[cfg(test)]
+    pub(crate) fn running_records(&self) -> (usize, usize, usize) {
+        self.inner
+            .state
+            .lock()
+            .map(|s| s.running_records())
+            .unwrap_or_default()
+    }
 }
 
 impl Default for MemoryStore {

@@ -6,7 +6,8 @@ use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
 use tenure_core::{
-    ClaimParams, EnqueueParams, ManualClock, NewItem, OwnerId, QueueName, ScopeKey, Store,
+    ClaimParams, CompleteParams, DeregisterParams, EnqueueParams, HeartbeatParams, ManualClock,
+    NewItem, OwnerId, QueueName, RecoverParams, RenewOutcome, RenewParams, ScopeKey, Store,
     StreamKey, Timestamp,
 };
 
@@ -89,4 +90,46 @@ fn items_that_come_due_are_visited_once_when_first_claimable() {
     assert_eq!(claim(&s, 5).len(), 5);
     // 100 due entries moved to the ready index, then one visit per claimed item.
     assert_eq!(s.visits() - before, 105);
+}
+
+/// The running indexes keep records of finished leases (they are lazy); sweeps must
+/// bound them by the running items and must never drop a live one.
+#[test]
+fn stale_running_records_are_swept_and_live_leases_still_expire_and_evict() {
+    let clock = ManualClock::new(Timestamp::from_micros(1_000_000_000));
+    let s = MemoryStore::new(clock.clone());
+    let renewer = OwnerId::new("r").unwrap();
+    enqueue_many(&s, 30_000, || NewItem::new(q(), b"x".to_vec()));
+    // 1,000 leases held to the end: 500 renewed (by "r"), 500 left to expire.
+    let held = claim(&s, 500);
+    let renewed = run(s.claim(ClaimParams::new(q(), renewer.clone(), 500, LEASE))).unwrap();
+    // 28,000 claimed one at a time, a microsecond apart, and completed.
+    for _ in 0..28_000 {
+        clock.advance(Duration::from_micros(1));
+        let got = claim(&s, 1);
+        assert_eq!(got.len(), 1);
+        run(s.complete(CompleteParams::new(vec![got[0].token]))).unwrap();
+    }
+    let (expiry, owners, running) = s.running_records();
+    assert_eq!(running, 1_000);
+    assert!(
+        expiry <= 2 * running + 4_096 && owners <= 2 * running + 4_096,
+        "stale records are swept: {expiry} expiry and {owners} owner records"
+    );
+    clock.advance(LEASE / 2);
+    let tokens: Vec<_> = renewed.iter().map(|l| l.token).collect();
+    let out = run(s.renew(RenewParams::new(tokens, LEASE))).unwrap();
+    assert!(out
+        .iter()
+        .all(|o| matches!(o, RenewOutcome::Renewed { .. })));
+    // The 500 unrenewed leases expire, each recovered once; the renewed ones do not.
+    clock.advance(LEASE / 2);
+    let recovered = run(s.recover_expired(RecoverParams::new(10_000))).unwrap();
+    assert_eq!(recovered.requeued, 500, "{recovered:?}");
+    let _ = held;
+    // Evicting "r" releases exactly its 500 running leases.
+    run(s.instance_heartbeat(HeartbeatParams::new(renewer.clone()))).unwrap();
+    let evicted = run(s.instance_deregister(DeregisterParams::new(renewer))).unwrap();
+    assert_eq!(evicted.released, 500);
+    assert_eq!(s.running_records().2, 0);
 }
