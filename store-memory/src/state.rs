@@ -29,11 +29,13 @@
 //! [`running`]): a claim writes a record into each and a finalize touches neither.
 
 mod operate;
+mod ready;
 mod running;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
+use self::ready::Ready;
 use self::running::{Claimed, Expiries};
 use tenure_core::machine::{self, Recovery};
 use tenure_core::partition::{self, Partitioning};
@@ -129,7 +131,7 @@ struct DedupEntry {
 #[derive(Default)]
 struct QueueIndex {
     /// Claimable now (see the module docs).
-    ready: BTreeMap<OrderKey, Slot>,
+    ready: Ready,
     /// Candidates whose `run_at` was in the future when they were placed.
     scheduled: BTreeMap<TimeKey, Slot>,
     /// Running items by lease expiry (G2), lazily.
@@ -733,7 +735,7 @@ impl State {
         // the first of a free scope.
         let mut candidates: Vec<(OrderKey, usize, Slot)> = Vec::new();
         for &q in &qs {
-            for (k, slot) in &self.idx.queues[q].ready {
+            for (k, slot) in self.idx.queues[q].ready.iter() {
                 candidates.push((*k, q, *slot));
             }
         }
