@@ -114,11 +114,19 @@ impl Slab {
         self.entries[slot].insert(make(slot))
     }
 
-    fn remove(&mut self, slot: Slot) -> Option<Entry> {
-        let e = self.entries.get_mut(slot)?.take()?;
-        self.by_id.remove(&e.item.id);
+    /// Drops the entry in `slot` where it lies (an entry is large; moving it out to
+    /// drop it was a measurable share of a complete) and answers what the indexes need
+    /// to forget it: its queue, and its key in `done` if it was done.
+    fn remove(&mut self, slot: Slot) -> Option<(usize, Option<TimeKey>)> {
+        let cell = self.entries.get_mut(slot)?;
+        let e = cell.as_ref()?;
+        let id = e.item.id;
+        let done = (e.item.state == ItemState::Done).then_some((e.item.updated_at, e.seq));
+        let queue = e.queue;
+        *cell = None;
+        self.by_id.remove(&id);
         self.free.push(slot);
-        Some(e)
+        Some((queue, done))
     }
 }
 
@@ -419,10 +427,10 @@ impl State {
 
     /// Deletes an item that is in no claim index (done or dead).
     fn delete(&mut self, slot: Slot) {
-        if let Some(e) = self.items.remove(slot) {
-            self.idx.leave_members(e.queue, slot);
-            if e.item.state == ItemState::Done {
-                self.idx.done.remove(&(e.item.updated_at, e.seq));
+        if let Some((queue, done)) = self.items.remove(slot) {
+            self.idx.leave_members(queue, slot);
+            if let Some(key) = done {
+                self.idx.done.remove(&key);
             }
         }
     }
@@ -618,7 +626,6 @@ impl State {
         lease_for: Duration,
         now: Timestamp,
         leases: &mut Vec<Lease>,
-        claimed: &mut Vec<Claimed>,
     ) {
         let Some(list) = self.idx.streams.get(stream) else {
             return;
@@ -646,9 +653,8 @@ impl State {
                 break;
             }
             let (q, key) = (e.queue, e.order_key());
-            match self.take(slot, q, key, (owner, lease_for), now, claimed) {
-                Some(lease) => leases.push(lease),
-                None => break,
+            if !self.take(slot, q, key, (owner, lease_for), now, leases) {
+                break;
             }
         }
     }
@@ -664,7 +670,6 @@ impl State {
     ) -> Vec<Lease> {
         let qs = self.prepare_claim(queues, now);
         let mut leases = Vec::with_capacity(limit.min(128));
-        let mut claimed = std::mem::take(&mut self.scratch_claims);
         while leases.len() < limit {
             let mut best: Option<(OrderKey, usize)> = None;
             for &q in &qs {
@@ -682,9 +687,11 @@ impl State {
             let Some((_, slot)) = self.idx.queues[q].ready.pop_first() else {
                 break;
             };
-            if let Some(lease) = self.take(slot, q, key, (owner, lease_for), now, &mut claimed) {
-                let head = lease.item.stream.clone().filter(|_| run > 1);
-                leases.push(lease);
+            if self.take(slot, q, key, (owner, lease_for), now, &mut leases) {
+                let head = leases
+                    .last()
+                    .and_then(|l| l.item.stream.clone())
+                    .filter(|_| run > 1);
                 if let (Some(stream), Some(e)) = (head, self.items.get(slot)) {
                     let seq = e.seq;
                     self.extend_run(
@@ -696,13 +703,11 @@ impl State {
                         lease_for,
                         now,
                         &mut leases,
-                        &mut claimed,
                     );
                 }
             }
         }
-        self.note_owner(owner, &mut claimed);
-        self.scratch_claims = claimed;
+        self.note_owner(owner);
         self.scratch_queues = qs;
         leases
     }
@@ -753,7 +758,6 @@ impl State {
         self.idx.visits += candidates.len() as u64;
         candidates.sort_unstable();
         let mut leases = Vec::new();
-        let mut claimed = Vec::new();
         for (key, q, slot) in candidates {
             if leases.len() >= limit {
                 break;
@@ -786,8 +790,7 @@ impl State {
                     continue;
                 }
             }
-            if let Some(lease) = self.take(slot, q, key, (owner, lease_for), now, &mut claimed) {
-                leases.push(lease);
+            if self.take(slot, q, key, (owner, lease_for), now, &mut leases) {
                 if let Some(stream) = stream {
                     self.idx
                         .pins
@@ -803,13 +806,12 @@ impl State {
                             lease_for,
                             now,
                             &mut leases,
-                            &mut claimed,
                         );
                     }
                 }
             }
         }
-        self.note_owner(owner, &mut claimed);
+        self.note_owner(owner);
         self.scratch_queues = qs;
         Some(leases)
     }
@@ -853,7 +855,9 @@ impl State {
     }
 
     /// Claims the candidate in `slot` (already out of `ready`) of queue `q` for
-    /// `owner`: the transition, the scope marker and the running index.
+    /// `owner`: the transition, the scope marker, the running index, the lease pushed
+    /// onto `leases` and the claim onto `scratch_claims`. False if it was not
+    /// claimable (a bug: the ready index names only claimable items).
     fn take(
         &mut self,
         slot: Slot,
@@ -861,16 +865,16 @@ impl State {
         key: OrderKey,
         (owner, lease_for): (&OwnerId, Duration),
         now: Timestamp,
-        claimed: &mut Vec<Claimed>,
-    ) -> Option<Lease> {
+        leases: &mut Vec<Lease>,
+    ) -> bool {
         let expires_at = now + lease_for;
         let Some(e) = self.items.get_mut(slot) else {
             debug_assert!(false, "the ready index names an empty slot");
-            return None;
+            return false;
         };
         if !machine::claim(&mut e.item, owner, now, lease_for) {
             debug_assert!(false, "the ready index names an unclaimable item");
-            return None;
+            return false;
         }
         if let Some(scope) = &e.item.scope {
             self.idx.scope_taken(scope, q, key, slot);
@@ -883,18 +887,22 @@ impl State {
         };
         self.idx.expiry_push(q, c);
         self.idx.running_now += 1;
-        claimed.push(c);
-        Some(Lease {
+        self.scratch_claims.push(c);
+        // Built in place: a lease is large, and moving it through a return value and
+        // into the vector cost three copies.
+        leases.push(Lease {
             token: e.item.token(),
             owner: owner.clone(),
             expires_at,
             item: e.item.clone(),
-        })
+        });
+        true
     }
 
-    /// Records what `owner` just claimed, for eviction (G12), and sweeps the running
-    /// indexes when they have grown stale.
-    fn note_owner(&mut self, owner: &OwnerId, claimed: &mut Vec<Claimed>) {
+    /// Records what `owner` just claimed (`scratch_claims`), for eviction (G12), and
+    /// sweeps the running indexes when they have grown stale.
+    fn note_owner(&mut self, owner: &OwnerId) {
+        let claimed = &mut self.scratch_claims;
         if claimed.is_empty() {
             return;
         }
