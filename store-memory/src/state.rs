@@ -32,6 +32,7 @@ mod operate;
 mod ready;
 mod running;
 
+use std::collections::hash_map::Entry as HashEntry;
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
@@ -118,15 +119,44 @@ impl Slab {
     /// drop it was a measurable share of a complete) and answers what the indexes need
     /// to forget it: its queue, and its key in `done` if it was done.
     fn remove(&mut self, slot: Slot) -> Option<(usize, Option<TimeKey>)> {
+        let (id, out) = self.remove_unmapped(slot)?;
+        self.by_id.remove(&id);
+        Some(out)
+    }
+
+    /// [`remove`](Self::remove) for an entry whose id is already out of `by_id`
+    /// (see [`take_id`](Self::take_id)); answers its id too.
+    fn remove_unmapped(&mut self, slot: Slot) -> Option<(ItemId, (usize, Option<TimeKey>))> {
         let cell = self.entries.get_mut(slot)?;
         let e = cell.as_ref()?;
         let id = e.item.id;
         let done = (e.item.state == ItemState::Done).then_some((e.item.updated_at, e.seq));
         let queue = e.queue;
         *cell = None;
-        self.by_id.remove(&id);
         self.free.push(slot);
-        Some((queue, done))
+        Some((id, (queue, done)))
+    }
+
+    /// The slot of `id` when `pick` accepts its entry, with the id taken out of
+    /// `by_id` when `unmap` is also true: one hash lookup for a finalize that deletes
+    /// the item, where a lookup and then a removal were two.
+    fn take_id(
+        &mut self,
+        id: ItemId,
+        pick: impl FnOnce(&Entry) -> bool,
+        unmap: bool,
+    ) -> Option<Slot> {
+        let HashEntry::Occupied(o) = self.by_id.entry(id) else {
+            return None;
+        };
+        let slot = *o.get();
+        if !pick(self.entries.get(slot)?.as_ref()?) {
+            return None;
+        }
+        if unmap {
+            o.remove();
+        }
+        Some(slot)
     }
 }
 
@@ -949,19 +979,26 @@ impl State {
     /// `Store::complete`.
     pub(crate) fn complete(&mut self, tokens: &[LeaseToken], now: Timestamp) -> Vec<TokenOutcome> {
         let mut out = Vec::with_capacity(tokens.len());
+        let keep = self.keep_done;
         for t in tokens {
-            let Some(e) = unlink_current(&mut self.items, &mut self.idx, t) else {
+            let current = |e: &Entry| machine::is_current(&e.item, t);
+            let Some(slot) = self.items.take_id(t.id, current, !keep) else {
                 out.push(TokenOutcome::LeaseLost);
                 continue;
             };
+            let Some(e) = self.items.get_mut(slot) else {
+                out.push(TokenOutcome::LeaseLost);
+                continue;
+            };
+            self.idx.unlink_running(e);
             let answer = machine::complete(&mut e.item, t, now);
             debug_assert_eq!(answer, TokenOutcome::Accepted);
             let next = self.idx.stream_leave(e);
-            let slot = e.slot;
-            if self.keep_done {
+            if keep {
                 self.idx.done.insert((e.item.updated_at, e.seq), slot);
-            } else {
-                self.delete(slot);
+            } else if let Some((_, (queue, _))) = self.items.remove_unmapped(slot) {
+                // The id left `by_id` in `take_id`.
+                self.idx.leave_members(queue, slot);
             }
             if let Some(next) = next {
                 self.place_if_candidate(next, now);
