@@ -81,7 +81,15 @@ struct Slab {
     entries: Vec<Option<Entry>>,
     free: Vec<Slot>,
     by_id: HashMap<ItemId, Slot>,
+    /// Payload buffers of deleted items, reused for the payload copies leases carry
+    /// (see [`Slab::lease_item`]).
+    spare: Vec<Vec<u8>>,
 }
+
+/// Spare payload buffers kept at most, and the largest capacity kept: at most
+/// `SPARE_BUFFERS * SPARE_CAPACITY` bytes (256 KiB) held for reuse.
+const SPARE_BUFFERS: usize = 256;
+const SPARE_CAPACITY: usize = 1024;
 
 impl Slab {
     fn get(&self, slot: Slot) -> Option<&Entry> {
@@ -128,13 +136,38 @@ impl Slab {
     /// (see [`take_id`](Self::take_id)); answers its id too.
     fn remove_unmapped(&mut self, slot: Slot) -> Option<(ItemId, (usize, Option<TimeKey>))> {
         let cell = self.entries.get_mut(slot)?;
-        let e = cell.as_ref()?;
+        let e = cell.as_mut()?;
         let id = e.item.id;
         let done = (e.item.state == ItemState::Done).then_some((e.item.updated_at, e.seq));
         let queue = e.queue;
+        let payload = std::mem::take(&mut e.item.payload);
         *cell = None;
         self.free.push(slot);
+        if payload.capacity() <= SPARE_CAPACITY && self.spare.len() < SPARE_BUFFERS {
+            self.spare.push(payload);
+        }
         Some((id, (queue, done)))
+    }
+
+    /// A copy of the item in `slot` for a lease, its payload copied into a spare
+    /// buffer when there is one. A claim and the delete of a finished item were each
+    /// an allocator call per item (the lease's copy, and the stored payload freed);
+    /// with the buffers of deleted items reused, a steady claim + complete loop makes
+    /// neither.
+    fn lease_item(&mut self, slot: Slot) -> Option<Item> {
+        let e = self.entries.get_mut(slot)?.as_mut()?;
+        let Some(mut buf) = self.spare.pop() else {
+            return Some(e.item.clone());
+        };
+        buf.clear();
+        buf.extend_from_slice(&e.item.payload);
+        // Cloned with the payload set aside (an empty vector clones without
+        // allocating), so every other field is copied by Item's own Clone.
+        let stored = std::mem::take(&mut e.item.payload);
+        let mut item = e.item.clone();
+        e.item.payload = stored;
+        item.payload = buf;
+        Some(item)
     }
 
     /// The slot of `id` when `pick` accepts its entry, with the id taken out of
@@ -918,13 +951,16 @@ impl State {
         self.idx.expiry_push(q, c);
         self.idx.running_now += 1;
         self.scratch_claims.push(c);
+        let Some(item) = self.items.lease_item(slot) else {
+            return false;
+        };
         // Built in place: a lease is large, and moving it through a return value and
         // into the vector cost three copies.
         leases.push(Lease {
-            token: e.item.token(),
+            token: item.token(),
             owner: owner.clone(),
             expires_at,
-            item: e.item.clone(),
+            item,
         });
         true
     }

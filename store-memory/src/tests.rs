@@ -133,3 +133,29 @@ fn stale_running_records_are_swept_and_live_leases_still_expire_and_evict() {
     assert_eq!(evicted.released, 500);
     assert_eq!(s.running_records().2, 0);
 }
+
+/// Leases carry their item's payload in buffers reused from deleted items; each must
+/// hold exactly its own item's bytes, whatever the reused buffer held before.
+#[test]
+fn leases_carry_their_own_payload_in_reused_buffers() {
+    let s = MemoryStore::default();
+    let payload = |i: usize| vec![u8::try_from(i % 251).unwrap(); (i * 37) % 300];
+    let items: Vec<NewItem> = (0..2_000).map(|i| NewItem::new(q(), payload(i))).collect();
+    let ids: Vec<_> = items.iter().map(|i| i.id).collect();
+    run(s.enqueue(EnqueueParams::new(items))).unwrap();
+    let mut seen = 0;
+    loop {
+        let got = claim(&s, 64);
+        if got.is_empty() {
+            break;
+        }
+        for l in &got {
+            let i = ids.iter().position(|id| *id == l.item.id).unwrap();
+            assert_eq!(l.item.payload, payload(i), "item {i}");
+        }
+        seen += got.len();
+        let tokens = got.iter().map(|l| l.token).collect();
+        run(s.complete(CompleteParams::new(tokens))).unwrap();
+    }
+    assert_eq!(seen, 2_000);
+}
