@@ -82,7 +82,7 @@ struct Slab {
     free: Vec<Slot>,
     by_id: HashMap<ItemId, Slot>,
     /// Payload buffers of deleted items, reused for the payload copies leases carry
-    /// (see [`Slab::lease_item`]).
+    /// (see [`Slab::push_lease`]).
     spare: Vec<Vec<u8>>,
 }
 
@@ -149,25 +149,43 @@ impl Slab {
         Some((id, (queue, done)))
     }
 
-    /// A copy of the item in `slot` for a lease, its payload copied into a spare
-    /// buffer when there is one. A claim and the delete of a finished item were each
-    /// an allocator call per item (the lease's copy, and the stored payload freed);
-    /// with the buffers of deleted items reused, a steady claim + complete loop makes
-    /// neither.
-    fn lease_item(&mut self, slot: Slot) -> Option<Item> {
-        let e = self.entries.get_mut(slot)?.as_mut()?;
-        let Some(mut buf) = self.spare.pop() else {
-            return Some(e.item.clone());
+    /// Pushes a lease on the item in `slot` (just claimed) onto `leases`, its
+    /// payload copied into a spare buffer when there is one. A claim and the delete
+    /// of a finished item were each an allocator call per item (the lease's copy, and
+    /// the stored payload freed); with the buffers of deleted items reused, a steady
+    /// claim + complete loop makes neither. The lease is built in place: it is large,
+    /// and moving it through return values cost a copy each.
+    fn push_lease(
+        &mut self,
+        slot: Slot,
+        owner: &OwnerId,
+        expires_at: Timestamp,
+        leases: &mut Vec<Lease>,
+    ) -> bool {
+        let Some(e) = self.entries.get_mut(slot).and_then(Option::as_mut) else {
+            return false;
         };
-        buf.clear();
-        buf.extend_from_slice(&e.item.payload);
-        // Cloned with the payload set aside (an empty vector clones without
-        // allocating), so every other field is copied by Item's own Clone.
-        let stored = std::mem::take(&mut e.item.payload);
-        let mut item = e.item.clone();
-        e.item.payload = stored;
-        item.payload = buf;
-        Some(item)
+        // With a spare buffer, the item is cloned below with its payload set aside
+        // (an empty vector clones without allocating), so every other field is still
+        // copied by Item's own Clone.
+        let spare = self.spare.pop().map(|mut buf| {
+            buf.clear();
+            buf.extend_from_slice(&e.item.payload);
+            (buf, std::mem::take(&mut e.item.payload))
+        });
+        leases.push(Lease {
+            token: e.item.token(),
+            owner: owner.clone(),
+            expires_at,
+            item: e.item.clone(),
+        });
+        if let Some((copy, stored)) = spare {
+            e.item.payload = stored;
+            if let Some(lease) = leases.last_mut() {
+                lease.item.payload = copy;
+            }
+        }
+        true
     }
 
     /// The slot of `id` when `pick` accepts its entry, with the id taken out of
@@ -951,18 +969,7 @@ impl State {
         self.idx.expiry_push(q, c);
         self.idx.running_now += 1;
         self.scratch_claims.push(c);
-        let Some(item) = self.items.lease_item(slot) else {
-            return false;
-        };
-        // Built in place: a lease is large, and moving it through a return value and
-        // into the vector cost three copies.
-        leases.push(Lease {
-            token: item.token(),
-            owner: owner.clone(),
-            expires_at,
-            item,
-        });
-        true
+        self.items.push_lease(slot, owner, expires_at, leases)
     }
 
     /// Records what `owner` just claimed (`scratch_claims`), for eviction (G12), and

@@ -83,7 +83,15 @@ impl Expiries {
         // Claims mostly come in expiry order: the last bucket, without a search.
         let bucket = match self.buckets.last_entry() {
             Some(last) if *last.key() == k => last.into_mut(),
-            _ => self.buckets.entry(k).or_default(),
+            last => {
+                // Sized like the bucket before it, so a steady claim rate grows no
+                // bucket by doubling.
+                let size = last.map_or(0, |l| l.get().claims.len()).clamp(4, 1024);
+                self.buckets.entry(k).or_insert_with(|| Bucket {
+                    claims: Vec::with_capacity(size),
+                    sorted: false,
+                })
+            }
         };
         bucket.sorted = false;
         bucket.claims.push(c);
