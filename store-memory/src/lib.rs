@@ -32,6 +32,14 @@
 //! Recovering `k` expired leases costs `O(k log n)`; evicting an instance costs its
 //! running items. `queue_counts` visits the queue's own items, as a SQL count would.
 //!
+//! Keys that arrive in claim order (due items at one priority) are pushed and popped
+//! at the ends of a deque rather than kept in a tree. The running items' indexes (by
+//! expiry, by owner) are lazy: a claim writes a record into each and a finalize
+//! touches neither; records of finished leases are skipped when met and swept once
+//! they outnumber twice the running items, which costs `O(1)` per claim amortized and
+//! keeps their memory `O(running)`. `lease_list` sorts the queue's live records per
+//! page, as `item_list` sorts its items.
+//!
 //! # Concurrency
 //!
 //! All data sits behind one [`std::sync::Mutex`]. Every method does all its work
