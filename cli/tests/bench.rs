@@ -1,10 +1,11 @@
-//! `tenure bench` end to end: the real binary on memory, a SQLite temp file and
-//! PostgreSQL, checking what it reports, that it removes what it made, and that it
-//! refuses data that was there before and leaves it as it was.
+//! `tenure bench` end to end: the real binary on memory, a SQLite temp file,
+//! PostgreSQL and Redis, checking what it reports, that it removes what it made, and
+//! that it refuses data that was there before and leaves it as it was.
 //!
 //! PostgreSQL runs at `TENURE_POSTGRES_URL` (default
-//! `postgres://postgres@127.0.0.1:5432/test`); without a server those cases skip,
-//! unless `TENURE_REQUIRE_STORES=1`, when they fail.
+//! `postgres://postgres@127.0.0.1:5432/test`), Redis at `TENURE_REDIS_URL` (default
+//! `redis://127.0.0.1:6379`); without a server those cases skip, unless
+//! `TENURE_REQUIRE_STORES=1`, when they fail.
 
 use std::path::Path;
 use std::process::{Command, Output};
@@ -392,4 +393,103 @@ fn an_interrupted_sqlite_run_still_removes_its_file() {
     for file in sqlite_files(&path) {
         assert!(!file.exists(), "{} left behind", file.display());
     }
+}
+
+// -------------------------------------------------------------------------------- redis
+
+fn redis_url() -> String {
+    std::env::var("TENURE_REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1:6379".to_owned())
+}
+
+/// A connection to look at the server's keys, or `None` (the case skips) when the
+/// server is down and stores are not required.
+async fn redis_admin() -> Option<redis::aio::MultiplexedConnection> {
+    let connected = match redis::Client::open(redis_url()) {
+        Ok(client) => client.get_multiplexed_async_connection().await,
+        Err(e) => Err(e),
+    };
+    match connected {
+        Ok(c) => Some(c),
+        Err(e) if std::env::var("TENURE_REQUIRE_STORES").as_deref() != Ok("1") => {
+            eprintln!("skipped: Redis at {} is unreachable: {e}", redis_url());
+            None
+        }
+        Err(e) => panic!("Redis at {} is required: {e}", redis_url()),
+    }
+}
+
+/// Every key of `prefix` (`{prefix}` and `{prefix}:...`).
+async fn keys_of(conn: &mut redis::aio::MultiplexedConnection, prefix: &str) -> Vec<String> {
+    redis::cmd("KEYS")
+        .arg(format!("{{{prefix}}}*"))
+        .query_async(conn)
+        .await
+        .expect("KEYS")
+}
+
+#[tokio::test]
+async fn a_redis_run_uses_a_prefix_of_its_own_and_deletes_its_keys() {
+    let Some(mut conn) = redis_admin().await else {
+        return;
+    };
+    for through in ["worker", "store"] {
+        let doc = bench_json(&[
+            &redis_url(),
+            "--through",
+            through,
+            "-n",
+            "2000",
+            "--backlog",
+            "1000",
+        ]);
+        assert_run(&doc, "redis", "burn-down", through, 2000);
+        assert_eq!(doc["cleanup"]["kind"], "prefix", "{doc}");
+        let prefix = doc["cleanup"]["name"].as_str().expect("prefix").to_owned();
+        assert!(prefix.starts_with("tenure_bench_"), "{prefix}");
+        let left = keys_of(&mut conn, &prefix).await;
+        assert!(left.is_empty(), "{prefix} left keys behind: {left:?}");
+    }
+    // A prefix named by the URL, unused, is used and emptied too.
+    let prefix = format!("tenure_bench_named_{}", std::process::id());
+    let url = with_param(&redis_url(), &format!("tenure_prefix={prefix}"));
+    let doc = bench_json(&[&url, "-n", "500"]);
+    assert_run(&doc, "redis", "burn-down", "worker", 500);
+    assert_eq!(doc["cleanup"]["name"], prefix.as_str());
+    assert!(keys_of(&mut conn, &prefix).await.is_empty());
+}
+
+#[tokio::test]
+async fn a_redis_prefix_that_holds_keys_is_refused_and_left_untouched() {
+    let Some(mut conn) = redis_admin().await else {
+        return;
+    };
+    let prefix = format!("tenure_bench_precious_{}", std::process::id());
+    let key = format!("{{{prefix}}}:keep");
+    let _: () = redis::cmd("SET")
+        .arg(&key)
+        .arg("not ours")
+        .query_async(&mut conn)
+        .await
+        .expect("set up");
+    let url = with_param(&redis_url(), &format!("tenure_prefix={prefix}"));
+    let out = tenure(&["bench", &url, "-n", "10"]);
+    let value: Option<String> = redis::cmd("GET")
+        .arg(&key)
+        .query_async(&mut conn)
+        .await
+        .expect("get");
+    let keys = keys_of(&mut conn, &prefix).await;
+    let _: () = redis::cmd("DEL")
+        .arg(&key)
+        .query_async(&mut conn)
+        .await
+        .expect("clean up");
+    assert!(!out.status.success());
+    let err = stderr(&out);
+    assert!(
+        err.contains("refusing to touch existing data") && err.contains(&prefix),
+        "{err}"
+    );
+    assert_eq!(value.as_deref(), Some("not ours"));
+    assert_eq!(keys, vec![key], "nothing was written under the prefix");
 }

@@ -24,6 +24,7 @@ use crate::rows::{self, Flat};
 use crate::scripts::SCRIPTS;
 use crate::{listen, RedisConfig, STORE};
 
+mod admin;
 mod operate;
 
 /// A Redis store. `Clone` gives another handle on the same connection.

@@ -45,12 +45,15 @@ pub(crate) enum Through {
 #[command(after_help = "Examples:\n  \
     tenure bench sqlite://bench.db\n  \
     tenure bench 'postgres://user@host/db' --through store -w 4 -b 100 -n 200000 --json\n  \
-    tenure bench memory:// --mode sustained --rate 1000 --duration 10s --plot run.svg\n\n\
-    Every run checks that each item finished exactly once, and removes the file or schema \
-    it made. It refuses a SQLite file or PostgreSQL schema that already exists.")]
+    tenure bench memory:// --mode sustained --rate 1000 --duration 10s --plot run.svg\n  \
+    tenure bench redis://127.0.0.1:6379 -c 64\n\n\
+    Every run checks that each item finished exactly once, and removes the file, schema or \
+    key prefix it made. It refuses a SQLite file or PostgreSQL schema that already exists, \
+    and a Redis prefix that already holds keys.")]
 pub(crate) struct BenchArgs {
     /// The store: memory://, sqlite://PATH (a new file), postgres://... (a new schema
-    /// tenure_bench_RANDOM, or the new one named by ?tenure_schema=NAME).
+    /// tenure_bench_RANDOM, or the new one named by ?tenure_schema=NAME), redis://... (a
+    /// new key prefix tenure_bench_RANDOM, or the unused one named by ?tenure_prefix=NAME).
     pub(crate) url: String,
 
     /// burn-down drains a seeded queue; sustained enqueues at --rate while working.

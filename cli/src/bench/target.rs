@@ -6,6 +6,7 @@
 //! | `memory://` | a store in this process | never |
 //! | `sqlite://PATH` | the file `PATH` (created new) | `PATH`, `PATH-wal`, `PATH-shm` or `PATH-journal` exists |
 //! | `postgres://...` | a schema `tenure_bench_<random>`, or the one named by `tenure_schema` | that schema exists |
+//! | `redis://...`, `rediss://...` | a key prefix `tenure_bench_<random>`, or the one named by `tenure_prefix` | a key of that prefix exists |
 //! | any other scheme `tenure::open` knows | a fresh queue only (see [`Target::Other`]) | `--backlog` is asked for |
 //!
 //! Every run also uses a fresh queue name. The store itself is always opened with
@@ -14,6 +15,7 @@
 use std::path::{Path, PathBuf};
 
 use sqlx::{Connection, PgConnection};
+use tenure_redis::{RedisConfig, RedisStore};
 
 use crate::error::CliError;
 
@@ -38,6 +40,15 @@ pub(crate) enum Target {
         /// The URL to open the store with (`tenure_schema` set to `schema`).
         url: String,
     },
+    /// A Redis key prefix that held no key when the bench began.
+    Redis {
+        /// The URL without `tenure_prefix`, for the bench's own connection.
+        driver_url: String,
+        /// The prefix.
+        prefix: String,
+        /// The URL to open the store with (`tenure_prefix` set to `prefix`).
+        url: String,
+    },
     /// A scheme this command knows no isolation for (a store added to `tenure::open`
     /// later): the run uses only a fresh queue, with no backlog, and checks that the
     /// queue is left with nothing pending; finished items are left to the store's purge.
@@ -60,18 +71,21 @@ fn sqlite_files(path: &Path) -> Vec<PathBuf> {
 
 /// Takes `tenure_schema` out of a Postgres URL's query: `(driver_url, schema)`.
 fn split_schema(url: &str) -> Result<(String, Option<String>), CliError> {
+    split_param(url, "tenure_schema")
+}
+
+/// Takes our own parameter `name` out of a URL's query: `(driver_url, value)`.
+fn split_param(url: &str, name: &str) -> Result<(String, Option<String>), CliError> {
     let Some((base, query)) = url.split_once('?') else {
         return Ok((url.to_owned(), None));
     };
-    let mut schema = None;
+    let mut found = None;
     let mut rest = Vec::new();
     for pair in query.split('&').filter(|p| !p.is_empty()) {
         match pair.split_once('=') {
-            Some(("tenure_schema", value)) => {
-                if schema.replace(value.to_owned()).is_some() {
-                    return Err(CliError::Usage(
-                        "url: tenure_schema is given twice".to_owned(),
-                    ));
+            Some((key, value)) if key == name => {
+                if found.replace(value.to_owned()).is_some() {
+                    return Err(CliError::Usage(format!("url: {name} is given twice")));
                 }
             }
             _ => rest.push(pair),
@@ -82,28 +96,38 @@ fn split_schema(url: &str) -> Result<(String, Option<String>), CliError> {
     } else {
         format!("{base}?{}", rest.join("&"))
     };
-    Ok((driver_url, schema))
+    Ok((driver_url, found))
 }
 
 fn with_schema(driver_url: &str, schema: &str) -> String {
+    with_param(driver_url, "tenure_schema", schema)
+}
+
+fn with_param(driver_url: &str, name: &str, value: &str) -> String {
     let sep = if driver_url.contains('?') { '&' } else { '?' };
-    format!("{driver_url}{sep}tenure_schema={schema}")
+    format!("{driver_url}{sep}{name}={value}")
 }
 
 /// A schema name the bench may create and drop: lower-case letters, digits and `_`,
 /// starting with a letter or `_`, at most 63 bytes.
 fn check_schema(schema: &str) -> Result<(), CliError> {
-    let ok = !schema.is_empty()
-        && schema.len() <= 63
-        && schema
+    check_name("tenure_schema", schema, 63)
+}
+
+/// A name of `field` the bench may make and remove: 1 to `max` lower-case letters,
+/// digits or `_`, not starting with a digit.
+fn check_name(field: &str, name: &str, max: usize) -> Result<(), CliError> {
+    let ok = !name.is_empty()
+        && name.len() <= max
+        && name
             .bytes()
             .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_')
-        && !schema.as_bytes()[0].is_ascii_digit();
+        && !name.as_bytes()[0].is_ascii_digit();
     if ok {
         Ok(())
     } else {
         Err(CliError::Usage(format!(
-            "tenure_schema: {schema:?} must be 1 to 63 lower-case letters, digits or _, not starting with a digit"
+            "{field}: {name:?} must be 1 to {max} lower-case letters, digits or _, not starting with a digit"
         )))
     }
 }
@@ -137,8 +161,10 @@ impl Target {
             "memory" => Ok(Target::Memory),
             "sqlite" => Self::sqlite(url),
             "postgres" | "postgresql" => Self::postgres(url).await,
+            "redis" | "rediss" => Self::redis(url).await,
             "" => Err(CliError::Usage(format!(
-                "url: {url:?} has no scheme; expected memory://, sqlite://PATH or postgres://..."
+                "url: {url:?} has no scheme; expected memory://, sqlite://PATH, postgres://... \
+                 or redis://..."
             ))),
             _ => {
                 if backlog > 0 {
@@ -240,13 +266,49 @@ impl Target {
         })
     }
 
+    async fn redis(url: &str) -> Result<Target, CliError> {
+        let (driver_url, named) = split_param(url, "tenure_prefix")?;
+        let prefix = match named {
+            Some(p) => p,
+            None => format!("tenure_bench_{}", fresh_suffix()),
+        };
+        // The store's own rule for prefixes (at most 48 bytes).
+        check_name("tenure_prefix", &prefix, 48)?;
+        let store = Self::redis_store(&driver_url, &prefix).await?;
+        let in_use = store.prefix_in_use().await.map_err(CliError::db(format!(
+            "looking for keys of prefix {prefix} on {}",
+            redact(&driver_url)
+        )))?;
+        if in_use {
+            return Err(CliError::Refused(format!(
+                "prefix {prefix} already holds keys; tenure bench only runs under a new key \
+                 prefix, whose keys it deletes afterwards (name another with \
+                 tenure_prefix=..., or leave it out)"
+            )));
+        }
+        let url = with_param(&driver_url, "tenure_prefix", &prefix);
+        Ok(Target::Redis {
+            driver_url,
+            prefix,
+            url,
+        })
+    }
+
+    /// A handle on `prefix` for the bench's own housekeeping (no listener).
+    async fn redis_store(driver_url: &str, prefix: &str) -> Result<RedisStore, CliError> {
+        RedisStore::connect(RedisConfig::new(driver_url).prefix(prefix).listen(false))
+            .await
+            .map_err(CliError::Store)
+    }
+
     /// The URL to open the store with.
     pub(crate) fn url(&self) -> &str {
         match self {
             Target::Memory => "memory://",
-            Target::Sqlite { url, .. } | Target::Postgres { url, .. } | Target::Other { url } => {
-                url
-            }
+            Target::Sqlite { url, .. }
+            | Target::Postgres { url, .. }
+            | Target::Redis { url, .. }
+            | Target::Other { url } => url,
         }
     }
 
@@ -257,6 +319,7 @@ impl Target {
             Target::Memory => ("memory", "this process".to_owned(), true),
             Target::Sqlite { path, .. } => ("file", path.display().to_string(), true),
             Target::Postgres { schema, .. } => ("schema", schema.clone(), true),
+            Target::Redis { prefix, .. } => ("prefix", prefix.clone(), true),
             Target::Other { .. } => ("queue", "the run's queue".to_owned(), false),
         }
     }
@@ -323,6 +386,15 @@ impl Target {
                 .await
                 .map_err(CliError::db(format!("dropping schema {schema}")))?;
                 let _ = conn.close().await;
+                Ok(())
+            }
+            Target::Redis {
+                driver_url, prefix, ..
+            } => {
+                let store = Self::redis_store(driver_url, prefix).await?;
+                store.remove_prefix().await.map_err(CliError::db(format!(
+                    "deleting the keys of prefix {prefix}"
+                )))?;
                 Ok(())
             }
         }
