@@ -72,6 +72,7 @@
 //! | `store.rs` | [`MemoryStore`]'s constructors, which are its configuration (a clock, the [`Limits`]), and its `Store` impl, the operations in contract order |
 //! | `state.rs` | the schema: the data and its indexes, and every operation as a synchronous function on them |
 //! | `state/operate.rs` | the operator's operations on the same data |
+//! | `state/ready.rs`, `state/running.rs` | the claim index of ready items, and the lazy indexes of running items (by expiry, by owner) |
 //! | `tests.rs` | tests that read the internals |
 //!
 //! There is no `error.rs`: with no backend, every error is one of
