@@ -14,6 +14,11 @@
 //!   checks `owner:attempt` per id and deletes it (`tenure_benches::raw::redis`); no
 //!   recovery, order, streams, scopes or counts.
 //!
+//! `redis_burndown` runs the store loop beside a `Worker` with a no-op handler at
+//! concurrency 16, 64 and 256 on the same `N` (`TENURE_BENCH_N`, default 200,000),
+//! with the Worker/store ratios (`tenure_benches::cells`); add `-- burndown` to run
+//! it alone.
+//!
 //! Needs Redis at `TENURE_REDIS_URL` (default `redis://127.0.0.1:6379`); without it the
 //! bench prints why and measures nothing. Each run uses fresh key prefixes and deletes
 //! their keys at the end. Run: `cargo bench -p tenure-benches --bench redis`.
@@ -27,7 +32,7 @@ use criterion::{
     criterion_group, criterion_main, BenchmarkId, Criterion, SamplingMode, Throughput,
 };
 use redis::aio::MultiplexedConnection;
-use tenure_benches::cells::{self, Rounds};
+use tenure_benches::cells::{self, Rounds, BURNDOWN};
 use tenure_benches::raw::redis::{self as raw, RedisRaw};
 use tenure_benches::{bench_queue, drain, runtime, seed, streams, DrainSpec, Items};
 use tenure_redis::{RedisConfig, RedisStore};
@@ -212,5 +217,55 @@ fn stream_runs(_: &mut Criterion) {
     );
 }
 
-criterion_group!(benches, redis_bench, stream_runs);
+/// Items per burn-down cell, unless `TENURE_BENCH_N` says otherwise: enough that the
+/// fastest cell (the store loop at B = 100, W = 4) runs about 3 s here.
+const BURNDOWN_N: usize = 200_000;
+
+/// The burn-down cells (`tenure_benches::cells::BURNDOWN`): the store loop beside a
+/// `Worker` with a no-op handler at concurrency 16, 64 and 256 on the same `N`, each
+/// cell on a fresh queue of one store (its own key prefix, deleted at the end), with
+/// the Worker/store ratios.
+fn burndown(_: &mut Criterion) {
+    if !cells::wanted("redis_burndown") {
+        return;
+    }
+    let rt = runtime().expect("runtime");
+    let n = cells::env_count("TENURE_BENCH_N", BURNDOWN_N);
+    let rounds = cells::env_count("TENURE_BENCH_ROUNDS", 3);
+    println!("redis_burndown: N = {n}, {rounds} rounds, a fresh queue per cell");
+    let prefix = format!("bench_{}", uuid::Uuid::now_v7().simple());
+    let connected = rt.block_on(async {
+        let store = RedisStore::connect(
+            RedisConfig::new(url())
+                .prefix(&prefix)
+                .listen(false)
+                .response_timeout(Duration::from_secs(120)),
+        )
+        .await?;
+        store.ping().await.map(|()| store)
+    });
+    let store = match connected {
+        Ok(store) => store,
+        Err(e) => {
+            eprintln!("skipped: Redis at {} is unreachable: {e}", url());
+            return;
+        }
+    };
+    let mut r = Rounds::new();
+    rt.block_on(async {
+        for _ in 0..rounds {
+            for d in BURNDOWN {
+                let queue = bench_queue().expect("queue");
+                seed(&store, &queue, n).await.expect("seed");
+                let elapsed = d.drain(&store, &queue, n).await.expect("drain");
+                r.record(&d.label(), n, elapsed);
+            }
+        }
+        let mut admin = connection().await;
+        delete_prefix(&mut admin, &prefix).await;
+    });
+    println!("{}", r.table("redis burn-down", &cells::burndown_ratios()));
+}
+
+criterion_group!(benches, redis_bench, burndown, stream_runs);
 criterion_main!(benches);

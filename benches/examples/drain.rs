@@ -5,9 +5,10 @@
 //! cargo run --release -p tenure-benches --example drain -- <target> <take> <batch> <workers> [backlog]
 //! ```
 //!
-//! `target` is `sqlite`, `sqlite-raw`, `memory`, `memory-raw`, `redis` or `redis-raw`
-//! (Redis at `TENURE_REDIS_URL`, default `redis://127.0.0.1:6379`, under a fresh key
-//! prefix that is left behind). The queue is seeded
+//! `target` is `sqlite`, `sqlite-raw`, `memory`, `memory-raw`, `redis`, `redis-raw` or
+//! `redis-worker` (Redis at `TENURE_REDIS_URL`, default `redis://127.0.0.1:6379`, under
+//! a fresh key prefix that is left behind; `redis-worker` drains through a `Worker`
+//! with a no-op handler at concurrency `workers`, `batch` unused). The queue is seeded
 //! with `backlog` ready items (default `take`, not timed), then `workers` workers claim
 //! `batch` at a time and complete each batch until `take` items have finished; prints
 //! items/s over that drain. With `backlog` far above `take`, the figure is the cost of
@@ -20,6 +21,7 @@ use std::time::{Duration, Instant};
 use tenure_benches::raw::memory::RawMemory;
 use tenure_benches::raw::redis::RedisRaw;
 use tenure_benches::raw::sqlite as raw;
+use tenure_benches::worker::{drain_worker, WorkerSpec};
 use tenure_benches::{bench_queue, runtime, seed, LEASE};
 use tenure_core::{ClaimParams, CompleteParams, OwnerId, Store, TokenOutcome};
 
@@ -29,7 +31,7 @@ fn redis_url() -> String {
 
 fn usage() -> ! {
     eprintln!(
-        "usage: drain <sqlite|sqlite-raw|memory|memory-raw|redis|redis-raw> <take> <batch> <workers> [backlog]"
+        "usage: drain <sqlite|sqlite-raw|memory|memory-raw|redis|redis-raw|redis-worker> <take> <batch> <workers> [backlog]"
     );
     std::process::exit(2)
 }
@@ -140,7 +142,9 @@ fn main() {
             let store = tenure_redis::RedisStore::connect(
                 tenure_redis::RedisConfig::new(redis_url())
                     .prefix(&format!("drain_{}", uuid::Uuid::now_v7().simple()))
-                    .listen(false),
+                    .listen(false)
+                    // Room for a server run under valgrind.
+                    .response_timeout(Duration::from_secs(600)),
             )
             .await
             .expect("connect");
@@ -148,6 +152,24 @@ fn main() {
                 .await
                 .expect("seed");
             store_drain(store, take, batch, workers).await
+        }),
+        // A Worker with a no-op handler at concurrency `workers` (`batch` unused).
+        "redis-worker" => rt.block_on(async {
+            let store = tenure_redis::RedisStore::connect(
+                tenure_redis::RedisConfig::new(redis_url())
+                    .prefix(&format!("drain_{}", uuid::Uuid::now_v7().simple()))
+                    .listen(false)
+                    // Room for a server run under valgrind.
+                    .response_timeout(Duration::from_secs(600)),
+            )
+            .await
+            .expect("connect");
+            let queue = bench_queue().expect("queue");
+            seed(&store, &queue, backlog).await.expect("seed");
+            let run = drain_worker(&store, &WorkerSpec::new(queue, take, workers))
+                .await
+                .expect("worker drain");
+            (run.elapsed, take as u64)
         }),
         "redis-raw" => rt.block_on(async {
             let raw = RedisRaw::new(&format!("drain_raw_{}", uuid::Uuid::now_v7().simple()));

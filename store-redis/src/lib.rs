@@ -94,6 +94,13 @@
 //! with Cluster, point it at the primary that owns the prefix's slot
 //! (`CLUSTER KEYSLOT {<prefix>}`).
 //!
+//! The layout has a version (`{<prefix>}:layout`, 3 in this version, `lib.lua`
+//! describes each): the first operator call on a store written by an earlier layout
+//! upgrades it in one call, and claims need no upgrade. Stop every process of an
+//! earlier version before starting this one on the same prefix: an earlier version
+//! neither reads nor keeps layout 3's fields (a queue's due bound and pause flag
+//! beside it; ready items counted by their index).
+//!
 //! The channel `{<prefix>}:wake` carries the wake-up hint: every enqueue that inserts
 //! publishes on it once, and [`RedisConfig::listen`] (on by default) subscribes, firing
 //! the store's [`wake_signal`](tenure_core::Store::wake_signal) in every process. The
@@ -137,30 +144,35 @@
 //! claiming B at a time and completing each batch in one call, beside a raw Lua loop
 //! (LPOP off a list, a lease hash and an expiry zset, a finalize fenced on
 //! `owner:attempt`) in the same run. One run on the shared 2-core development machine
-//! with other builds running (load average about 3; runs of the same code differ by
-//! up to 0.3 in a cell: other runs of it gave 0.84 0.61 0.71 / 0.65 0.75 0.47 and
-//! 0.41 0.66 0.78 / 0.76 0.88 0.47), items/s:
+//! with other builds running (load average 6.6-7.6; runs of the same code differ by up
+//! to 0.3 in a cell, most at B = 1, where a cell drains 2,000 items in about 0.15 s),
+//! items/s:
 //!
 //! | B, W | tenure | raw Lua | ratio |
 //! |---|---|---|---|
-//! | 1, 1 | 10,204 | 17,033 | 0.60 |
-//! | 1, 4 | 14,405 | 24,159 | 0.60 |
-//! | 1, 16 | 15,469 | 25,603 | 0.60 |
-//! | 100, 1 | 33,944 | 48,560 | 0.70 |
-//! | 100, 4 | 37,352 | 47,928 | 0.78 |
-//! | 100, 16 | 44,155 | 89,093 | 0.50 |
+//! | 1, 1 | 9,976 | 15,678 | 0.64 |
+//! | 1, 4 | 13,748 | 12,776 | 1.08 |
+//! | 1, 16 | 11,090 | 13,128 | 0.84 |
+//! | 100, 1 | 23,990 | 27,300 | 0.88 |
+//! | 100, 4 | 26,971 | 37,248 | 0.72 |
+//! | 100, 16 | 34,908 | 70,702 | 0.49 |
 //!
-//! Where the difference goes, server side (`INFO commandstats`, claim 100 then
-//! complete, per item): about 12 µs in the claim and 5.5 µs in the complete, against
-//! about 10.6 µs for the raw loop's claim and finalize together. A claim first looks
-//! for expired leases and due schedules of its queues (two reads, also at B = 1), and
-//! each claimed item is read (14 fields, each a value Redis converts into Lua) and
-//! written, with its queue's running set, its owner's set and the ready counter kept
-//! in step, once per call. That bookkeeping is what lets recovery, eviction and
-//! `queue_counts` run without scans. Each call runs only its operation's Lua: the
-//! helpers are defined once, when the function library loads. Client side, parsing
-//! the answers is most of the time at B = 100, so a claimed item is answered as eight
-//! values (its numbers in one string), not one per field.
+//! Where the difference goes. Server instructions per item (callgrind on a throwaway
+//! server, claim then complete): about 223,000 at B = 1 against 136,000 for the raw
+//! loop, and about 113,000 at B = 100 against 140,000. At B = 1 the claim still reads
+//! its queue's due bound and pause flag (one call, so most claims skip recovery and
+//! promotion) and keeps the running set, the owner's set and the ready-by-run_at index
+//! in step, and the complete the listing index: twelve server calls an item against
+//! the raw loop's ten, and the Lua around them (strings made and collected) costs more
+//! than the calls. The server's CPU time per item (`INFO cpu`) at B = 100 is about
+//! 2.5x the raw loop's although its instruction count is lower, most likely because
+//! it touches more memory an item (a key per item, three sorted sets of the queue's
+//! size, where the raw loop keeps a list and three hashes). That
+//! bookkeeping is what lets recovery, eviction, `queue_counts` and the listings run
+//! without scans. Client side, a claimed item of one queue with no keys is answered
+//! as four values (id, attempt, payload, numbers) and decoded in place; about 14,000
+//! client instructions an item at B = 100 against the raw loop's 8,000, most of both
+//! in the driver's parser.
 //!
 //! # Errors and faults
 //!

@@ -1,6 +1,7 @@
 //! Decoding script answers into the model. An answer our scripts never give is
 //! [`Error::Internal`](tenure_core::Error).
 
+use redis::Value;
 use tenure_core::{
     DedupKey, Item, ItemId, ItemState, OwnerId, QueueName, Result, ScopeKey, StreamKey, Timestamp,
 };
@@ -29,9 +30,6 @@ pub(crate) fn id_of(s: &str) -> Result<ItemId> {
         .map(ItemId::from_uuid)
         .map_err(|_| bad_reply(format!("{s:?} is not an item id")))
 }
-
-/// A claimed item as the claim function answers it, `None` for an absent field.
-pub(crate) type Fields = Vec<Option<Vec<u8>>>;
 
 /// The numbers of an item hash's `n` field (`lib.lua` describes the layout), in
 /// order: priority, run_at, stalls, max_attempts, max_stalls, max_renewals,
@@ -185,27 +183,69 @@ pub(crate) fn item(id: ItemId, flat: Flat) -> Result<Item> {
     })
 }
 
-/// Decodes an item the claim function answered, as it was before the claim: the
-/// id, the queue, the payload, the stream, scope and dedup keys, the last error, the
-/// `n` field as stored, and the attempt. The item is `ready` with no owner, expiry
-/// or renewals, and its `updated_at` stands at `created_at` until the caller applies
-/// the claim (`machine::claim`), which sets all of them.
-pub(crate) fn claimed_item(fields: Fields) -> Result<Item> {
-    let Ok::<[Option<Vec<u8>>; 9], _>([id, q, pl, st, sc, dk, e, n, a]) = fields.try_into() else {
-        return Err(bad_reply(
-            "a claimed item answered with the wrong number of fields",
-        ));
+/// The next value of a function's answer as bytes, `None` for an absent field (Lua's
+/// `false`) or a missing value.
+fn field(f: &mut impl Iterator<Item = Value>, name: &str) -> Result<Option<Vec<u8>>> {
+    match f.next() {
+        Some(Value::BulkString(b)) => Ok(Some(b)),
+        None | Some(Value::Nil | Value::Boolean(false)) => Ok(None),
+        Some(Value::SimpleString(s)) => Ok(Some(s.into_bytes())),
+        Some(_) => Err(bad_reply(format!("item field {name} is not a string"))),
+    }
+}
+
+/// Decodes an item the claim function answered (`claim.lua` gives its two shapes),
+/// as it was before the claim: ready with no owner, expiry or renewals, its
+/// `updated_at` standing at `created_at` until the caller applies the claim
+/// (`machine::claim`), which sets all of them. `queues` are the claim's queues: the
+/// short shape is an item of the only one, and a long shape's queue is shared with
+/// the one it names rather than copied.
+pub(crate) fn claimed_item(answer: Value, queues: &[QueueName]) -> Result<Item> {
+    let Value::Array(fields) = answer else {
+        return Err(bad_reply("a claimed item is not an array"));
     };
-    let t = texts([q, pl, st, sc, dk, e])?;
-    let n = numbers(&need(n, "n")?)?;
-    let attempt = Ints::new(&need(a, "a")?, "a").u32()?;
+    let only = match (fields.len(), queues) {
+        (4, [q]) => Some(q),
+        (9, _) => None,
+        _ => {
+            return Err(bad_reply(
+                "a claimed item answered with the wrong number of fields",
+            ))
+        }
+    };
+    let mut f = fields.into_iter();
+    let id = need(field(&mut f, "id")?, "id")?;
+    let id = Uuid::try_parse_ascii(&id)
+        .map(ItemId::from_uuid)
+        .map_err(|_| bad_reply("a claimed item's id is not an item id"))?;
+    let attempt = Ints::new(&need(field(&mut f, "a")?, "a")?, "a").u32()?;
+    let payload = need(field(&mut f, "pl")?, "pl")?;
+    let n = numbers(&need(field(&mut f, "n")?, "n")?)?;
+    let (queue, stream, scope, dedup_key, last_error) = match only {
+        Some(q) => (q.clone(), None, None, None, None),
+        None => {
+            let q = need(field(&mut f, "q")?, "q")?;
+            let queue = match queues.iter().find(|k| k.as_str().as_bytes() == q) {
+                Some(k) => k.clone(),
+                None => QueueName::new(text(q, "q")?)?,
+            };
+            let mut key = |name| field(&mut f, name)?.map(|b| text(b, name)).transpose();
+            (
+                queue,
+                key("st")?.map(StreamKey::new).transpose()?,
+                key("sc")?.map(ScopeKey::new).transpose()?,
+                key("dk")?.map(DedupKey::new).transpose()?,
+                key("e")?,
+            )
+        }
+    };
     Ok(Item {
-        id: id_of(&text(need(id, "id")?, "id")?)?,
-        queue: t.queue,
-        payload: t.payload,
-        stream: t.stream,
-        scope: t.scope,
-        dedup_key: t.dedup_key,
+        id,
+        queue,
+        payload,
+        stream,
+        scope,
+        dedup_key,
         priority: n.priority,
         run_at: n.run_at,
         state: ItemState::Ready,
@@ -217,7 +257,7 @@ pub(crate) fn claimed_item(fields: Fields) -> Result<Item> {
         max_attempts: n.max_attempts,
         max_stalls: n.max_stalls,
         max_renewals: n.max_renewals,
-        last_error: t.last_error,
+        last_error,
         created_at: n.created_at,
         updated_at: n.created_at,
     })
@@ -227,8 +267,8 @@ pub(crate) fn claimed_item(fields: Fields) -> Result<Item> {
 mod tests {
     use super::*;
 
-    fn f(s: &str) -> Option<Vec<u8>> {
-        Some(s.as_bytes().to_vec())
+    fn b(s: &str) -> Value {
+        Value::BulkString(s.as_bytes().to_vec())
     }
 
     #[test]
@@ -237,65 +277,90 @@ mod tests {
         let start = lua.find("redis.call('HMGET', key, ").unwrap();
         let call = &lua[start..start + lua[start..].find(')').unwrap()];
         let names: Vec<&str> = call.split('\'').skip(3).step_by(2).collect();
-        // `s` is checked; the others are answered after the id and queue, in the order
-        // claimed_item decodes them, and the attempt last.
+        // `s` is checked; `pl` and `n` follow the token in both shapes, the keys after
+        // the queue in the long one, in the order claimed_item decodes them.
         assert_eq!(names, ["s", "pl", "st", "sc", "dk", "e", "n"]);
-        assert!(lua.contains("out[#out + 1] = {id, q, v[2], v[3], v[4], v[5], v[6], v[7], a}"));
+        assert_eq!(
+            lua.matches("redis.call('HMGET', key, 's', 'pl', 'st', 'sc', 'dk', 'e', 'n')")
+                .count(),
+            2
+        );
+        assert_eq!(
+            lua.matches("out[#out + 1] = {id, a, v[2], v[7]}").count(),
+            2
+        );
+        assert_eq!(
+            lua.matches("out[#out + 1] = {id, a, v[2], v[7], q, v[3], v[4], v[5], v[6]}")
+                .count(),
+            2
+        );
     }
 
     #[test]
-    fn a_claimed_item_decodes_its_text_fields_its_numbers_and_its_attempt() {
+    fn a_claimed_item_decodes_either_shape() {
         let id = uuid::Uuid::now_v7();
-        let item = claimed_item(vec![
-            f(&id.to_string()),
-            f("q"),
-            f("payload"),
-            f("st"),
-            None,
-            f("dk"),
-            f("boom"),
-            f("-3 1700000000000001 1 5 4 9 1600000000000000 77 12 34"),
-            f("2"),
-        ])
+        let q = QueueName::new("q").unwrap();
+        let numbers = "-3 1700000000000001 1 5 4 9 1600000000000000 77 12 34";
+        let short = claimed_item(
+            Value::Array(vec![b(&id.to_string()), b("2"), b("payload"), b(numbers)]),
+            std::slice::from_ref(&q),
+        )
         .unwrap();
-        assert_eq!(item.id, ItemId::from_uuid(id));
-        assert_eq!(item.queue.as_str(), "q");
-        assert_eq!(item.payload, b"payload");
-        assert_eq!(item.stream.as_ref().map(|s| s.as_str()), Some("st"));
-        assert!(item.scope.is_none());
-        assert_eq!(item.dedup_key.as_ref().map(|s| s.as_str()), Some("dk"));
-        assert_eq!(item.last_error.as_deref(), Some("boom"));
-        assert_eq!(item.priority, -3);
-        assert_eq!(item.run_at, Timestamp::from_micros(1_700_000_000_000_001));
+        assert_eq!(short.id, ItemId::from_uuid(id));
+        assert_eq!(short.queue, q);
+        assert_eq!(short.payload, b"payload");
+        assert!(short.stream.is_none() && short.scope.is_none() && short.dedup_key.is_none());
+        assert!(short.last_error.is_none());
+        assert_eq!(short.priority, -3);
+        assert_eq!(short.run_at, Timestamp::from_micros(1_700_000_000_000_001));
         assert_eq!(
             (
-                item.attempt,
-                item.stalls,
-                item.max_attempts,
-                item.max_stalls,
-                item.max_renewals
+                short.attempt,
+                short.stalls,
+                short.max_attempts,
+                short.max_stalls,
+                short.max_renewals
             ),
             (2, 1, 5, 4, 9)
         );
         assert_eq!(
-            item.created_at,
+            short.created_at,
             Timestamp::from_micros(1_600_000_000_000_000)
         );
-        assert_eq!(item.state, ItemState::Ready);
-        assert!(item.owner.is_none() && item.lease_expires_at.is_none());
-        // A short numbers field is a bad reply, not a panic.
-        let short = claimed_item(vec![
-            f(&id.to_string()),
-            f("q"),
-            f("p"),
-            None,
-            None,
-            None,
-            None,
-            f("1 2 3"),
-            f("0"),
-        ]);
-        assert!(short.is_err());
+        assert_eq!(short.state, ItemState::Ready);
+        assert!(short.owner.is_none() && short.lease_expires_at.is_none());
+
+        let other = QueueName::new("other").unwrap();
+        let long = claimed_item(
+            Value::Array(vec![
+                b(&id.to_string()),
+                b("0"),
+                b(""),
+                b(numbers),
+                b("other"),
+                b("st"),
+                Value::Nil,
+                b("dk"),
+                b("boom"),
+            ]),
+            &[q.clone(), other.clone()],
+        )
+        .unwrap();
+        assert_eq!(long.queue, other);
+        assert_eq!(long.stream.as_ref().map(|s| s.as_str()), Some("st"));
+        assert!(long.scope.is_none());
+        assert_eq!(long.dedup_key.as_ref().map(|s| s.as_str()), Some("dk"));
+        assert_eq!(long.last_error.as_deref(), Some("boom"));
+        assert_eq!(long.attempt, 0);
+
+        // The short shape names no queue, so it only answers a claim of one; a short
+        // numbers field or a bad id is a bad reply, not a panic.
+        let four = || Value::Array(vec![b(&id.to_string()), b("2"), b("p"), b(numbers)]);
+        assert!(claimed_item(four(), &[q.clone(), other]).is_err());
+        let bad_n = Value::Array(vec![b(&id.to_string()), b("2"), b("p"), b("1 2 3")]);
+        assert!(claimed_item(bad_n, std::slice::from_ref(&q)).is_err());
+        let bad_id = Value::Array(vec![b("x"), b("2"), b("p"), b(numbers)]);
+        assert!(claimed_item(bad_id, std::slice::from_ref(&q)).is_err());
     }
 
     #[test]

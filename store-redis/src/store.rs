@@ -283,9 +283,16 @@ impl RedisStore {
     /// Pushes token pairs `id, attempt` onto an invocation.
     fn tokens(inv: &mut Cmd, tokens: &[tenure_core::LeaseToken]) {
         for t in tokens {
-            inv.arg(t.id.to_string()).arg(t.attempt);
+            id_arg(inv, t.id).arg(t.attempt);
         }
     }
+}
+
+/// Pushes an item id as its hyphenated text (as the functions key it), without
+/// allocating a string for it.
+fn id_arg(inv: &mut Cmd, id: ItemId) -> &mut Cmd {
+    let mut buf = uuid::Uuid::encode_buffer();
+    inv.arg(&*id.as_uuid().hyphenated().encode_lower(&mut buf))
 }
 
 /// True when `err` is the server's answer to an `FCALL` of a function it does not
@@ -345,7 +352,7 @@ impl Store for RedisStore {
         let mut inv = self.call(&SCRIPTS.enqueue);
         inv.arg(micros(now)).arg(params.items.len());
         for it in &params.items {
-            inv.arg(it.id.to_string())
+            id_arg(&mut inv, it.id)
                 .arg(it.queue.as_str())
                 .arg(it.payload.as_slice())
                 .arg(it.stream.as_ref().map_or("", |s| s.as_str()))
@@ -402,18 +409,21 @@ impl Store for RedisStore {
         }
         // G9: the most items of one stream run.
         inv.arg(params.stream_run);
-        let answers: Vec<rows::Fields> = match self.write(&inv).await {
+        let answer: Value = match self.write(&inv).await {
             Err(e) if e.kind() == tenure_core::ErrorKind::NotFound => {
                 return Err(Error::not_found("instance", params.owner.to_string()))
             }
             other => other?,
         };
-        // The script answers each item as it was before the claim; the claim's changes
-        // are exactly those of `machine::claim`, applied here.
+        let Value::Array(answers) = answer else {
+            return Err(bad_reply("claim did not answer an array"));
+        };
+        // The function answers each item as it was before the claim; the claim's
+        // changes are exactly those of `machine::claim`, applied here.
         answers
             .into_iter()
             .map(|fields| {
-                let mut item = rows::claimed_item(fields)?;
+                let mut item = rows::claimed_item(fields, &params.queues)?;
                 if !machine::claim(&mut item, &params.owner, now, params.lease_for)
                     || item.lease_expires_at != Some(expires_at)
                 {
@@ -468,9 +478,7 @@ impl Store for RedisStore {
                 Retry::After(d) => duration_micros(d),
                 Retry::Never => -1,
             };
-            inv.arg(f.token.id.to_string())
-                .arg(f.token.attempt)
-                .arg(delay);
+            id_arg(&mut inv, f.token.id).arg(f.token.attempt).arg(delay);
         }
         for f in &params.failures {
             inv.arg(f.error.as_str());

@@ -1,6 +1,8 @@
 //! Key layout 2 (the operator's listing indexes) on a store written before it: the
 //! first operator call builds the indexes from the item hashes, so every item lists,
-//! and the oldest due item's wait is counted.
+//! and the oldest due item's wait is counted. Key layout 3 (ready items counted by
+//! their index, the pause flag beside the due bound) on a store written in layout 2:
+//! a claim does not take from a queue paused there, and the counts are the index's.
 
 // Test bodies: a failure is a failed test.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -10,8 +12,8 @@ mod common;
 use std::time::Duration;
 
 use tenure_core::{
-    ItemId, ItemListParams, ListState, ManualClock, NewItem, OwnerId, QueueName, Store, StoreExt,
-    Timestamp,
+    ItemId, ItemListParams, ListState, ManualClock, NewItem, OwnerId, PauseParams, QueueName,
+    Store, StoreExt, Timestamp,
 };
 use tenure_redis::{RedisConfig, RedisStore};
 
@@ -87,7 +89,7 @@ async fn a_store_written_before_layout_2_lists_every_item_after_its_upgrade() {
         .query_async(&mut conn)
         .await
         .unwrap();
-    assert_eq!(layout, "2");
+    assert_eq!(layout, "3");
     // Cancel and claim keep the rebuilt indexes in step.
     store.cancel_one(ids[1]).await.unwrap();
     let page = store
@@ -95,4 +97,113 @@ async fn a_store_written_before_layout_2_lists_every_item_after_its_upgrade() {
         .await
         .unwrap();
     assert_eq!(page.items.len(), 3);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_queue_paused_in_layout_2_stays_paused_and_counts_its_index_after_the_upgrade() {
+    let clock = ManualClock::new(Timestamp::from_micros(1_700_000_000_000_000));
+    let prefix = format!("l_{}", uuid::Uuid::now_v7().simple());
+    let store = RedisStore::connect(
+        RedisConfig::new(common::url())
+            .prefix(&prefix)
+            .clock(clock.clone())
+            .listen(false),
+    )
+    .await
+    .unwrap();
+    if let Err(e) = store.ping().await {
+        assert!(
+            !common::required(),
+            "Redis at {} is required: {e}",
+            common::url()
+        );
+        eprintln!("skipped: Redis at {} is unreachable ({e})", common::url());
+        return;
+    }
+    let q = QueueName::new("paused").unwrap();
+    let owner = OwnerId::new("w").unwrap();
+    for i in 0..3u8 {
+        store
+            .enqueue_one(NewItem::new(q.clone(), vec![i]))
+            .await
+            .unwrap();
+    }
+    // A claim of this layout writes the queue's due bound and pause flag.
+    store
+        .claim_one(q.clone(), owner.clone(), Duration::from_secs(30))
+        .await
+        .unwrap()
+        .unwrap();
+    // Back to layout 2: its `due` bound (far ahead, so a claim of layout 2 would skip
+    // recovery), a `ready` counter (wrong here, to tell it from the index), no flag
+    // beside the bound, and the queue paused the way layout 2 pauses: in the paused
+    // set alone.
+    let client = redis::Client::open(common::url()).unwrap();
+    let mut conn = client.get_multiplexed_async_connection().await.unwrap();
+    let root = format!("{{{prefix}}}");
+    let count = format!("{root}:a:paused");
+    let _: () = redis::cmd("HDEL")
+        .arg(&count)
+        .arg("d")
+        .arg("p")
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    let _: () = redis::cmd("HSET")
+        .arg(&count)
+        .arg("due")
+        .arg("9000000000000000")
+        .arg("ready")
+        .arg("99")
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    let _: () = redis::cmd("HSET")
+        .arg(format!("{root}:paused"))
+        .arg("paused")
+        .arg("1700000000000000")
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    let _: () = redis::cmd("SET")
+        .arg(format!("{root}:layout"))
+        .arg("2")
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    assert!(
+        store
+            .claim_one(q.clone(), owner.clone(), Duration::from_secs(30))
+            .await
+            .unwrap()
+            .is_none(),
+        "a claim took an item of a queue paused in layout 2"
+    );
+    let counts = store.queue_counts(&q).await.unwrap();
+    assert_eq!((counts.ready, counts.running), (2, 1));
+    assert!(counts.paused);
+    let layout: String = redis::cmd("GET")
+        .arg(format!("{root}:layout"))
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    assert_eq!(layout, "3");
+    let left: Vec<Option<String>> = redis::cmd("HMGET")
+        .arg(&count)
+        .arg("due")
+        .arg("ready")
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    assert_eq!(left, [None, None], "layout 2's fields are gone");
+    // Resumed, the queue's items are claimed again.
+    assert!(store
+        .queue_resume(PauseParams::new(q.clone()))
+        .await
+        .unwrap());
+    assert!(store
+        .claim_one(q.clone(), owner, Duration::from_secs(30))
+        .await
+        .unwrap()
+        .is_some());
 }

@@ -173,6 +173,32 @@ const SQL_CLAIM_ONE: &str = "UPDATE tenure_items SET state = 'running', attempt 
          owner = ?2, lease_expires_at = ?3, renewals = 0, updated_at = ?4
      WHERE seq = ?1 AND state = 'ready'";
 
+/// The longest list [`claim_many_sql`] writes in one statement.
+const CLAIM_CHUNK_MAX: usize = 128;
+
+/// How many of `n` picked rows the next claim write takes: a power of two, so a few
+/// statements (one per bit of the batch size) serve every batch size from the
+/// statement cache.
+fn claim_chunk(n: usize) -> usize {
+    let n = n.clamp(1, CLAIM_CHUNK_MAX);
+    1 << (usize::BITS - 1 - n.leading_zeros())
+}
+
+/// The claim's write of `n` picked rows in one statement, each guarded on
+/// `state = 'ready'` (G1): owner `?1`, expiry `?2`, time `?3`, then the `n` seqs.
+/// One statement opens its cursors (the table and every index the write touches)
+/// and finishes once for the whole list, where one statement per row paid that for
+/// each row.
+fn claim_many_sql(n: usize) -> String {
+    let list: Vec<String> = (4..4 + n).map(|i| format!("?{i}")).collect();
+    format!(
+        "UPDATE tenure_items SET state = 'running', attempt = attempt + 1,
+             owner = ?1, lease_expires_at = ?2, renewals = 0, updated_at = ?3
+         WHERE seq IN ({}) AND state = 'ready'",
+        list.join(", ")
+    )
+}
+
 /// The fenced lookup of one token (G3): the row's seq and stream, or no row when the
 /// token is not current.
 const SQL_COMPLETE_FIND: &str = "SELECT seq, stream FROM tenure_items
@@ -730,17 +756,29 @@ pub(crate) fn claim(cx: &Cx<'_>, params: &ClaimParams) -> OpResult<Vec<Lease>> {
     if seqs.is_empty() {
         return Ok(leases);
     }
-    // One prepared single-row statement per item: cheaper than one statement over a
-    // list (no JSON to build and parse, no subquery to materialize) at any batch size.
-    let mut update = conn.prepare_cached(SQL_CLAIM_ONE)?;
     let (owner, expires, at) = (
         params.owner.as_str(),
         (now + params.lease_for).as_micros(),
         now.as_micros(),
     );
     let mut changed = 0;
-    for seq in &seqs {
-        changed += update.execute(params![seq, owner, expires, at])?;
+    let mut rest = &seqs[..];
+    while !rest.is_empty() {
+        let (chunk, after) = rest.split_at(claim_chunk(rest.len()));
+        changed += if chunk.len() == 1 {
+            conn.prepare_cached(SQL_CLAIM_ONE)?
+                .execute(params![chunk[0], owner, expires, at])?
+        } else {
+            let mut update = conn.prepare_cached(&claim_many_sql(chunk.len()))?;
+            update.raw_bind_parameter(1, owner)?;
+            update.raw_bind_parameter(2, expires)?;
+            update.raw_bind_parameter(3, at)?;
+            for (i, seq) in chunk.iter().enumerate() {
+                update.raw_bind_parameter(i + 4, seq)?;
+            }
+            update.raw_execute()?
+        };
+        rest = after;
     }
     if changed != seqs.len() {
         return Err(Error::internal(
@@ -753,6 +791,44 @@ pub(crate) fn claim(cx: &Cx<'_>, params: &ClaimParams) -> OpResult<Vec<Lease>> {
         .into());
     }
     Ok(leases)
+}
+
+/// [`Store::renew`](tenure_core::Store::renew); mirrors [`machine::renew`]: the fenced
+/// row is read, the cap checked, and the new expiry written by seq.
+pub(crate) fn renew(cx: &Cx<'_>, params: &RenewParams) -> OpResult<Vec<RenewOutcome>> {
+    let conn = cx.conn;
+    let now = cx.now.as_micros();
+    let expires = (cx.now + params.lease_for).as_micros();
+    let mut find = conn.prepare_cached(
+        "SELECT seq, renewals, max_renewals FROM tenure_items
+         WHERE id = ?1 AND state = 'running' AND attempt = ?2",
+    )?;
+    let mut extend = conn.prepare_cached(
+        "UPDATE tenure_items SET lease_expires_at = ?2, renewals = ?3, updated_at = ?4
+         WHERE seq = ?1",
+    )?;
+    let mut out = Vec::with_capacity(params.tokens.len());
+    for t in &params.tokens {
+        let row: Option<(i64, i64, i64)> = find
+            .query_row(params![&t.id.as_bytes()[..], t.attempt], |r| {
+                Ok((r.get(0)?, r.get(1)?, r.get(2)?))
+            })
+            .optional()?;
+        out.push(match row {
+            None => RenewOutcome::LeaseLost,
+            Some((_, renewals, limit)) if renewals >= limit => RenewOutcome::LimitReached {
+                limit: to_u32(limit, "max_renewals")?,
+            },
+            Some((seq, renewals, _)) => {
+                extend.execute(params![seq, expires, renewals + 1, now])?;
+                RenewOutcome::Renewed {
+                    expires_at: Timestamp::from_micros(expires),
+                    renewals: to_u32(renewals + 1, "renewals")?,
+                }
+            }
+        });
+    }
+    Ok(out)
 }
 
 // ---------------------------------------------------------------------------------
@@ -812,40 +888,22 @@ pub(crate) fn complete(cx: &Cx<'_>, params: &CompleteParams) -> OpResult<Vec<Tok
     Ok(out)
 }
 
-/// [`Store::renew`](tenure_core::Store::renew); mirrors [`machine::renew`]: the fenced
-/// row is read, the cap checked, and the new expiry written by seq.
-pub(crate) fn renew(cx: &Cx<'_>, params: &RenewParams) -> OpResult<Vec<RenewOutcome>> {
-    let conn = cx.conn;
-    let now = cx.now.as_micros();
-    let expires = (cx.now + params.lease_for).as_micros();
-    let mut find = conn.prepare_cached(
-        "SELECT seq, renewals, max_renewals FROM tenure_items
-         WHERE id = ?1 AND state = 'running' AND attempt = ?2",
-    )?;
-    let mut extend = conn.prepare_cached(
-        "UPDATE tenure_items SET lease_expires_at = ?2, renewals = ?3, updated_at = ?4
-         WHERE seq = ?1",
-    )?;
-    let mut out = Vec::with_capacity(params.tokens.len());
-    for t in &params.tokens {
-        let row: Option<(i64, i64, i64)> = find
-            .query_row(params![&t.id.as_bytes()[..], t.attempt], |r| {
-                Ok((r.get(0)?, r.get(1)?, r.get(2)?))
-            })
-            .optional()?;
-        out.push(match row {
-            None => RenewOutcome::LeaseLost,
-            Some((_, renewals, limit)) if renewals >= limit => RenewOutcome::LimitReached {
-                limit: to_u32(limit, "max_renewals")?,
-            },
-            Some((seq, renewals, _)) => {
-                extend.execute(params![seq, expires, renewals + 1, now])?;
-                RenewOutcome::Renewed {
-                    expires_at: Timestamp::from_micros(expires),
-                    renewals: to_u32(renewals + 1, "renewals")?,
-                }
+/// [`Store::fail`](tenure_core::Store::fail); applies [`machine::fail`] itself.
+pub(crate) fn fail(cx: &Cx<'_>, params: &FailParams) -> OpResult<Vec<FailOutcome>> {
+    let mut out = Vec::with_capacity(params.failures.len());
+    for f in &params.failures {
+        let Some((seq, mut item)) = load_lean_by_id(cx.conn, f.token.id)? else {
+            out.push(FailOutcome::LeaseLost);
+            continue;
+        };
+        let outcome = machine::fail(&mut item, f, cx.now);
+        if outcome != FailOutcome::LeaseLost {
+            store_item(cx.conn, seq, &item)?;
+            if let Some(stream) = &item.stream {
+                put_back_after(cx, stream.as_str(), seq)?;
             }
-        });
+        }
+        out.push(outcome);
     }
     Ok(out)
 }
@@ -875,26 +933,6 @@ pub(crate) fn release(cx: &Cx<'_>, params: &ReleaseParams) -> OpResult<Vec<Token
             }
             None => TokenOutcome::LeaseLost,
         });
-    }
-    Ok(out)
-}
-
-/// [`Store::fail`](tenure_core::Store::fail); applies [`machine::fail`] itself.
-pub(crate) fn fail(cx: &Cx<'_>, params: &FailParams) -> OpResult<Vec<FailOutcome>> {
-    let mut out = Vec::with_capacity(params.failures.len());
-    for f in &params.failures {
-        let Some((seq, mut item)) = load_lean_by_id(cx.conn, f.token.id)? else {
-            out.push(FailOutcome::LeaseLost);
-            continue;
-        };
-        let outcome = machine::fail(&mut item, f, cx.now);
-        if outcome != FailOutcome::LeaseLost {
-            store_item(cx.conn, seq, &item)?;
-            if let Some(stream) = &item.stream {
-                put_back_after(cx, stream.as_str(), seq)?;
-            }
-        }
-        out.push(outcome);
     }
     Ok(out)
 }
@@ -1273,6 +1311,37 @@ mod tests {
                 .collect();
             assert!(!ops.iter().any(|o| o == "OpenEphemeral"), "{sql}: {ops:?}");
         }
+        // The claim's write of a list holds the list in one temporary table per
+        // statement, not one per row.
+        let sql = claim_many_sql(64);
+        let mut stmt = conn.prepare(&format!("EXPLAIN {sql}")).unwrap();
+        let nulls = vec![rusqlite::types::Null; stmt.parameter_count()];
+        let ops: Vec<String> = stmt
+            .query_map(rusqlite::params_from_iter(nulls), |r| r.get(1))
+            .unwrap()
+            .map(Result::unwrap)
+            .collect();
+        let ephemeral = ops.iter().filter(|o| *o == "OpenEphemeral").count();
+        assert_eq!(ephemeral, 1, "{ops:?}");
+    }
+
+    /// A batch of picked rows is written in power-of-two chunks of at most
+    /// [`CLAIM_CHUNK_MAX`], so every batch size uses a few cached statements.
+    #[test]
+    fn claim_writes_go_in_power_of_two_chunks() {
+        let chunks = |mut n: usize| {
+            let mut out = Vec::new();
+            while n > 0 {
+                let c = claim_chunk(n);
+                out.push(c);
+                n -= c;
+            }
+            out
+        };
+        assert_eq!(chunks(1), vec![1]);
+        assert_eq!(chunks(100), vec![64, 32, 4]);
+        assert_eq!(chunks(300), vec![128, 128, 32, 8, 4]);
+        assert_eq!(chunks(1000).iter().sum::<usize>(), 1000);
     }
 
     /// The planner's statistics of a 1,000,000-row queue (999,000 ready, 1,000
@@ -1298,6 +1367,7 @@ mod tests {
              ANALYZE sqlite_schema;",
         )
         .unwrap();
+        let many = claim_many_sql(64);
         for (sql, index) in [
             (SQL_NEXT_LEVEL, "tenure_items_ready"),
             (SQL_LEVEL_SCAN, "tenure_items_ready"),
@@ -1319,6 +1389,7 @@ mod tests {
                 "USING INDEX sqlite_autoindex_tenure_items_1 (id=?)",
             ),
             (SQL_CLAIM_ONE, "USING INTEGER PRIMARY KEY (rowid=?)"),
+            (many.as_str(), "USING INTEGER PRIMARY KEY (rowid=?)"),
             (SQL_COMPLETE_DELETE, "USING INTEGER PRIMARY KEY (rowid=?)"),
             (SQL_COMPLETE_KEEP, "USING INTEGER PRIMARY KEY (rowid=?)"),
         ] {

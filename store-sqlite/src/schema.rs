@@ -15,7 +15,7 @@ use crate::config::SqliteConfig;
 use crate::error::{self, Phase};
 
 /// The schema version this code writes and understands.
-pub(crate) const SCHEMA_VERSION: i64 = 4;
+pub(crate) const SCHEMA_VERSION: i64 = 5;
 
 /// One migration step, run inside the migration transaction. A step is Rust, not just
 /// SQL, so it can compute what SQL cannot (v2 back-fills the FNV-1a partition hash).
@@ -23,7 +23,7 @@ type Migration = fn(&Connection) -> rusqlite::Result<()>;
 
 /// Migrations, in order: `MIGRATIONS[i]` takes version `i` to `i + 1`. A new file runs
 /// them all, so a fresh schema and a migrated one are the same.
-const MIGRATIONS: &[Migration] = &[migrate_v1, migrate_v2, migrate_v3, migrate_v4];
+const MIGRATIONS: &[Migration] = &[migrate_v1, migrate_v2, migrate_v3, migrate_v4, migrate_v5];
 
 fn migrate_v1(conn: &Connection) -> rusqlite::Result<()> {
     conn.execute_batch(V1)
@@ -181,7 +181,7 @@ fn migrate_v3(conn: &Connection) -> rusqlite::Result<()> {
 ///
 /// - `tenure_items_list` serves listings by queue and state in enqueue order (and the
 ///   dead-item filters, the known-queue scan): a page reads its rows through it and
-///   never scans the table.
+///   never scans the table. Version 5 leaves running items out of it ([`V5`]).
 /// - `tenure_queues` holds one row per paused queue; a claim probes it by primary key
 ///   once per queue it names and passes a paused queue over.
 pub(crate) const V4: &str = "
@@ -195,6 +195,25 @@ CREATE TABLE tenure_queues (
 
 fn migrate_v4(conn: &Connection) -> rusqlite::Result<()> {
     conn.execute_batch(V4)
+}
+
+/// Version 5: `tenure_items_list` leaves running items out.
+///
+/// Every claim moved each claimed row's entry from `ready` to `running` in the list
+/// index and every complete removed it again: two more index pages written per claim
+/// and per complete transaction, and about 12k instructions per item at 100 items per
+/// claim. Running items are the ones `tenure_items_expiry` (`lease_expires_at`, then
+/// the rowid, `WHERE state = 'running'`) already holds, so the listings of running
+/// items and leases read that index instead: a listing of running items reads every
+/// running item of the file (as many as the leases held, not the backlog) and sorts
+/// them, and a lease listing walks it in its own order.
+pub(crate) const V5: &str = "
+DROP INDEX tenure_items_list;
+CREATE INDEX tenure_items_list ON tenure_items (queue, state, seq) WHERE state <> 'running';
+";
+
+fn migrate_v5(conn: &Connection) -> rusqlite::Result<()> {
+    conn.execute_batch(V5)
 }
 
 /// [`key_hash`] of a stored row's id and stream.

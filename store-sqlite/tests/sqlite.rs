@@ -1221,7 +1221,7 @@ mod partitioned {
             )
             .unwrap();
         }
-        assert_eq!(SCHEMA_VERSION, 4);
+        assert_eq!(SCHEMA_VERSION, 5);
         let store = open(&path, &c).await;
         let rows = hashes(&path);
         assert_eq!(rows.len(), 20, "the finished item was kept too");
@@ -1399,5 +1399,100 @@ mod partitioned {
             )
             .unwrap();
         assert_eq!(version, SCHEMA_VERSION);
+    }
+
+    /// Version 5 leaves running items out of the listing index: a version 4 file (the
+    /// index over every row) keeps its items and leases, and after the upgrade its
+    /// running items, leases and queues still list, read through the expiry index.
+    #[tokio::test]
+    async fn a_version_4_file_lists_its_running_items_from_the_expiry_index() {
+        let dir = TempDir::new().unwrap();
+        let path = db(&dir);
+        let c = clock();
+        let other = QueueName::new("other").unwrap();
+        let (ids, lease) = {
+            let store = open(&path, &c).await;
+            let mut ids = Vec::new();
+            for i in 0..3u32 {
+                let item = NewItem::new(q(), i.to_le_bytes().to_vec());
+                ids.push(store.enqueue_one(item).await.unwrap().id);
+            }
+            store
+                .enqueue_one(NewItem::new(other.clone(), b"o".to_vec()))
+                .await
+                .unwrap();
+            let lease = store.claim_one(q(), me(1), LEASE).await.unwrap().unwrap();
+            // The only item of `other` is running: the queue must still be listed.
+            store
+                .claim_one(other.clone(), me(2), LEASE)
+                .await
+                .unwrap()
+                .unwrap();
+            store.close().await.unwrap();
+            (ids, lease)
+        };
+        let index_sql = |path: &Path| -> String {
+            rusqlite::Connection::open(path)
+                .unwrap()
+                .query_row(
+                    "SELECT sql FROM sqlite_schema WHERE name = 'tenure_items_list'",
+                    [],
+                    |r| r.get(0),
+                )
+                .unwrap()
+        };
+        assert!(index_sql(&path).contains("WHERE state <> 'running'"));
+        {
+            let conn = rusqlite::Connection::open(&path).unwrap();
+            conn.execute_batch(
+                "DROP INDEX tenure_items_list;
+                 CREATE INDEX tenure_items_list ON tenure_items (queue, state, seq);
+                 UPDATE tenure_meta SET value = 4 WHERE key = 'schema_version';",
+            )
+            .unwrap();
+        }
+        assert!(!index_sql(&path).contains("WHERE"));
+        let store = open(&path, &c).await;
+        assert!(index_sql(&path).contains("WHERE state <> 'running'"));
+        let running = store
+            .item_list(tenure_core::ItemListParams::new(
+                q(),
+                tenure_core::ListState::Running,
+            ))
+            .await
+            .unwrap();
+        let listed: Vec<_> = running.items.iter().map(|i| i.id).collect();
+        assert_eq!(listed, vec![ids[0]]);
+        let ready = store
+            .item_list(tenure_core::ItemListParams::new(
+                q(),
+                tenure_core::ListState::Ready,
+            ))
+            .await
+            .unwrap();
+        let listed: Vec<_> = ready.items.iter().map(|i| i.id).collect();
+        assert_eq!(listed, ids[1..].to_vec());
+        let leases = store
+            .lease_list(tenure_core::LeaseListParams::new(q()))
+            .await
+            .unwrap();
+        assert_eq!(leases.leases.len(), 1);
+        assert_eq!(leases.leases[0].token, lease.token);
+        assert_eq!(store.queue_list().await.unwrap(), vec![other, q()]);
+        store.complete_one(lease.token).await.unwrap();
+        let version: i64 = rusqlite::Connection::open(&path)
+            .unwrap()
+            .query_row(
+                "SELECT value FROM tenure_meta WHERE key = 'schema_version'",
+                [],
+                |r| r.get(0),
+            )
+            .unwrap();
+        assert_eq!(version, SCHEMA_VERSION);
+        let ok: String = rusqlite::Connection::open(&path)
+            .unwrap()
+            .query_row("PRAGMA integrity_check", [], |r| r.get(0))
+            .unwrap();
+        assert_eq!(ok, "ok");
     }
 }

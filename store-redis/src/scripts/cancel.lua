@@ -12,7 +12,6 @@ for i = 2, #ARGV do
   elseif h.s == 'ready' then
     if is_stream_head(h) then unplace(h) else redis.call('ZREM', k_hold(h.q), h.id) end
     stream_leave(h, now)
-    redis.call('HINCRBY', k_count(h.q), 'ready', -1)
     redis.call('ZREM', k_readyat(h.q), h.id)
     redis.call('DEL', k_item(h.id))
     redis.call('ZREM', k_all(h.q), h.id)

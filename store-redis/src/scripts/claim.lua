@@ -1,11 +1,17 @@
 -- Store::claim. ARGV: now, owner, limit, the lease's expiry (now + lease, µs),
--- partitions (0: not partitioned), queue count, queues... Recovers the queues' expired
--- leases and moves their due scheduled candidates first when their `due` bound says
--- there may be some (G2, G6, G7), then takes candidates by (priority, run_at,
--- seq) across the queues (G8). Every entry of a `ready` zset is claimable (G9, G10 are
--- kept by the write path), so a claim of B items reads about B entries. Answers each
--- claimed item as it was before the claim, less what the claim overwrites (see
--- take below; false for an absent field), in claim order.
+-- partitions (0: not partitioned), queue count, queues..., the most items of one
+-- stream run. Recovers the queues' expired leases and moves their due scheduled
+-- candidates first when their due bound says there may be some (G2, G6, G7), then
+-- takes candidates by (priority, run_at, seq) across the queues (G8). Every entry of
+-- a `ready` zset is claimable (G9, G10 are kept by the write path), so a claim of B
+-- items reads about B entries. Answers each claimed item, in claim order, as it was
+-- before the claim less what the claim overwrites, in one of two shapes (rows.rs
+-- decodes both):
+--   {id, attempt, payload, n}: a claim of one queue, of an item with no stream,
+--     scope, dedup key or last error: the token, and the fields a lease needs that
+--     the caller does not know (`n` as stored, lib.lua's item layout);
+--   {id, attempt, payload, n, queue, stream, scope, dedup key, last error}
+--     otherwise (false for an absent field).
 --
 -- Partitioned (G14): the owner must be registered (else the error NOTFOUND, nothing
 -- written); every due candidate is looked at, the scoped ones waiting behind the first
@@ -13,6 +19,52 @@
 -- pinned to it, or unpinned items whose partition its rank takes. Claiming an item of
 -- an unpinned stream pins the stream. This walks the queues' due candidates, so it
 -- costs O(n) where an ordinary claim costs O(B).
+
+-- The common claim first, on its own path: one queue, no partitions, no stream runs.
+-- The first `limit` members of `ready` are exactly the items to take; no claim of one
+-- of them changes the queue's other members (a scope has at most one candidate per
+-- queue). The same steps as the general path below, without its tables of queues.
+if ARGV[5] == '0' and ARGV[6] == '1' and tonumber(ARGV[8] or '1') <= 1 then
+  local q = ARGV[7]
+  local due, rewrite, paused = catch_up(q, tonumber(ARGV[1]))
+  local out = {}
+  if paused ~= '1' then
+    local expires_n = ARGV[4]
+    local claimed = ' 0 ' .. ARGV[1]
+    local lease_field = ARGV[2] .. ' ' .. expires_n
+    local popped = redis.call('ZPOPMIN', k_ready(q), ARGV[3])
+    local run, ids = {}, {}
+    for i = 1, #popped, 2 do
+      local m = popped[i]
+      local id = member_id(m)
+      local key = k_item(id)
+      local v = redis.call('HMGET', key, 's', 'pl', 'st', 'sc', 'dk', 'e', 'n')
+      local a = v[1] and string.match(v[1], '^ready (%d+) ')
+      if a then
+        redis.call('HSET', key, 's', 'running ' .. next_attempt(a) .. claimed, 'l', lease_field)
+        run[#run + 1] = expires_n
+        run[#run + 1] = id
+        ids[#ids + 1] = id
+        if v[4] then scope_taken(v[4], q, m, id) end
+        if v[3] or v[4] or v[5] or v[6] then
+          out[#out + 1] = {id, a, v[2], v[7], q, v[3], v[4], v[5], v[6]}
+        else
+          out[#out + 1] = {id, a, v[2], v[7]}
+        end
+      end
+    end
+    if #ids > 0 then
+      redis.call('ZADD', k_run(q), unpack(run))
+      redis.call('ZREM', k_readyat(q), unpack(ids))
+      redis.call('SADD', k_owner(ARGV[2]), unpack(ids))
+      local expires = tonumber(expires_n)
+      if expires < due then due, rewrite = expires, true end
+    end
+  end
+  if rewrite then write_due(q, due, paused) end
+  return out
+end
+
 local now = tonumber(ARGV[1])
 local owner = ARGV[2]
 local expires_n = ARGV[4]
@@ -31,13 +83,14 @@ if partitions > 0 then
   if not rank then return redis.error_reply('NOTFOUND ' .. owner) end
   live = redis.call('ZCARD', K_INST_IDS)
 end
--- Per queue, its `due` bound and whether it is to be written (lib.lua's catch_up).
-local dues, rewrite = {}, {}
-for _, q in ipairs(queues) do dues[q], rewrite[q] = catch_up(q, now) end
+-- Per queue, its due bound, whether it is to be written and its pause flag (lib.lua's
+-- catch_up).
+local dues, rewrite, paused = {}, {}, {}
+for _, q in ipairs(queues) do dues[q], rewrite[q], paused[q] = catch_up(q, now) end
 -- A paused queue's items are not claimed; its expired leases were recovered above.
 local open = {}
 for _, q in ipairs(queues) do
-  if redis.call('HEXISTS', K_PAUSED, q) == 0 then open[#open + 1] = q end
+  if paused[q] ~= '1' then open[#open + 1] = q end
 end
 queues = open
 nq = #queues
@@ -68,9 +121,13 @@ local function take(q, m)
   run[#run + 1] = id
   owned[#owned + 1] = id
   if v[4] then scope_taken(v[4], q, m, id) end
-  -- The answer (rows.rs decodes it): id, queue, payload, stream, scope, dedup key,
-  -- last error, the numbers field as stored, the attempt before this claim.
-  out[#out + 1] = {id, q, v[2], v[3], v[4], v[5], v[6], v[7], a}
+  -- The answer (see the top): short when the caller named this one queue and the
+  -- item has no keys, else long; the attempt is the one before this claim.
+  if ARGV[6] == '1' and not (v[3] or v[4] or v[5] or v[6]) then
+    out[#out + 1] = {id, a, v[2], v[7]}
+  else
+    out[#out + 1] = {id, a, v[2], v[7], q, v[3], v[4], v[5], v[6]}
+  end
   return true
 end
 
@@ -192,7 +249,6 @@ else
 end
 for q, run in pairs(taken) do
   redis.call('ZADD', k_run(q), unpack(run))
-  redis.call('HINCRBY', k_count(q), 'ready', -(#run / 2))
   local ids = {}
   for i = 2, #run, 2 do ids[#ids + 1] = run[i] end
   redis.call('ZREM', k_readyat(q), unpack(ids))
@@ -202,7 +258,7 @@ for q, run in pairs(taken) do
   end
 end
 for q, due in pairs(dues) do
-  if rewrite[q] then redis.call('HSET', k_count(q), 'due', N(due)) end
+  if rewrite[q] then write_due(q, due, paused[q]) end
 end
 if #owned > 0 then redis.call('SADD', k_owner(owner), unpack(owned)) end
 return out

@@ -47,7 +47,6 @@ if pin_to and not redis.call('ZSCORE', K_INST_IDS, pin_to) then
 end
 -- Every check passed: write.
 local inserted = 0
-local added = {}
 for i = 1, count do
   local it = items[i]
   if it.dup then
@@ -74,7 +73,6 @@ for i = 1, count do
     redis.call('HSET', k_item(it.id), unpack(fields))
     redis.call('ZADD', k_all(it.q), N(sq), it.id)
     redis.call('ZADD', k_readyat(it.q), N(it.ra), it.id)
-    added[it.q] = (added[it.q] or 0) + 1
     local h = {id = it.id, q = it.q, pr = it.pr, ra = it.ra, sq = sq, sc = it.sc, st = it.st}
     local head = true
     if it.st then
@@ -90,6 +88,5 @@ for i = 1, count do
     answers[i] = {it.id, 0}
   end
 end
-for q, n in pairs(added) do redis.call('HINCRBY', k_count(q), 'ready', n) end
 if inserted > 0 then redis.call('PUBLISH', K_WAKE, '1') end
 return answers

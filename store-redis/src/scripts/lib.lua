@@ -24,7 +24,7 @@ local K_INST_IDS  -- zset: instances, all scored 0, so by id in byte order (G14 
 local K_INST_SEQ  -- string: the last registration number
 local K_WAKE      -- pub/sub channel: new work (a hint)
 local K_PAUSED    -- hash: paused queue -> when it was paused
-local K_LAYOUT    -- string: the key layout version ('2': per-queue listing indexes)
+local K_LAYOUT    -- string: the key layout version (below ensure_layout)
 
 -- Every function of the library calls this first with its KEYS[1]. The keys stay
 -- built while calls name the same root, as one store's calls do.
@@ -47,7 +47,7 @@ local function k_item(id) return P .. ':i:' .. id end          -- hash: one item
 local function k_ready(q) return P .. ':r:' .. q end           -- zset: claimable candidates
 local function k_sched(q) return P .. ':t:' .. q end           -- zset: scheduled candidates by run_at
 local function k_run(q) return P .. ':l:' .. q end             -- zset: running items by lease expiry
-local function k_count(q) return P .. ':a:' .. q end           -- hash: `ready`, the queue's ready items; `due` (below)
+local function k_count(q) return P .. ':a:' .. q end           -- hash: `d` and `p`, the queue's due bound and pause flag (below)
 local function k_hold(q) return P .. ':h:' .. q end            -- zset: ready items behind their stream's head, by run_at
 local function k_dead(q) return P .. ':x:' .. q end            -- set: dead items
 local function k_done(q) return P .. ':f:' .. q end            -- zset: kept finished items by finish time
@@ -160,17 +160,20 @@ local function place_due(h)
   end
 end
 
--- A queue's `due` (a field of its count hash) is a lower bound on the earliest lease
--- expiry in its running set and the earliest run_at in its scheduled set (NEVER when
--- both are empty), or absent when unknown. A claim before `due` has nothing to
+-- A queue's due bound (field `d` of its count hash) is a lower bound on the earliest
+-- lease expiry in its running set and the earliest run_at in its scheduled set (NEVER
+-- when both are empty), or absent when unknown. A claim before it has nothing to
 -- recover or promote, so it skips both (see catch_up); whatever adds to either set
--- lowers it, and only catch_up raises it, from the sets themselves.
+-- lowers it, and only catch_up raises it, from the sets themselves. Beside it, `p` is
+-- the queue's pause flag ('1' paused, '0' not) as of the last write of `d`, kept by
+-- pause and resume too, so a claim reads both in one call; without `d` (a queue no
+-- claim of layout 3 has seen) `p` is not trusted and the claim reads the paused set.
 local NEVER = 9007199254740992 -- 2^53, after every time the functions handle
 
 -- Lowers queue `q`'s `due` to time `t` if it is later.
 local function lower_due(q, t)
-  local d = redis.call('HGET', k_count(q), 'due')
-  if d and tonumber(d) > t then redis.call('HSET', k_count(q), 'due', N(t)) end
+  local d = redis.call('HGET', k_count(q), 'd')
+  if d and tonumber(d) > t then redis.call('HSET', k_count(q), 'd', N(t)) end
 end
 
 -- Places a candidate (ready, head of its stream) at `now`: scheduled, or due (G7).
@@ -260,7 +263,6 @@ local function become_ready(h, now)
   h.ua = now
   redis.call('HSET', k_item(h.id), 's', state_of(h), 'n', numbers_of(h))
   redis.call('HDEL', k_item(h.id), 'l')
-  redis.call('HINCRBY', k_count(h.q), 'ready', 1)
   redis.call('ZADD', k_readyat(h.q), N(h.ra), h.id)
   if is_stream_head(h) then
     place(h, now)
@@ -287,7 +289,6 @@ local function put_back_after(st, sq, now)
     h.ua = now
     redis.call('HSET', k_item(id), 's', state_of(h), 'n', numbers_of(h))
     redis.call('HDEL', k_item(id), 'l')
-    redis.call('HINCRBY', k_count(h.q), 'ready', 1)
     redis.call('ZADD', k_readyat(h.q), N(h.ra), id)
     redis.call('ZADD', k_hold(h.q), N(h.ra), id)
   end
@@ -357,14 +358,16 @@ local function promote_due(q, now)
 end
 
 -- Before a claim of queue `q` at `now`: recovers its expired leases and promotes its
--- due schedules (G2, G6, G7), unless its `due` shows there can be none. Answers the
--- queue's `due` bound, and true when the bound was recomputed and is to be written.
+-- due schedules (G2, G6, G7), unless its due bound shows there can be none. Answers
+-- the queue's due bound, true when the bound was recomputed and is to be written
+-- (with the flag, see write_due), and the pause flag ('1' when paused).
 local function catch_up(q, now)
-  local d = redis.call('HGET', k_count(q), 'due')
-  if d then
-    d = tonumber(d)
-    if d > now then return d, false end
+  local v = redis.call('HMGET', k_count(q), 'd', 'p')
+  if v[1] and v[2] then
+    local d = tonumber(v[1])
+    if d > now then return d, false, v[2] end
   end
+  local paused = redis.call('HEXISTS', K_PAUSED, q) == 1 and '1' or '0'
   recover_queue(q, now)
   promote_due(q, now)
   local due = NEVER
@@ -372,7 +375,12 @@ local function catch_up(q, now)
   if r[2] then due = tonumber(r[2]) end
   local s = redis.call('ZRANGE', k_sched(q), 0, 0, 'WITHSCORES')
   if s[2] and tonumber(s[2]) < due then due = tonumber(s[2]) end
-  return due, true
+  return due, true, paused
+end
+
+-- Writes queue `q`'s due bound and its pause flag as catch_up answered it.
+local function write_due(q, due, paused)
+  redis.call('HSET', k_count(q), 'd', N(due), 'p', paused)
 end
 
 -- The decimal string of attempt string `a` plus one, remembered for the usual
@@ -438,12 +446,29 @@ local function word(str, k)
   return nil
 end
 
--- Layout 2 (the operator's listings): every item in its queue's `k_all` by seq, every
--- ready item in its queue's `k_readyat` by run_at. A store written by an earlier
--- version has neither; the first operator call builds both from the item hashes, in
--- one call, and records the layout. Every later write keeps them in step.
+-- The key layout, recorded under K_LAYOUT by the first operator call that sees an
+-- earlier one:
+--   2: every item in its queue's `k_all` by seq, every ready item in its queue's
+--      `k_readyat` by run_at (the operator's listings). A store written before has
+--      neither; they are built from the item hashes, in one call.
+--   3: a queue's ready items are counted by its `k_readyat` (no `ready` counter), and
+--      its count hash holds the due bound `d` with the pause flag `p` (no `due`).
+--      From 2 nothing is built: the old fields are deleted. A claim needs no upgrade:
+--      on a queue without `d` it recovers, promotes and reads the paused set, then
+--      writes `d` and `p`.
+-- Every later write keeps the layout in step. Stores of two layouts do not share a
+-- prefix: an earlier version keeps neither `d` nor `p`.
+local LAYOUT = '3'
 local function ensure_layout()
-  if redis.call('GET', K_LAYOUT) == '2' then return end
+  local was = redis.call('GET', K_LAYOUT)
+  if was == LAYOUT then return end
+  for _, q in ipairs(redis.call('SMEMBERS', K_QUEUES)) do
+    redis.call('HDEL', k_count(q), 'ready', 'due')
+  end
+  if was == '2' then
+    redis.call('SET', K_LAYOUT, LAYOUT)
+    return
+  end
   local cursor = '0'
   local from = #(P .. ':i:') + 1
   repeat
@@ -458,7 +483,7 @@ local function ensure_layout()
       end
     end
   until cursor == '0'
-  redis.call('SET', K_LAYOUT, '2')
+  redis.call('SET', K_LAYOUT, LAYOUT)
 end
 
 -- Takes a ready stream head out of the claim indexes (the inverse of `place`): from

@@ -11,7 +11,6 @@ for i = 3, #ARGV do
     h.ma = math.max(h.ma, h.a + add)
     h.s, h.sl, h.ra, h.ua = 'ready', 0, now, now
     redis.call('HSET', k_item(h.id), 's', state_of(h), 'n', numbers_of(h))
-    redis.call('HINCRBY', k_count(h.q), 'ready', 1)
     redis.call('ZADD', k_readyat(h.q), N(now), h.id)
     if is_stream_head(h) then place(h, now) end
     n = n + 1

@@ -1,7 +1,9 @@
 //! The operator's operations: listings, cancel, pause, and dead items by filter.
 //!
-//! Listings read through `tenure_items_list` (queue, state, seq) from the cursor's
-//! seq, so a page costs its own rows; a cursor is `s.<seq>` for items and
+//! Listings of ready, scheduled and dead items read through `tenure_items_list`
+//! (queue, state, seq, without running items) from the cursor's seq, so a page costs
+//! its own rows; running items and leases read `tenure_items_expiry`, which holds
+//! exactly the running items (schema version 5); a cursor is `s.<seq>` for items and
 //! `s.<expiry>.<seq>` for leases. A paused queue is a row of `tenure_queues`.
 
 use rusqlite::{params, OptionalExtension};
@@ -57,9 +59,16 @@ pub(crate) fn item_list(cx: &Cx<'_>, params: &ItemListParams) -> OpResult<ItemPa
         None if params.order == ListOrder::OldestFirst => i64::MIN,
         None => i64::MAX,
     };
+    // Running items are not in the list index (schema version 5); they are the
+    // expiry index's rows, as many as the leases held, read whole and sorted.
+    // The literal `state <> 'running'` lets SQLite see the partial index applies.
+    let (index, state) = match params.state {
+        ListState::Running => ("tenure_items_expiry", "state = 'running' AND ?2 = ?2"),
+        _ => ("tenure_items_list", "state = ?2 AND state <> 'running'"),
+    };
     let sql = format!(
-        "SELECT {ITEM_COLS} FROM tenure_items INDEXED BY tenure_items_list
-         WHERE queue = ?1 AND state = ?2 {due} AND seq {cmp} ?4
+        "SELECT {ITEM_COLS} FROM tenure_items INDEXED BY {index}
+         WHERE queue = ?1 AND {state} {due} AND seq {cmp} ?4
          ORDER BY seq {dir} LIMIT ?5"
     );
     let mut stmt = cx.conn.prepare_cached(&sql)?;
@@ -98,7 +107,7 @@ pub(crate) fn lease_list(cx: &Cx<'_>, params: &LeaseListParams) -> OpResult<Leas
     };
     let mut stmt = cx.conn.prepare_cached(
         "SELECT id, attempt, owner, lease_expires_at, renewals, max_renewals, seq
-         FROM tenure_items INDEXED BY tenure_items_list
+         FROM tenure_items INDEXED BY tenure_items_expiry
          WHERE queue = ?1 AND state = 'running' AND (lease_expires_at, seq) > (?2, ?3)
          ORDER BY lease_expires_at, seq LIMIT ?4",
     )?;
@@ -135,10 +144,14 @@ pub(crate) fn lease_list(cx: &Cx<'_>, params: &LeaseListParams) -> OpResult<Leas
 }
 
 /// [`Store::queue_list`](tenure_core::Store::queue_list): a skip scan of the list
-/// index's first column, and the paused queues.
+/// index's first column, the queues of the running items (the expiry index), and the
+/// paused queues.
 pub(crate) fn queue_list(cx: &Cx<'_>) -> OpResult<Vec<QueueName>> {
     let mut stmt = cx.conn.prepare_cached(
-        "SELECT queue FROM (SELECT DISTINCT queue FROM tenure_items INDEXED BY tenure_items_list)
+        "SELECT queue FROM (SELECT DISTINCT queue FROM tenure_items INDEXED BY tenure_items_list
+                            WHERE state <> 'running')
+         UNION SELECT queue FROM tenure_items INDEXED BY tenure_items_expiry
+               WHERE state = 'running'
          UNION SELECT queue FROM tenure_queues ORDER BY 1",
     )?;
     let names = stmt.query_map([], |r| r.get::<_, String>(0))?;
@@ -215,7 +228,7 @@ pub(crate) fn set_paused(cx: &Cx<'_>, params: &PauseParams, paused: bool) -> OpR
 fn dead_matching(cx: &Cx<'_>, f: &DeadFilter) -> OpResult<Vec<ItemId>> {
     let mut stmt = cx.conn.prepare_cached(
         "SELECT id FROM tenure_items INDEXED BY tenure_items_list
-         WHERE queue = ?1 AND state = 'dead' AND updated_at <= ?2
+         WHERE queue = ?1 AND state = 'dead' AND state <> 'running' AND updated_at <= ?2
          ORDER BY updated_at, seq LIMIT ?3",
     )?;
     let rows = stmt.query_map(
