@@ -25,13 +25,19 @@
 //! `B` entries, whatever waits behind a schedule, a stream head or a busy scope. Items
 //! of a stream behind its head sit in the stream's list only (G9); when the head
 //! finishes or is discarded, the next one is placed. Running items are indexed by
-//! lease expiry per queue (recovery is `O(k log n)`) and by owner (eviction).
+//! lease expiry per queue (recovery) and by owner (eviction), lazily (see
+//! [`running`]): a claim writes a record into each and a finalize touches neither.
 
 mod operate;
+mod ready;
+mod running;
 
+use std::collections::hash_map::Entry as HashEntry;
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
+use self::ready::Ready;
+use self::running::{Claimed, Expiries};
 use tenure_core::machine::{self, Recovery};
 use tenure_core::partition::{self, Partitioning};
 use tenure_core::{
@@ -44,9 +50,6 @@ use tenure_core::{
 /// SipHash (the std default) measured as the largest single cost of a complete.
 /// foldhash is seeded per process, so keys a caller chooses cannot be aimed at it.
 type HashMap<K, V> = std::collections::HashMap<K, V, foldhash::fast::RandomState>;
-
-/// How many owner sets may empty before the empty ones are swept out of the index.
-const OWNER_SWEEP: usize = 1024;
 
 /// Claim order (G8): priority, then `run_at`, then enqueue sequence.
 type OrderKey = (i16, Timestamp, u64);
@@ -78,7 +81,15 @@ struct Slab {
     entries: Vec<Option<Entry>>,
     free: Vec<Slot>,
     by_id: HashMap<ItemId, Slot>,
+    /// Payload buffers of deleted items, reused for the payload copies leases carry
+    /// (see [`Slab::push_lease`]).
+    spare: Vec<Vec<u8>>,
 }
+
+/// Spare payload buffers kept at most, and the largest capacity kept: at most
+/// `SPARE_BUFFERS * SPARE_CAPACITY` bytes (256 KiB) held for reuse.
+const SPARE_BUFFERS: usize = 256;
+const SPARE_CAPACITY: usize = 1024;
 
 impl Slab {
     fn get(&self, slot: Slot) -> Option<&Entry> {
@@ -112,11 +123,91 @@ impl Slab {
         self.entries[slot].insert(make(slot))
     }
 
-    fn remove(&mut self, slot: Slot) -> Option<Entry> {
-        let e = self.entries.get_mut(slot)?.take()?;
-        self.by_id.remove(&e.item.id);
+    /// Drops the entry in `slot` where it lies (an entry is large; moving it out to
+    /// drop it was a measurable share of a complete) and answers what the indexes need
+    /// to forget it: its queue, and its key in `done` if it was done.
+    fn remove(&mut self, slot: Slot) -> Option<(usize, Option<TimeKey>)> {
+        let (id, out) = self.remove_unmapped(slot)?;
+        self.by_id.remove(&id);
+        Some(out)
+    }
+
+    /// [`remove`](Self::remove) for an entry whose id is already out of `by_id`
+    /// (see [`take_id`](Self::take_id)); answers its id too.
+    fn remove_unmapped(&mut self, slot: Slot) -> Option<(ItemId, (usize, Option<TimeKey>))> {
+        let cell = self.entries.get_mut(slot)?;
+        let e = cell.as_mut()?;
+        let id = e.item.id;
+        let done = (e.item.state == ItemState::Done).then_some((e.item.updated_at, e.seq));
+        let queue = e.queue;
+        let payload = std::mem::take(&mut e.item.payload);
+        *cell = None;
         self.free.push(slot);
-        Some(e)
+        if payload.capacity() <= SPARE_CAPACITY && self.spare.len() < SPARE_BUFFERS {
+            self.spare.push(payload);
+        }
+        Some((id, (queue, done)))
+    }
+
+    /// Pushes a lease on the item in `slot` (just claimed) onto `leases`, its
+    /// payload copied into a spare buffer when there is one. A claim and the delete
+    /// of a finished item were each an allocator call per item (the lease's copy, and
+    /// the stored payload freed); with the buffers of deleted items reused, a steady
+    /// claim + complete loop makes neither. The lease is built in place: it is large,
+    /// and moving it through return values cost a copy each.
+    fn push_lease(
+        &mut self,
+        slot: Slot,
+        owner: &OwnerId,
+        expires_at: Timestamp,
+        leases: &mut Vec<Lease>,
+    ) -> bool {
+        let Some(e) = self.entries.get_mut(slot).and_then(Option::as_mut) else {
+            return false;
+        };
+        // With a spare buffer, the item is cloned below with its payload set aside
+        // (an empty vector clones without allocating), so every other field is still
+        // copied by Item's own Clone.
+        let spare = self.spare.pop().map(|mut buf| {
+            buf.clear();
+            buf.extend_from_slice(&e.item.payload);
+            (buf, std::mem::take(&mut e.item.payload))
+        });
+        leases.push(Lease {
+            token: e.item.token(),
+            owner: owner.clone(),
+            expires_at,
+            item: e.item.clone(),
+        });
+        if let Some((copy, stored)) = spare {
+            e.item.payload = stored;
+            if let Some(lease) = leases.last_mut() {
+                lease.item.payload = copy;
+            }
+        }
+        true
+    }
+
+    /// The slot of `id` when `pick` accepts its entry, with the id taken out of
+    /// `by_id` when `unmap` is also true: one hash lookup for a finalize that deletes
+    /// the item, where a lookup and then a removal were two.
+    fn take_id(
+        &mut self,
+        id: ItemId,
+        pick: impl FnOnce(&Entry) -> bool,
+        unmap: bool,
+    ) -> Option<Slot> {
+        let HashEntry::Occupied(o) = self.by_id.entry(id) else {
+            return None;
+        };
+        let slot = *o.get();
+        if !pick(self.entries.get(slot)?.as_ref()?) {
+            return None;
+        }
+        if unmap {
+            o.remove();
+        }
+        Some(slot)
     }
 }
 
@@ -129,11 +220,11 @@ struct DedupEntry {
 #[derive(Default)]
 struct QueueIndex {
     /// Claimable now (see the module docs).
-    ready: BTreeMap<OrderKey, Slot>,
+    ready: Ready,
     /// Candidates whose `run_at` was in the future when they were placed.
     scheduled: BTreeMap<TimeKey, Slot>,
-    /// Running items by lease expiry (G2).
-    running: BTreeMap<TimeKey, Slot>,
+    /// Running items by lease expiry (G2), lazily.
+    running: Expiries,
     /// Every item of the queue, unordered, for `queue_counts`; a slot's place in it
     /// is in [`Indexes::member_pos`], so adding and removing one is O(1).
     members: Vec<Slot>,
@@ -158,16 +249,17 @@ struct Indexes {
     /// first is the head (G9).
     streams: HashMap<StreamKey, BTreeMap<u64, Slot>>,
     scopes: HashMap<ScopeKey, ScopeState>,
-    /// Running items per owner, for eviction (G12).
-    /// Unordered; a slot's place in its owner's list is in `owner_pos`, so taking it
-    /// out is a swap, without hashing the slot.
-    owners: HashMap<OwnerId, Vec<Slot>>,
-    /// For each slot that is in an owner's list, its index in that list.
-    owner_pos: Vec<usize>,
+    /// Claims per owner, for eviction (G12), lazily: a record stays after its item
+    /// leaves `running` until a sweep or the owner's eviction meets it.
+    owners: HashMap<OwnerId, Vec<Claimed>>,
+    /// Running items in all queues.
+    running_now: usize,
+    /// Records in the queues' expiry indexes, stale ones included.
+    expiry_records: usize,
+    /// Records in `owners`, stale ones included.
+    owner_records: usize,
     /// For each stored slot, its index in its queue's `members`.
     member_pos: Vec<usize>,
-    /// Lists of `owners` that became empty since the last sweep.
-    emptied_owners: usize,
     /// Streams pinned to an instance by partitioned claims (G14). A pin goes when its
     /// instance leaves the registry or its stream has no unfinished items left.
     pins: HashMap<StreamKey, OwnerId>,
@@ -290,39 +382,12 @@ impl Indexes {
         }
     }
 
-    /// Takes a running item out of the running indexes and frees its scope. Called
-    /// while the item is still `running`, just before the transition that ends it.
+    /// Takes a running item out of the running indexes (their records of it go
+    /// stale) and frees its scope. Called while the item is still `running`, just
+    /// before the transition that ends it.
     fn unlink_running(&mut self, e: &Entry) {
         debug_assert_eq!(e.item.state, ItemState::Running);
-        if let Some(at) = e.item.lease_expires_at {
-            self.queues[e.queue].running.remove(&(at, e.seq));
-        }
-        if let Some(owner) = &e.item.owner {
-            if let Some(list) = self.owners.get_mut(owner) {
-                let at = self
-                    .owner_pos
-                    .get(e.slot)
-                    .copied()
-                    .filter(|&p| list.get(p) == Some(&e.slot))
-                    .or_else(|| list.iter().position(|&s| s == e.slot));
-                if let Some(at) = at {
-                    list.swap_remove(at);
-                    if let Some(&moved) = list.get(at) {
-                        self.owner_pos[moved] = at;
-                    }
-                }
-                // An owner's emptied list is kept for its next claim (a worker claims
-                // again at once; dropping and rebuilding the entry cost a key clone
-                // and an allocation per item), and swept once many have emptied.
-                if list.is_empty() {
-                    self.emptied_owners += 1;
-                    if self.emptied_owners > OWNER_SWEEP {
-                        self.owners.retain(|_, s| !s.is_empty());
-                        self.emptied_owners = 0;
-                    }
-                }
-            }
-        }
+        self.running_now = self.running_now.saturating_sub(1);
         if let Some(scope) = &e.item.scope {
             self.scope_freed(scope);
         }
@@ -404,8 +469,8 @@ pub(crate) struct State {
     leaders: HashMap<LeaderName, LeaderLease>,
     /// Reused by every claim: the queues it reads (see `prepare_claim`).
     scratch_queues: Vec<usize>,
-    /// Reused by every claim: the slots it took, for the owner index.
-    scratch_slots: Vec<Slot>,
+    /// Reused by every claim: what it took, for the owner index.
+    scratch_claims: Vec<Claimed>,
 }
 
 impl State {
@@ -413,6 +478,13 @@ impl State {
     #[cfg(test)]
     pub(crate) fn visits(&self) -> u64 {
         self.idx.visits
+    }
+
+    /// Records in the expiry and owner indexes, and the running items (a test aid).
+    #[cfg(test)]
+    pub(crate) fn running_records(&self) -> (usize, usize, usize) {
+        let i = &self.idx;
+        (i.expiry_records, i.owner_records, i.running_now)
     }
 
     fn queue_id(&mut self, queue: &QueueName) -> usize {
@@ -436,10 +508,10 @@ impl State {
 
     /// Deletes an item that is in no claim index (done or dead).
     fn delete(&mut self, slot: Slot) {
-        if let Some(e) = self.items.remove(slot) {
-            self.idx.leave_members(e.queue, slot);
-            if e.item.state == ItemState::Done {
-                self.idx.done.remove(&(e.item.updated_at, e.seq));
+        if let Some((queue, done)) = self.items.remove(slot) {
+            self.idx.leave_members(queue, slot);
+            if let Some(key) = done {
+                self.idx.done.remove(&key);
             }
         }
     }
@@ -544,18 +616,30 @@ impl State {
     /// Recovers expired leases of queue `q`, oldest expiry first, up to `limit`.
     fn recover_queue(&mut self, q: usize, now: Timestamp, limit: u64, counts: &mut Recovered) {
         while counts.requeued + counts.dead < limit {
-            let Some((&(at, _), _)) = self.idx.queues[q].running.first_key_value() else {
+            let Some(c) = self.first_expired(q, now) else {
                 break;
             };
-            if at > now {
-                break;
-            }
-            let Some((_, slot)) = self.idx.queues[q].running.pop_first() else {
-                break;
-            };
+            self.pop_expired(q);
             self.idx.visits += 1;
-            self.recover_one(slot, now, counts);
+            self.recover_one(c.slot, now, counts);
         }
+    }
+
+    /// The earliest live expired lease of queue `q` (stale records met on the way
+    /// are dropped).
+    fn first_expired(&mut self, q: usize, now: Timestamp) -> Option<Claimed> {
+        let mut removed = 0;
+        let c = self.idx.queues[q]
+            .running
+            .first_expired(&self.items, now, &mut removed);
+        self.idx.expiry_records -= removed;
+        c
+    }
+
+    /// Takes out the record `first_expired` just answered for queue `q`.
+    fn pop_expired(&mut self, q: usize) {
+        self.idx.queues[q].running.pop_first();
+        self.idx.expiry_records -= 1;
     }
 
     fn recover_one(&mut self, slot: Slot, now: Timestamp, counts: &mut Recovered) {
@@ -623,7 +707,6 @@ impl State {
         lease_for: Duration,
         now: Timestamp,
         leases: &mut Vec<Lease>,
-        claimed: &mut Vec<Slot>,
     ) {
         let Some(list) = self.idx.streams.get(stream) else {
             return;
@@ -651,12 +734,8 @@ impl State {
                 break;
             }
             let (q, key) = (e.queue, e.order_key());
-            match self.take(slot, q, key, owner, lease_for, now) {
-                Some(lease) => {
-                    claimed.push(slot);
-                    leases.push(lease);
-                }
-                None => break,
+            if !self.take(slot, q, key, (owner, lease_for), now, leases) {
+                break;
             }
         }
     }
@@ -672,7 +751,6 @@ impl State {
     ) -> Vec<Lease> {
         let qs = self.prepare_claim(queues, now);
         let mut leases = Vec::with_capacity(limit.min(128));
-        let mut claimed = std::mem::take(&mut self.scratch_slots);
         while leases.len() < limit {
             let mut best: Option<(OrderKey, usize)> = None;
             for &q in &qs {
@@ -690,10 +768,11 @@ impl State {
             let Some((_, slot)) = self.idx.queues[q].ready.pop_first() else {
                 break;
             };
-            if let Some(lease) = self.take(slot, q, key, owner, lease_for, now) {
-                let head = lease.item.stream.clone().filter(|_| run > 1);
-                claimed.push(slot);
-                leases.push(lease);
+            if self.take(slot, q, key, (owner, lease_for), now, &mut leases) {
+                let head = leases
+                    .last()
+                    .and_then(|l| l.item.stream.clone())
+                    .filter(|_| run > 1);
                 if let (Some(stream), Some(e)) = (head, self.items.get(slot)) {
                     let seq = e.seq;
                     self.extend_run(
@@ -705,13 +784,11 @@ impl State {
                         lease_for,
                         now,
                         &mut leases,
-                        &mut claimed,
                     );
                 }
             }
         }
-        self.note_owner(owner, &mut claimed);
-        self.scratch_slots = claimed;
+        self.note_owner(owner);
         self.scratch_queues = qs;
         leases
     }
@@ -744,7 +821,7 @@ impl State {
         // the first of a free scope.
         let mut candidates: Vec<(OrderKey, usize, Slot)> = Vec::new();
         for &q in &qs {
-            for (k, slot) in &self.idx.queues[q].ready {
+            for (k, slot) in self.idx.queues[q].ready.iter() {
                 candidates.push((*k, q, *slot));
             }
         }
@@ -762,7 +839,6 @@ impl State {
         self.idx.visits += candidates.len() as u64;
         candidates.sort_unstable();
         let mut leases = Vec::new();
-        let mut claimed = Vec::new();
         for (key, q, slot) in candidates {
             if leases.len() >= limit {
                 break;
@@ -795,9 +871,7 @@ impl State {
                     continue;
                 }
             }
-            if let Some(lease) = self.take(slot, q, key, owner, lease_for, now) {
-                claimed.push(slot);
-                leases.push(lease);
+            if self.take(slot, q, key, (owner, lease_for), now, &mut leases) {
                 if let Some(stream) = stream {
                     self.idx
                         .pins
@@ -813,13 +887,12 @@ impl State {
                             lease_for,
                             now,
                             &mut leases,
-                            &mut claimed,
                         );
                     }
                 }
             }
         }
-        self.note_owner(owner, &mut claimed);
+        self.note_owner(owner);
         self.scratch_queues = qs;
         Some(leases)
     }
@@ -863,39 +936,46 @@ impl State {
     }
 
     /// Claims the candidate in `slot` (already out of `ready`) of queue `q` for
-    /// `owner`: the transition, the scope marker and the running index.
+    /// `owner`: the transition, the scope marker, the running index, the lease pushed
+    /// onto `leases` and the claim onto `scratch_claims`. False if it was not
+    /// claimable (a bug: the ready index names only claimable items).
     fn take(
         &mut self,
         slot: Slot,
         q: usize,
         key: OrderKey,
-        owner: &OwnerId,
-        lease_for: Duration,
+        (owner, lease_for): (&OwnerId, Duration),
         now: Timestamp,
-    ) -> Option<Lease> {
+        leases: &mut Vec<Lease>,
+    ) -> bool {
         let expires_at = now + lease_for;
         let Some(e) = self.items.get_mut(slot) else {
             debug_assert!(false, "the ready index names an empty slot");
-            return None;
+            return false;
         };
         if !machine::claim(&mut e.item, owner, now, lease_for) {
             debug_assert!(false, "the ready index names an unclaimable item");
-            return None;
+            return false;
         }
         if let Some(scope) = &e.item.scope {
             self.idx.scope_taken(scope, q, key, slot);
         }
-        self.idx.queues[q].running.insert((expires_at, e.seq), slot);
-        Some(Lease {
-            token: e.item.token(),
-            owner: owner.clone(),
-            expires_at,
-            item: e.item.clone(),
-        })
+        let c = Claimed {
+            at: expires_at,
+            seq: e.seq,
+            attempt: e.item.attempt,
+            slot,
+        };
+        self.idx.expiry_push(q, c);
+        self.idx.running_now += 1;
+        self.scratch_claims.push(c);
+        self.items.push_lease(slot, owner, expires_at, leases)
     }
 
-    /// Records the slots `owner` just claimed, for eviction (G12).
-    fn note_owner(&mut self, owner: &OwnerId, claimed: &mut Vec<Slot>) {
+    /// Records what `owner` just claimed (`scratch_claims`), for eviction (G12), and
+    /// sweeps the running indexes when they have grown stale.
+    fn note_owner(&mut self, owner: &OwnerId) {
+        let claimed = &mut self.scratch_claims;
         if claimed.is_empty() {
             return;
         }
@@ -904,13 +984,9 @@ impl State {
             Some(list) => list,
             None => idx.owners.entry(owner.clone()).or_default(),
         };
-        for slot in claimed.drain(..) {
-            if idx.owner_pos.len() <= slot {
-                idx.owner_pos.resize(slot + 1, 0);
-            }
-            idx.owner_pos[slot] = list.len();
-            list.push(slot);
-        }
+        idx.owner_records += claimed.len();
+        list.append(claimed);
+        idx.compact(&self.items);
     }
 
     /// `Store::renew`.
@@ -926,36 +1002,46 @@ impl State {
                 out.push(RenewOutcome::LeaseLost);
                 continue;
             };
-            let before = e.item.lease_expires_at;
             let answer = machine::renew(&mut e.item, t, now, lease_for);
             if let RenewOutcome::Renewed { expires_at, .. } = answer {
-                let running = &mut self.idx.queues[e.queue].running;
-                if let Some(at) = before {
-                    running.remove(&(at, e.seq));
-                }
-                running.insert((expires_at, e.seq), e.slot);
+                // The record of the old expiry goes stale.
+                let c = Claimed {
+                    at: expires_at,
+                    seq: e.seq,
+                    attempt: e.item.attempt,
+                    slot: e.slot,
+                };
+                self.idx.expiry_push(e.queue, c);
             }
             out.push(answer);
         }
+        self.idx.compact(&self.items);
         out
     }
 
     /// `Store::complete`.
     pub(crate) fn complete(&mut self, tokens: &[LeaseToken], now: Timestamp) -> Vec<TokenOutcome> {
         let mut out = Vec::with_capacity(tokens.len());
+        let keep = self.keep_done;
         for t in tokens {
-            let Some(e) = unlink_current(&mut self.items, &mut self.idx, t) else {
+            let current = |e: &Entry| machine::is_current(&e.item, t);
+            let Some(slot) = self.items.take_id(t.id, current, !keep) else {
                 out.push(TokenOutcome::LeaseLost);
                 continue;
             };
+            let Some(e) = self.items.get_mut(slot) else {
+                out.push(TokenOutcome::LeaseLost);
+                continue;
+            };
+            self.idx.unlink_running(e);
             let answer = machine::complete(&mut e.item, t, now);
             debug_assert_eq!(answer, TokenOutcome::Accepted);
             let next = self.idx.stream_leave(e);
-            let slot = e.slot;
-            if self.keep_done {
+            if keep {
                 self.idx.done.insert((e.item.updated_at, e.seq), slot);
-            } else {
-                self.delete(slot);
+            } else if let Some((_, (queue, _))) = self.items.remove_unmapped(slot) {
+                // The id left `by_id` in `take_id`.
+                self.idx.leave_members(queue, slot);
             }
             if let Some(next) = next {
                 self.place_if_candidate(next, now);
@@ -1010,20 +1096,18 @@ impl State {
     pub(crate) fn recover_expired(&mut self, limit: u64, now: Timestamp) -> Recovered {
         let mut counts = Recovered::default();
         while counts.requeued + counts.dead < limit {
-            let oldest = self
-                .idx
-                .queues
-                .iter()
-                .enumerate()
-                .filter_map(|(q, qi)| qi.running.first_key_value().map(|(k, _)| (*k, q)))
-                .filter(|((at, _), _)| *at <= now)
-                .min();
-            let Some((key, q)) = oldest else {
+            let mut oldest: Option<(TimeKey, usize, Slot)> = None;
+            for q in 0..self.idx.queues.len() {
+                if let Some(c) = self.first_expired(q, now) {
+                    if oldest.is_none_or(|(k, _, _)| (c.at, c.seq) < k) {
+                        oldest = Some(((c.at, c.seq), q, c.slot));
+                    }
+                }
+            }
+            let Some((_, q, slot)) = oldest else {
                 break;
             };
-            let Some(slot) = self.idx.queues[q].running.remove(&key) else {
-                break;
-            };
+            self.pop_expired(q);
             self.recover_one(slot, now, &mut counts);
         }
         counts
@@ -1195,17 +1279,15 @@ impl State {
 
     /// Applies `machine::evict` to every running item of `owner`; returns how many.
     fn release_owner(&mut self, owner: &OwnerId, now: Timestamp) -> u64 {
-        let mut running: Vec<Slot> = self
-            .idx
-            .owners
-            .remove(owner)
-            .map(|s| s.into_iter().collect())
-            .unwrap_or_default();
+        let records = self.idx.owners.remove(owner).unwrap_or_default();
+        self.idx.owner_records -= records.len();
+        let mut running: Vec<Claimed> =
+            records.into_iter().filter(|c| self.items.runs(c)).collect();
         // In enqueue order, so the head of a stream run is evicted before the items
         // behind it, which are then put back untouched (G9).
-        running.sort_unstable_by_key(|&slot| self.items.get(slot).map(|e| e.seq));
+        running.sort_unstable_by_key(|c| c.seq);
         let mut released = 0;
-        for slot in running {
+        for Claimed { slot, .. } in running {
             let Some(e) = self.items.get_mut(slot) else {
                 continue;
             };

@@ -6,7 +6,8 @@ use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
 use tenure_core::{
-    ClaimParams, EnqueueParams, ManualClock, NewItem, OwnerId, QueueName, ScopeKey, Store,
+    ClaimParams, CompleteParams, DeregisterParams, EnqueueParams, HeartbeatParams, ManualClock,
+    NewItem, OwnerId, QueueName, RecoverParams, RenewOutcome, RenewParams, ScopeKey, Store,
     StreamKey, Timestamp,
 };
 
@@ -89,4 +90,72 @@ fn items_that_come_due_are_visited_once_when_first_claimable() {
     assert_eq!(claim(&s, 5).len(), 5);
     // 100 due entries moved to the ready index, then one visit per claimed item.
     assert_eq!(s.visits() - before, 105);
+}
+
+/// The running indexes keep records of finished leases (they are lazy); sweeps must
+/// bound them by the running items and must never drop a live one.
+#[test]
+fn stale_running_records_are_swept_and_live_leases_still_expire_and_evict() {
+    let clock = ManualClock::new(Timestamp::from_micros(1_000_000_000));
+    let s = MemoryStore::new(clock.clone());
+    let renewer = OwnerId::new("r").unwrap();
+    enqueue_many(&s, 30_000, || NewItem::new(q(), b"x".to_vec()));
+    // 1,000 leases held to the end: 500 renewed (by "r"), 500 left to expire.
+    let held = claim(&s, 500);
+    let renewed = run(s.claim(ClaimParams::new(q(), renewer.clone(), 500, LEASE))).unwrap();
+    // 28,000 claimed one at a time, a microsecond apart, and completed.
+    for _ in 0..28_000 {
+        clock.advance(Duration::from_micros(1));
+        let got = claim(&s, 1);
+        assert_eq!(got.len(), 1);
+        run(s.complete(CompleteParams::new(vec![got[0].token]))).unwrap();
+    }
+    let (expiry, owners, running) = s.running_records();
+    assert_eq!(running, 1_000);
+    assert!(
+        expiry <= 2 * running + 4_096 && owners <= 2 * running + 4_096,
+        "stale records are swept: {expiry} expiry and {owners} owner records"
+    );
+    clock.advance(LEASE / 2);
+    let tokens: Vec<_> = renewed.iter().map(|l| l.token).collect();
+    let out = run(s.renew(RenewParams::new(tokens, LEASE))).unwrap();
+    assert!(out
+        .iter()
+        .all(|o| matches!(o, RenewOutcome::Renewed { .. })));
+    // The 500 unrenewed leases expire, each recovered once; the renewed ones do not.
+    clock.advance(LEASE / 2);
+    let recovered = run(s.recover_expired(RecoverParams::new(10_000))).unwrap();
+    assert_eq!(recovered.requeued, 500, "{recovered:?}");
+    let _ = held;
+    // Evicting "r" releases exactly its 500 running leases.
+    run(s.instance_heartbeat(HeartbeatParams::new(renewer.clone()))).unwrap();
+    let evicted = run(s.instance_deregister(DeregisterParams::new(renewer))).unwrap();
+    assert_eq!(evicted.released, 500);
+    assert_eq!(s.running_records().2, 0);
+}
+
+/// Leases carry their item's payload in buffers reused from deleted items; each must
+/// hold exactly its own item's bytes, whatever the reused buffer held before.
+#[test]
+fn leases_carry_their_own_payload_in_reused_buffers() {
+    let s = MemoryStore::default();
+    let payload = |i: usize| vec![u8::try_from(i % 251).unwrap(); (i * 37) % 300];
+    let items: Vec<NewItem> = (0..2_000).map(|i| NewItem::new(q(), payload(i))).collect();
+    let ids: Vec<_> = items.iter().map(|i| i.id).collect();
+    run(s.enqueue(EnqueueParams::new(items))).unwrap();
+    let mut seen = 0;
+    loop {
+        let got = claim(&s, 64);
+        if got.is_empty() {
+            break;
+        }
+        for l in &got {
+            let i = ids.iter().position(|id| *id == l.item.id).unwrap();
+            assert_eq!(l.item.payload, payload(i), "item {i}");
+        }
+        seen += got.len();
+        let tokens = got.iter().map(|l| l.token).collect();
+        run(s.complete(CompleteParams::new(tokens))).unwrap();
+    }
+    assert_eq!(seen, 2_000);
 }

@@ -1,10 +1,10 @@
 //! The operator's operations on [`State`]: listings, cancel, pause, and dead items by
 //! filter.
 //!
-//! Listings sort the queue's own items (its `members`) by enqueue sequence and cut a
-//! page after the cursor, so a page costs `O(n log n)` in the queue's size; leases walk
-//! the queue's running index, which is already in expiry order. A cursor is
-//! `m.<seq>` for items and `m.<expiry>.<seq>` for leases.
+//! Listings sort the queue's own items (its `members`) by enqueue sequence, and leases
+//! the live records of the queue's running index by expiry and sequence, and cut a
+//! page after the cursor, so a page costs `O(n log n)` in the queue's size. A cursor
+//! is `m.<seq>` for items and `m.<expiry>.<seq>` for leases.
 
 use tenure_core::{
     CancelOutcome, Cursor, DeadFilter, Error, Item, ItemId, ItemPage, ItemState, LeaseInfo,
@@ -126,7 +126,7 @@ impl State {
         Ok(ItemPage::new(items, next, now))
     }
 
-    /// `Store::lease_list`: the queue's running index is in (expiry, seq) order.
+    /// `Store::lease_list`: in (expiry, seq) order.
     pub(crate) fn lease_list(
         &self,
         queue: &QueueName,
@@ -138,17 +138,14 @@ impl State {
         let Some(&q) = self.queue_ids.get(queue) else {
             return Ok(LeasePage::new(Vec::new(), None, now));
         };
-        let running = &self.idx.queues[q].running;
-        let range: Box<dyn Iterator<Item = (&(Timestamp, u64), &usize)>> = match after {
-            None => Box::new(running.iter()),
-            Some(k) => {
-                Box::new(running.range((std::ops::Bound::Excluded(k), std::ops::Bound::Unbounded)))
-            }
-        };
-        let mut page: Vec<(&(Timestamp, u64), LeaseInfo)> = range
-            .filter_map(|(k, &slot)| {
-                let e = self.items.get(slot)?;
-                LeaseInfo::from_item(&e.item).map(|l| (k, l))
+        let mut page: Vec<((Timestamp, u64), LeaseInfo)> = self.idx.queues[q]
+            .running
+            .live(&self.items)
+            .into_iter()
+            .filter(|c| after.is_none_or(|k| (c.at, c.seq) > k))
+            .filter_map(|c| {
+                let e = self.items.get(c.slot)?;
+                LeaseInfo::from_item(&e.item).map(|l| ((c.at, c.seq), l))
             })
             .take(limit + 1)
             .collect();
