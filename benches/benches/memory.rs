@@ -17,7 +17,7 @@
 //!
 //! Two more groups run their own rounds (`tenure_benches::cells`): `memory_burndown`,
 //! the store loop beside a `Worker` with a no-op handler at concurrency 16, 64 and
-//! 256 on the same `N` (`TENURE_BENCH_N`, default 2,000,000), with the Worker/store
+//! 256 on the same `N` (`TENURE_BENCH_N`, default 5,000,000, so the fastest cell runs 3 s), with the Worker/store
 //! ratios; and `memory_backlog`, the store loop and a worker at 64 draining
 //! `TENURE_BENCH_BACKLOG_N` (default 1,000,000) items from the top of a backlog of
 //! 1,000 and of 1,000,000 (`TENURE_BENCH_BACKLOG`), with the big/small ratios.
@@ -133,7 +133,7 @@ fn claim_complete(c: &mut Criterion) {
 // ----------------------------------------------------------------------------- cells
 
 /// Items per burn-down cell: the store loop at B=100 W=4 drains this in about 3 s.
-const BURNDOWN_N: usize = 2_000_000;
+const BURNDOWN_N: usize = 5_000_000;
 /// Items per backlog cell.
 const BACKLOG_N: usize = 1_000_000;
 
