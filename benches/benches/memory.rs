@@ -17,8 +17,8 @@
 //!
 //! Two more groups run their own rounds (`tenure_benches::cells`): `memory_burndown`,
 //! the store loop beside a `Worker` with a no-op handler at concurrency 16, 64 and
-//! 256 on the same `N` (`TENURE_BENCH_N`, default 5,000,000, so the fastest cell runs 3 s), with the Worker/store
-//! ratios; and `memory_backlog`, the store loop and a worker at 64 draining
+//! 256 on the same `N` (`TENURE_BENCH_N`, default 5,000,000, so that even the
+//! fastest cell runs about 3 s), with the Worker/store ratios; and `memory_backlog`, the store loop and a worker at 64 draining
 //! `TENURE_BENCH_BACKLOG_N` (default 1,000,000) items from the top of a backlog of
 //! 1,000 and of 1,000,000 (`TENURE_BENCH_BACKLOG`), with the big/small ratios.
 //!
