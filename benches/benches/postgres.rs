@@ -23,7 +23,7 @@
 //! Two more groups run their own rounds (`tenure_benches::cells`), each in a schema
 //! of its own, every seed followed by `VACUUM ANALYZE` (not timed):
 //! `postgres_burndown`, the store loop beside a `Worker` with a no-op handler at
-//! concurrency 16, 64 and 256 on the same `N` (`TENURE_BENCH_N`, default 100,000),
+//! concurrency 16, 64 and 256 on the same `N` (`TENURE_BENCH_N`, default 200,000),
 //! with the Worker/store ratios; and `postgres_backlog`, the store loop and a worker at
 //! 64 draining `TENURE_BENCH_BACKLOG_N` (default 100,000) items from the top of a
 //! backlog of 1,000 and of 1,000,000 (`TENURE_BENCH_BACKLOG`), with the big/small
@@ -253,7 +253,7 @@ fn postgres(c: &mut Criterion) {
 // ----------------------------------------------------------------------------- cells
 
 /// Items per burn-down cell: the store loop at B=100 W=4 drains this in about 3 s.
-const BURNDOWN_N: usize = 100_000;
+const BURNDOWN_N: usize = 200_000;
 /// Items per backlog cell.
 const BACKLOG_N: usize = 100_000;
 /// The pool of the cells' stores: enough for 4 claimers, or for a worker's claim,

@@ -24,8 +24,8 @@
 //! Two more groups run their own rounds (`tenure_benches::cells`), each cell on a
 //! fresh file: `sqlite_burndown`, the store loop beside a `Worker` with a no-op
 //! handler at concurrency 16, 64 and 256 on the same `N` (`TENURE_BENCH_N`, default
-//! 200,000), with the Worker/store ratios; and `sqlite_backlog`, the store loop and a
-//! worker at 64 draining `TENURE_BENCH_BACKLOG_N` (default 200,000) items from the top
+//! 600,000, so that even the fastest cell runs about 3 s), with the Worker/store
+//! ratios; and `sqlite_backlog`, the store loop and a worker at 64 draining `TENURE_BENCH_BACKLOG_N` (default 200,000) items from the top
 //! of a backlog of 1,000 and of 1,000,000 (`TENURE_BENCH_BACKLOG`), with the big/small
 //! ratios.
 //!
@@ -238,7 +238,7 @@ fn contention(c: &mut Criterion) {
 // ----------------------------------------------------------------------------- cells
 
 /// Items per burn-down cell: the store loop at B=100 W=4 drains this in about 3 s.
-const BURNDOWN_N: usize = 200_000;
+const BURNDOWN_N: usize = 600_000;
 /// Items per backlog cell.
 const BACKLOG_N: usize = 200_000;
 
