@@ -25,9 +25,9 @@
 //! fresh file: `sqlite_burndown`, the store loop beside a `Worker` with a no-op
 //! handler at concurrency 16, 64 and 256 on the same `N` (`TENURE_BENCH_N`, default
 //! 600,000, so that even the fastest cell runs about 3 s), with the Worker/store
-//! ratios; and `sqlite_backlog`, the store loop and a worker at 64 draining `TENURE_BENCH_BACKLOG_N` (default 200,000) items from the top
-//! of a backlog of 1,000 and of 1,000,000 (`TENURE_BENCH_BACKLOG`), with the big/small
-//! ratios.
+//! ratios; and `sqlite_backlog`, the store loop and a worker at 64 draining
+//! `TENURE_BENCH_BACKLOG_N` (default 200,000) items from the top of a backlog of 1,000
+//! and of 1,000,000 (`TENURE_BENCH_BACKLOG`), with the big/small ratios.
 //!
 //! Run: `cargo bench -p tenure-benches --bench sqlite` (about four minutes for the
 //! criterion groups; add `-- burndown` or `-- backlog` for one group alone).
