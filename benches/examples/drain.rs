@@ -7,8 +7,8 @@
 //!
 //! `target` is `sqlite`, `sqlite-raw`, `sqlite-worker`, `memory`, `memory-raw`,
 //! `memory-worker`, `redis`, `redis-raw` or `redis-worker` (Redis at
-//! `TENURE_REDIS_URL`, default `redis://127.0.0.1:6379`, under a fresh key prefix that
-//! is left behind). A `-worker` target drains through one `Worker` with a no-op
+//! `TENURE_REDIS_URL`, default `redis://127.0.0.1:6379`, under a fresh key prefix whose
+//! keys are deleted afterwards; `redis-raw`'s are left behind). A `-worker` target drains through one `Worker` with a no-op
 //! handler (`tenure_benches::worker::drain_worker`): `workers` is its concurrency and
 //! `batch` its claim batch (0 keeps the worker's default). The queue is seeded
 //! with `backlog` ready items (default `take`, not timed), then `workers` workers claim
@@ -101,6 +101,26 @@ async fn worker_drain<S: Store + Clone>(
     (run.elapsed, take as u64)
 }
 
+/// Seeds `backlog` ready items into `store`, then drains `take` of them through a
+/// worker or the store loop.
+async fn seeded_drain<S: Store + Clone>(
+    store: S,
+    through_worker: bool,
+    take: usize,
+    batch: usize,
+    workers: usize,
+    backlog: usize,
+) -> (Duration, u64) {
+    seed(&store, &bench_queue().expect("queue"), backlog)
+        .await
+        .expect("seed");
+    if through_worker {
+        worker_drain(store, take, batch, workers).await
+    } else {
+        store_drain(store, take, batch, workers).await
+    }
+}
+
 fn redis_store_config(prefix: &str) -> tenure_redis::RedisConfig {
     tenure_redis::RedisConfig::new(redis_url())
         .prefix(&format!("{prefix}_{}", uuid::Uuid::now_v7().simple()))
@@ -117,53 +137,33 @@ fn main() {
         usage()
     };
     let backlog = arg(&args, 5).unwrap_or(take).max(take);
+    let through_worker = target.ends_with("-worker");
     let rt = runtime().expect("runtime");
     let dir = tempfile::TempDir::new().expect("temp dir");
     let (elapsed, items) = match target.as_str() {
-        "sqlite" => rt.block_on(async {
+        "sqlite" | "sqlite-worker" => rt.block_on(async {
             let store = tenure_sqlite::SqliteStore::open(tenure_sqlite::SqliteConfig::new(
                 dir.path().join("drain.db"),
             ))
             .await
             .expect("open");
-            seed(&store, &bench_queue().expect("queue"), backlog)
-                .await
-                .expect("seed");
-            store_drain(store, take, batch, workers).await
+            seeded_drain(store, through_worker, take, batch, workers, backlog).await
         }),
-        "sqlite-worker" => rt.block_on(async {
-            let store = tenure_sqlite::SqliteStore::open(tenure_sqlite::SqliteConfig::new(
-                dir.path().join("drain.db"),
-            ))
-            .await
-            .expect("open");
-            seed(&store, &bench_queue().expect("queue"), backlog)
-                .await
-                .expect("seed");
-            worker_drain(store, take, batch, workers).await
-        }),
-        "memory-worker" => rt.block_on(async {
+        "memory" | "memory-worker" => rt.block_on(async {
             let store = tenure_memory::MemoryStore::default();
-            seed(&store, &bench_queue().expect("queue"), backlog)
-                .await
-                .expect("seed");
-            worker_drain(store, take, batch, workers).await
+            seeded_drain(store, through_worker, take, batch, workers, backlog).await
         }),
-        "redis-worker" => rt.block_on(async {
-            let store = tenure_redis::RedisStore::connect(redis_store_config("drain_worker"))
+        "redis" | "redis-worker" => rt.block_on(async {
+            let store = tenure_redis::RedisStore::connect(redis_store_config("drain"))
                 .await
                 .expect("connect");
-            seed(&store, &bench_queue().expect("queue"), backlog)
+            let drained =
+                seeded_drain(store.clone(), through_worker, take, batch, workers, backlog).await;
+            store
+                .remove_prefix()
                 .await
-                .expect("seed");
-            worker_drain(store, take, batch, workers).await
-        }),
-        "memory" => rt.block_on(async {
-            let store = tenure_memory::MemoryStore::default();
-            seed(&store, &bench_queue().expect("queue"), backlog)
-                .await
-                .expect("seed");
-            store_drain(store, take, batch, workers).await
+                .expect("delete the prefix's keys");
+            drained
         }),
         "sqlite-raw" => {
             let path = dir.path().join("raw.db");
@@ -189,16 +189,6 @@ fn main() {
             });
             (start.elapsed(), done.load(Ordering::Relaxed))
         }
-        "redis" => rt.block_on(async {
-            let store = tenure_redis::RedisStore::connect(redis_store_config("drain"))
-                .await
-                .expect("connect");
-            seed(&store, &bench_queue().expect("queue"), backlog)
-                .await
-                .expect("seed");
-            store_drain(store, take, batch, workers).await
-        }),
-        // A Worker with a no-op handler at concurrency `workers` (`batch` unused).
         "redis-raw" => rt.block_on(async {
             let raw = RedisRaw::new(&format!("drain_raw_{}", uuid::Uuid::now_v7().simple()));
             let client = redis::Client::open(redis_url()).expect("url");
