@@ -75,6 +75,7 @@ async fn an_item_scheduled_after_a_claim_found_nothing_is_claimed_once_due() {
         lease.is_some(),
         "the scheduled item came due and was not claimed"
     );
+    store.remove_prefix().await.unwrap();
 }
 
 #[tokio::test]
@@ -103,6 +104,7 @@ async fn a_lease_renewed_shorter_is_recovered_at_its_new_expiry() {
         (again.token.id, again.token.attempt),
         (id, first.token.attempt + 1)
     );
+    store.remove_prefix().await.unwrap();
 }
 
 #[tokio::test]
@@ -134,6 +136,7 @@ async fn a_shorter_lease_claimed_after_a_longer_one_is_recovered_at_its_expiry()
         .expect("the 5 s lease expired and was not recovered");
     assert_eq!(again.token.id, short.token.id);
     assert_ne!(again.token.id, long.token.id);
+    store.remove_prefix().await.unwrap();
 }
 
 #[tokio::test]
@@ -170,4 +173,5 @@ async fn a_retry_is_claimed_once_its_delay_has_passed() {
         .unwrap()
         .expect("the retry came due and was not claimed");
     assert_eq!(retry.token.attempt, lease.token.attempt + 1);
+    store.remove_prefix().await.unwrap();
 }

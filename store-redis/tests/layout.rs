@@ -97,6 +97,7 @@ async fn a_store_written_before_layout_2_lists_every_item_after_its_upgrade() {
         .await
         .unwrap();
     assert_eq!(page.items.len(), 3);
+    forget(&store).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -206,4 +207,13 @@ async fn a_queue_paused_in_layout_2_stays_paused_and_counts_its_index_after_the_
         .await
         .unwrap()
         .is_some());
+    forget(&store).await;
+}
+
+/// Deletes every key of the case's prefix on the shared server, and checks that the
+/// prefix is then unused.
+async fn forget(store: &RedisStore) {
+    assert!(store.prefix_in_use().await.unwrap());
+    assert!(store.remove_prefix().await.unwrap() > 0);
+    assert!(!store.prefix_in_use().await.unwrap());
 }
