@@ -49,7 +49,8 @@ async fn a_killed_connection_answers_unavailable_then_the_store_reconnects_by_it
     let Some(server) = TempRedis::start(&["--appendonly", "no"]).await else {
         return;
     };
-    let (store, id) = open_with_item(config(&server)).await;
+    // One connection, so the call after the kill is sure to go over the dead one.
+    let (store, id) = open_with_item(config(&server).connections(1)).await;
     // Kill every client connection but this one: the store's connection goes.
     let mut admin = admin(&server.url()).await;
     let killed: i64 = redis::cmd("CLIENT")
@@ -69,6 +70,44 @@ async fn a_killed_connection_answers_unavailable_then_the_store_reconnects_by_it
         .expect("the item is still there");
     assert_eq!(lease.item.id, id);
     store.complete_one(lease.token).await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_the_default_connections_each_killed_one_is_unavailable_once_then_replaced() {
+    let Some(server) = TempRedis::start(&["--appendonly", "no"]).await else {
+        return;
+    };
+    let (store, _) = open_with_item(config(&server)).await;
+    // Calls take turns on the connections: enough calls open every one of them.
+    for _ in 0..8 {
+        store.queue_counts(&queue()).await.unwrap();
+    }
+    let mut admin = admin(&server.url()).await;
+    let killed: i64 = redis::cmd("CLIENT")
+        .arg(&["KILL", "TYPE", "normal", "SKIPME", "yes"][..])
+        .query_async(&mut admin)
+        .await
+        .unwrap();
+    assert!(
+        killed > 1,
+        "the store spreads its calls over several connections"
+    );
+    let first = store.queue_counts(&queue()).await.unwrap_err();
+    assert_eq!(first.kind(), ErrorKind::Unavailable, "{first}");
+    // Each dead connection answers one call Unavailable and is then replaced, so
+    // after at most `killed` failures every call succeeds again.
+    let mut failures = 1;
+    while store.queue_counts(&queue()).await.is_err() {
+        failures += 1;
+        assert!(
+            failures <= killed,
+            "{failures} failures for {killed} dead connections"
+        );
+    }
+    for _ in 0..8 {
+        let counts = store.queue_counts(&queue()).await.unwrap();
+        assert_eq!(counts.ready, 1, "the data survived the kill");
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
