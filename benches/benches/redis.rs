@@ -6,8 +6,8 @@
 //! each claiming `B` items at a time and completing each claimed batch in one call.
 //! Seeding is not timed.
 //!
-//! - `tenure`: one `RedisStore` (one multiplexed connection shared by the tasks),
-//!   drained by `tenure_benches::drain`: each task loops `claim(B)` then
+//! - `tenure`: one `RedisStore` (its default 4 multiplexed connections, shared by
+//!   the tasks), drained by `tenure_benches::drain`: each task loops `claim(B)` then
 //!   `complete(tokens)` and checks every answer is `Accepted`.
 //! - `raw`: one multiplexed connection per task; the claim script pops `B` ids off a
 //!   list and records each lease in a hash and an expiry zset, the finalize script
