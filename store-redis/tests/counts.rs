@@ -47,7 +47,7 @@ async fn claim(store: &impl Store, q: &QueueName, n: u32) -> Vec<LeaseToken> {
 async fn counts_match_the_memory_store_through_every_transition() {
     let clock = ManualClock::new(Timestamp::from_micros(1_700_000_000_000_000));
     let prefix = format!("n_{}", uuid::Uuid::now_v7().simple());
-    let redis = RedisStore::connect(
+    let Some(redis) = common::on_shared_server(
         RedisConfig::new(common::url())
             .prefix(&prefix)
             .clock(clock.clone())
@@ -55,16 +55,9 @@ async fn counts_match_the_memory_store_through_every_transition() {
             .listen(false),
     )
     .await
-    .unwrap();
-    if let Err(e) = redis.ping().await {
-        assert!(
-            !common::required(),
-            "Redis at {} is required: {e}",
-            common::url()
-        );
-        eprintln!("skipped: Redis at {} is unreachable ({e})", common::url());
+    else {
         return;
-    }
+    };
     let memory = MemoryStore::new(clock.clone()).keep_done(true);
     let q = QueueName::new("counts").unwrap();
     let s = StreamKey::new("s").unwrap();
@@ -167,5 +160,5 @@ async fn counts_match_the_memory_store_through_every_transition() {
     same_counts(&redis, &memory, &q, "draining the queue").await;
     let end = redis.queue_counts(&q).await.unwrap();
     assert_eq!(end.pending(), 0, "{end:?}");
-    common::delete_prefix(&common::url(), &prefix).await;
+    redis.remove_prefix().await.unwrap();
 }

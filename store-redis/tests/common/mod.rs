@@ -128,31 +128,16 @@ pub async fn admin(url: &str) -> redis::aio::MultiplexedConnection {
         .unwrap()
 }
 
-/// Deletes every key under `{prefix}:` (SCAN by pattern; a test aid).
-pub async fn delete_prefix(url: &str, prefix: &str) {
-    let mut conn = admin(url).await;
-    let pattern = format!("{{{prefix}}}:*");
-    let mut cursor: u64 = 0;
-    loop {
-        let (next, keys): (u64, Vec<String>) = redis::cmd("SCAN")
-            .arg(cursor)
-            .arg("MATCH")
-            .arg(&pattern)
-            .arg("COUNT")
-            .arg(1000)
-            .query_async(&mut conn)
-            .await
-            .unwrap();
-        if !keys.is_empty() {
-            let _: i64 = redis::cmd("UNLINK")
-                .arg(&keys)
-                .query_async(&mut conn)
-                .await
-                .unwrap();
-        }
-        if next == 0 {
-            break;
-        }
-        cursor = next;
+/// A store on the shared server (`TENURE_REDIS_URL`) with `config`'s settings, or
+/// `None` (after printing why) when the server does not answer and none is required.
+pub async fn on_shared_server(
+    config: tenure_redis::RedisConfig,
+) -> Option<tenure_redis::RedisStore> {
+    let store = tenure_redis::RedisStore::connect(config).await.unwrap();
+    if let Err(e) = store.ping().await {
+        assert!(!required(), "Redis at {} is required: {e}", url());
+        eprintln!("skipped: Redis at {} is unreachable ({e})", url());
+        return None;
     }
+    Some(store)
 }
