@@ -20,16 +20,13 @@ use tenure_redis::{RedisConfig, RedisStore};
 async fn open() -> Option<(RedisStore, ManualClock, QueueName)> {
     let clock = ManualClock::new(Timestamp::from_micros(1_700_000_000_000_000));
     let prefix = format!("due_{}", uuid::Uuid::now_v7().simple());
-    let Some(store) = common::on_shared_server(
+    let store = common::on_shared_server(
         RedisConfig::new(common::url())
             .prefix(&prefix)
             .clock(clock.clone())
             .listen(false),
     )
-    .await
-    else {
-        return None;
-    };
+    .await?;
     Some((store, clock, QueueName::new("q").unwrap()))
 }
 
