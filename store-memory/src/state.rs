@@ -153,8 +153,12 @@ impl Slab {
     /// payload copied into a spare buffer when there is one. A claim and the delete
     /// of a finished item were each an allocator call per item (the lease's copy, and
     /// the stored payload freed); with the buffers of deleted items reused, a steady
-    /// claim + complete loop makes neither. The lease is built in place: it is large,
-    /// and moving it through return values cost a copy each.
+    /// claim + complete loop makes neither.
+    ///
+    /// The lease's item is written field by field in the lease literal rather than
+    /// through `Item::clone` and a payload swap (which cloned every field and then
+    /// swapped the payload in). A field added to `Item` fails to compile here, so
+    /// none is ever left out.
     fn push_lease(
         &mut self,
         slot: Slot,
@@ -162,29 +166,45 @@ impl Slab {
         expires_at: Timestamp,
         leases: &mut Vec<Lease>,
     ) -> bool {
-        let Some(e) = self.entries.get_mut(slot).and_then(Option::as_mut) else {
+        let Some(e) = self.entries.get(slot).and_then(Option::as_ref) else {
             return false;
         };
-        // With a spare buffer, the item is cloned below with its payload set aside
-        // (an empty vector clones without allocating), so every other field is still
-        // copied by Item's own Clone.
-        let spare = self.spare.pop().map(|mut buf| {
-            buf.clear();
-            buf.extend_from_slice(&e.item.payload);
-            (buf, std::mem::take(&mut e.item.payload))
-        });
+        let it = &e.item;
+        let payload = match self.spare.pop() {
+            Some(mut buf) => {
+                buf.clear();
+                buf.extend_from_slice(&it.payload);
+                buf
+            }
+            None => it.payload.clone(),
+        };
         leases.push(Lease {
-            token: e.item.token(),
+            token: it.token(),
             owner: owner.clone(),
             expires_at,
-            item: e.item.clone(),
+            item: Item {
+                id: it.id,
+                queue: it.queue.clone(),
+                payload,
+                stream: it.stream.clone(),
+                scope: it.scope.clone(),
+                dedup_key: it.dedup_key.clone(),
+                priority: it.priority,
+                run_at: it.run_at,
+                state: it.state,
+                attempt: it.attempt,
+                owner: it.owner.clone(),
+                lease_expires_at: it.lease_expires_at,
+                renewals: it.renewals,
+                stalls: it.stalls,
+                max_attempts: it.max_attempts,
+                max_stalls: it.max_stalls,
+                max_renewals: it.max_renewals,
+                last_error: it.last_error.clone(),
+                created_at: it.created_at,
+                updated_at: it.updated_at,
+            },
         });
-        if let Some((copy, stored)) = spare {
-            e.item.payload = stored;
-            if let Some(lease) = leases.last_mut() {
-                lease.item.payload = copy;
-            }
-        }
         true
     }
 
@@ -467,10 +487,14 @@ pub(crate) struct State {
     instances: HashMap<OwnerId, Registered>,
     next_registration: u64,
     leaders: HashMap<LeaderName, LeaderLease>,
+    /// The queue the last one-queue claim named, and its index (see
+    /// `claim_queue_id`).
+    last_claim_queue: Option<(QueueName, usize)>,
     /// Reused by every claim: the queues it reads (see `prepare_claim`).
     scratch_queues: Vec<usize>,
-    /// Reused by every claim: what it took, for the owner index.
-    scratch_claims: Vec<Claimed>,
+    /// Reused by every claim: what it took and from which queue, for the expiry and
+    /// owner indexes.
+    scratch_claims: Vec<(usize, Claimed)>,
 }
 
 impl State {
@@ -495,6 +519,21 @@ impl State {
         self.idx.queues.push(QueueIndex::default());
         self.queue_ids.insert(queue.clone(), q);
         q
+    }
+
+    /// The index of an existing queue named by a one-queue claim. The last answer is
+    /// kept: a name equal to it (the same shared string, compared by pointer first, or
+    /// equal text) skips the hash lookup. Queues are never removed, so a kept index
+    /// stays right.
+    fn claim_queue_id(&mut self, queue: &QueueName) -> Option<usize> {
+        if let Some((name, q)) = &self.last_claim_queue {
+            if name == queue {
+                return Some(*q);
+            }
+        }
+        let q = *self.queue_ids.get(queue)?;
+        self.last_claim_queue = Some((queue.clone(), q));
+        Some(q)
     }
 
     /// Places the item in `slot` if it is ready and heads its stream.
@@ -740,7 +779,8 @@ impl State {
         }
     }
 
-    /// `Store::claim`.
+    /// `Store::claim`, its leases pushed onto `leases` (empty; allocated by the
+    /// caller before it took the lock).
     pub(crate) fn claim(
         &mut self,
         queues: &[QueueName],
@@ -748,9 +788,9 @@ impl State {
         (limit, run): (usize, usize),
         lease_for: Duration,
         now: Timestamp,
+        mut leases: Vec<Lease>,
     ) -> Vec<Lease> {
         let qs = self.prepare_claim(queues, now);
-        let mut leases = Vec::with_capacity(limit.min(128));
         while leases.len() < limit {
             let mut best: Option<(OrderKey, usize)> = None;
             for &q in &qs {
@@ -904,9 +944,15 @@ impl State {
         // The claim hands the vector back when it is done, so a claim allocates none.
         let mut qs = std::mem::take(&mut self.scratch_queues);
         qs.clear();
-        qs.extend(queues.iter().filter_map(|q| self.queue_ids.get(q).copied()));
-        qs.sort_unstable();
-        qs.dedup();
+        if let [queue] = queues {
+            // One queue, the common claim: no sort, and the queue of the last claim
+            // is found without hashing its name.
+            qs.extend(self.claim_queue_id(queue));
+        } else {
+            qs.extend(queues.iter().filter_map(|q| self.queue_ids.get(q).copied()));
+            qs.sort_unstable();
+            qs.dedup();
+        }
         // Expired leases of these queues first (G2, G6).
         let mut recovered = Recovered::default();
         for &q in &qs {
@@ -936,8 +982,9 @@ impl State {
     }
 
     /// Claims the candidate in `slot` (already out of `ready`) of queue `q` for
-    /// `owner`: the transition, the scope marker, the running index, the lease pushed
-    /// onto `leases` and the claim onto `scratch_claims`. False if it was not
+    /// `owner`: the transition, the scope marker, the lease pushed onto `leases` and
+    /// the claim onto `scratch_claims` (which [`note_owner`](Self::note_owner) writes
+    /// into the running indexes at the end of the claim). False if it was not
     /// claimable (a bug: the ready index names only claimable items).
     fn take(
         &mut self,
@@ -966,26 +1013,32 @@ impl State {
             attempt: e.item.attempt,
             slot,
         };
-        self.idx.expiry_push(q, c);
         self.idx.running_now += 1;
-        self.scratch_claims.push(c);
+        self.scratch_claims.push((q, c));
         self.items.push_lease(slot, owner, expires_at, leases)
     }
 
-    /// Records what `owner` just claimed (`scratch_claims`), for eviction (G12), and
-    /// sweeps the running indexes when they have grown stale.
+    /// Records what `owner` just claimed (`scratch_claims`) in the expiry index of its
+    /// queue (G2) and the owner index (G12), and sweeps the running indexes when they
+    /// have grown stale. One claim's leases share an expiry, so each queue's run of
+    /// them goes into the expiry index with one bucket lookup rather than one each.
     fn note_owner(&mut self, owner: &OwnerId) {
         let claimed = &mut self.scratch_claims;
         if claimed.is_empty() {
             return;
         }
         let idx = &mut self.idx;
+        idx.expiry_push_all(claimed);
         let list = match idx.owners.get_mut(owner) {
             Some(list) => list,
             None => idx.owners.entry(owner.clone()).or_default(),
         };
         idx.owner_records += claimed.len();
-        list.append(claimed);
+        match claimed.as_slice() {
+            [(_, c)] => list.push(*c),
+            all => list.extend(all.iter().map(|(_, c)| *c)),
+        }
+        claimed.clear();
         idx.compact(&self.items);
     }
 
@@ -1019,9 +1072,14 @@ impl State {
         out
     }
 
-    /// `Store::complete`.
-    pub(crate) fn complete(&mut self, tokens: &[LeaseToken], now: Timestamp) -> Vec<TokenOutcome> {
-        let mut out = Vec::with_capacity(tokens.len());
+    /// `Store::complete`, the outcomes pushed onto `out` (empty; allocated by the
+    /// caller before it took the lock).
+    pub(crate) fn complete(
+        &mut self,
+        tokens: &[LeaseToken],
+        now: Timestamp,
+        mut out: Vec<TokenOutcome>,
+    ) -> Vec<TokenOutcome> {
         let keep = self.keep_done;
         for t in tokens {
             let current = |e: &Entry| machine::is_current(&e.item, t);

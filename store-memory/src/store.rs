@@ -58,6 +58,14 @@ impl MemoryStore {
 
     /// Runs `f` on the state at the clock's `now`, under the lock, after the
     /// availability check.
+    ///
+    /// The clock is read just before the lock is taken, so the lock is not held for
+    /// the read (with several tasks on the store, every instruction under the lock
+    /// is one the others wait for). A call that waits for the lock then runs at a
+    /// `now` slightly before the calls that went ahead of it, as a SQL store's
+    /// statement runs at the time its transaction began; no guarantee reads the
+    /// order of two concurrent calls' clocks, and the system clock gives no such
+    /// order either.
     fn with_state<T>(&self, f: impl FnOnce(&mut State, Timestamp) -> T) -> Result<T> {
         if !self.inner.available.load(Ordering::SeqCst) {
             return Err(Error::unavailable(
@@ -65,12 +73,12 @@ impl MemoryStore {
                 "the store is switched off (set_available(false))",
             ));
         }
+        let now = self.inner.clock.now();
         let mut state = self
             .inner
             .state
             .lock()
             .map_err(|_| Error::internal(NAME, "the store's state was poisoned by a panic"))?;
-        let now = self.inner.clock.now();
         Ok(f(&mut state, now))
     }
 
@@ -152,6 +160,9 @@ impl Store for MemoryStore {
         let limit = usize::try_from(params.limit).unwrap_or(usize::MAX);
         let run = usize::try_from(params.stream_run).unwrap_or(1);
         let Some(partitioning) = params.partitioning else {
+            // Allocated before the lock is taken, so the lock is held for the claim
+            // alone.
+            let leases = Vec::with_capacity(limit.min(128));
             return self.with_state(|s, now| {
                 s.claim(
                     &params.queues,
@@ -159,6 +170,7 @@ impl Store for MemoryStore {
                     (limit, run),
                     params.lease_for,
                     now,
+                    leases,
                 )
             });
         };
@@ -176,7 +188,8 @@ impl Store for MemoryStore {
 
     async fn complete(&self, params: CompleteParams) -> Result<Vec<TokenOutcome>> {
         params.validate(&self.inner.limits)?;
-        self.with_state(|s, now| s.complete(&params.tokens, now))
+        let out = Vec::with_capacity(params.tokens.len());
+        self.with_state(|s, now| s.complete(&params.tokens, now, out))
     }
 
     async fn fail(&self, params: FailParams) -> Result<Vec<FailOutcome>> {

@@ -79,7 +79,22 @@ fn bucket_of(at: Timestamp) -> i64 {
 impl Expiries {
     /// Records a lease ending at `c.at`.
     pub(super) fn push(&mut self, c: Claimed) {
-        let k = bucket_of(c.at);
+        self.with_bucket(bucket_of(c.at), |b| b.claims.push(c));
+    }
+
+    /// Records leases that all end in one bucket (each in the bucket of the first),
+    /// with one lookup.
+    fn push_bucket(&mut self, claims: &[(usize, Claimed)]) {
+        let Some((_, first)) = claims.first() else {
+            return;
+        };
+        self.with_bucket(bucket_of(first.at), |b| {
+            b.claims.extend(claims.iter().map(|(_, c)| *c));
+        });
+    }
+
+    /// Runs `add` on bucket `k` (made if missing), which it adds records to.
+    fn with_bucket(&mut self, k: i64, add: impl FnOnce(&mut Bucket)) {
         // Claims mostly come in expiry order: the last bucket, without a search.
         let bucket = match self.buckets.last_entry() {
             Some(last) if *last.key() == k => last.into_mut(),
@@ -94,7 +109,7 @@ impl Expiries {
             }
         };
         bucket.sorted = false;
-        bucket.claims.push(c);
+        add(bucket);
     }
 
     /// The earliest live record whose lease ended at or before `now`, dropping stale
@@ -176,6 +191,23 @@ impl Indexes {
     pub(super) fn expiry_push(&mut self, q: usize, c: Claimed) {
         self.queues[q].running.push(c);
         self.expiry_records += 1;
+    }
+
+    /// Records claims `(queue, record)` in the expiry indexes of their queues: each
+    /// run of records of one queue and one expiry bucket with one bucket lookup.
+    pub(super) fn expiry_push_all(&mut self, claims: &[(usize, Claimed)]) {
+        let mut rest = claims;
+        while let Some(&(q, first)) = rest.first() {
+            let k = bucket_of(first.at);
+            let n = rest
+                .iter()
+                .position(|(q2, c)| *q2 != q || bucket_of(c.at) != k)
+                .unwrap_or(rest.len());
+            let (run, tail) = rest.split_at(n);
+            self.queues[q].running.push_bucket(run);
+            self.expiry_records += run.len();
+            rest = tail;
+        }
     }
 
     /// Sweeps stale records out of either running index once it holds more than twice
