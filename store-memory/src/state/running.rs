@@ -88,8 +88,9 @@ impl Expiries {
         let Some((_, first)) = claims.first() else {
             return;
         };
-        self.with_bucket(bucket_of(first.at), |b| {
-            b.claims.extend(claims.iter().map(|(_, c)| *c));
+        self.with_bucket(bucket_of(first.at), |b| match claims {
+            [(_, c)] => b.claims.push(*c),
+            all => b.claims.extend(all.iter().map(|(_, c)| *c)),
         });
     }
 
