@@ -157,22 +157,28 @@
 //! | 100, 4 | 26,971 | 37,248 | 0.72 |
 //! | 100, 16 | 34,908 | 70,702 | 0.49 |
 //!
-//! Where the difference goes. Server instructions per item (callgrind on a throwaway
-//! server, claim then complete): about 223,000 at B = 1 against 136,000 for the raw
-//! loop, and about 113,000 at B = 100 against 140,000. At B = 1 the claim still reads
-//! its queue's due bound and pause flag (one call, so most claims skip recovery and
-//! promotion) and keeps the running set, the owner's set and the ready-by-run_at index
-//! in step, and the complete the listing index: twelve server calls an item against
-//! the raw loop's ten, and the Lua around them (strings made and collected) costs more
-//! than the calls. The server's CPU time per item (`INFO cpu`) at B = 100 is about
-//! 2.5x the raw loop's although its instruction count is lower, most likely because
-//! it touches more memory an item (a key per item, three sorted sets of the queue's
-//! size, where the raw loop keeps a list and three hashes). That
-//! bookkeeping is what lets recovery, eviction, `queue_counts` and the listings run
-//! without scans. Client side, a claimed item of one queue with no keys is answered
-//! as four values (id, attempt, payload, numbers) and decoded in place; about 14,000
-//! client instructions an item at B = 100 against the raw loop's 8,000, most of both
-//! in the driver's parser.
+//! Where the difference goes. Server instructions per item, claim then complete
+//! (callgrind on a throwaway `redis-server`, collecting only around the drain, the
+//! store's own `FCALL`s and the raw loop's scripts sent in the same order; the part
+//! under `processCommand`, so the server's timers are left out): about 189,000 at
+//! B = 1 against 117,000 for the raw loop, and about 106,000 against 109,000 at
+//! B = 100 (W = 1). At B = 1 the claim still reads its queue's due bound and pause
+//! flag (one call, so most claims skip recovery and promotion) and keeps the running
+//! set, the owner's set and the ready-by-run_at index in step, and the complete the
+//! listing index: twelve server calls an item against the raw loop's ten, and each
+//! multi-value reply a call answers costs the script a table built element by
+//! element (the item's `HMGET`s most). At B = 100 the claim reads its batch off
+//! `ready` without scores (`ZRANGE`, then `ZREMRANGEBYRANK`: `ZPOPMIN` would format
+//! every score for the script to parse and drop), and the complete's fence reads one
+//! `HMGET` a token and matches only the attempt. The server's CPU time per item
+//! (`INFO cpu`) at B = 100 stays above the raw loop's more than its instruction count
+//! does, most likely because it touches more memory an item (a key per item, three
+//! sorted sets of the queue's size, where the raw loop keeps a list and three
+//! hashes). That bookkeeping is what lets recovery, eviction, `queue_counts` and the
+//! listings run without scans. Client side, the claim answers one flat array: four
+//! values an item (id, attempt, payload, numbers), then an array of its queue and
+//! keys only when it has keys or the claim named several queues, decoded in place
+//! with the numbers parsed by hand; no array of its own per item.
 //!
 //! # Errors and faults
 //!

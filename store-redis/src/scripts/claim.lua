@@ -25,7 +25,9 @@
 -- The first `limit` members of `ready` are exactly the items to take; no claim of one
 -- of them changes the queue's other members (a scope has at most one candidate per
 -- queue). The same steps as the general path below, without its tables of queues.
-if ARGV[5] == '0' and ARGV[6] == '1' and tonumber(ARGV[8] or '1') <= 1 then
+local run_arg = ARGV[8]
+if ARGV[5] == '0' and ARGV[6] == '1'
+  and (run_arg == '1' or run_arg == nil or tonumber(run_arg) <= 1) then
   local q = ARGV[7]
   local due, rewrite, paused = catch_up(q, tonumber(ARGV[1]))
   local out = {}
@@ -34,16 +36,17 @@ if ARGV[5] == '0' and ARGV[6] == '1' and tonumber(ARGV[8] or '1') <= 1 then
     local claimed = ' 0 ' .. ARGV[1]
     local lease_field = ARGV[2] .. ' ' .. expires_n
     local rk = k_ready(q)
-    local limit = tonumber(ARGV[3])
     -- The first `limit` members. ZPOPMIN answers each one's score, formatted as a
-    -- double for the script to parse and drop; for more than a few members, reading
-    -- them without scores and cutting them off by rank (one call more) costs less.
+    -- double for the script to parse and drop; for ten members or more (a limit of
+    -- two digits), reading them without scores and cutting them off by rank (one
+    -- call more) costs less. The limit goes on as the string it came as: a Lua number
+    -- passed to redis.call is formatted with sprintf.
     local popped, step = nil, 1
-    if limit < 8 then
-      popped, step = redis.call('ZPOPMIN', rk, limit), 2
+    if #ARGV[3] == 1 then
+      popped, step = redis.call('ZPOPMIN', rk, ARGV[3]), 2
     else
-      popped = redis.call('ZRANGE', rk, 0, limit - 1)
-      if #popped > 0 then redis.call('ZREMRANGEBYRANK', rk, 0, #popped - 1) end
+      popped = redis.call('ZRANGE', rk, '0', N(tonumber(ARGV[3]) - 1))
+      if #popped > 0 then redis.call('ZREMRANGEBYRANK', rk, '0', N(#popped - 1)) end
     end
     local run, ids = {}, {}
     local item = P .. ':i:'
