@@ -144,18 +144,18 @@
 //! claiming B at a time and completing each batch in one call, beside a raw Lua loop
 //! (LPOP off a list, a lease hash and an expiry zset, a finalize fenced on
 //! `owner:attempt`) in the same run. One run on the shared 2-core development machine
-//! with other builds running (load average 6.6-7.6; runs of the same code differ by up
-//! to 0.3 in a cell, most at B = 1, where a cell drains 2,000 items in about 0.15 s),
-//! items/s:
+//! with other builds running (load average 3-7 during the run, falling; runs of the
+//! same code differ by up to 0.3 in a cell, most at B = 1, where a cell drains 2,000
+//! items in about 0.3 s), items/s:
 //!
 //! | B, W | tenure | raw Lua | ratio |
 //! |---|---|---|---|
-//! | 1, 1 | 9,976 | 15,678 | 0.64 |
-//! | 1, 4 | 13,748 | 12,776 | 1.08 |
-//! | 1, 16 | 11,090 | 13,128 | 0.84 |
-//! | 100, 1 | 23,990 | 27,300 | 0.88 |
-//! | 100, 4 | 26,971 | 37,248 | 0.72 |
-//! | 100, 16 | 34,908 | 70,702 | 0.49 |
+//! | 1, 1 | 5,038 | 4,295 | 1.17 |
+//! | 1, 4 | 5,418 | 7,930 | 0.68 |
+//! | 1, 16 | 7,497 | 11,222 | 0.67 |
+//! | 100, 1 | 23,386 | 27,744 | 0.84 |
+//! | 100, 4 | 24,548 | 24,707 | 0.99 |
+//! | 100, 16 | 25,881 | 48,704 | 0.53 |
 //!
 //! Where the difference goes. Server instructions per item, claim then complete
 //! (callgrind on a throwaway `redis-server`, collecting only around the drain, the
