@@ -144,35 +144,41 @@
 //! claiming B at a time and completing each batch in one call, beside a raw Lua loop
 //! (LPOP off a list, a lease hash and an expiry zset, a finalize fenced on
 //! `owner:attempt`) in the same run. One run on the shared 2-core development machine
-//! with other builds running (load average 6.6-7.6; runs of the same code differ by up
-//! to 0.3 in a cell, most at B = 1, where a cell drains 2,000 items in about 0.15 s),
-//! items/s:
+//! with other builds running (load average 3-7 during the run, falling; runs of the
+//! same code differ by up to 0.3 in a cell, most at B = 1, where a cell drains 2,000
+//! items in about 0.3 s), items/s:
 //!
 //! | B, W | tenure | raw Lua | ratio |
 //! |---|---|---|---|
-//! | 1, 1 | 9,976 | 15,678 | 0.64 |
-//! | 1, 4 | 13,748 | 12,776 | 1.08 |
-//! | 1, 16 | 11,090 | 13,128 | 0.84 |
-//! | 100, 1 | 23,990 | 27,300 | 0.88 |
-//! | 100, 4 | 26,971 | 37,248 | 0.72 |
-//! | 100, 16 | 34,908 | 70,702 | 0.49 |
+//! | 1, 1 | 5,038 | 4,295 | 1.17 |
+//! | 1, 4 | 5,418 | 7,930 | 0.68 |
+//! | 1, 16 | 7,497 | 11,222 | 0.67 |
+//! | 100, 1 | 23,386 | 27,744 | 0.84 |
+//! | 100, 4 | 24,548 | 24,707 | 0.99 |
+//! | 100, 16 | 25,881 | 48,704 | 0.53 |
 //!
-//! Where the difference goes. Server instructions per item (callgrind on a throwaway
-//! server, claim then complete): about 223,000 at B = 1 against 136,000 for the raw
-//! loop, and about 113,000 at B = 100 against 140,000. At B = 1 the claim still reads
-//! its queue's due bound and pause flag (one call, so most claims skip recovery and
-//! promotion) and keeps the running set, the owner's set and the ready-by-run_at index
-//! in step, and the complete the listing index: twelve server calls an item against
-//! the raw loop's ten, and the Lua around them (strings made and collected) costs more
-//! than the calls. The server's CPU time per item (`INFO cpu`) at B = 100 is about
-//! 2.5x the raw loop's although its instruction count is lower, most likely because
-//! it touches more memory an item (a key per item, three sorted sets of the queue's
-//! size, where the raw loop keeps a list and three hashes). That
-//! bookkeeping is what lets recovery, eviction, `queue_counts` and the listings run
-//! without scans. Client side, a claimed item of one queue with no keys is answered
-//! as four values (id, attempt, payload, numbers) and decoded in place; about 14,000
-//! client instructions an item at B = 100 against the raw loop's 8,000, most of both
-//! in the driver's parser.
+//! Where the difference goes. Server instructions per item, claim then complete
+//! (callgrind on a throwaway `redis-server`, collecting only around the drain, the
+//! store's own `FCALL`s and the raw loop's scripts sent in the same order; the part
+//! under `processCommand`, so the server's timers are left out): about 189,000 at
+//! B = 1 against 117,000 for the raw loop, and about 106,000 against 109,000 at
+//! B = 100 (W = 1). At B = 1 the claim still reads its queue's due bound and pause
+//! flag (one call, so most claims skip recovery and promotion) and keeps the running
+//! set, the owner's set and the ready-by-run_at index in step, and the complete the
+//! listing index: twelve server calls an item against the raw loop's ten, and each
+//! multi-value reply a call answers costs the script a table built element by
+//! element (the item's `HMGET`s most). At B = 100 the claim reads its batch off
+//! `ready` without scores (`ZRANGE`, then `ZREMRANGEBYRANK`: `ZPOPMIN` would format
+//! every score for the script to parse and drop), and the complete's fence reads one
+//! `HMGET` a token and matches only the attempt. The server's CPU time per item
+//! (`INFO cpu`) at B = 100 stays above the raw loop's more than its instruction count
+//! does, most likely because it touches more memory an item (a key per item, three
+//! sorted sets of the queue's size, where the raw loop keeps a list and three
+//! hashes). That bookkeeping is what lets recovery, eviction, `queue_counts` and the
+//! listings run without scans. Client side, the claim answers one flat array: four
+//! values an item (id, attempt, payload, numbers), then an array of its queue and
+//! keys only when it has keys or the claim named several queues, decoded in place
+//! with the numbers parsed by hand; no array of its own per item.
 //!
 //! # Errors and faults
 //!

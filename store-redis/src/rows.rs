@@ -16,12 +16,37 @@ fn text(v: Vec<u8>, field: &str) -> Result<String> {
     String::from_utf8(v).map_err(|_| bad_reply(format!("item field {field} is not UTF-8")))
 }
 
-/// Parses an integer field.
+/// Parses an integer field: an optional `-` and decimal digits, as the functions
+/// write them (`N()` in `lib.lua`). By hand, digit by digit: a claimed item's numbers
+/// are most of what decoding a claim costs the client, and `str::parse` checks UTF-8
+/// and signs it never meets.
 pub(crate) fn int(v: &[u8], field: &str) -> Result<i64> {
-    std::str::from_utf8(v)
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .ok_or_else(|| bad_reply(format!("item field {field} is not an integer")))
+    let (negative, digits) = match v {
+        [b'-', rest @ ..] => (true, rest),
+        _ => (false, v),
+    };
+    let bad = || bad_reply(format!("item field {field} is not an integer"));
+    if digits.is_empty() || digits.len() > 19 {
+        return Err(bad());
+    }
+    let mut n: i64 = 0;
+    for &d in digits {
+        if !d.is_ascii_digit() {
+            return Err(bad());
+        }
+        let d = i64::from(d - b'0');
+        n = n
+            .checked_mul(10)
+            .and_then(|n| {
+                if negative {
+                    n.checked_sub(d)
+                } else {
+                    n.checked_add(d)
+                }
+            })
+            .ok_or_else(bad)?;
+    }
+    Ok(n)
 }
 
 /// Parses an item id.
@@ -194,73 +219,93 @@ fn field(f: &mut impl Iterator<Item = Value>, name: &str) -> Result<Option<Vec<u
     }
 }
 
-/// Decodes an item the claim function answered (`claim.lua` gives its two shapes),
-/// as it was before the claim: ready with no owner, expiry or renewals, its
-/// `updated_at` standing at `created_at` until the caller applies the claim
-/// (`machine::claim`), which sets all of them. `queues` are the claim's queues: the
-/// short shape is an item of the only one, and a long shape's queue is shared with
-/// the one it names rather than copied.
-pub(crate) fn claimed_item(answer: Value, queues: &[QueueName]) -> Result<Item> {
-    let Value::Array(fields) = answer else {
-        return Err(bad_reply("a claimed item is not an array"));
+/// A claimed item's queue and keys: from the array that follows its four values, or
+/// the claim's only queue and no keys when there is none.
+type Keys = (
+    QueueName,
+    Option<StreamKey>,
+    Option<ScopeKey>,
+    Option<DedupKey>,
+    Option<String>,
+);
+
+fn claimed_keys(extra: Option<Vec<Value>>, queues: &[QueueName]) -> Result<Keys> {
+    let Some(extra) = extra else {
+        return match queues {
+            [q] => Ok((q.clone(), None, None, None, None)),
+            _ => Err(bad_reply(
+                "a claimed item of a claim of several queues did not name its queue",
+            )),
+        };
     };
-    let only = match (fields.len(), queues) {
-        (4, [q]) => Some(q),
-        (9, _) => None,
-        _ => {
-            return Err(bad_reply(
-                "a claimed item answered with the wrong number of fields",
-            ))
-        }
+    if extra.len() != 5 {
+        return Err(bad_reply(
+            "a claimed item's keys answered with the wrong number of fields",
+        ));
+    }
+    let mut e = extra.into_iter();
+    let q = need(field(&mut e, "q")?, "q")?;
+    let queue = match queues.iter().find(|k| k.as_str().as_bytes() == q) {
+        Some(k) => k.clone(),
+        None => QueueName::new(text(q, "q")?)?,
     };
-    let mut f = fields.into_iter();
-    let id = need(field(&mut f, "id")?, "id")?;
-    let id = Uuid::try_parse_ascii(&id)
-        .map(ItemId::from_uuid)
-        .map_err(|_| bad_reply("a claimed item's id is not an item id"))?;
-    let attempt = Ints::new(&need(field(&mut f, "a")?, "a")?, "a").u32()?;
-    let payload = need(field(&mut f, "pl")?, "pl")?;
-    let n = numbers(&need(field(&mut f, "n")?, "n")?)?;
-    let (queue, stream, scope, dedup_key, last_error) = match only {
-        Some(q) => (q.clone(), None, None, None, None),
-        None => {
-            let q = need(field(&mut f, "q")?, "q")?;
-            let queue = match queues.iter().find(|k| k.as_str().as_bytes() == q) {
-                Some(k) => k.clone(),
-                None => QueueName::new(text(q, "q")?)?,
-            };
-            let mut key = |name| field(&mut f, name)?.map(|b| text(b, name)).transpose();
-            (
-                queue,
-                key("st")?.map(StreamKey::new).transpose()?,
-                key("sc")?.map(ScopeKey::new).transpose()?,
-                key("dk")?.map(DedupKey::new).transpose()?,
-                key("e")?,
-            )
-        }
-    };
-    Ok(Item {
-        id,
+    let mut key = |name| field(&mut e, name)?.map(|b| text(b, name)).transpose();
+    Ok((
         queue,
-        payload,
-        stream,
-        scope,
-        dedup_key,
-        priority: n.priority,
-        run_at: n.run_at,
-        state: ItemState::Ready,
-        attempt,
-        owner: None,
-        lease_expires_at: None,
-        renewals: 0,
-        stalls: n.stalls,
-        max_attempts: n.max_attempts,
-        max_stalls: n.max_stalls,
-        max_renewals: n.max_renewals,
-        last_error,
-        created_at: n.created_at,
-        updated_at: n.created_at,
-    })
+        key("st")?.map(StreamKey::new).transpose()?,
+        key("sc")?.map(ScopeKey::new).transpose()?,
+        key("dk")?.map(DedupKey::new).transpose()?,
+        key("e")?,
+    ))
+}
+
+/// Decodes the items the claim function answered (`claim.lua` gives the flat shape:
+/// four values an item, then an array of its queue and keys unless the claim named
+/// one queue and the item has none), each as it was before the claim: ready with no
+/// owner, expiry or renewals, its `updated_at` standing at `created_at` until the
+/// caller applies the claim (`machine::claim`), which sets all of them. `queues` are
+/// the claim's queues: an item without the array is an item of the only one, and the
+/// array's queue is shared with the one it names rather than copied.
+pub(crate) fn claimed_items(answer: Vec<Value>, queues: &[QueueName]) -> Result<Vec<Item>> {
+    let mut out = Vec::with_capacity(answer.len() / 4);
+    let mut f = answer.into_iter().peekable();
+    while f.peek().is_some() {
+        let id = need(field(&mut f, "id")?, "id")?;
+        let id = Uuid::try_parse_ascii(&id)
+            .map(ItemId::from_uuid)
+            .map_err(|_| bad_reply("a claimed item's id is not an item id"))?;
+        let attempt = Ints::new(&need(field(&mut f, "a")?, "a")?, "a").u32()?;
+        let payload = need(field(&mut f, "pl")?, "pl")?;
+        let n = numbers(&need(field(&mut f, "n")?, "n")?)?;
+        let extra = match f.next_if(|v| matches!(v, Value::Array(_))) {
+            Some(Value::Array(extra)) => Some(extra),
+            _ => None,
+        };
+        let (queue, stream, scope, dedup_key, last_error) = claimed_keys(extra, queues)?;
+        out.push(Item {
+            id,
+            queue,
+            payload,
+            stream,
+            scope,
+            dedup_key,
+            priority: n.priority,
+            run_at: n.run_at,
+            state: ItemState::Ready,
+            attempt,
+            owner: None,
+            lease_expires_at: None,
+            renewals: 0,
+            stalls: n.stalls,
+            max_attempts: n.max_attempts,
+            max_stalls: n.max_stalls,
+            max_renewals: n.max_renewals,
+            last_error,
+            created_at: n.created_at,
+            updated_at: n.created_at,
+        });
+    }
+    Ok(out)
 }
 
 #[cfg(test)]
@@ -278,7 +323,7 @@ mod tests {
         let call = &lua[start..start + lua[start..].find(')').unwrap()];
         let names: Vec<&str> = call.split('\'').skip(3).step_by(2).collect();
         // `s` is checked; `pl` and `n` follow the token in both shapes, the keys after
-        // the queue in the long one, in the order claimed_item decodes them.
+        // the queue in the array of the long one, in the order claimed_items decodes them.
         assert_eq!(names, ["s", "pl", "st", "sc", "dk", "e", "n"]);
         assert_eq!(
             lua.matches("redis.call('HMGET', key, 's', 'pl', 'st', 'sc', 'dk', 'e', 'n')")
@@ -286,26 +331,48 @@ mod tests {
             2
         );
         assert_eq!(
-            lua.matches("out[#out + 1] = {id, a, v[2], v[7]}").count(),
+            lua.matches("out[n + 1], out[n + 2], out[n + 3], out[n + 4] = id, a, v[2], v[7]")
+                .count(),
             2
         );
         assert_eq!(
-            lua.matches("out[#out + 1] = {id, a, v[2], v[7], q, v[3], v[4], v[5], v[6]}")
+            lua.matches("out[n + 5] = {q, v[3], v[4], v[5], v[6]}")
                 .count(),
             2
         );
     }
 
     #[test]
-    fn a_claimed_item_decodes_either_shape() {
+    fn int_reads_what_the_functions_write_and_refuses_the_rest() {
+        for n in [0, 7, -7, 1_700_000_000_000_001, i64::MAX, i64::MIN] {
+            assert_eq!(int(n.to_string().as_bytes(), "x").unwrap(), n);
+        }
+        for bad in [
+            "",
+            "-",
+            "+1",
+            "1.5",
+            " 1",
+            "1a",
+            "9223372036854775808",
+            "--1",
+            "0x10",
+        ] {
+            let err = int(bad.as_bytes(), "x").unwrap_err();
+            assert!(err.to_string().contains("item field x"), "{bad:?}: {err}");
+        }
+    }
+
+    #[test]
+    fn claimed_items_decode_either_shape_from_one_flat_answer() {
         let id = uuid::Uuid::now_v7();
         let q = QueueName::new("q").unwrap();
         let numbers = "-3 1700000000000001 1 5 4 9 1600000000000000 77 12 34";
-        let short = claimed_item(
-            Value::Array(vec![b(&id.to_string()), b("2"), b("payload"), b(numbers)]),
-            std::slice::from_ref(&q),
-        )
-        .unwrap();
+        let short = |a: &str| vec![b(&id.to_string()), b(a), b("payload"), b(numbers)];
+        let items =
+            claimed_items([short("2"), short("3")].concat(), std::slice::from_ref(&q)).unwrap();
+        assert_eq!(items.len(), 2);
+        let short = &items[0];
         assert_eq!(short.id, ItemId::from_uuid(id));
         assert_eq!(short.queue, q);
         assert_eq!(short.payload, b"payload");
@@ -329,38 +396,52 @@ mod tests {
         );
         assert_eq!(short.state, ItemState::Ready);
         assert!(short.owner.is_none() && short.lease_expires_at.is_none());
+        assert_eq!(items[1].attempt, 3);
 
+        // A long item between two short ones: the array follows its four values.
         let other = QueueName::new("other").unwrap();
-        let long = claimed_item(
-            Value::Array(vec![
-                b(&id.to_string()),
-                b("0"),
-                b(""),
-                b(numbers),
-                b("other"),
-                b("st"),
-                Value::Nil,
-                b("dk"),
-                b("boom"),
-            ]),
-            &[q.clone(), other.clone()],
+        let long = vec![
+            b(&id.to_string()),
+            b("0"),
+            b(""),
+            b(numbers),
+            Value::Array(vec![b("other"), b("st"), Value::Nil, b("dk"), b("boom")]),
+        ];
+        let four = || vec![b(&id.to_string()), b("2"), b("p"), b(numbers)];
+        let items = claimed_items(
+            [four(), long.clone(), four()].concat(),
+            std::slice::from_ref(&q),
         )
         .unwrap();
-        assert_eq!(long.queue, other);
-        assert_eq!(long.stream.as_ref().map(|s| s.as_str()), Some("st"));
-        assert!(long.scope.is_none());
-        assert_eq!(long.dedup_key.as_ref().map(|s| s.as_str()), Some("dk"));
-        assert_eq!(long.last_error.as_deref(), Some("boom"));
-        assert_eq!(long.attempt, 0);
+        assert_eq!(items.len(), 3);
+        let long_item = &items[1];
+        assert_eq!(long_item.queue, other);
+        assert_eq!(long_item.stream.as_ref().map(|s| s.as_str()), Some("st"));
+        assert!(long_item.scope.is_none());
+        assert_eq!(long_item.dedup_key.as_ref().map(|s| s.as_str()), Some("dk"));
+        assert_eq!(long_item.last_error.as_deref(), Some("boom"));
+        assert_eq!(long_item.attempt, 0);
+        assert_eq!(
+            (items[0].queue.clone(), items[2].queue.clone()),
+            (q.clone(), q.clone())
+        );
+        assert!(claimed_items(long, &[q.clone(), other.clone()]).is_ok());
 
-        // The short shape names no queue, so it only answers a claim of one; a short
-        // numbers field or a bad id is a bad reply, not a panic.
-        let four = || Value::Array(vec![b(&id.to_string()), b("2"), b("p"), b(numbers)]);
-        assert!(claimed_item(four(), &[q.clone(), other]).is_err());
-        let bad_n = Value::Array(vec![b(&id.to_string()), b("2"), b("p"), b("1 2 3")]);
-        assert!(claimed_item(bad_n, std::slice::from_ref(&q)).is_err());
-        let bad_id = Value::Array(vec![b("x"), b("2"), b("p"), b(numbers)]);
-        assert!(claimed_item(bad_id, std::slice::from_ref(&q)).is_err());
+        // An item without the array names no queue, so it only answers a claim of
+        // one; a short numbers field, a bad id, a cut-off item or an array of the
+        // wrong length is a bad reply, not a panic.
+        assert!(claimed_items(four(), &[q.clone(), other]).is_err());
+        let bad_n = vec![b(&id.to_string()), b("2"), b("p"), b("1 2 3")];
+        assert!(claimed_items(bad_n, std::slice::from_ref(&q)).is_err());
+        let bad_id = vec![b("x"), b("2"), b("p"), b(numbers)];
+        assert!(claimed_items(bad_id, std::slice::from_ref(&q)).is_err());
+        let cut = vec![b(&id.to_string()), b("2"), b("p")];
+        assert!(claimed_items(cut, std::slice::from_ref(&q)).is_err());
+        let bad_array = [four(), vec![Value::Array(vec![b("q")])]].concat();
+        assert!(claimed_items(bad_array, std::slice::from_ref(&q)).is_err());
+        assert!(claimed_items(Vec::new(), std::slice::from_ref(&q))
+            .unwrap()
+            .is_empty());
     }
 
     #[test]

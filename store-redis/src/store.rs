@@ -420,10 +420,9 @@ impl Store for RedisStore {
         };
         // The function answers each item as it was before the claim; the claim's
         // changes are exactly those of `machine::claim`, applied here.
-        answers
+        rows::claimed_items(answers, &params.queues)?
             .into_iter()
-            .map(|fields| {
-                let mut item = rows::claimed_item(fields, &params.queues)?;
+            .map(|mut item| {
                 if !machine::claim(&mut item, &params.owner, now, params.lease_for)
                     || item.lease_expires_at != Some(expires_at)
                 {

@@ -4,14 +4,15 @@
 -- candidates first when their due bound says there may be some (G2, G6, G7), then
 -- takes candidates by (priority, run_at, seq) across the queues (G8). Every entry of
 -- a `ready` zset is claimable (G9, G10 are kept by the write path), so a claim of B
--- items reads about B entries. Answers each claimed item, in claim order, as it was
--- before the claim less what the claim overwrites, in one of two shapes (rows.rs
--- decodes both):
---   {id, attempt, payload, n}: a claim of one queue, of an item with no stream,
---     scope, dedup key or last error: the token, and the fields a lease needs that
---     the caller does not know (`n` as stored, lib.lua's item layout);
---   {id, attempt, payload, n, queue, stream, scope, dedup key, last error}
---     otherwise (false for an absent field).
+-- items reads about B entries. Answers one flat array: each claimed item, in claim
+-- order, as it was before the claim less what the claim overwrites, as four values
+-- and perhaps a fifth (rows.rs decodes them; no table of its own per item, which
+-- would cost the server and the client an array each):
+--   id, attempt, payload, n: the token, and the fields a lease needs that the caller
+--     does not know (`n` as stored, lib.lua's item layout); then
+--   {queue, stream, scope, dedup key, last error} (false for an absent field), unless
+--     the claim named one queue and the item has no stream, scope, dedup key or last
+--     error.
 --
 -- Partitioned (G14): the owner must be registered (else the error NOTFOUND, nothing
 -- written); every due candidate is looked at, the scoped ones waiting behind the first
@@ -24,7 +25,9 @@
 -- The first `limit` members of `ready` are exactly the items to take; no claim of one
 -- of them changes the queue's other members (a scope has at most one candidate per
 -- queue). The same steps as the general path below, without its tables of queues.
-if ARGV[5] == '0' and ARGV[6] == '1' and tonumber(ARGV[8] or '1') <= 1 then
+local run_arg = ARGV[8]
+if ARGV[5] == '0' and ARGV[6] == '1'
+  and (run_arg == '1' or run_arg == nil or tonumber(run_arg) <= 1) then
   local q = ARGV[7]
   local due, rewrite, paused = catch_up(q, tonumber(ARGV[1]))
   local out = {}
@@ -32,12 +35,25 @@ if ARGV[5] == '0' and ARGV[6] == '1' and tonumber(ARGV[8] or '1') <= 1 then
     local expires_n = ARGV[4]
     local claimed = ' 0 ' .. ARGV[1]
     local lease_field = ARGV[2] .. ' ' .. expires_n
-    local popped = redis.call('ZPOPMIN', k_ready(q), ARGV[3])
+    local rk = k_ready(q)
+    -- The first `limit` members. ZPOPMIN answers each one's score, formatted as a
+    -- double for the script to parse and drop; for ten members or more (a limit of
+    -- two digits), reading them without scores and cutting them off by rank (one
+    -- call more) costs less. The limit goes on as the string it came as: a Lua number
+    -- passed to redis.call is formatted with sprintf.
+    local popped, step = nil, 1
+    if #ARGV[3] == 1 then
+      popped, step = redis.call('ZPOPMIN', rk, ARGV[3]), 2
+    else
+      popped = redis.call('ZRANGE', rk, '0', N(tonumber(ARGV[3]) - 1))
+      if #popped > 0 then redis.call('ZREMRANGEBYRANK', rk, '0', N(#popped - 1)) end
+    end
     local run, ids = {}, {}
-    for i = 1, #popped, 2 do
+    local item = P .. ':i:'
+    for i = 1, #popped, step do
       local m = popped[i]
-      local id = member_id(m)
-      local key = k_item(id)
+      local id = string.sub(m, 33)
+      local key = item .. id
       local v = redis.call('HMGET', key, 's', 'pl', 'st', 'sc', 'dk', 'e', 'n')
       local a = v[1] and string.match(v[1], '^ready (%d+) ')
       if a then
@@ -46,11 +62,9 @@ if ARGV[5] == '0' and ARGV[6] == '1' and tonumber(ARGV[8] or '1') <= 1 then
         run[#run + 1] = id
         ids[#ids + 1] = id
         if v[4] then scope_taken(v[4], q, m, id) end
-        if v[3] or v[4] or v[5] or v[6] then
-          out[#out + 1] = {id, a, v[2], v[7], q, v[3], v[4], v[5], v[6]}
-        else
-          out[#out + 1] = {id, a, v[2], v[7]}
-        end
+        local n = #out
+        out[n + 1], out[n + 2], out[n + 3], out[n + 4] = id, a, v[2], v[7]
+        if v[3] or v[4] or v[5] or v[6] then out[n + 5] = {q, v[3], v[4], v[5], v[6]} end
       end
     end
     if #ids > 0 then
@@ -100,6 +114,8 @@ nq = #queues
 local claimed_tail = ' 0 ' .. ARGV[1]
 local lease_field = owner .. ' ' .. expires_n
 local out = {}
+-- How many items `out` answers (it holds four or five values each).
+local count = 0
 -- Per queue, the running-set entries (score, member) to add; the owner's new ids.
 -- Written once per call after the loop: one ZADD per queue, one SADD.
 local taken = {}
@@ -121,13 +137,12 @@ local function take(q, m)
   run[#run + 1] = id
   owned[#owned + 1] = id
   if v[4] then scope_taken(v[4], q, m, id) end
-  -- The answer (see the top): short when the caller named this one queue and the
-  -- item has no keys, else long; the attempt is the one before this claim.
-  if ARGV[6] == '1' and not (v[3] or v[4] or v[5] or v[6]) then
-    out[#out + 1] = {id, a, v[2], v[7]}
-  else
-    out[#out + 1] = {id, a, v[2], v[7], q, v[3], v[4], v[5], v[6]}
-  end
+  -- The answer (see the top): the long shape's extras unless the caller named this
+  -- one queue and the item has no keys; the attempt is the one before this claim.
+  local n = #out
+  out[n + 1], out[n + 2], out[n + 3], out[n + 4] = id, a, v[2], v[7]
+  if ARGV[6] ~= '1' or v[3] or v[4] or v[5] or v[6] then out[n + 5] = {q, v[3], v[4], v[5], v[6]} end
+  count = count + 1
   return true
 end
 
@@ -141,14 +156,14 @@ end
 -- while each is due, in a claimed queue and of a free scope, up to `run_max` items in
 -- the run and the limit in all. They wait in their queue's held set, not in `ready`.
 local function take_run(m)
-  if run_max <= 1 or #out >= run_limit then return end
+  if run_max <= 1 or count >= run_limit then return end
   local v = redis.call('HMGET', k_item(member_id(m)), 'st', 'n')
   if not v[1] then return end
   local _, hsq = ra_sq(v[2])
   local behind = redis.call('ZRANGEBYSCORE', k_stream(v[1]), '(' .. N(hsq), '+inf',
     'LIMIT', 0, run_max - 1)
   for _, nid in ipairs(behind) do
-    if #out >= run_limit then break end
+    if count >= run_limit then break end
     local w = redis.call('HMGET', k_item(nid), 's', 'n', 'q', 'sc')
     if not (w[1] and string.match(w[1], '^ready ')) or not in_queues[w[3]] then break end
     local ra, sq = ra_sq(w[2])
@@ -181,7 +196,7 @@ if partitions > 0 then
   -- arithmetic beyond 2^53.
   local wrap = 4294967296 % partitions
   for _, c in ipairs(cands) do
-    if #out >= limit then break end
+    if count >= limit then break end
     local q, m = c[3], c[2]
     local v = redis.call('HMGET', k_item(member_id(m)), 'st', 'sc', 'n')
     local st, sc = v[1] or nil, v[2] or nil
@@ -217,7 +232,7 @@ elseif nq == 1 then
     for i = 1, #popped, 2 do take(q, popped[i]) end
   else
     -- With runs, each head's run counts towards the limit: one head at a time.
-    while #out < run_limit do
+    while count < run_limit do
       local popped = redis.call('ZPOPMIN', k_ready(q), 1)
       if #popped == 0 then break end
       if take(q, popped[1]) then take_run(popped[1]) end
@@ -225,8 +240,8 @@ elseif nq == 1 then
   end
 else
   local limit = tonumber(ARGV[3])
-  while #out < limit do
-    local want = limit - #out
+  while count < limit do
+    local want = limit - count
     local cands = {}
     for _, q in ipairs(queues) do
       local ms = redis.call('ZRANGE', k_ready(q), 0, want - 1, 'WITHSCORES')
@@ -240,7 +255,7 @@ else
       -- Taking a scoped item removes the scope's entries of the other queues from
       -- `ready`; a member fetched before that is passed over here.
       local c = cands[i]
-      if #out >= limit then break end
+      if count >= limit then break end
       if redis.call('ZREM', k_ready(c[3]), c[2]) == 1 and take(c[3], c[2]) then
         take_run(c[2])
       end

@@ -10,49 +10,56 @@ local out = {}
 -- without a table.
 local q1, run1, o1, mine1
 local leaving, released
+local item = P .. ':i:'
 for i = 3, #ARGV, 2 do
   local id = ARGV[i]
-  local h = load_running(id)
-  if not h or h.s ~= 'running' or h.a ~= ARGV[i + 1] then
+  local key = item .. id
+  -- One HMGET of the fields a finalize needs, never the payload; the fence compares
+  -- the attempt with the token's as written.
+  local v = redis.call('HMGET', key, 's', 'q', 'l', 'sc', 'st')
+  local a = v[1] and string.match(v[1], '^running (%d+) ')
+  if a ~= ARGV[i + 1] then
     out[#out + 1] = 0
   else
+    local q, o, sc, st = v[2], v[3] and string.match(v[3], '^(%S+)'), v[4], v[5]
     -- unlink_running, with the running-set and owner-set removals batched below.
-    if h.q == q1 then
+    if q == q1 then
       run1[#run1 + 1] = id
     elseif not q1 then
-      q1, run1 = h.q, {id}
+      q1, run1 = q, {id}
     else
       leaving = leaving or {}
-      local run = leaving[h.q]
-      if not run then run = {}; leaving[h.q] = run end
+      local run = leaving[q]
+      if not run then run = {}; leaving[q] = run end
       run[#run + 1] = id
     end
-    if not h.o then
+    if not o then
       -- (a running item always has an owner)
-    elseif h.o == o1 then
+    elseif o == o1 then
       mine1[#mine1 + 1] = id
     elseif not o1 then
-      o1, mine1 = h.o, {id}
+      o1, mine1 = o, {id}
     else
       released = released or {}
-      local mine = released[h.o]
-      if not mine then mine = {}; released[h.o] = mine end
+      local mine = released[o]
+      if not mine then mine = {}; released[o] = mine end
       mine[#mine + 1] = id
     end
-    if h.sc then scope_freed(h.sc) end
-    if h.st then
+    if sc then scope_freed(sc) end
+    if st then
       now = now or tonumber(ARGV[1])
-      stream_leave(h, now)
+      stream_leave({id = id, st = st}, now)
     end
     if keep then
+      local h = load_running(id)
       h.s, h.ua = 'done', ARGV[1]
-      redis.call('HSET', k_item(id), 's', state_of(h))
-      redis.call('HDEL', k_item(id), 'l')
-      redis.call('ZADD', k_done(h.q), ARGV[1], id)
+      redis.call('HSET', key, 's', state_of(h))
+      redis.call('HDEL', key, 'l')
+      redis.call('ZADD', k_done(q), ARGV[1], id)
     else
       -- A running item is in no index but its queue's running set and its owner's,
       -- both left after the loop.
-      redis.call('DEL', k_item(id))
+      redis.call('DEL', key)
     end
     out[#out + 1] = 1
   end
