@@ -18,7 +18,7 @@ use crate::store::Failure;
 use super::finalize::Outcome;
 use super::handler::{Control, Job, JobError, StopReason};
 use super::metrics::add;
-use super::worker::{Entry, Shared};
+use super::worker::Shared;
 
 /// The span of one attempt: a real `tenure.job` span only when a subscriber wants
 /// spans at this level, so a worker with no subscriber (or one that takes only events)
@@ -46,7 +46,6 @@ pub(crate) struct Begun<'a> {
     running: Running<'a>,
     fut: HandlerFuture<'a>,
     span: tracing::Span,
-    control: Arc<Control>,
     sent: Instant,
 }
 
@@ -61,7 +60,7 @@ pub(crate) fn begin(shared: &Shared, job: Job, sent: Instant) -> Begun<'_> {
     let control = Arc::clone(job.control());
     // Counts the handler in the in-flight gauge, and marks it ended, however this
     // attempt ends (its task dropped included).
-    let running = Running::new(shared, token, queue);
+    let running = Running::new(shared, token, queue, control);
     // Dropping the future is how the handler is aborted; a panic in it is caught and
     // becomes the attempt's failure.
     let fut = CatchPanic(shared.handler.handle(job)).instrument(span.clone());
@@ -69,7 +68,6 @@ pub(crate) fn begin(shared: &Shared, job: Job, sent: Instant) -> Begun<'_> {
         running,
         fut,
         span,
-        control,
         sent,
     }
 }
@@ -86,7 +84,6 @@ pub(crate) async fn supervise(shared: &Arc<Shared>, begun: Begun<'_>, runner: &m
         running: mut _running,
         fut,
         span,
-        control,
         sent,
     } = begun;
     let token = _running.token;
@@ -105,7 +102,7 @@ pub(crate) async fn supervise(shared: &Arc<Shared>, begun: Begun<'_>, runner: &m
         if std::mem::take(runner) {
             shared.replace_runner();
         }
-        let cancel = control.token();
+        let cancel = _running.control.token();
         let mut deadline = sent + settings.self_stop_after;
         let mut abort_at: Option<Instant> = None;
         let mut time_out_at = settings.handler_timeout.map(|t| _running.started + t);
@@ -171,38 +168,20 @@ pub(crate) async fn supervise(shared: &Arc<Shared>, begun: Begun<'_>, runner: &m
     // The handler took the finalize over (`Job::take_finalize`) and says it is done:
     // the runtime writes nothing for this attempt and forgets it, which also ends its
     // renewals, whatever stopped it meanwhile.
-    let taken = control.taken();
+    let taken = _running.control.taken();
     if taken && matches!(result, Ran::Returned(Ok(Ok(())))) {
-        let mut map = shared.inflight();
-        _running.ended(map.entries.get_mut(&token));
-        map.entries.remove(&token);
-        drop(map);
+        _running.ended();
+        shared.remove(&token);
         add(&shared.metrics.handler_finalized, 1);
         tracing::debug!(parent: &span, event = "handler-finalized", "the handler finalized the attempt itself");
         // It says it succeeded: the next item of a stream run may start.
         return true;
     }
-    let stopped = {
-        let mut map = shared.inflight();
-        let mut entry = map.entries.get_mut(&token);
-        // The handler is gone: mark it so under this lock rather than in the guard's.
-        _running.ended(entry.as_deref_mut());
-        match entry {
-            Some(e) => match e.control.stop_reason() {
-                Some(StopReason::Timeout) => {
-                    // Its failure is about to be sent, like any handler's outcome.
-                    e.handler_done = true;
-                    Some(StopReason::Timeout)
-                }
-                Some(reason) => Some(reason),
-                None => {
-                    e.handler_done = true;
-                    None
-                }
-            },
-            None => Some(StopReason::LeaseLost),
-        }
-    };
+    // The handler is gone; unless it was told to stop for a reason that discards its
+    // outcome, it is done and its outcome goes to the finalizer (a timed-out one's
+    // failure included). Read and marked under the control's lock, which a stop
+    // takes too.
+    let stopped = _running.finish();
     match stopped {
         Some(StopReason::Shutdown) => {
             tracing::debug!(parent: &span, "stopped by shutdown; the lease will be released");
@@ -297,6 +276,8 @@ impl<F: Future + Unpin> Future for CatchPanic<F> {
 struct Running<'a> {
     shared: &'a Shared,
     token: LeaseToken,
+    /// The attempt's control, where its phase is marked.
+    control: Arc<Control>,
     /// Still to be marked ended.
     pending: bool,
     /// The item's queue among the metric handles, and when the handler started.
@@ -305,12 +286,13 @@ struct Running<'a> {
 }
 
 impl<'a> Running<'a> {
-    fn new(shared: &'a Shared, token: LeaseToken, queue: u32) -> Self {
+    fn new(shared: &'a Shared, token: LeaseToken, queue: u32, control: Arc<Control>) -> Self {
         shared.metrics.handler_started();
         shared.export.at(queue).in_flight.increment(1.0);
         Running {
             shared,
             token,
+            control,
             pending: true,
             queue,
             started: Instant::now(),
@@ -327,16 +309,25 @@ impl<'a> Running<'a> {
         self.shared.record_run(took);
     }
 
-    /// Marks the handler ended in its entry, which the caller holds locked.
-    fn ended(&mut self, entry: Option<&mut Entry>) {
+    /// Marks the handler ended.
+    fn ended(&mut self) {
         if self.pending {
             self.pending = false;
             self.shared.metrics.handler_ended();
             self.exported_end();
-            if let Some(e) = entry {
-                e.ended = true;
-            }
+            self.control.mark_ended();
         }
+    }
+
+    /// Marks the handler ended and, unless told to stop for a reason that discards
+    /// its outcome, done; returns the stop reason (see [`Control::finish`]).
+    fn finish(&mut self) -> Option<StopReason> {
+        if self.pending {
+            self.pending = false;
+            self.shared.metrics.handler_ended();
+            self.exported_end();
+        }
+        self.control.finish()
     }
 }
 
@@ -346,9 +337,7 @@ impl Drop for Running<'_> {
             self.pending = false;
             self.shared.metrics.handler_ended();
             self.exported_end();
-            if let Some(e) = self.shared.inflight().entries.get_mut(&self.token) {
-                e.ended = true;
-            }
+            self.control.mark_ended();
         }
     }
 }
