@@ -212,67 +212,75 @@ impl Shared {
         self.running.load(Ordering::Acquire) < self.settings.concurrency && !self.ready().is_empty()
     }
 
-    /// Takes the next queued lease that is still this worker's to start, marking it
-    /// started. None when the queue is empty or claiming has stopped.
-    fn next_lease(&self) -> Option<Queued> {
-        loop {
-            if self.claiming_stopped() {
-                return None;
-            }
-            let queued = self.ready().pop_front()?;
-            // False when it was given back while it waited (its renewal came due
-            // first).
-            if queued.job.control().start() {
-                return Some(queued);
-            }
-        }
-    }
-
-    /// Takes the next queued lease with the rest of its stream run (G9): the leases
-    /// right behind it in the queue that one claim answered for the same stream, in
-    /// stream order. The rest stay unstarted until their turn on this slot (a renewal
-    /// coming due first gives them back, as for any lease waiting for a slot). Takes
-    /// one of the `concurrency` slots for the run; None (and no slot) when no slot is
-    /// free, the queue is empty or claiming has stopped.
+    /// Takes the next queued lease that is still this worker's to start (marking it
+    /// started) with the rest of its stream run (G9): the leases right behind it in
+    /// the queue that one claim answered for the same stream, in stream order. The
+    /// rest stay unstarted until their turn on this slot (a renewal coming due first
+    /// gives them back, as for any lease waiting for a slot). Takes one of the
+    /// `concurrency` slots for the run; None (and no slot) when no slot is free, the
+    /// queue is empty or claiming has stopped.
+    ///
+    /// All under one lock of the queue, and the first lease leaves the queue straight
+    /// into its handler's call: it is moved once.
     fn next_run(&self) -> Option<Run<'_>> {
         if !self.take_slot() {
             return None;
         }
-        let Some(first) = self.next_lease() else {
-            self.free_slot();
-            return None;
-        };
-        let stream = match &first.job.lease.item.stream {
-            Some(s) if self.settings.stream_run > 1 => s.clone(),
-            _ => {
-                return Some(Run {
-                    first: begin(self, first.job, first.sent),
-                    rest: Vec::new(),
-                })
-            }
-        };
-        let sent = first.sent;
-        let mut rest = Vec::new();
+        let stream_run = usize::try_from(self.settings.stream_run).unwrap_or(1);
         let mut ready = self.ready();
-        while rest.len() + 1 < usize::try_from(self.settings.stream_run).unwrap_or(1) {
-            let same = ready.front().is_some_and(|q| {
-                q.sent == sent && q.job.lease.item.stream.as_ref() == Some(&stream)
-            });
-            if !same {
+        loop {
+            if self.claiming_stopped() {
                 break;
             }
-            let Some(queued) = ready.pop_front() else {
+            let Some(front) = ready.front() else {
                 break;
             };
-            if !queued.job.control().phase().given_back {
-                rest.push(queued);
+            // False when it was given back while it waited (its renewal came due
+            // first).
+            if !front.job.control().start() {
+                ready.pop_front();
+                continue;
             }
+            let stream = match &front.job.lease.item.stream {
+                Some(s) if stream_run > 1 => s.clone(),
+                _ => {
+                    let Some(Queued { job, sent }) = ready.pop_front() else {
+                        break;
+                    };
+                    drop(ready);
+                    return Some(Run {
+                        first: begin(self, job, sent),
+                        rest: Vec::new(),
+                    });
+                }
+            };
+            let Some(Queued { job, sent }) = ready.pop_front() else {
+                break;
+            };
+            let mut rest = Vec::new();
+            while rest.len() + 1 < stream_run {
+                let same = ready.front().is_some_and(|q| {
+                    q.sent == sent && q.job.lease.item.stream.as_ref() == Some(&stream)
+                });
+                if !same {
+                    break;
+                }
+                let Some(queued) = ready.pop_front() else {
+                    break;
+                };
+                if !queued.job.control().phase().given_back {
+                    rest.push(queued);
+                }
+            }
+            drop(ready);
+            return Some(Run {
+                first: begin(self, job, sent),
+                rest,
+            });
         }
         drop(ready);
-        Some(Run {
-            first: begin(self, first.job, first.sent),
-            rest,
-        })
+        self.free_slot();
+        None
     }
 
     /// Forgets the waiting leases of a stream run that will not be started, under one
