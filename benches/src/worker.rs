@@ -76,7 +76,8 @@ impl WorkerSpec {
 /// shutdown that follows is not timed. Fails when the worker cannot start, when it
 /// makes no progress for [`WorkerSpec::stall_after`], or when the shutdown report
 /// shows any item claimed more than once, failed, lost, released or abandoned, or the
-/// worker not drained. [`Drain::latencies`] stays empty: time claims by wrapping the
+/// worker not drained. With `TENURE_BENCH_VERBOSE` set, prints the worker's counters
+/// and its average claim size to stderr. [`Drain::latencies`] stays empty: time claims by wrapping the
 /// store in a [`Tallied`](crate::tally::Tallied). Must run inside a tokio runtime.
 pub async fn drain_worker<S: Store + Clone>(
     store: &S,
@@ -115,6 +116,14 @@ pub async fn drain_worker<S: Store + Clone>(
     let report = worker.shutdown(Duration::from_secs(10)).await;
     let elapsed = outcome?;
     let m = report.metrics;
+    if std::env::var_os("TENURE_BENCH_VERBOSE").is_some() {
+        eprintln!(
+            "worker c{}: {} claims, {:.1} leases a claim; {m:?}",
+            spec.concurrency,
+            m.polls,
+            m.claimed as f64 / m.polls.max(1) as f64
+        );
+    }
     if !report.drained
         || report.released > 0
         || report.abandoned > 0

@@ -92,10 +92,20 @@ pub(crate) async fn claim_loop(shared: Arc<Shared>) {
     // keeps refusing gets the ordinary backoff, not a tight loop.
     let mut registered_again = false;
     loop {
-        let room = shared.room();
         // Only a queue known to have work gets more than one claim at a time.
         let out = if busy { s.claims_in_flight } else { 1 };
-        let may_send = poll_now && calls.len() < out && room > 0;
+        // While a claim is out on a busy queue, the next waits until it can ask for
+        // half a batch: claims sized to what is free, not one per finished lease.
+        let want = if busy && !calls.is_empty() {
+            (s.claim_batch / 2).max(1)
+        } else {
+            1
+        };
+        let waits_for_room = poll_now && calls.len() < out;
+        // Finished leases wake this loop only when it waits for room, and only once
+        // there is room for `want`.
+        let room = shared.wake_at_room(if waits_for_room { want } else { usize::MAX });
+        let may_send = waits_for_room && room >= want;
         tokio::select! {
             biased;
             _ = stop.cancelled() => break,
@@ -169,9 +179,9 @@ pub(crate) async fn claim_loop(shared: Arc<Shared>) {
                 }
             }
             _ = std::future::ready(()), if may_send => {
-                send(&shared, &mut calls, wake.as_ref()).await;
+                send(&shared, &mut calls, wake.as_ref(), busy).await;
             }
-            _ = shared.room_freed.notified(), if poll_now && room == 0 => {}
+            _ = shared.room_freed.notified(), if waits_for_room && room < want => {}
             _ = sleep_until_some(poll_at), if !poll_now => {
                 poll_now = true;
             }
@@ -203,9 +213,14 @@ pub(crate) async fn claim_loop(shared: Arc<Shared>) {
 }
 
 /// Sends one claim for the room the worker has now (up to `claim_batch`).
-async fn send(shared: &Arc<Shared>, calls: &mut JoinSet<Answer>, wake: Option<&WakeSignal>) {
+async fn send(
+    shared: &Arc<Shared>,
+    calls: &mut JoinSet<Answer>,
+    wake: Option<&WakeSignal>,
+    busy: bool,
+) {
     let s = &shared.settings;
-    if s.claim_batch > 1 && shared.room() < s.claim_batch {
+    if !busy && s.claim_batch > 1 && shared.room() < s.claim_batch {
         // Handlers that are returning now free their slots within this turn of the
         // scheduler: let them, so this claim asks for them too instead of leaving them
         // to a claim of their own.

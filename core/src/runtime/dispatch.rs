@@ -35,7 +35,7 @@ use crate::model::{Lease, LeaseToken};
 
 use super::handler::Job;
 use super::supervise::{begin, supervise, Begun};
-use super::worker::{Entry, Shared};
+use super::worker::{Entry, GroupRef, Shared};
 
 /// A claimed attempt waiting in the ready queue: its job, and when the claim that
 /// leased it was sent.
@@ -60,10 +60,25 @@ pub(crate) const UNKNOWN: u64 = u64::MAX;
 impl Shared {
     /// How many more leases the claim loop may ask for now.
     pub(crate) fn room(&self) -> usize {
+        self.cap().saturating_sub(self.held.load(Ordering::SeqCst))
+    }
+
+    /// How many leases the claim loop may hold now.
+    pub(crate) fn cap(&self) -> usize {
         // One stream run (G9) may hold k - 1 leases beyond the slots and prefetch.
         let run_extra = usize::try_from(self.settings.stream_run).unwrap_or(1) - 1;
-        let cap = self.settings.concurrency + self.prefetch_now() + run_extra;
-        cap.saturating_sub(self.held.load(Ordering::Acquire))
+        self.settings.concurrency + self.prefetch_now() + run_extra
+    }
+
+    /// Asks [`Shared::let_go`] to wake the claim loop once the room reaches `want`
+    /// (held leases fall to `cap - want`), and returns the room now, read after that
+    /// was set: a lease let go after the read wakes the loop, one let go before is in
+    /// the room returned.
+    pub(crate) fn wake_at_room(&self, want: usize) -> usize {
+        let cap = self.cap();
+        self.wake_at_held
+            .store(cap.saturating_sub(want.max(1)), Ordering::SeqCst);
+        cap.saturating_sub(self.held.load(Ordering::SeqCst))
     }
 
     /// The prefetch allowed now: all of it while a queued lease would wait well under
@@ -92,15 +107,18 @@ impl Shared {
 
     /// Counts `n` leases the claim loop asked for.
     pub(crate) fn hold(&self, n: usize) {
-        self.held.fetch_add(n, Ordering::AcqRel);
+        self.held.fetch_add(n, Ordering::SeqCst);
     }
 
     /// Lets go of `n` held leases (finished, given back, or never claimed) and tells
     /// the claim loop there is room.
     pub(crate) fn let_go(&self, n: usize) {
         if n > 0 {
-            self.held.fetch_sub(n, Ordering::AcqRel);
-            self.room_freed.notify_one();
+            let after = self.held.fetch_sub(n, Ordering::SeqCst).saturating_sub(n);
+            // Only when the claim loop would claim now: not once per finished lease.
+            if after <= self.wake_at_held.load(Ordering::SeqCst) {
+                self.room_freed.notify_one();
+            }
         }
     }
 
@@ -108,29 +126,25 @@ impl Shared {
     /// as jobs, and wakes (or starts) a runner for them.
     pub(crate) fn dispatch(self: &Arc<Self>, leases: Vec<Lease>, sent: Instant) {
         let due = sent + self.settings.renew_after;
-        let mut wake_renewal = false;
         let controls = self.controls(leases.len());
-        {
-            let mut map = self.inflight();
-            for (lease, control) in leases.iter().zip(&controls) {
-                map.entries.insert(
+        // The claim's leases share one renewal group: one schedule entry for them all.
+        let wake_renewal = self.inflight().insert_claimed(
+            leases.iter().zip(&controls).map(|(lease, control)| {
+                (
                     lease.token,
                     Entry {
                         control: Arc::clone(control),
                         renewed_at: sent,
                         capped: false,
-                        started: false,
-                        handler_done: false,
-                        ended: false,
                         lost_counted: false,
                         unanswered: false,
-                        renew_due: due,
+                        group: GroupRef::NONE,
                         queue: self.export.index(&lease.item.queue),
                     },
-                );
-                wake_renewal |= map.push_due(lease.token, due);
-            }
-        }
+                )
+            }),
+            due,
+        );
         if wake_renewal {
             self.renew_wake.notify_one();
         }
@@ -198,85 +212,75 @@ impl Shared {
         self.running.load(Ordering::Acquire) < self.settings.concurrency && !self.ready().is_empty()
     }
 
-    /// Takes the next queued lease that is still this worker's to start, marking it
-    /// started. None when the queue is empty or claiming has stopped.
-    fn next_lease(&self) -> Option<Queued> {
-        loop {
-            if self.stop_claiming.is_cancelled() {
-                return None;
-            }
-            let queued = self.ready().pop_front()?;
-            let mut map = self.inflight();
-            match map.entries.get_mut(&queued.job.lease.token) {
-                Some(e) => {
-                    e.started = true;
-                    return Some(queued);
-                }
-                // Given back while it waited (its renewal came due first).
-                None => continue,
-            }
-        }
-    }
-
-    /// Takes the next queued lease with the rest of its stream run (G9): the leases
-    /// right behind it in the queue that one claim answered for the same stream, in
-    /// stream order. The rest stay unstarted until their turn on this slot (a renewal
-    /// coming due first gives them back, as for any lease waiting for a slot). Takes
-    /// one of the `concurrency` slots for the run; None (and no slot) when no slot is
-    /// free, the queue is empty or claiming has stopped.
+    /// Takes the next queued lease that is still this worker's to start (marking it
+    /// started) with the rest of its stream run (G9): the leases right behind it in
+    /// the queue that one claim answered for the same stream, in stream order. The
+    /// rest stay unstarted until their turn on this slot (a renewal coming due first
+    /// gives them back, as for any lease waiting for a slot). Takes one of the
+    /// `concurrency` slots for the run; None (and no slot) when no slot is free, the
+    /// queue is empty or claiming has stopped.
+    ///
+    /// All under one lock of the queue, and the first lease leaves the queue straight
+    /// into its handler's call: it is moved once.
     fn next_run(&self) -> Option<Run<'_>> {
         if !self.take_slot() {
             return None;
         }
-        let Some(first) = self.next_lease() else {
-            self.free_slot();
-            return None;
-        };
-        let stream = match &first.job.lease.item.stream {
-            Some(s) if self.settings.stream_run > 1 => s.clone(),
-            _ => {
-                return Some(Run {
-                    first: begin(self, first.job, first.sent),
-                    rest: Vec::new(),
-                })
-            }
-        };
-        let sent = first.sent;
-        let mut rest = Vec::new();
+        let stream_run = usize::try_from(self.settings.stream_run).unwrap_or(1);
         let mut ready = self.ready();
-        let map = self.inflight();
-        while rest.len() + 1 < usize::try_from(self.settings.stream_run).unwrap_or(1) {
-            let same = ready.front().is_some_and(|q| {
-                q.sent == sent && q.job.lease.item.stream.as_ref() == Some(&stream)
-            });
-            if !same {
+        loop {
+            if self.claiming_stopped() {
                 break;
             }
-            let Some(queued) = ready.pop_front() else {
+            let Some(front) = ready.front() else {
                 break;
             };
-            if map.entries.contains_key(&queued.job.lease.token) {
-                rest.push(queued);
+            // False when it was given back while it waited (its renewal came due
+            // first).
+            if !front.job.control().start() {
+                ready.pop_front();
+                continue;
             }
+            let stream = match &front.job.lease.item.stream {
+                Some(s) if stream_run > 1 => s.clone(),
+                _ => {
+                    let Some(Queued { job, sent }) = ready.pop_front() else {
+                        break;
+                    };
+                    drop(ready);
+                    return Some(Run {
+                        first: begin(self, job, sent),
+                        rest: Vec::new(),
+                    });
+                }
+            };
+            let Some(Queued { job, sent }) = ready.pop_front() else {
+                break;
+            };
+            let mut rest = Vec::new();
+            while rest.len() + 1 < stream_run {
+                let same = ready.front().is_some_and(|q| {
+                    q.sent == sent && q.job.lease.item.stream.as_ref() == Some(&stream)
+                });
+                if !same {
+                    break;
+                }
+                let Some(queued) = ready.pop_front() else {
+                    break;
+                };
+                if !queued.job.control().phase().given_back {
+                    rest.push(queued);
+                }
+            }
+            drop(ready);
+            return Some(Run {
+                first: begin(self, job, sent),
+                rest,
+            });
         }
-        drop(map);
         drop(ready);
-        Some(Run {
-            first: begin(self, first.job, first.sent),
-            rest,
-        })
-    }
-
-    /// Marks the waiting lease `token` of a stream run started as its turn comes;
-    /// false when it was given back meanwhile.
-    fn start_waiting(&self, token: &LeaseToken) -> bool {
-        match self.inflight().entries.get_mut(token) {
-            Some(e) if !e.started => {
-                e.started = true;
-                true
-            }
-            _ => false,
-        }
+        self.free_slot();
+        None
     }
 
     /// Forgets the waiting leases of a stream run that will not be started, under one
@@ -286,8 +290,7 @@ impl Shared {
         let mut taken = Vec::new();
         for q in rest {
             let token = q.job.lease.token;
-            if map.entries.get(&token).is_some_and(|e| !e.started) {
-                map.entries.remove(&token);
+            if q.job.control().give_back() && map.forget(&token).is_some() {
                 taken.push(token);
             }
         }
@@ -298,11 +301,12 @@ impl Shared {
 
     /// Takes every lease still queued, for shutdown to give back.
     pub(crate) fn take_queued(&self) -> Vec<LeaseToken> {
-        let drained: Vec<LeaseToken> = self.ready().drain(..).map(|q| q.job.lease.token).collect();
+        let drained: Vec<Queued> = self.ready().drain(..).collect();
         let map = self.inflight();
         drained
             .into_iter()
-            .filter(|t| map.entries.get(t).is_some_and(|e| !e.started))
+            .filter(|q| q.job.control().give_back() && map.entries.contains_key(&q.job.lease.token))
+            .map(|q| q.job.lease.token)
             .collect()
     }
 
@@ -358,12 +362,13 @@ async fn run_items(shared: &Arc<Shared>, run: Run<'_>, runner: &mut bool) {
     }
     let mut rest = rest.into_iter();
     while let Some(Queued { job, sent }) = rest.next() {
-        if !completed || shared.stop_claiming.is_cancelled() {
+        if !completed || shared.claiming_stopped() {
             let rest: Vec<Queued> = std::iter::once(Queued { job, sent }).chain(rest).collect();
             abandon_rest(shared, &rest).await;
             return;
         }
-        if !shared.start_waiting(&job.lease.token) {
+        // False when it was given back while it waited.
+        if !job.control().start() {
             // Given back while it waited; the store put the rest of the run back.
             let rest: Vec<Queued> = rest.collect();
             shared.drop_waiting(&rest);
@@ -378,7 +383,7 @@ async fn run_items(shared: &Arc<Shared>, run: Run<'_>, runner: &mut bool) {
 /// stopped: not started; given back at once on shutdown.
 async fn abandon_rest(shared: &Arc<Shared>, rest: &[Queued]) {
     let tokens = shared.drop_waiting(rest);
-    if shared.stop_claiming.is_cancelled() {
+    if shared.claiming_stopped() {
         tracing::debug!(
             count = tokens.len(),
             "shutdown: giving back the rest of a stream run"
@@ -412,7 +417,7 @@ async fn serve(shared: Arc<Shared>, mut runner: bool) {
             tokio::task::coop::consume_budget().await;
             continue;
         }
-        if !runner || shared.stop_claiming.is_cancelled() {
+        if !runner || shared.claiming_stopped() {
             break;
         }
         // Registered before the queue is looked at again, so leases queued from here
@@ -423,7 +428,7 @@ async fn serve(shared: Arc<Shared>, mut runner: bool) {
         // Counted idle before the last look, so a claim queued after that look sees
         // an idle runner and wakes it.
         shared.idle_runners.fetch_add(1, Ordering::AcqRel);
-        if !shared.can_take() && !shared.stop_claiming.is_cancelled() {
+        if !shared.can_take() && !shared.claiming_stopped() {
             work.await;
         }
         shared.idle_runners.fetch_sub(1, Ordering::AcqRel);

@@ -64,6 +64,24 @@ pub(crate) struct Control {
 struct ControlState {
     stop: Option<StopReason>,
     token: Option<CancellationToken>,
+    /// Where the attempt is in its life (see [`Phase`]), kept under the same lock as
+    /// the stop reason, so a stop and the handler's end cannot miss each other.
+    phase: Phase,
+}
+
+/// An attempt's life in the worker, from its claim to its handler's end.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct Phase {
+    /// A slot took the attempt from the ready queue and runs (or ran) its handler.
+    pub(crate) started: bool,
+    /// Given back (or forgotten) while it waited for a slot: never to be started.
+    pub(crate) given_back: bool,
+    /// The handler has returned and its outcome is sent (or about to be) to the
+    /// finalizer.
+    pub(crate) handler_done: bool,
+    /// The handler is gone: returned, or dropped (an abort included). Shutdown gives
+    /// back only leases whose handler can no longer run.
+    pub(crate) ended: bool,
 }
 
 impl Control {
@@ -74,10 +92,9 @@ impl Control {
             .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
-    /// Tells the attempt to stop for `reason`, unless it was told before; true when
-    /// this call stopped it.
-    pub(crate) fn stop(&self, reason: StopReason) -> bool {
-        let mut state = self.state();
+    /// Tells the attempt to stop for `reason` (the caller holds its lock), unless it
+    /// was told before; true when this call stopped it.
+    fn stop_locked(state: &mut ControlState, reason: StopReason) -> bool {
         if state.stop.is_some() {
             return false;
         }
@@ -86,6 +103,71 @@ impl Control {
             token.cancel();
         }
         true
+    }
+
+    /// Tells the attempt to stop for `reason` unless its handler already returned or
+    /// it was told before; true when this call stopped it.
+    pub(crate) fn stop_unless_done(&self, reason: StopReason) -> bool {
+        let mut state = self.state();
+        if state.phase.handler_done {
+            return false;
+        }
+        Self::stop_locked(&mut state, reason)
+    }
+
+    /// Tells a started attempt whose handler has not returned to stop for `reason`
+    /// (shutdown), unless it was told before; true when this call stopped it.
+    pub(crate) fn stop_running(&self, reason: StopReason) -> bool {
+        let mut state = self.state();
+        if !state.phase.started || state.phase.handler_done {
+            return false;
+        }
+        Self::stop_locked(&mut state, reason)
+    }
+
+    /// The attempt's phase now.
+    pub(crate) fn phase(&self) -> Phase {
+        self.state().phase
+    }
+
+    /// A slot takes the attempt to run it; false when it was given back first.
+    pub(crate) fn start(&self) -> bool {
+        let mut state = self.state();
+        if state.phase.given_back {
+            return false;
+        }
+        state.phase.started = true;
+        true
+    }
+
+    /// Gives back an attempt still waiting for its slot, so no slot starts it; false
+    /// when a slot started it first.
+    pub(crate) fn give_back(&self) -> bool {
+        let mut state = self.state();
+        if state.phase.started {
+            return false;
+        }
+        state.phase.given_back = true;
+        true
+    }
+
+    /// Marks the handler gone (returned or dropped).
+    pub(crate) fn mark_ended(&self) {
+        self.state().phase.ended = true;
+    }
+
+    /// The handler has returned: marks it gone and, unless the attempt was told to
+    /// stop for a reason that discards its outcome, done (its outcome goes to the
+    /// finalizer). Returns the stop reason, if any, read under the same lock.
+    pub(crate) fn finish(&self) -> Option<StopReason> {
+        let mut state = self.state();
+        state.phase.ended = true;
+        match state.stop {
+            // A timed-out attempt's failure is sent, like any handler's outcome.
+            Some(StopReason::Timeout) | None => state.phase.handler_done = true,
+            Some(_) => {}
+        }
+        state.stop
     }
 
     /// Why the attempt was told to stop, once it has been.
@@ -164,6 +246,7 @@ impl Job {
                 state: Mutex::new(ControlState {
                     stop: None,
                     token: Some(cancel),
+                    phase: Phase::default(),
                 }),
                 taken: AtomicBool::new(false),
             }),

@@ -25,7 +25,7 @@ pub(crate) async fn renew_loop(shared: Arc<Shared>, stop: CancellationToken) {
     loop {
         let wake_at = {
             let mut map = shared.inflight();
-            let at = map.next_due(renewable);
+            let at = map.next_due();
             map.armed = at;
             at
         };
@@ -42,13 +42,13 @@ pub(crate) async fn renew_loop(shared: Arc<Shared>, stop: CancellationToken) {
                 renewable,
             );
             // A prefetched lease still waiting for a slot is given back rather than
-            // renewed: taken out of the map here, under the lock a slot takes it with,
-            // so no slot starts it afterwards.
-            let (tokens, unstarted): (Vec<LeaseToken>, Vec<LeaseToken>) = due
+            // renewed: marked given back in its control, which a slot takes it with
+            // (whichever comes first wins), so no slot starts it afterwards.
+            let (unstarted, tokens): (Vec<LeaseToken>, Vec<LeaseToken>) = due
                 .into_iter()
-                .partition(|t| map.entries.get(t).is_some_and(|e| e.started));
+                .partition(|t| map.entries.get(t).is_some_and(|e| e.control.give_back()));
             for t in &unstarted {
-                map.entries.remove(t);
+                map.forget(t);
             }
             (tokens, unstarted)
         };
@@ -97,12 +97,9 @@ pub(crate) async fn renew_loop(shared: Arc<Shared>, stop: CancellationToken) {
             // Retried `renew_timeout` after this call was sent; the self-stop, on its
             // own timer, still fires half a lease after the last successful renewal.
             let retry = sent + s.renew_timeout;
-            let mut map = shared.inflight();
-            for t in &tokens {
-                if map.entries.contains_key(t) {
-                    map.schedule(*t, retry);
-                }
-            }
+            shared
+                .inflight()
+                .schedule_all(tokens.iter().copied(), retry);
         }
     }
 }
@@ -116,6 +113,9 @@ fn renewable(e: &super::worker::Entry) -> bool {
 }
 
 fn apply(shared: &Shared, tokens: &[LeaseToken], outcomes: Vec<RenewOutcome>, sent: Instant) {
+    let renew_after = shared.settings.renew_after;
+    // The leases this call renewed are due again together, as one group.
+    let mut renewed = Vec::new();
     for (t, o) in tokens.iter().zip(outcomes) {
         match o {
             RenewOutcome::Renewed {
@@ -125,10 +125,14 @@ fn apply(shared: &Shared, tokens: &[LeaseToken], outcomes: Vec<RenewOutcome>, se
                 let mut map = shared.inflight();
                 let mut queue = 0;
                 if let Some(e) = map.entries.get_mut(t) {
-                    e.renewed_at = e.renewed_at.max(sent);
                     queue = e.queue;
-                    let next = e.renewed_at + shared.settings.renew_after;
-                    map.schedule(*t, next);
+                    if e.renewed_at <= sent {
+                        e.renewed_at = sent;
+                        renewed.push(*t);
+                    } else {
+                        let next = e.renewed_at + renew_after;
+                        map.schedule_all([*t], next);
+                    }
                 }
                 drop(map);
                 add(&shared.metrics.renewed, 1);
@@ -168,5 +172,8 @@ fn apply(shared: &Shared, tokens: &[LeaseToken], outcomes: Vec<RenewOutcome>, se
                 );
             }
         }
+    }
+    if !renewed.is_empty() {
+        shared.inflight().schedule_all(renewed, sent + renew_after);
     }
 }

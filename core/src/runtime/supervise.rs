@@ -18,7 +18,7 @@ use crate::store::Failure;
 use super::finalize::Outcome;
 use super::handler::{Control, Job, JobError, StopReason};
 use super::metrics::add;
-use super::worker::{Entry, Shared};
+use super::worker::Shared;
 
 /// The span of one attempt: a real `tenure.job` span only when a subscriber wants
 /// spans at this level, so a worker with no subscriber (or one that takes only events)
@@ -46,13 +46,13 @@ pub(crate) struct Begun<'a> {
     running: Running<'a>,
     fut: HandlerFuture<'a>,
     span: tracing::Span,
-    control: Arc<Control>,
     sent: Instant,
 }
 
 /// Starts the attempt of `job`, leased by a claim sent at `sent`: records its pickup,
 /// counts it in flight and calls the handler (which runs nothing until polled). Done
 /// where the job is taken from the queue, so the job moves once, into the handler.
+#[inline]
 pub(crate) fn begin(shared: &Shared, job: Job, sent: Instant) -> Begun<'_> {
     let token = job.lease.token;
     let span = job_span(&job.lease);
@@ -61,7 +61,7 @@ pub(crate) fn begin(shared: &Shared, job: Job, sent: Instant) -> Begun<'_> {
     let control = Arc::clone(job.control());
     // Counts the handler in the in-flight gauge, and marks it ended, however this
     // attempt ends (its task dropped included).
-    let running = Running::new(shared, token, queue);
+    let running = Running::new(shared, token, queue, control);
     // Dropping the future is how the handler is aborted; a panic in it is caught and
     // becomes the attempt's failure.
     let fut = CatchPanic(shared.handler.handle(job)).instrument(span.clone());
@@ -69,7 +69,6 @@ pub(crate) fn begin(shared: &Shared, job: Job, sent: Instant) -> Begun<'_> {
         running,
         fut,
         span,
-        control,
         sent,
     }
 }
@@ -83,80 +82,95 @@ pub(crate) fn begin(shared: &Shared, job: Job, sent: Instant) -> Begun<'_> {
 /// stream run goes on to its next item only then, G9).
 pub(crate) async fn supervise(shared: &Arc<Shared>, begun: Begun<'_>, runner: &mut bool) -> bool {
     let Begun {
-        running: mut _running,
-        fut,
+        running: _running,
+        mut fut,
         span,
-        control,
         sent,
     } = begun;
+    // A handler that finishes on its first poll needs none of the timers of `watch`.
+    let first = std::future::poll_fn(|cx| Poll::Ready(Pin::new(&mut fut).poll(cx))).await;
+    let result = match first {
+        Poll::Ready(r) => {
+            drop(fut);
+            Some(Ran::Returned(r))
+        }
+        // Boxed, so the future of a handler that finishes at once carries none of
+        // the watching state.
+        Poll::Pending => Box::pin(watch(shared, &_running, fut, &span, sent, runner)).await,
+    };
+    conclude(shared, _running, &span, result)
+}
+
+/// Watches a handler that did not finish on its first poll to its end: the self-stop,
+/// the handler timeout, cancellation and shutdown's abort. On a runner (`*runner`
+/// true) the task becomes a slot for it, and a new runner is started first. None
+/// when the worker was dropped.
+async fn watch(
+    shared: &Arc<Shared>,
+    _running: &Running<'_>,
+    fut: HandlerFuture<'_>,
+    span: &tracing::Span,
+    sent: Instant,
+    runner: &mut bool,
+) -> Option<Ran> {
+    if std::mem::take(runner) {
+        shared.replace_runner();
+    }
     let token = _running.token;
     let settings = &shared.settings;
     let handles = shared.export.at(_running.queue);
     let mut running = Some(fut);
-
-    // A handler that finishes on its first poll needs none of the timers below.
-    let first = match running.as_mut() {
-        Some(fut) => std::future::poll_fn(|cx| Poll::Ready(Pin::new(&mut *fut).poll(cx))).await,
-        None => Poll::Pending,
-    };
-    let result = if let Poll::Ready(r) = first {
-        Some(Ran::Returned(r))
-    } else {
-        if std::mem::take(runner) {
-            shared.replace_runner();
-        }
-        let cancel = control.token();
-        let mut deadline = sent + settings.self_stop_after;
-        let mut abort_at: Option<Instant> = None;
-        let mut time_out_at = settings.handler_timeout.map(|t| _running.started + t);
-        loop {
-            let Some(fut) = running.as_mut() else {
-                // Aborted: it ignored its cancellation and was dropped.
-                break Some(Ran::Dropped);
-            };
-            tokio::select! {
-                biased;
-                r = fut => break Some(Ran::Returned(r)),
-                _ = shared.killed.cancelled() => break None,
-                _ = shared.abort.cancelled() => {
-                    // Shutdown gave up waiting for it: dropped now.
-                    running = None;
+    let cancel = _running.control.token();
+    let mut deadline = sent + settings.self_stop_after;
+    let mut abort_at: Option<Instant> = None;
+    let mut time_out_at = settings.handler_timeout.map(|t| _running.started + t);
+    let result = loop {
+        let Some(fut) = running.as_mut() else {
+            // Aborted: it ignored its cancellation and was dropped.
+            break Some(Ran::Dropped);
+        };
+        tokio::select! {
+            biased;
+            r = fut => break Some(Ran::Returned(r)),
+            _ = shared.killed.cancelled() => break None,
+            _ = shared.abort.cancelled() => {
+                // Shutdown gave up waiting for it: dropped now.
+                running = None;
+            }
+            _ = sleep_until(time_out_at.unwrap_or(deadline)), if time_out_at.is_some() && abort_at.is_none() => {
+                time_out_at = None;
+                if shared.stop_attempt(&token, StopReason::Timeout) {
+                    add(&shared.metrics.timed_out, 1);
+                    handles.timed_out.increment(1);
+                    tracing::warn!(
+                        parent: span,
+                        event = "timeout",
+                        timeout = ?settings.handler_timeout,
+                        "the handler ran past its timeout; stopping it, the attempt fails",
+                    );
                 }
-                _ = sleep_until(time_out_at.unwrap_or(deadline)), if time_out_at.is_some() && abort_at.is_none() => {
-                    time_out_at = None;
-                    if shared.stop_attempt(&token, StopReason::Timeout) {
-                        add(&shared.metrics.timed_out, 1);
-                        handles.timed_out.increment(1);
-                        tracing::warn!(
-                            parent: &span,
-                            event = "timeout",
-                            timeout = ?settings.handler_timeout,
-                            "the handler ran past its timeout; stopping it, the attempt fails",
-                        );
-                    }
-                }
-                _ = cancel.cancelled(), if abort_at.is_none() => {
-                    abort_at = Some(Instant::now() + settings.abort_after);
-                }
-                _ = sleep_until(abort_at.unwrap_or(deadline)), if abort_at.is_some() => {
-                    tracing::warn!(parent: &span, "the handler ignored its cancellation; dropping it");
-                    running = None;
-                }
-                _ = sleep_until(deadline), if abort_at.is_none() => {
-                    let renewed = shared.inflight().entries.get(&token).map(|e| e.renewed_at);
-                    match renewed.map(|at| at + settings.self_stop_after) {
-                        Some(later) if later > Instant::now() => deadline = later,
-                        _ => {
-                            if shared.stop_attempt(&token, StopReason::SelfStop) {
-                                add(&shared.metrics.self_stopped, 1);
-                                handles.self_stopped.increment(1);
-                                tracing::warn!(
-                                    parent: &span,
-                                    event = "self-stop",
-                                    since_renewal = ?settings.self_stop_after,
-                                    "half a lease passed without a successful renewal; stopping the handler, nothing will be written",
-                                );
-                            }
+            }
+            _ = cancel.cancelled(), if abort_at.is_none() => {
+                abort_at = Some(Instant::now() + settings.abort_after);
+            }
+            _ = sleep_until(abort_at.unwrap_or(deadline)), if abort_at.is_some() => {
+                tracing::warn!(parent: span, "the handler ignored its cancellation; dropping it");
+                running = None;
+            }
+            _ = sleep_until(deadline), if abort_at.is_none() => {
+                let renewed = shared.inflight().entries.get(&token).map(|e| e.renewed_at);
+                match renewed.map(|at| at + settings.self_stop_after) {
+                    Some(later) if later > Instant::now() => deadline = later,
+                    _ => {
+                        if shared.stop_attempt(&token, StopReason::SelfStop) {
+                            add(&shared.metrics.self_stopped, 1);
+                            handles.self_stopped.increment(1);
+                            tracing::warn!(
+                                parent: span,
+                                event = "self-stop",
+                                since_renewal = ?settings.self_stop_after,
+                                "half a lease passed without a successful renewal; stopping the handler, nothing will be written",
+                            );
                         }
                     }
                 }
@@ -164,6 +178,20 @@ pub(crate) async fn supervise(shared: &Arc<Shared>, begun: Begun<'_>, runner: &m
         }
     };
     drop(running);
+    result
+}
+
+/// Turns the handler's answer into the attempt's outcome (sent to the finalizer), or
+/// discards it when the attempt was told to stop; true when the outcome is a
+/// complete. `result` is None when the worker was dropped.
+fn conclude(
+    shared: &Arc<Shared>,
+    mut _running: Running<'_>,
+    span: &tracing::Span,
+    result: Option<Ran>,
+) -> bool {
+    let token = _running.token;
+    let settings = &shared.settings;
     let Some(result) = result else {
         return false;
     };
@@ -171,41 +199,23 @@ pub(crate) async fn supervise(shared: &Arc<Shared>, begun: Begun<'_>, runner: &m
     // The handler took the finalize over (`Job::take_finalize`) and says it is done:
     // the runtime writes nothing for this attempt and forgets it, which also ends its
     // renewals, whatever stopped it meanwhile.
-    let taken = control.taken();
+    let taken = _running.control.taken();
     if taken && matches!(result, Ran::Returned(Ok(Ok(())))) {
-        let mut map = shared.inflight();
-        _running.ended(map.entries.get_mut(&token));
-        map.entries.remove(&token);
-        drop(map);
+        _running.ended();
+        shared.remove(&token);
         add(&shared.metrics.handler_finalized, 1);
-        tracing::debug!(parent: &span, event = "handler-finalized", "the handler finalized the attempt itself");
+        tracing::debug!(parent: span, event = "handler-finalized", "the handler finalized the attempt itself");
         // It says it succeeded: the next item of a stream run may start.
         return true;
     }
-    let stopped = {
-        let mut map = shared.inflight();
-        let mut entry = map.entries.get_mut(&token);
-        // The handler is gone: mark it so under this lock rather than in the guard's.
-        _running.ended(entry.as_deref_mut());
-        match entry {
-            Some(e) => match e.control.stop_reason() {
-                Some(StopReason::Timeout) => {
-                    // Its failure is about to be sent, like any handler's outcome.
-                    e.handler_done = true;
-                    Some(StopReason::Timeout)
-                }
-                Some(reason) => Some(reason),
-                None => {
-                    e.handler_done = true;
-                    None
-                }
-            },
-            None => Some(StopReason::LeaseLost),
-        }
-    };
+    // The handler is gone; unless it was told to stop for a reason that discards its
+    // outcome, it is done and its outcome goes to the finalizer (a timed-out one's
+    // failure included). Read and marked under the control's lock, which a stop
+    // takes too.
+    let stopped = _running.finish();
     match stopped {
         Some(StopReason::Shutdown) => {
-            tracing::debug!(parent: &span, "stopped by shutdown; the lease will be released");
+            tracing::debug!(parent: span, "stopped by shutdown; the lease will be released");
         }
         Some(StopReason::Timeout) => {
             // The lease is still this attempt's: record the failure (G5).
@@ -221,7 +231,7 @@ pub(crate) async fn supervise(shared: &Arc<Shared>, begun: Begun<'_>, runner: &m
         }
         Some(reason) => {
             shared.remove(&token);
-            tracing::info!(parent: &span, %reason, "the attempt stopped; its outcome is discarded");
+            tracing::info!(parent: span, %reason, "the attempt stopped; its outcome is discarded");
         }
         None => {
             let outcome = match result {
@@ -240,7 +250,7 @@ pub(crate) async fn supervise(shared: &Arc<Shared>, begun: Begun<'_>, runner: &m
                 Ran::Returned(Err(panic)) => {
                     let message = panic_message(&*panic);
                     add(&shared.metrics.panicked, 1);
-                    tracing::warn!(parent: &span, event = "panic", %message, "the handler panicked; retrying");
+                    tracing::warn!(parent: span, event = "panic", %message, "the handler panicked; retrying");
                     Outcome::Fail {
                         failure: Failure::retry_after(
                             token,
@@ -297,6 +307,8 @@ impl<F: Future + Unpin> Future for CatchPanic<F> {
 struct Running<'a> {
     shared: &'a Shared,
     token: LeaseToken,
+    /// The attempt's control, where its phase is marked.
+    control: Arc<Control>,
     /// Still to be marked ended.
     pending: bool,
     /// The item's queue among the metric handles, and when the handler started.
@@ -305,12 +317,13 @@ struct Running<'a> {
 }
 
 impl<'a> Running<'a> {
-    fn new(shared: &'a Shared, token: LeaseToken, queue: u32) -> Self {
+    fn new(shared: &'a Shared, token: LeaseToken, queue: u32, control: Arc<Control>) -> Self {
         shared.metrics.handler_started();
         shared.export.at(queue).in_flight.increment(1.0);
         Running {
             shared,
             token,
+            control,
             pending: true,
             queue,
             started: Instant::now(),
@@ -327,16 +340,25 @@ impl<'a> Running<'a> {
         self.shared.record_run(took);
     }
 
-    /// Marks the handler ended in its entry, which the caller holds locked.
-    fn ended(&mut self, entry: Option<&mut Entry>) {
+    /// Marks the handler ended.
+    fn ended(&mut self) {
         if self.pending {
             self.pending = false;
             self.shared.metrics.handler_ended();
             self.exported_end();
-            if let Some(e) = entry {
-                e.ended = true;
-            }
+            self.control.mark_ended();
         }
+    }
+
+    /// Marks the handler ended and, unless told to stop for a reason that discards
+    /// its outcome, done; returns the stop reason (see [`Control::finish`]).
+    fn finish(&mut self) -> Option<StopReason> {
+        if self.pending {
+            self.pending = false;
+            self.shared.metrics.handler_ended();
+            self.exported_end();
+        }
+        self.control.finish()
     }
 }
 
@@ -346,9 +368,7 @@ impl Drop for Running<'_> {
             self.pending = false;
             self.shared.metrics.handler_ended();
             self.exported_end();
-            if let Some(e) = self.shared.inflight().entries.get_mut(&self.token) {
-                e.ended = true;
-            }
+            self.control.mark_ended();
         }
     }
 }

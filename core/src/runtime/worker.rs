@@ -3,7 +3,7 @@
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap, VecDeque};
 use std::fmt;
-use std::sync::atomic::{AtomicU64, AtomicUsize};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
@@ -88,84 +88,225 @@ pub struct ShutdownReport {
 }
 
 /// One attempt this worker holds: from its claim until its outcome is written or
-/// discarded.
+/// discarded. Where its handler is (started, done, ended) lives in its
+/// [`Control`](super::handler::Control), which the slot reaches without this map.
 #[derive(Debug)]
 pub(crate) struct Entry {
-    /// The attempt's stop reason and cancellation token, shared with its job.
+    /// The attempt's stop reason, phase and cancellation token, shared with its job.
     pub(crate) control: Arc<Control>,
     /// When the last successful renewal (or the claim) was sent.
     pub(crate) renewed_at: Instant,
     /// The store refused further renewals (G4).
     pub(crate) capped: bool,
-    /// A slot took the attempt from the ready queue and runs (or ran) its handler.
-    pub(crate) started: bool,
-    /// The handler has returned and its outcome waits for the finalizer.
-    pub(crate) handler_done: bool,
-    /// The handler is gone: returned, or dropped (an abort included). Shutdown gives
-    /// back only leases whose handler can no longer run.
-    pub(crate) ended: bool,
     /// A "lease lost" answer has been counted for this attempt.
     pub(crate) lost_counted: bool,
     /// A finalize call for this attempt failed without an answer; it may have
     /// committed (see the finalizer's `settle`).
     pub(crate) unanswered: bool,
-    /// When the renewal loop is to renew this lease next: the schedule entry in
-    /// [`InFlight::due`] that carries this instant is the live one.
-    pub(crate) renew_due: Instant,
+    /// The renewal group the lease is scheduled in ([`GroupRef::NONE`] while it is
+    /// out for renewal or not scheduled).
+    pub(crate) group: GroupRef,
     /// The index of the item's queue among the worker's metric handles.
     pub(crate) queue: u32,
 }
 
-/// One lease's place in the renewal schedule.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
-pub(crate) struct Due {
-    pub(crate) at: Instant,
-    pub(crate) token: LeaseToken,
+/// Which renewal group a lease belongs to: a slot in [`InFlight`]'s group table and
+/// the sequence number of the group that held that slot when the lease joined it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct GroupRef {
+    slot: u32,
+    seq: u64,
+}
+
+impl GroupRef {
+    /// In no group.
+    pub(crate) const NONE: GroupRef = GroupRef { slot: 0, seq: 0 };
+}
+
+/// Leases due for renewal at the same instant: those one claim answered (they share
+/// the claim's send time), or those one renewal call renewed.
+#[derive(Debug)]
+struct Group {
+    /// 0 while the slot is free.
+    seq: u64,
+    at: Instant,
+    /// The leases that joined; those that left since (finished, or rescheduled) are
+    /// skipped when the group comes due.
+    tokens: Vec<LeaseToken>,
+    /// How many of `tokens` still belong to the group.
+    live: usize,
 }
 
 /// The attempts this worker holds, and when each lease is to be renewed.
 ///
-/// The schedule is a min-heap with lazy deletion: a finished attempt, or one renewed
-/// since, leaves its old entry behind, and the renewal loop drops such entries when
-/// they surface (an entry is live when its instant is the attempt's `renew_due`). So
-/// starting, finishing and renewing an attempt each cost O(log n), and the renewal loop
-/// never scans the attempts. The heap is rebuilt from the live entries when stale ones
-/// outnumber them, which keeps it within twice the attempts held.
+/// Leases are scheduled in *groups* that share a due instant: one per claim answer,
+/// one per renewal call, so the schedule costs one heap push per claim, not per
+/// lease. The schedule is a min-heap of groups with lazy deletion: a group whose
+/// leases have all left (finished, or renewed since) is freed at once, and its heap
+/// entry dropped when it surfaces; a lease that left a group still live is skipped
+/// when the group comes due. So the renewal loop only ever reads the groups that are
+/// due, never the whole set of attempts. The heap is rebuilt from the live groups
+/// when stale entries outnumber them, which keeps it within twice the live groups.
 #[derive(Debug, Default)]
 pub(crate) struct InFlight {
     pub(crate) entries: HashMap<LeaseToken, Entry, foldhash::fast::RandomState>,
-    due: BinaryHeap<Reverse<Due>>,
+    /// (due instant, group seq, group slot).
+    due: BinaryHeap<Reverse<(Instant, u64, u32)>>,
+    groups: Vec<Group>,
+    free_groups: Vec<u32>,
+    last_seq: u64,
     /// The instant the renewal loop sleeps until, as it last told; `None` when it
     /// sleeps with nothing due.
     pub(crate) armed: Option<Instant>,
 }
 
 impl InFlight {
-    /// Schedules `token`'s next renewal at `at`; true when that is earlier than the
-    /// renewal loop is armed for, so it must be woken to re-arm.
-    pub(crate) fn schedule(&mut self, token: LeaseToken, at: Instant) -> bool {
-        if let Some(e) = self.entries.get_mut(&token) {
-            e.renew_due = at;
+    /// Records an attempt that is not yet scheduled for renewal.
+    #[cfg(test)]
+    pub(crate) fn insert(&mut self, token: LeaseToken, entry: Entry) {
+        if let Some(old) = self.entries.insert(token, entry) {
+            self.leave_group(old.group);
         }
-        self.push_due(token, at)
     }
 
-    /// [`InFlight::schedule`] for an entry whose `renew_due` is already `at` (one just
-    /// inserted).
-    pub(crate) fn push_due(&mut self, token: LeaseToken, at: Instant) -> bool {
-        if self.due.len() > 2 * self.entries.len() + 1024 {
+    /// Forgets `token`'s attempt (and its place in the renewal schedule).
+    pub(crate) fn forget(&mut self, token: &LeaseToken) -> Option<Entry> {
+        let e = self.entries.remove(token)?;
+        self.leave_group(e.group);
+        Some(e)
+    }
+
+    fn live_group(&mut self, g: GroupRef) -> Option<&mut Group> {
+        if g.seq == 0 {
+            return None;
+        }
+        let slot = usize::try_from(g.slot).ok()?;
+        self.groups.get_mut(slot).filter(|group| group.seq == g.seq)
+    }
+
+    /// One lease left group `g`; the group is freed when none is left.
+    fn leave_group(&mut self, g: GroupRef) {
+        let Some(group) = self.live_group(g) else {
+            return;
+        };
+        group.live -= 1;
+        if group.live == 0 {
+            group.seq = 0;
+            group.tokens.clear();
+            self.free_groups.push(g.slot);
+        }
+    }
+
+    /// Records the attempts of one claim answer, all due for renewal at `at`, as one
+    /// group; true when that is earlier than the renewal loop is armed for.
+    pub(crate) fn insert_claimed(
+        &mut self,
+        claimed: impl IntoIterator<Item = (LeaseToken, Entry)>,
+        at: Instant,
+    ) -> bool {
+        let (me, index) = self.new_group();
+        let mut taken = std::mem::take(&mut self.groups[index].tokens);
+        for (t, mut e) in claimed {
+            e.group = me;
+            if let Some(old) = self.entries.insert(t, e) {
+                self.leave_group(old.group);
+            }
+            taken.push(t);
+        }
+        self.fill_group(me, index, taken, at)
+    }
+
+    /// A free group slot, and a new sequence number for the group to go in it.
+    fn new_group(&mut self) -> (GroupRef, usize) {
+        let slot = match self.free_groups.pop() {
+            Some(slot) => slot,
+            None => {
+                self.groups.push(Group {
+                    seq: 0,
+                    // Set when the group is filled.
+                    at: Instant::now(),
+                    tokens: Vec::new(),
+                    live: 0,
+                });
+                u32::try_from(self.groups.len() - 1).unwrap_or(u32::MAX)
+            }
+        };
+        self.last_seq += 1;
+        let index = usize::try_from(slot).unwrap_or(usize::MAX);
+        (
+            GroupRef {
+                slot,
+                seq: self.last_seq,
+            },
+            index,
+        )
+    }
+
+    /// Puts `tokens` (each a lease that joined `me`) in the group's slot and
+    /// schedules it at `at`; an empty group is freed at once.
+    fn fill_group(
+        &mut self,
+        me: GroupRef,
+        index: usize,
+        tokens: Vec<LeaseToken>,
+        at: Instant,
+    ) -> bool {
+        let live = tokens.len();
+        let group = &mut self.groups[index];
+        group.tokens = tokens;
+        if live == 0 {
+            self.free_groups.push(me.slot);
+            return false;
+        }
+        group.seq = me.seq;
+        group.at = at;
+        group.live = live;
+        self.push_due(at, me.seq, me.slot)
+    }
+
+    /// Schedules `token`'s next renewal at `at`, alone; true when that is earlier
+    /// than the renewal loop is armed for, so it must be woken to re-arm.
+    #[cfg(test)]
+    pub(crate) fn schedule(&mut self, token: LeaseToken, at: Instant) -> bool {
+        self.schedule_all([token], at)
+    }
+
+    /// Schedules the next renewal of every held attempt of `tokens` at `at`, as one
+    /// group (each leaves the group it was in); true when that is earlier than the
+    /// renewal loop is armed for, so it must be woken to re-arm.
+    pub(crate) fn schedule_all(
+        &mut self,
+        tokens: impl IntoIterator<Item = LeaseToken>,
+        at: Instant,
+    ) -> bool {
+        let (me, index) = self.new_group();
+        let mut taken = std::mem::take(&mut self.groups[index].tokens);
+        for t in tokens {
+            let Some(e) = self.entries.get_mut(&t) else {
+                continue;
+            };
+            if e.group == me {
+                continue;
+            }
+            let old = std::mem::replace(&mut e.group, me);
+            self.leave_group(old);
+            taken.push(t);
+        }
+        self.fill_group(me, index, taken, at)
+    }
+
+    fn push_due(&mut self, at: Instant, seq: u64, slot: u32) -> bool {
+        let live_groups = self.groups.len() - self.free_groups.len();
+        if self.due.len() > 2 * live_groups + 1024 {
             self.due = self
-                .entries
+                .groups
                 .iter()
-                .map(|(t, e)| {
-                    Reverse(Due {
-                        at: e.renew_due,
-                        token: *t,
-                    })
-                })
+                .enumerate()
+                .filter(|(_, g)| g.seq != 0)
+                .map(|(i, g)| Reverse((g.at, g.seq, u32::try_from(i).unwrap_or(u32::MAX))))
                 .collect();
         } else {
-            self.due.push(Reverse(Due { at, token }));
+            self.due.push(Reverse((at, seq, slot)));
         }
         let earlier = self.armed.is_none_or(|armed| at < armed);
         if earlier {
@@ -174,22 +315,22 @@ impl InFlight {
         earlier
     }
 
-    /// The earliest live schedule entry whose attempt passes `keep`, dropping stale
-    /// entries and those `keep` refuses on the way.
-    pub(crate) fn next_due(&mut self, keep: impl Fn(&Entry) -> bool) -> Option<Instant> {
-        while let Some(Reverse(top)) = self.due.peek().copied() {
-            match self.entries.get(&top.token) {
-                Some(e) if e.renew_due == top.at && keep(e) => return Some(top.at),
-                _ => {
-                    self.due.pop();
-                }
+    /// The due instant of the earliest live group, dropping stale heap entries on the
+    /// way. (A live group whose leases have all stopped being renewable comes due
+    /// all the same; [`InFlight::take_due`] then finds nothing in it.)
+    pub(crate) fn next_due(&mut self) -> Option<Instant> {
+        while let Some(Reverse((at, seq, slot))) = self.due.peek().copied() {
+            if self.live_group(GroupRef { slot, seq }).is_some() {
+                return Some(at);
             }
+            self.due.pop();
         }
         None
     }
 
-    /// Takes the live entries due by `by` whose attempt passes `keep`, earliest first,
-    /// at most `max`. They leave the schedule until the caller schedules them again.
+    /// Takes the held leases due by `by` whose attempt passes `keep`, earliest group
+    /// first, at most `max`. They leave the schedule until the caller schedules them
+    /// again; so do the due ones `keep` refuses.
     pub(crate) fn take_due(
         &mut self,
         by: Instant,
@@ -198,17 +339,54 @@ impl InFlight {
     ) -> Vec<LeaseToken> {
         let mut out = Vec::new();
         while out.len() < max {
-            let Some(at) = self.next_due(&keep) else {
+            let Some(at) = self.next_due() else {
                 break;
             };
             if at > by {
                 break;
             }
-            if let Some(Reverse(top)) = self.due.pop() {
-                out.push(top.token);
+            let Some(Reverse((_, seq, slot))) = self.due.peek().copied() else {
+                break;
+            };
+            let me = GroupRef { slot, seq };
+            let index = usize::try_from(slot).unwrap_or(usize::MAX);
+            while out.len() < max {
+                let Some(t) = self.groups[index].tokens.pop() else {
+                    break;
+                };
+                let Some(e) = self.entries.get_mut(&t) else {
+                    continue;
+                };
+                if e.group != me {
+                    continue;
+                }
+                e.group = GroupRef::NONE;
+                let wanted = keep(e);
+                let group = &mut self.groups[index];
+                group.live -= 1;
+                if wanted {
+                    out.push(t);
+                }
+                if group.live == 0 {
+                    break;
+                }
+            }
+            let group = &mut self.groups[index];
+            if group.live == 0 || group.tokens.is_empty() {
+                group.seq = 0;
+                group.live = 0;
+                group.tokens.clear();
+                self.free_groups.push(slot);
+                self.due.pop();
             }
         }
         out
+    }
+
+    /// How many heap entries the schedule keeps (for tests of its bound).
+    #[cfg(test)]
+    fn schedule_len(&self) -> usize {
+        self.due.len()
     }
 }
 
@@ -239,8 +417,12 @@ pub(crate) struct Shared {
     /// Fires when shutdown stops waiting for handlers that ignore their cancellation:
     /// every handler still running is dropped at once.
     pub(crate) abort: CancellationToken,
-    /// Notified when held leases are let go, so a claim loop waiting for room claims.
+    /// Notified when held leases are let go down to `wake_at_held`, so a claim loop
+    /// waiting for room claims.
     pub(crate) room_freed: Notify,
+    /// The held count at or below which letting leases go wakes the claim loop (set
+    /// by the loop before it waits: see [`Shared::wake_at_room`]).
+    pub(crate) wake_at_held: AtomicUsize,
     /// The moving average of handler run times, in microseconds (or
     /// [`UNKNOWN`](super::dispatch::UNKNOWN)).
     pub(crate) handler_micros: AtomicU64,
@@ -252,6 +434,9 @@ pub(crate) struct Shared {
     pub(crate) outbox: Mutex<Vec<Outcome>>,
     pub(crate) outbox_posted: Notify,
     pub(crate) stop_claiming: CancellationToken,
+    /// Set as `stop_claiming` fires: read on every attempt, where a token's
+    /// `is_cancelled` would take its lock.
+    stopped_claiming: AtomicBool,
     /// Fires when the worker is dropped without a shutdown: every task ends at once.
     pub(crate) killed: CancellationToken,
     pub(crate) first_heartbeat: CancellationToken,
@@ -282,8 +467,14 @@ impl Shared {
         self.abort.cancel();
     }
 
+    /// True once claiming has stopped (shutdown began, or the worker was dropped).
+    pub(crate) fn claiming_stopped(&self) -> bool {
+        self.stopped_claiming.load(Ordering::Acquire)
+    }
+
     /// Stops claiming, and wakes the runners waiting for work so they end.
     pub(crate) fn end_claiming(&self) {
+        self.stopped_claiming.store(true, Ordering::Release);
         self.stop_claiming.cancel();
         self.work.notify_waiters();
     }
@@ -293,8 +484,8 @@ impl Shared {
     pub(crate) fn stop_attempt(&self, token: &LeaseToken, reason: StopReason) -> bool {
         let map = self.inflight();
         match map.entries.get(token) {
-            Some(e) if !e.handler_done => e.control.stop(reason),
-            _ => false,
+            Some(e) => e.control.stop_unless_done(reason),
+            None => false,
         }
     }
 
@@ -304,7 +495,7 @@ impl Shared {
         self.inflight()
             .entries
             .get(token)
-            .is_some_and(|e| !e.handler_done)
+            .is_some_and(|e| !e.control.phase().handler_done)
     }
 
     /// Counts a "lease lost" answer once per attempt.
@@ -373,7 +564,7 @@ impl Shared {
     }
 
     pub(crate) fn remove(&self, token: &LeaseToken) {
-        self.inflight().entries.remove(token);
+        self.inflight().forget(token);
     }
 
     /// Forgets every attempt of `tokens` under one lock; their controls that no job
@@ -383,7 +574,7 @@ impl Shared {
         {
             let mut map = self.inflight();
             for t in tokens {
-                if let Some(e) = map.entries.remove(t) {
+                if let Some(e) = map.forget(t) {
                     spare.push(e.control);
                 }
             }
@@ -535,6 +726,7 @@ impl Worker {
             work: Notify::new(),
             abort: CancellationToken::new(),
             room_freed: Notify::new(),
+            wake_at_held: AtomicUsize::new(usize::MAX),
             handler_micros: AtomicU64::new(super::dispatch::UNKNOWN),
             settings,
             metrics: Metrics::default(),
@@ -546,6 +738,7 @@ impl Worker {
             outbox: Mutex::new(Vec::new()),
             outbox_posted: Notify::new(),
             stop_claiming: CancellationToken::new(),
+            stopped_claiming: AtomicBool::new(false),
             killed: CancellationToken::new(),
             first_heartbeat: CancellationToken::new(),
             heartbeat_on: watch::Sender::new(settings_heartbeat),
@@ -667,7 +860,7 @@ impl Worker {
                 let stopped: Vec<LeaseToken> = {
                     let map = shared.inflight();
                     map.entries.iter()
-                        .filter(|(_, e)| e.started && !e.handler_done && e.control.stop(StopReason::Shutdown))
+                        .filter(|(_, e)| e.control.stop_running(StopReason::Shutdown))
                         .map(|(t, _)| *t)
                         .collect()
                 };
@@ -679,7 +872,7 @@ impl Worker {
                 let map = shared.inflight();
                 for t in stopped {
                     match map.entries.get(&t) {
-                        Some(e) if e.ended => to_release.push(t),
+                        Some(e) if e.control.phase().ended => to_release.push(t),
                         Some(_) => {
                             tracing::warn!(item = %t.id, attempt = t.attempt, "a handler would not stop; its lease is left to expire");
                             abandoned += 1;
@@ -700,7 +893,7 @@ impl Worker {
                 .inflight()
                 .entries
                 .values()
-                .filter(|e| e.handler_done)
+                .filter(|e| e.control.phase().handler_done)
                 .count() as u64;
             let (released, unanswered) = release(&shared, &to_release).await;
             abandoned += unanswered;
@@ -825,16 +1018,15 @@ mod tests {
     use crate::model::ItemId;
 
     fn entry(due: Instant) -> Entry {
+        let control = Arc::new(Control::default());
+        control.start();
         Entry {
-            control: Arc::new(Control::default()),
+            control,
             renewed_at: due,
             capped: false,
-            started: true,
-            handler_done: false,
-            ended: false,
             lost_counted: false,
             unanswered: false,
-            renew_due: due,
+            group: GroupRef::NONE,
             queue: 0,
         }
     }
@@ -854,18 +1046,18 @@ mod tests {
         let tokens: Vec<LeaseToken> = (0..5).map(|_| token()).collect();
         for (i, t) in tokens.iter().enumerate() {
             let due = at(100 * (5 - i as u64));
-            map.entries.insert(*t, entry(due));
+            map.insert(*t, entry(due));
             map.schedule(*t, due);
         }
         // tokens[4] is due first (100 ms), tokens[0] last (500 ms).
-        map.entries.remove(&tokens[4]); // finished
+        map.forget(&tokens[4]); // finished
         map.schedule(tokens[3], at(1_000)); // renewed: its 200 ms entry is stale
-        assert_eq!(map.next_due(|_| true), Some(at(300)));
+        assert_eq!(map.next_due(), Some(at(300)));
         let due = map.take_due(at(450), 10, |_| true);
         assert_eq!(due, vec![tokens[2], tokens[1]]);
         assert_eq!(map.take_due(at(2_000), 1, |_| true), vec![tokens[0]]);
         assert_eq!(map.take_due(at(2_000), 10, |_| true), vec![tokens[3]]);
-        assert_eq!(map.next_due(|_| true), None);
+        assert_eq!(map.next_due(), None);
     }
 
     #[test]
@@ -874,16 +1066,16 @@ mod tests {
         let mut map = InFlight::default();
         let held: Vec<LeaseToken> = (0..10).map(|_| token()).collect();
         for t in &held {
-            map.entries.insert(*t, entry(base));
+            map.insert(*t, entry(base));
             map.schedule(*t, base);
         }
         for i in 0..100_000u64 {
             let t = token();
             let due = base + Duration::from_micros(i);
-            map.entries.insert(t, entry(due));
+            map.insert(t, entry(due));
             map.schedule(t, due);
-            assert!(map.due.len() <= 2 * map.entries.len() + 1025);
-            map.entries.remove(&t);
+            assert!(map.schedule_len() <= 2 * map.entries.len() + 1025);
+            map.forget(&t);
         }
         let mut due = map.take_due(base + Duration::from_secs(1), 100, |_| true);
         due.sort();
@@ -893,12 +1085,36 @@ mod tests {
     }
 
     #[test]
+    fn the_leases_of_one_claim_share_one_schedule_entry_and_come_due_in_calls_of_the_limit() {
+        let base = Instant::now();
+        let mut map = InFlight::default();
+        let tokens: Vec<LeaseToken> = (0..10).map(|_| token()).collect();
+        for t in &tokens {
+            map.insert(*t, entry(base));
+        }
+        map.schedule_all(tokens.iter().copied(), base);
+        assert_eq!(map.schedule_len(), 1, "one entry for the whole claim");
+        map.forget(&tokens[0]); // finished before its renewal
+        let mut due = map.take_due(base, 4, |_| true);
+        assert_eq!(due.len(), 4, "no more than the limit in one call");
+        due.extend(map.take_due(base, 100, |_| true));
+        due.sort();
+        let mut expected = tokens[1..].to_vec();
+        expected.sort();
+        assert_eq!(
+            due, expected,
+            "each held lease once, the finished one skipped"
+        );
+        assert_eq!(map.next_due(), None);
+    }
+
+    #[test]
     fn a_lease_scheduled_earlier_than_the_loop_is_armed_for_asks_for_a_wake() {
         let base = Instant::now();
         let mut map = InFlight::default();
         let (a, b, c) = (token(), token(), token());
         for t in [a, b, c] {
-            map.entries.insert(t, entry(base));
+            map.insert(t, entry(base));
         }
         assert!(
             map.schedule(a, base + Duration::from_secs(10)),
