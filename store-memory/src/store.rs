@@ -59,13 +59,9 @@ impl MemoryStore {
     /// Runs `f` on the state at the clock's `now`, under the lock, after the
     /// availability check.
     ///
-    /// The clock is read just before the lock is taken, so the lock is not held for
-    /// the read (with several tasks on the store, every instruction under the lock
-    /// is one the others wait for). A call that waits for the lock then runs at a
-    /// `now` slightly before the calls that went ahead of it, as a SQL store's
-    /// statement runs at the time its transaction began; no guarantee reads the
-    /// order of two concurrent calls' clocks, and the system clock gives no such
-    /// order either.
+    /// The clock is read under the lock: a `now` read before it could be older than an
+    /// enqueue that went ahead of this call, whose item the ready index already holds
+    /// but which would not yet be due at that `now`.
     fn with_state<T>(&self, f: impl FnOnce(&mut State, Timestamp) -> T) -> Result<T> {
         if !self.inner.available.load(Ordering::SeqCst) {
             return Err(Error::unavailable(
@@ -73,12 +69,12 @@ impl MemoryStore {
                 "the store is switched off (set_available(false))",
             ));
         }
-        let now = self.inner.clock.now();
         let mut state = self
             .inner
             .state
             .lock()
             .map_err(|_| Error::internal(NAME, "the store's state was poisoned by a panic"))?;
+        let now = self.inner.clock.now();
         Ok(f(&mut state, now))
     }
 
