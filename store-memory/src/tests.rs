@@ -2,13 +2,15 @@
 
 use std::future::Future;
 use std::pin::pin;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, OnceLock, Weak};
 use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
 use tenure_core::{
-    ClaimParams, CompleteParams, DeregisterParams, EnqueueParams, HeartbeatParams, ManualClock,
-    NewItem, OwnerId, QueueName, RecoverParams, RenewOutcome, RenewParams, ScopeKey, Store,
-    StreamKey, Timestamp,
+    ClaimParams, Clock, CompleteParams, DeregisterParams, EnqueueParams, HeartbeatParams,
+    ManualClock, NewItem, OwnerId, QueueName, RecoverParams, RenewOutcome, RenewParams, ScopeKey,
+    Store, StreamKey, Timestamp,
 };
 
 use crate::MemoryStore;
@@ -158,4 +160,54 @@ fn leases_carry_their_own_payload_in_reused_buffers() {
         run(s.complete(CompleteParams::new(tokens))).unwrap();
     }
     assert_eq!(seen, 2_000);
+}
+
+/// A clock that counts its reads, and those made while the store's lock was free.
+#[derive(Clone, Debug)]
+struct LockWatchingClock {
+    inner: ManualClock,
+    store: Arc<OnceLock<Weak<crate::Inner>>>,
+    reads: Arc<AtomicUsize>,
+    unlocked_reads: Arc<AtomicUsize>,
+}
+
+impl Clock for LockWatchingClock {
+    fn now(&self) -> Timestamp {
+        self.reads.fetch_add(1, Ordering::SeqCst);
+        if let Some(inner) = self.store.get().and_then(Weak::upgrade) {
+            if inner.state.try_lock().is_ok() {
+                self.unlocked_reads.fetch_add(1, Ordering::SeqCst);
+            }
+        }
+        self.inner.now()
+    }
+}
+
+/// The clock is read under the store's lock. A `now` read before the lock could be older
+/// than an enqueue that took the lock first, whose item the ready index already holds:
+/// the claim would then meet a "ready" item not yet due at its own `now`.
+#[test]
+fn every_call_reads_the_clock_while_it_holds_the_lock() {
+    let clock = LockWatchingClock {
+        inner: ManualClock::new(Timestamp::from_micros(1_000_000)),
+        store: Default::default(),
+        reads: Default::default(),
+        unlocked_reads: Default::default(),
+    };
+    let s = MemoryStore::new(clock.clone());
+    clock.store.set(Arc::downgrade(&s.inner)).expect("set once");
+    enqueue_many(&s, 3, || NewItem::new(q(), b"x".to_vec()));
+    let leases = claim(&s, 2);
+    assert_eq!(leases.len(), 2);
+    let tokens = leases.iter().map(|l| l.token).collect();
+    run(s.complete(CompleteParams::new(tokens))).unwrap();
+    assert!(
+        clock.reads.load(Ordering::SeqCst) >= 3,
+        "each call reads the clock"
+    );
+    assert_eq!(
+        clock.unlocked_reads.load(Ordering::SeqCst),
+        0,
+        "a call read the clock outside the store's lock"
+    );
 }
