@@ -44,6 +44,17 @@ async fn open_with_item(config: RedisConfig) -> (RedisStore, ItemId) {
     (store, id)
 }
 
+/// Kills every client connection of `server` but the admin one that asks; answers how
+/// many went.
+async fn kill_client_connections(server: &TempRedis) -> i64 {
+    let mut admin = admin(&server.url()).await;
+    redis::cmd("CLIENT")
+        .arg(&["KILL", "TYPE", "normal", "SKIPME", "yes"][..])
+        .query_async(&mut admin)
+        .await
+        .unwrap()
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_killed_connection_answers_unavailable_then_the_store_reconnects_by_itself() {
     let Some(server) = TempRedis::start(&["--appendonly", "no"]).await else {
@@ -52,12 +63,7 @@ async fn a_killed_connection_answers_unavailable_then_the_store_reconnects_by_it
     // One connection, so the call after the kill is sure to go over the dead one.
     let (store, id) = open_with_item(config(&server).connections(1)).await;
     // Kill every client connection but this one: the store's connection goes.
-    let mut admin = admin(&server.url()).await;
-    let killed: i64 = redis::cmd("CLIENT")
-        .arg(&["KILL", "TYPE", "normal", "SKIPME", "yes"][..])
-        .query_async(&mut admin)
-        .await
-        .unwrap();
+    let killed = kill_client_connections(&server).await;
     assert_eq!(killed, 1, "the store held one connection");
     let err = store.queue_counts(&queue()).await.unwrap_err();
     assert_eq!(err.kind(), ErrorKind::Unavailable, "{err}");
@@ -82,12 +88,7 @@ async fn with_the_default_connections_each_killed_one_is_unavailable_once_then_r
     for _ in 0..8 {
         store.queue_counts(&queue()).await.unwrap();
     }
-    let mut admin = admin(&server.url()).await;
-    let killed: i64 = redis::cmd("CLIENT")
-        .arg(&["KILL", "TYPE", "normal", "SKIPME", "yes"][..])
-        .query_async(&mut admin)
-        .await
-        .unwrap();
+    let killed = kill_client_connections(&server).await;
     assert!(
         killed > 1,
         "the store spreads its calls over several connections"
