@@ -52,15 +52,20 @@
 //!   (complete, fail, release, expiry, eviction) deletes it and puts them back.
 //! - **Finalize** (G3, G4, G5): `complete`, `fail`, `release` and `renew` take a batch
 //!   of tokens and answer per token; each is applied only when the item is `running`
-//!   with that very `attempt`. Finished items are deleted unless
+//!   with that very `attempt`. The fence reads one field of the item, its state
+//!   word: state, attempt, renewals, the last change, a mark telling whether the
+//!   item has a stream, scope, dedup key or last error, and its queue, so a
+//!   `complete` of an item without keys reads nothing else. Finished items are
+//!   deleted unless
 //!   [`RedisConfig::keep_done`] is set.
 //! - **Dedup keys** (G11) are string keys holding the first item's id and the expiry
 //!   on the store clock, which decides; each also has a key TTL of its window plus a
 //!   day, so keys nobody purges are collected by Redis itself.
 //!   [`purge`](tenure_core::Store::purge) deletes them by a sorted set of expiries.
 //! - **Instances** (G12) are hashes with sorted sets by registration and by last
-//!   heartbeat; each owner's running items are a set, so eviction releases them at
-//!   once without a scan. **Leader leases** (G13) are hashes holding the holder, the
+//!   heartbeat. Eviction and deregistration find the owner's leases in the queues'
+//!   running sets (O(running items), no index per owner to keep on every claim and
+//!   finalize) and release them in the same call. **Leader leases** (G13) are hashes holding the holder, the
 //!   term and the expiry.
 //! - **Partitioned claiming** (G14, declared in
 //!   [`capabilities`](tenure_core::Store::capabilities)): each item keeps its
@@ -94,12 +99,15 @@
 //! with Cluster, point it at the primary that owns the prefix's slot
 //! (`CLUSTER KEYSLOT {<prefix>}`).
 //!
-//! The layout has a version (`{<prefix>}:layout`, 3 in this version, `lib.lua`
+//! The layout has a version (`{<prefix>}:layout`, 4 in this version, `lib.lua`
 //! describes each): the first operator call on a store written by an earlier layout
-//! upgrades it in one call, and claims need no upgrade. Stop every process of an
-//! earlier version before starting this one on the same prefix: an earlier version
-//! neither reads nor keeps layout 3's fields (a queue's due bound and pause flag
-//! beside it; ready items counted by their index).
+//! upgrades it in one call, and claims and finalizes need no upgrade (an item's state
+//! word as layout 3 wrote it, without mark and queue, is read as one that may have
+//! keys). Stop every process of an earlier version before starting this one on the
+//! same prefix: an earlier version neither reads nor keeps the fields of layouts 3
+//! and 4 (a queue's due bound and pause flag beside it; ready items counted by their
+//! index; the mark), and evicts only the leases in the owner sets layout 4 no longer
+//! keeps.
 //!
 //! The channel `{<prefix>}:wake` carries the wake-up hint: every enqueue that inserts
 //! publishes on it once, and [`RedisConfig::listen`] (on by default) subscribes, firing
@@ -164,8 +172,9 @@
 //! B = 1 against 117,000 for the raw loop, and about 106,000 against 109,000 at
 //! B = 100 (W = 1). At B = 1 the claim still reads its queue's due bound and pause
 //! flag (one call, so most claims skip recovery and promotion) and keeps the running
-//! set, the owner's set and the ready-by-run_at index in step, and the complete the
-//! listing index: twelve server calls an item against the raw loop's ten, and each
+//! set and the ready-by-run_at index in step, and the complete the listing index:
+//! ten server calls an item, as the raw loop makes (twelve before layout 4 dropped
+//! the owner sets), and each
 //! multi-value reply a call answers costs the script a table built element by
 //! element (the item's `HMGET`s most). At B = 100 the claim reads its batch off
 //! `ready` without scores (`ZRANGE`, then `ZREMRANGEBYRANK`: `ZPOPMIN` would format

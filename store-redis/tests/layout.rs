@@ -3,6 +3,10 @@
 //! and the oldest due item's wait is counted. Key layout 3 (ready items counted by
 //! their index, the pause flag beside the due bound) on a store written in layout 2:
 //! a claim does not take from a queue paused there, and the counts are the index's.
+//! Key layout 4 (no owner sets, an item's `s` marked) on a store written in layout 3:
+//! items whose `s` has no mark keep their scope and stream through a claim and a
+//! finalize, an eviction finds the owner's leases without its set, and the first
+//! operator call deletes the sets.
 
 // Test bodies: a failure is a failed test.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -12,8 +16,9 @@ mod common;
 use std::time::Duration;
 
 use tenure_core::{
-    ItemId, ItemListParams, ListState, ManualClock, NewItem, OwnerId, PauseParams, QueueName,
-    Store, StoreExt, Timestamp,
+    ClaimParams, CompleteParams, DeregisterParams, ItemId, ItemListParams, ListState, ManualClock,
+    NewItem, OwnerId, PauseParams, QueueName, ScopeKey, Store, StoreExt, StreamKey, Timestamp,
+    TokenOutcome,
 };
 use tenure_redis::{RedisConfig, RedisStore};
 
@@ -82,7 +87,7 @@ async fn a_store_written_before_layout_2_lists_every_item_after_its_upgrade() {
         .query_async(&mut conn)
         .await
         .unwrap();
-    assert_eq!(layout, "3");
+    assert_eq!(layout, "4");
     // Cancel and claim keep the rebuilt indexes in step.
     store.cancel_one(ids[1]).await.unwrap();
     let page = store
@@ -174,7 +179,7 @@ async fn a_queue_paused_in_layout_2_stays_paused_and_counts_its_index_after_the_
         .query_async(&mut conn)
         .await
         .unwrap();
-    assert_eq!(layout, "3");
+    assert_eq!(layout, "4");
     let left: Vec<Option<String>> = redis::cmd("HMGET")
         .arg(&count)
         .arg("due")
@@ -193,6 +198,166 @@ async fn a_queue_paused_in_layout_2_stays_paused_and_counts_its_index_after_the_
         .await
         .unwrap()
         .is_some());
+    forget(&store).await;
+}
+
+/// Rewrites every item hash of `root` the way layout 3 wrote it (`s` of four words,
+/// no mark or queue), puts `owner`'s running items in an owner set, and records
+/// layout 3.
+async fn back_to_layout_3(
+    conn: &mut redis::aio::MultiplexedConnection,
+    root: &str,
+    owner: &str,
+    running: &[ItemId],
+) {
+    let keys: Vec<String> = redis::cmd("KEYS")
+        .arg(format!("{root}:i:*"))
+        .query_async(conn)
+        .await
+        .unwrap();
+    assert!(!keys.is_empty());
+    for key in keys {
+        let s: String = redis::cmd("HGET")
+            .arg(&key)
+            .arg("s")
+            .query_async(conn)
+            .await
+            .unwrap();
+        let words: Vec<&str> = s.split(' ').collect();
+        if words.len() == 4 {
+            continue;
+        }
+        assert_eq!(words.len(), 6, "a layout 4 `s` has six words: {s:?}");
+        let _: () = redis::cmd("HSET")
+            .arg(&key)
+            .arg("s")
+            .arg(words[..4].join(" "))
+            .query_async(conn)
+            .await
+            .unwrap();
+    }
+    if !running.is_empty() {
+        let _: () = redis::cmd("SADD")
+            .arg(format!("{root}:o:{owner}"))
+            .arg(running.iter().map(ToString::to_string).collect::<Vec<_>>())
+            .query_async(conn)
+            .await
+            .unwrap();
+    }
+    let _: () = redis::cmd("SET")
+        .arg(format!("{root}:layout"))
+        .arg("3")
+        .query_async(conn)
+        .await
+        .unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn items_written_in_layout_3_keep_their_scope_stream_and_owner_in_layout_4() {
+    let clock = ManualClock::new(Timestamp::from_micros(1_700_000_000_000_000));
+    let prefix = format!("l_{}", uuid::Uuid::now_v7().simple());
+    let Some(store) = common::on_shared_server(
+        RedisConfig::new(common::url())
+            .prefix(&prefix)
+            .clock(clock.clone())
+            .listen(false),
+    )
+    .await
+    else {
+        return;
+    };
+    let q = QueueName::new("layout").unwrap();
+    let scope = ScopeKey::new("k").unwrap();
+    let stream = StreamKey::new("s").unwrap();
+    let mut ids = Vec::new();
+    for item in [
+        NewItem::new(q.clone(), b"a".to_vec()).scope(scope.clone()),
+        NewItem::new(q.clone(), b"b".to_vec()).scope(scope.clone()),
+        NewItem::new(q.clone(), b"c".to_vec()).stream(stream.clone()),
+        NewItem::new(q.clone(), b"d".to_vec()).stream(stream.clone()),
+    ] {
+        ids.push(store.enqueue_one(item).await.unwrap().id);
+    }
+    let client = redis::Client::open(common::url()).unwrap();
+    let mut conn = client.get_multiplexed_async_connection().await.unwrap();
+    let root = format!("{{{prefix}}}");
+    for id in &ids {
+        let s: String = redis::cmd("HGET")
+            .arg(format!("{root}:i:{id}"))
+            .arg("s")
+            .query_async(&mut conn)
+            .await
+            .unwrap();
+        assert!(
+            s.ends_with(" + layout"),
+            "an item with a key is marked: {s:?}"
+        );
+    }
+    let lease = Duration::from_secs(30);
+    let w1 = OwnerId::new("w1").unwrap();
+    let w2 = OwnerId::new("w2").unwrap();
+
+    // A claim of unmarked items reads their keys: the scope is taken (G10), and the
+    // leases carry the scope and the stream.
+    back_to_layout_3(&mut conn, &root, "w1", &[]).await;
+    let first = store
+        .claim(ClaimParams::new(q.clone(), w1.clone(), 10, lease))
+        .await
+        .unwrap();
+    let got: Vec<ItemId> = first.iter().map(|l| l.item.id).collect();
+    assert_eq!(
+        got,
+        [ids[0], ids[2]],
+        "the heads of the scope and the stream"
+    );
+    assert_eq!(first[0].item.scope.as_ref(), Some(&scope));
+    assert_eq!(first[1].item.stream.as_ref(), Some(&stream));
+
+    // A finalize of unmarked running items frees the scope and moves the stream on.
+    back_to_layout_3(&mut conn, &root, "w1", &[ids[0], ids[2]]).await;
+    let tokens = first.iter().map(|l| l.token).collect();
+    assert_eq!(
+        store.complete(CompleteParams::new(tokens)).await.unwrap(),
+        [TokenOutcome::Accepted, TokenOutcome::Accepted]
+    );
+    let second = store
+        .claim(ClaimParams::new(q.clone(), w2.clone(), 10, lease))
+        .await
+        .unwrap();
+    let got: Vec<ItemId> = second.iter().map(|l| l.item.id).collect();
+    assert_eq!(got, [ids[1], ids[3]], "the scope freed, the stream's next");
+
+    // An eviction finds w2's unmarked leases without an owner set of its own.
+    back_to_layout_3(&mut conn, &root, "w2", &[]).await;
+    let evicted = store
+        .instance_deregister(DeregisterParams::new(w2.clone()))
+        .await
+        .unwrap();
+    assert_eq!(evicted.released, 2);
+    let counts = store.queue_counts(&q).await.unwrap();
+    assert_eq!((counts.ready, counts.running), (2, 0));
+
+    // The operator call above upgraded the store: layout 4, and no owner set left.
+    let layout: String = redis::cmd("GET")
+        .arg(format!("{root}:layout"))
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    assert_eq!(layout, "4");
+    let sets: Vec<String> = redis::cmd("KEYS")
+        .arg(format!("{root}:o:*"))
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    assert!(sets.is_empty(), "owner sets left: {sets:?}");
+    // The released items are claimed again, their keys intact.
+    let third = store
+        .claim(ClaimParams::new(q.clone(), w1, 10, lease))
+        .await
+        .unwrap();
+    assert_eq!(third.len(), 2);
+    assert_eq!(third[0].item.scope.as_ref(), Some(&scope));
+    assert_eq!(third[1].item.stream.as_ref(), Some(&stream));
     forget(&store).await;
 }
 

@@ -33,7 +33,8 @@ if ARGV[5] == '0' and ARGV[6] == '1'
   local out = {}
   if paused ~= '1' then
     local expires_n = ARGV[4]
-    local claimed = ' 0 ' .. ARGV[1]
+    -- What a claimed item's `s` ends with, without and with the mark.
+    local plain, marked = ' 0 ' .. ARGV[1] .. ' - ' .. q, ' 0 ' .. ARGV[1] .. ' + ' .. q
     local lease_field = ARGV[2] .. ' ' .. expires_n
     local rk = k_ready(q)
     -- The first `limit` members. ZPOPMIN answers each one's score, formatted as a
@@ -54,23 +55,27 @@ if ARGV[5] == '0' and ARGV[6] == '1'
       local m = popped[i]
       local id = string.sub(m, 33)
       local key = item .. id
-      local v = redis.call('HMGET', key, 's', 'pl', 'st', 'sc', 'dk', 'e', 'n')
-      local a = v[1] and string.match(v[1], '^ready (%d+) ')
+      local v = redis.call('HMGET', key, 's', 'pl', 'n')
+      local a, mark = ready_attempt(v[1])
       if a then
-        redis.call('HSET', key, 's', 'running ' .. next_attempt(a) .. claimed, 'l', lease_field)
+        local x = mark ~= '-' and redis.call('HMGET', key, 'st', 'sc', 'dk', 'e') or nil
+        local tail = plain
+        if x and (x[1] or x[2] or x[3] or x[4]) then tail = marked else x = nil end
+        redis.call('HSET', key, 's', 'running ' .. next_attempt(a) .. tail, 'l', lease_field)
         run[#run + 1] = expires_n
         run[#run + 1] = id
         ids[#ids + 1] = id
-        if v[4] then scope_taken(v[4], q, m, id) end
         local n = #out
-        out[n + 1], out[n + 2], out[n + 3], out[n + 4] = id, a, v[2], v[7]
-        if v[3] or v[4] or v[5] or v[6] then out[n + 5] = {q, v[3], v[4], v[5], v[6]} end
+        out[n + 1], out[n + 2], out[n + 3], out[n + 4] = id, a, v[2], v[3]
+        if x then
+          if x[2] then scope_taken(x[2], q, m, id) end
+          out[n + 5] = {q, x[1], x[2], x[3], x[4]}
+        end
       end
     end
     if #ids > 0 then
       redis.call('ZADD', k_run(q), unpack(run))
       redis.call('ZREM', k_readyat(q), unpack(ids))
-      redis.call('SADD', k_owner(ARGV[2]), unpack(ids))
       local expires = tonumber(expires_n)
       if expires < due then due, rewrite = expires, true end
     end
@@ -109,39 +114,42 @@ end
 queues = open
 nq = #queues
 
--- What every claimed item's `s` ends with, and its `l` (lib.lua's item layout): the
--- times as the client wrote them.
+-- What every claimed item's `s` ends with but for the mark and the queue, and its `l`
+-- (lib.lua's item layout): the times as the client wrote them.
 local claimed_tail = ' 0 ' .. ARGV[1]
 local lease_field = owner .. ' ' .. expires_n
 local out = {}
 -- How many items `out` answers (it holds four or five values each).
 local count = 0
--- Per queue, the running-set entries (score, member) to add; the owner's new ids.
--- Written once per call after the loop: one ZADD per queue, one SADD.
+-- Per queue, the running-set entries (score, member) to add. Written once per call
+-- after the loop: one ZADD per queue.
 local taken = {}
-local owned = {}
 -- Claims the candidate `m` of queue `q`, already taken out of `ready`.
 local function take(q, m)
   local id = member_id(m)
   local key = k_item(id)
-  -- One read of the fields the answer needs and the state, which must be ready; the
-  -- id and queue are known here. The caller applies the claim's own changes, which it
-  -- knows (state, attempt + 1, owner, expiry, renewals, updated_at).
-  local v = redis.call('HMGET', key, 's', 'pl', 'st', 'sc', 'dk', 'e', 'n')
-  local a = v[1] and string.match(v[1], '^ready (%d+) ')
+  -- One read of the fields the answer needs and the state, which must be ready, and
+  -- of the stream, scope, dedup key and last error when the mark says there may be
+  -- some; the id and queue are known here. The caller applies the claim's own
+  -- changes, which it knows (state, attempt + 1, owner, expiry, renewals, updated_at).
+  local v = redis.call('HMGET', key, 's', 'pl', 'n')
+  local a, mark = ready_attempt(v[1])
   if not a then return false end
-  redis.call('HSET', key, 's', 'running ' .. next_attempt(a) .. claimed_tail, 'l', lease_field)
+  local x = {false, false, false, false}
+  if mark ~= '-' then x = redis.call('HMGET', key, 'st', 'sc', 'dk', 'e') end
+  local keyed = x[1] or x[2] or x[3] or x[4]
+  redis.call('HSET', key, 's', 'running ' .. next_attempt(a) .. claimed_tail
+    .. (keyed and ' + ' or ' - ') .. q, 'l', lease_field)
   local run = taken[q]
   if not run then run = {}; taken[q] = run end
   run[#run + 1] = expires_n
   run[#run + 1] = id
-  owned[#owned + 1] = id
-  if v[4] then scope_taken(v[4], q, m, id) end
+  if x[2] then scope_taken(x[2], q, m, id) end
   -- The answer (see the top): the long shape's extras unless the caller named this
   -- one queue and the item has no keys; the attempt is the one before this claim.
   local n = #out
-  out[n + 1], out[n + 2], out[n + 3], out[n + 4] = id, a, v[2], v[7]
-  if ARGV[6] ~= '1' or v[3] or v[4] or v[5] or v[6] then out[n + 5] = {q, v[3], v[4], v[5], v[6]} end
+  out[n + 1], out[n + 2], out[n + 3], out[n + 4] = id, a, v[2], v[3]
+  if ARGV[6] ~= '1' or keyed then out[n + 5] = {q, x[1], x[2], x[3], x[4]} end
   count = count + 1
   return true
 end
@@ -275,5 +283,4 @@ end
 for q, due in pairs(dues) do
   if rewrite[q] then write_due(q, due, paused[q]) end
 end
-if #owned > 0 then redis.call('SADD', k_owner(owner), unpack(owned)) end
 return out

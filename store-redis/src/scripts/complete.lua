@@ -5,24 +5,32 @@
 local now -- a number, read from ARGV[1] only when needed
 local keep = ARGV[2] == '1'
 local out = {}
--- The running-set members to remove, per queue, and the owner-set members, per owner,
--- removed after the loop; a batch usually names one queue and one owner, kept
--- without a table.
-local q1, run1, o1, mine1
-local leaving, released
+-- The running-set members to remove, per queue, removed after the loop; a batch
+-- usually names one queue, kept without a table.
+local q1, run1
+local leaving
 local item = P .. ':i:'
 for i = 3, #ARGV, 2 do
   local id = ARGV[i]
   local key = item .. id
-  -- One HMGET of the fields a finalize needs, never the payload; the fence compares
-  -- the attempt with the token's as written.
-  local v = redis.call('HMGET', key, 's', 'q', 'l', 'sc', 'st')
-  local a = v[1] and string.match(v[1], '^running (%d+) ')
+  -- The fence reads `s` alone: its attempt, and its mark and queue (lib.lua's item
+  -- layout). The scope and stream are read only when the mark says there may be
+  -- some; an `s` of layout 3 has no mark or queue, so both are read with the queue.
+  local s = redis.call('HGET', key, 's')
+  local a, mark, q
+  if s then
+    a, mark, q = string.match(s, '^running (%d+) %d+ %-?%d+ ([%+%-]) (%S+)$')
+    if not a then a = string.match(s, '^running (%d+) ') end
+  end
   if a ~= ARGV[i + 1] then
     out[#out + 1] = 0
   else
-    local q, o, sc, st = v[2], v[3] and string.match(v[3], '^(%S+)'), v[4], v[5]
-    -- unlink_running, with the running-set and owner-set removals batched below.
+    local sc, st
+    if mark ~= '-' then
+      local v = redis.call('HMGET', key, 'q', 'sc', 'st')
+      q, sc, st = v[1], v[2] or nil, v[3] or nil
+    end
+    -- unlink_running, with the running-set removals batched below.
     if q == q1 then
       run1[#run1 + 1] = id
     elseif not q1 then
@@ -33,32 +41,20 @@ for i = 3, #ARGV, 2 do
       if not run then run = {}; leaving[q] = run end
       run[#run + 1] = id
     end
-    if not o then
-      -- (a running item always has an owner)
-    elseif o == o1 then
-      mine1[#mine1 + 1] = id
-    elseif not o1 then
-      o1, mine1 = o, {id}
-    else
-      released = released or {}
-      local mine = released[o]
-      if not mine then mine = {}; released[o] = mine end
-      mine[#mine + 1] = id
-    end
     if sc then scope_freed(sc) end
     if st then
       now = now or tonumber(ARGV[1])
       stream_leave({id = id, st = st}, now)
     end
     if keep then
-      local h = load_running(id)
-      h.s, h.ua = 'done', ARGV[1]
+      local h = load(id)
+      h.s, h.ua = 'done', tonumber(ARGV[1])
       redis.call('HSET', key, 's', state_of(h))
       redis.call('HDEL', key, 'l')
       redis.call('ZADD', k_done(q), ARGV[1], id)
     else
-      -- A running item is in no index but its queue's running set and its owner's,
-      -- both left after the loop.
+      -- A running item is in no index but its queue's running set, left after the
+      -- loop, and the queue's listing index.
       redis.call('DEL', key)
     end
     out[#out + 1] = 1
@@ -73,9 +69,5 @@ if leaving then
     redis.call('ZREM', k_run(q), unpack(ids))
     if not keep then redis.call('ZREM', k_all(q), unpack(ids)) end
   end
-end
-if o1 then redis.call('SREM', k_owner(o1), unpack(mine1)) end
-if released then
-  for o, ids in pairs(released) do redis.call('SREM', k_owner(o), unpack(ids)) end
 end
 return out

@@ -64,7 +64,8 @@ for i = 1, count do
       redis.call('ZADD', K_DEDUP_EXP, N(exp), entry)
     end
     -- The item hash's fields, as lib.lua describes them.
-    local fields = {'q', it.q, 'pl', it.pl, 's', 'ready 0 0 ' .. N(now),
+    local mark = (it.st or it.sc or it.dk) and ' + ' or ' - '
+    local fields = {'q', it.q, 'pl', it.pl, 's', 'ready 0 0 ' .. N(now) .. mark .. it.q,
       'n', N(it.pr) .. ' ' .. N(it.ra) .. ' 0 ' .. it.ma .. ' ' .. it.ms .. ' ' .. it.mr .. ' '
         .. N(now) .. ' ' .. N(sq) .. ' ' .. it.hh .. ' ' .. it.hl}
     if it.st then table.insert(fields, 'st'); table.insert(fields, it.st) end

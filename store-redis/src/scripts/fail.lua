@@ -15,6 +15,7 @@ for j = 1, n do
   else
     if h.st then put_back_after(h.st, h.sq, now) end
     unlink_running(h)
+    h.e = err
     redis.call('HSET', k_item(id), 'e', err)
     if delay >= 0 and h.a < h.ma then
       h.ra = now + delay

@@ -55,7 +55,7 @@ local function k_stream(s) return P .. ':s:' .. s end          -- zset: unfinish
 local function k_scope_run(sc) return P .. ':c:' .. sc end     -- string: the running item of a scope
 local function k_scope_wait(sc, q) return P .. ':w:' .. q .. '\0' .. sc end -- zset: due candidates of a scope
 local function k_scope_queues(sc) return P .. ':k:' .. sc end  -- set: queues with waiting items of a scope
-local function k_owner(o) return P .. ':o:' .. o end           -- set: running items of an owner
+local function k_owner(o) return P .. ':o:' .. o end           -- set: layout 3's running items of an owner (gone in 4)
 local function k_dedup(q, key) return P .. ':d:' .. q .. '\0' .. key end -- string: "id expires_at"
 local function k_instance(id) return P .. ':n:' .. id end      -- hash: one instance
 local function k_leader(name) return P .. ':ld:' .. name end   -- hash: one leader lease
@@ -84,16 +84,27 @@ end
 --   pl          the payload
 --   st, sc, dk  the stream, scope and dedup keys (absent when none)
 --   e           the last error (absent when none)
---   s           "<state> <attempt> <renewals> <updated_at>": what every transition
---               writes, and the fence reads
+--   s           "<state> <attempt> <renewals> <updated_at> <mark> <queue>": what every
+--               transition writes, and the fence reads. The mark is '-' when the
+--               item has none of st, sc, dk and e, '+' when it may have some (a
+--               field written once sets it), so a claim or a finalize reads those
+--               fields only when it must, and a finalize reads nothing but `s`.
+--               Layout 3 wrote the first four words only: no mark reads as '+'.
 --   n           "<priority> <run_at> <stalls> <max_attempts> <max_stalls>
 --               <max_renewals> <created_at> <seq> <hash_hi> <hash_lo>": what few
 --               transitions change; the first seven in the order a claim answers them
 --   l           "<owner> <lease_expires_at>", only while running
 
+-- The mark of h's `s` field (above): '+' when it has a stream, scope, dedup key or
+-- last error.
+local function mark_of(h)
+  if h.st or h.sc or h.dk or h.e then return '+' end
+  return '-'
+end
+
 -- The `s` field of h.
 local function state_of(h)
-  return h.s .. ' ' .. N(h.a) .. ' ' .. N(h.rn) .. ' ' .. N(h.ua)
+  return h.s .. ' ' .. N(h.a) .. ' ' .. N(h.rn) .. ' ' .. N(h.ua) .. ' ' .. mark_of(h) .. ' ' .. h.q
 end
 
 -- The `n` field of h.
@@ -109,7 +120,7 @@ local function load(id)
   local h = {}
   for i = 1, #flat, 2 do h[flat[i]] = flat[i + 1] end
   h.id = id
-  local s, a, rn, ua = string.match(h.s, '^(%a+) (%d+) (%d+) (%-?%d+)$')
+  local s, a, rn, ua = string.match(h.s, '^(%a+) (%d+) (%d+) (%-?%d+)')
   h.s, h.a, h.rn, h.ua = s, tonumber(a), tonumber(rn), tonumber(ua)
   local pr, ra, sl, ma, ms, mr, ca, sq, hh, hl = string.match(h.n,
     '^(%-?%d+) (%-?%d+) (%d+) (%d+) (%d+) (%d+) (%-?%d+) (%d+) (%d+) (%d+)$')
@@ -122,15 +133,13 @@ local function load(id)
   return h
 end
 
--- The fields a finalize needs, or nil when there is no such item: one HMGET of five
--- small fields, never the payload. The attempt and renewals stay decimal strings (a
--- fence compares the attempt with the token's as written; N() takes them as they are).
-local function load_running(id)
-  local v = redis.call('HMGET', k_item(id), 's', 'q', 'l', 'sc', 'st')
-  if not v[1] then return nil end
-  local s, a, rn = string.match(v[1], '^(%a+) (%d+) (%d+) ')
-  return {id = id, s = s, a = a, rn = rn, q = v[2],
-    o = v[3] and string.match(v[3], '^(%S+)') or nil, sc = v[4] or nil, st = v[5] or nil}
+-- The attempt (a decimal string, as written) and the mark of a ready item's `s`, or
+-- nil when it is not ready; the mark is nil for an `s` of layout 3, which has none.
+local function ready_attempt(s)
+  if not s then return nil end
+  local a, mark = string.match(s, '^ready (%d+) %d+ %-?%d+ ([%+%-]) ')
+  if a then return a, mark end
+  return string.match(s, '^ready (%d+) '), nil
 end
 
 -- True when token (id, attempt) names the item's current running attempt (G3).
@@ -229,7 +238,6 @@ end
 -- the item is still `running`, just before the transition that ends it.
 local function unlink_running(h)
   redis.call('ZREM', k_run(h.q), h.id)
-  if h.o then redis.call('SREM', k_owner(h.o), h.id) end
   if h.sc then scope_freed(h.sc) end
 end
 
@@ -307,7 +315,8 @@ end
 local function stall(h, now)
   h.sl = h.sl + 1
   if h.sl >= h.ms then
-    redis.call('HSET', k_item(h.id), 'e', 'stalled: lease expired ' .. N(h.sl) .. ' times')
+    h.e = 'stalled: lease expired ' .. N(h.sl) .. ' times'
+    redis.call('HSET', k_item(h.id), 'e', h.e)
     become_dead(h, now)
     return 'dead'
   end
@@ -411,16 +420,22 @@ local function unpin_owner(owner)
   redis.call('DEL', ps)
 end
 
--- Applies eviction to every running item of `owner`; returns how many (G12).
+-- Applies eviction to every running item of `owner`; returns how many (G12). The
+-- owner's items are found in the queues' running sets: no index per owner is kept on
+-- the claim and finalize path, so this costs O(running items), and it runs only when
+-- an instance leaves or is evicted.
 local function release_owner(owner, now)
-  local ok = k_owner(owner)
-  local ids = redis.call('SMEMBERS', ok)
-  redis.call('DEL', ok)
+  -- A set layout 3 kept; a store upgraded from it may still have one.
+  redis.call('DEL', k_owner(owner))
+  local ids = {}
+  for _, q in ipairs(redis.call('SMEMBERS', K_QUEUES)) do
+    for _, id in ipairs(redis.call('ZRANGE', k_run(q), 0, -1)) do ids[#ids + 1] = id end
+  end
   -- In enqueue order: the head of a stream run is evicted, the rest put back (G9).
   local hs = {}
   for _, id in ipairs(ids) do
     local h = load(id)
-    if h then hs[#hs + 1] = h end
+    if h and h.o == owner then hs[#hs + 1] = h end
   end
   table.sort(hs, function(x, y) return x.sq < y.sq end)
   local released = 0
@@ -456,12 +471,34 @@ end
 --      From 2 nothing is built: the old fields are deleted. A claim needs no upgrade:
 --      on a queue without `d` it recovers, promotes and reads the paused set, then
 --      writes `d` and `p`.
+--   4: no set of running items per owner (an eviction finds them in the running
+--      sets), and an item's `s` ends with the mark and the queue (the item layout
+--      above). From 3 the owner sets are deleted; nothing is rewritten: an `s` of
+--      four words reads as marked, so its fields are read, and the next transition
+--      writes it whole.
 -- Every later write keeps the layout in step. Stores of two layouts do not share a
--- prefix: an earlier version keeps neither `d` nor `p`.
-local LAYOUT = '3'
+-- prefix: an earlier version keeps neither `d` nor `p`, and reads owner sets that
+-- layout 4 does not keep.
+local LAYOUT = '4'
+
+-- Deletes the owner sets of layout 3 and before.
+local function drop_owner_sets()
+  local cursor = '0'
+  repeat
+    local r = redis.call('SCAN', cursor, 'MATCH', P .. ':o:*', 'COUNT', 1000)
+    cursor = r[1]
+    if #r[2] > 0 then redis.call('DEL', unpack(r[2])) end
+  until cursor == '0'
+end
+
 local function ensure_layout()
   local was = redis.call('GET', K_LAYOUT)
   if was == LAYOUT then return end
+  drop_owner_sets()
+  if was == '3' then
+    redis.call('SET', K_LAYOUT, LAYOUT)
+    return
+  end
   for _, q in ipairs(redis.call('SMEMBERS', K_QUEUES)) do
     redis.call('HDEL', k_count(q), 'ready', 'due')
   end
