@@ -1,7 +1,7 @@
 //! Claim + complete on Redis beside a raw Lua loop (LPOP + lease hash + expiry zset,
 //! fenced finalize) in the same run, so the library's overhead reads as a ratio.
 //!
-//! Each measured iteration drains `N` ready items (N = 2,000 at B = 1, 20,000 at
+//! Each measured iteration drains `N` ready items (N = 20,000 at B = 1 and at
 //! B = 100) with `W` tokio tasks (multi-thread runtime, one worker thread per core),
 //! each claiming `B` items at a time and completing each claimed batch in one call.
 //! Seeding is not timed.
@@ -38,7 +38,7 @@ use tenure_benches::{bench_queue, drain, runtime, seed, streams, DrainSpec, Item
 use tenure_redis::{RedisConfig, RedisStore};
 
 const ITEMS: Items = Items {
-    single: 2_000,
+    single: 20_000,
     batched: 20_000,
 };
 
