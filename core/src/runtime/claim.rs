@@ -91,6 +91,9 @@ pub(crate) async fn claim_loop(shared: Arc<Shared>) {
     // Set after registering again for a refused partitioned claim, so a store that
     // keeps refusing gets the ordinary backoff, not a tight loop.
     let mut registered_again = false;
+    // Some answer brought leases since no claim was out: the claims out at once are
+    // one poll, so their empty answers back off once, not once each.
+    let mut round_got = false;
     loop {
         // Only a queue known to have work gets more than one claim at a time.
         let out = if busy { s.claims_in_flight } else { 1 };
@@ -117,6 +120,7 @@ pub(crate) async fn claim_loop(shared: Arc<Shared>) {
                     empty = empty.saturating_add(1);
                     poll_now = false;
                     busy = false;
+                    round_got = round_got && !calls.is_empty();
                     poll_at = next_poll(s, empty, wake.as_ref());
                     continue;
                 };
@@ -131,12 +135,26 @@ pub(crate) async fn claim_loop(shared: Arc<Shared>) {
                         }
                         let got = start(&shared, leases, asked, answer.sent).await;
                         if got == 0 {
-                            empty = empty.saturating_add(1);
                             poll_now = false;
                             busy = false;
-                            poll_at = next_poll(s, empty, wake.as_ref());
+                            if calls.is_empty() {
+                                // The last answer of the claims sent together: an
+                                // empty poll only if none of them brought anything.
+                                empty = if round_got { 0 } else { empty.saturating_add(1) };
+                                round_got = false;
+                                poll_at = next_poll(s, empty, wake.as_ref());
+                            } else if round_got {
+                                // Another claim of these brought leases: as after a
+                                // short answer.
+                                poll_at = next_poll(s, 0, wake.as_ref());
+                            } else {
+                                // Others are still out: they tell whether this poll
+                                // was empty; send nothing new meanwhile.
+                                poll_at = None;
+                            }
                             tracing::trace!(event = "claim", asked, count = 0, empty, "nothing to claim");
                         } else {
+                            round_got = !calls.is_empty();
                             empty = 0;
                             // A short answer means the queue has run dry for now.
                             poll_now = got >= asked;
@@ -170,6 +188,7 @@ pub(crate) async fn claim_loop(shared: Arc<Shared>) {
                         shared.let_go(asked);
                         registered_again = false;
                         add(&shared.metrics.store_errors, 1);
+                        round_got = round_got && !calls.is_empty();
                         empty = empty.saturating_add(1);
                         poll_now = false;
                         busy = false;

@@ -17,8 +17,24 @@ use super::worker::Worker;
 
 /// Default handler slots per worker.
 pub const DEFAULT_CONCURRENCY: usize = 8;
-/// Default number of claim calls a busy worker keeps out at once.
+/// Default number of claim calls a busy worker keeps out at once, below
+/// [`WIDE_FROM`] slots.
 pub const DEFAULT_CLAIMS_IN_FLIGHT: usize = 2;
+/// From this many slots up, a worker's defaults keep more leases coming: up to
+/// [`WIDE_CLAIMS_IN_FLIGHT`] claims out at once and a prefetch of
+/// [`WIDE_PREFETCH_BATCHES`] claim batches (at most [`WIDE_PREFETCH_MAX`] leases).
+/// With many slots and short handlers one claim's round trip is what the slots wait
+/// on, so more leases must be on their way while the slots work; with few slots the
+/// extra claims only contend with each other (measured: PostgreSQL at 64 slots drains
+/// 0.77 of its store loop with the narrow defaults and 0.97 with the wide ones; SQLite
+/// at 16 slots 0.85 narrow and 0.77 wide).
+pub const WIDE_FROM: usize = 32;
+/// Default claim calls out at once from [`WIDE_FROM`] slots up.
+pub const WIDE_CLAIMS_IN_FLIGHT: usize = 4;
+/// Default prefetch in claim batches from [`WIDE_FROM`] slots up (below: one batch).
+pub const WIDE_PREFETCH_BATCHES: usize = 3;
+/// The most leases the default prefetch holds.
+pub const WIDE_PREFETCH_MAX: usize = 256;
 /// Default lease length.
 pub const DEFAULT_LEASE: Duration = Duration::from_secs(30);
 /// Default name of the leader lease that gates maintenance (G13).
@@ -108,7 +124,7 @@ pub struct WorkerBuilder {
     instance: Option<OwnerId>,
     concurrency: usize,
     claim_batch: Option<usize>,
-    claims_in_flight: usize,
+    claims_in_flight: Option<usize>,
     prefetch: Option<usize>,
     partitioning: Option<Partitioning>,
     handler_timeout: Option<Duration>,
@@ -150,7 +166,7 @@ impl WorkerBuilder {
             instance: None,
             concurrency: DEFAULT_CONCURRENCY,
             claim_batch: None,
-            claims_in_flight: DEFAULT_CLAIMS_IN_FLIGHT,
+            claims_in_flight: None,
             prefetch: None,
             partitioning: None,
             handler_timeout: None,
@@ -220,25 +236,27 @@ impl WorkerBuilder {
     }
 
     /// How many claim calls a worker keeps out at once while its queues have work
-    /// (default 2, at most 16). Slots that free while one claim is out are claimed by
+    /// (default 2, and 4 from [`WIDE_FROM`] slots up; at most 16). Slots that free while one claim is out are claimed by
     /// the next, so the round trips overlap; an idle queue still sees one poll at a
     /// time. Each claim holds a connection of the store's pool while it runs.
     pub fn claims_in_flight(mut self, n: usize) -> Self {
-        self.claims_in_flight = n;
+        self.claims_in_flight = Some(n);
         self
     }
 
     /// How many leases a worker may hold beyond its slots while its handlers are short
-    /// (default: the claim batch, so the next claim's leases arrive while the slots are
-    /// busy; 0 turns prefetch off; at most 10 times the concurrency).
+    /// (default: the claim batch, so the next claim's leases arrive while the slots
+    /// are busy, and from [`WIDE_FROM`] slots up three claim batches, at most 256
+    /// leases; 0 turns prefetch off; at most 10 times the concurrency).
     ///
     /// # Behavior
     ///
-    /// - Applies only while a queued lease would wait well under a renewal interval
-    ///   for its slot: the moving average of handler run times, times
+    /// - Applies only as far as a queued lease would wait well under a renewal
+    ///   interval for its slot: the moving average of handler run times, times
     ///   `prefetch / concurrency`, must stay within a quarter of the renewal interval
-    ///   (a twelfth of the lease). Slow handlers, or none returned yet, turn it off and
-    ///   the worker claims only for free slots.
+    ///   (a twelfth of the lease), so the worker holds at most `concurrency` times that
+    ///   quarter over the average beyond its slots. Slow handlers, or none returned
+    ///   yet, turn it off and the worker claims only for free slots.
     /// - A prefetched lease is leased in the store like a running one, so stream order
     ///   (G9) and scope exclusivity (G10) hold exactly as for running items; it waits
     ///   in claim order for a slot.
@@ -433,7 +451,17 @@ impl WorkerBuilder {
         if claim_batch == 0 {
             return Err(Error::invalid("claim_batch", "must be at least 1"));
         }
-        let prefetch = self.prefetch.unwrap_or(claim_batch);
+        let wide = self.concurrency >= WIDE_FROM;
+        let prefetch = self.prefetch.unwrap_or(if wide {
+            (claim_batch * WIDE_PREFETCH_BATCHES).min(WIDE_PREFETCH_MAX)
+        } else {
+            claim_batch
+        });
+        let claims_in_flight = self.claims_in_flight.unwrap_or(if wide {
+            WIDE_CLAIMS_IN_FLIGHT
+        } else {
+            DEFAULT_CLAIMS_IN_FLIGHT
+        });
         if prefetch > self.concurrency.saturating_mul(10) {
             return Err(Error::invalid(
                 "prefetch",
@@ -443,10 +471,10 @@ impl WorkerBuilder {
                 ),
             ));
         }
-        if self.claims_in_flight == 0 || self.claims_in_flight > 16 {
+        if claims_in_flight == 0 || claims_in_flight > 16 {
             return Err(Error::invalid(
                 "claims_in_flight",
-                format!("{} is outside 1..=16", self.claims_in_flight),
+                format!("{claims_in_flight} is outside 1..=16"),
             ));
         }
         if let Some(p) = &self.partitioning {
@@ -552,7 +580,7 @@ impl WorkerBuilder {
             instance,
             concurrency: self.concurrency,
             claim_batch,
-            claims_in_flight: self.claims_in_flight,
+            claims_in_flight,
             prefetch,
             partitioning: self.partitioning,
             lease: self.lease,

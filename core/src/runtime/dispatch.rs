@@ -58,9 +58,39 @@ pub(crate) struct Run<'a> {
 pub(crate) const UNKNOWN: u64 = u64::MAX;
 
 impl Shared {
-    /// How many more leases the claim loop may ask for now.
+    /// How many more leases the claim loop may ask for now: the cap less the leases
+    /// held, and less the finalize backlog (see [`Shared::finalize_backlog`]).
     pub(crate) fn room(&self) -> usize {
-        self.cap().saturating_sub(self.held.load(Ordering::SeqCst))
+        self.cap()
+            .saturating_sub(self.held.load(Ordering::SeqCst) + self.finalize_backlog())
+    }
+
+    /// Outcomes waiting for the store beyond what the finalizer writes in a few
+    /// flushes (the cap, or its flushes out and the batch it fills, whichever is
+    /// more). Their leases are still held in the store, so while the finalizer falls
+    /// behind the claims, the claims shrink by as much: the leases a worker holds stay
+    /// bounded, rather than piling up (and expiring) behind a slow finalize.
+    pub(crate) fn finalize_backlog(&self) -> usize {
+        let allowance = self.cap().max(
+            self.settings
+                .finalize_batch
+                .saturating_mul(super::finalize::FLUSHES_IN_FLIGHT + 1),
+        );
+        self.unflushed
+            .load(Ordering::SeqCst)
+            .saturating_sub(allowance)
+    }
+
+    /// Counts `n` outcomes the store answered; wakes the claim loop when a finalize
+    /// backlog held its claims back.
+    pub(crate) fn flushed(&self, n: usize) {
+        if n > 0 {
+            let backlog = self.finalize_backlog();
+            self.unflushed.fetch_sub(n, Ordering::SeqCst);
+            if backlog > 0 {
+                self.room_freed.notify_one();
+            }
+        }
     }
 
     /// How many leases the claim loop may hold now.
@@ -78,31 +108,33 @@ impl Shared {
         let cap = self.cap();
         self.wake_at_held
             .store(cap.saturating_sub(want.max(1)), Ordering::SeqCst);
-        cap.saturating_sub(self.held.load(Ordering::SeqCst))
+        self.room()
     }
 
-    /// The prefetch allowed now: all of it while a queued lease would wait well under
-    /// a renewal interval for its slot (about `prefetch / concurrency` handler runs),
-    /// none while the handlers are slow or have not run yet.
+    /// The prefetch allowed now: as much of it as keeps a queued lease's wait for its
+    /// slot (about `prefetch / concurrency` handler runs) within a quarter of the
+    /// renewal interval, none while the handlers have not run yet.
     fn prefetch_now(&self) -> usize {
         let s = &self.settings;
         let average = self.handler_micros.load(Ordering::Relaxed);
-        if s.prefetch > 0 && average != UNKNOWN && average <= self.prefetch_limit_micros() {
-            s.prefetch
-        } else {
-            0
+        if s.prefetch == 0 || average == UNKNOWN {
+            return 0;
         }
+        // prefetch * average / concurrency <= a quarter of the renewal interval.
+        let fits = self.prefetch_off_micros() / average.max(1);
+        s.prefetch.min(usize::try_from(fits).unwrap_or(usize::MAX))
     }
 
-    /// The longest average handler run time at which the prefetch applies: a queued
-    /// lease then waits about `prefetch / concurrency` runs, at most a quarter of the
+    /// The average handler run time from which not one lease is prefetched: a single
+    /// queued lease would then wait about `1 / concurrency` runs, a quarter of the
     /// renewal interval.
-    fn prefetch_limit_micros(&self) -> u64 {
+    fn prefetch_off_micros(&self) -> u64 {
         let s = &self.settings;
-        let limit = (s.renew_after / 4)
-            .saturating_mul(u32::try_from(s.concurrency).unwrap_or(u32::MAX))
-            / u32::try_from(s.prefetch.max(1)).unwrap_or(u32::MAX);
-        u64::try_from(limit.as_micros()).unwrap_or(UNKNOWN - 1)
+        let quarter = u64::try_from((s.renew_after / 4).as_micros()).unwrap_or(UNKNOWN - 1);
+        u64::try_from(s.concurrency)
+            .unwrap_or(u64::MAX)
+            .saturating_mul(quarter)
+            .min(UNKNOWN - 1)
     }
 
     /// Counts `n` leases the claim loop asked for.
@@ -316,7 +348,7 @@ impl Shared {
     /// (and a given-back lease is not claimed straight back into the queue).
     pub(crate) fn prefetch_missed(&self) {
         let floor = self
-            .prefetch_limit_micros()
+            .prefetch_off_micros()
             .saturating_mul(2)
             .min(UNKNOWN - 1);
         let _ = self

@@ -14,6 +14,7 @@ use crate::model::{FailOutcome, ItemState, LeaseToken, TokenOutcome};
 use crate::store::{CompleteParams, FailParams, Failure};
 
 use super::metrics::add;
+use super::supervise::CatchPanic;
 use super::worker::Shared;
 
 /// What a finished handler asks the store to record.
@@ -46,7 +47,7 @@ const RETRY_FIRST: Duration = Duration::from_millis(50);
 const RETRY_MAX: Duration = Duration::from_secs(2);
 /// How many flushes may be out at once: the next batch is written while the last one's
 /// answer is on its way back.
-const FLUSHES_IN_FLIGHT: usize = 2;
+pub(crate) const FLUSHES_IN_FLIGHT: usize = 2;
 
 /// Collects outcomes until `finalize_batch` wait or `finalize_window` has passed since
 /// the first, then flushes, with up to [`FLUSHES_IN_FLIGHT`] flushes out at once.
@@ -63,7 +64,8 @@ pub(crate) async fn finalize_loop(shared: Arc<Shared>, drain: CancellationToken)
     // A deque: a backlog larger than one flush is taken from the front, each outcome
     // moved once.
     let mut batch: VecDeque<Outcome> = VecDeque::new();
-    let mut flushes: JoinSet<Vec<Outcome>> = JoinSet::new();
+    // Each flush answers how many outcomes it took and those to retry.
+    let mut flushes: JoinSet<(usize, Vec<Outcome>)> = JoinSet::new();
     // Some when the last flush answered had outcomes to retry: the wait before the next.
     let mut backoff: Option<Duration> = None;
     loop {
@@ -79,14 +81,14 @@ pub(crate) async fn finalize_loop(shared: Arc<Shared>, drain: CancellationToken)
                     if flushes.is_empty() {
                         return;
                     }
-                    take_back(flushes.join_next().await, &mut batch, &mut backoff);
+                    take_back(&shared, flushes.join_next().await, &mut batch, &mut backoff);
                     continue;
                 }
                 tokio::select! {
                     _ = &mut posted => {}
                     _ = drain.cancelled() => {}
                     j = flushes.join_next(), if !flushes.is_empty() => {
-                        take_back(j, &mut batch, &mut backoff);
+                        take_back(&shared, j, &mut batch, &mut backoff);
                     }
                 }
                 continue;
@@ -109,7 +111,7 @@ pub(crate) async fn finalize_loop(shared: Arc<Shared>, drain: CancellationToken)
         }
         shared.take_outcomes(&mut batch);
         while flushes.len() >= FLUSHES_IN_FLIGHT {
-            take_back(flushes.join_next().await, &mut batch, &mut backoff);
+            take_back(&shared, flushes.join_next().await, &mut batch, &mut backoff);
         }
         if let Some(wait) = backoff {
             tokio::select! {
@@ -120,27 +122,43 @@ pub(crate) async fn finalize_loop(shared: Arc<Shared>, drain: CancellationToken)
         let take = batch.len().min(max);
         let flushing: Vec<Outcome> = batch.drain(..take).collect();
         let sh = Arc::clone(&shared);
-        flushes.spawn(async move { flush(&sh, flushing).await }.instrument(shared.span.clone()));
+        let count = flushing.len();
+        flushes.spawn(
+            async move {
+                // A store that panics in a finalize answers nothing for the batch: its
+                // leases expire and are recovered, and it leaves the unflushed count
+                // all the same, so the claims never wait on it.
+                let kept = CatchPanic(Box::pin(flush(&sh, flushing)))
+                    .await
+                    .unwrap_or_default();
+                (count, kept)
+            }
+            .instrument(shared.span.clone()),
+        );
     }
 }
 
 /// Takes the answer of a flush: outcomes it could not write go back to the front of
-/// `batch`, and `backoff` grows; a flush that wrote everything resets it.
+/// `batch`, and `backoff` grows; a flush that wrote everything resets it. The rest
+/// are answered: they leave the worker's count of unflushed outcomes.
 fn take_back(
-    joined: Option<Result<Vec<Outcome>, JoinError>>,
+    shared: &Shared,
+    joined: Option<Result<(usize, Vec<Outcome>), JoinError>>,
     batch: &mut VecDeque<Outcome>,
     backoff: &mut Option<Duration>,
 ) {
-    match joined {
-        Some(Ok(kept)) if !kept.is_empty() => {
+    // Only an aborted flush answers nothing (panics are caught inside it): its leases
+    // expire and are recovered.
+    if let Some(Ok((count, kept))) = joined {
+        shared.flushed(count - kept.len().min(count));
+        if kept.is_empty() {
+            *backoff = None;
+        } else {
             for o in kept.into_iter().rev() {
                 batch.push_front(o);
             }
             *backoff = Some(backoff.map_or(RETRY_FIRST, |b| (b * 2).min(RETRY_MAX)));
         }
-        Some(Ok(_)) => *backoff = None,
-        // A flush that panicked or was aborted: its leases expire and are recovered.
-        Some(Err(_)) | None => {}
     }
 }
 

@@ -3,9 +3,11 @@
 //! A [`Worker`] serves one or more queues of any [`Store`](crate::Store) with a
 //! [`Handler`]:
 //!
-//! - **Claim loop.** Claims for its free handler slots, plus a small
-//!   [`prefetch`](WorkerBuilder::prefetch) while handlers are short, so the next
-//!   leases arrive while the slots are busy. While the queue has work (the last answer
+//! - **Claim loop.** Claims for its free handler slots, plus a
+//!   [`prefetch`](WorkerBuilder::prefetch) while handlers are short (one claim batch,
+//!   three from [`WIDE_FROM`] slots up; less as handlers get longer, so a queued lease
+//!   waits at most a quarter of a renewal interval on average), so the next leases
+//!   arrive while the slots are busy. While the queue has work (the last answer
 //!   filled what it asked) up to [`claims_in_flight`](WorkerBuilder::claims_in_flight)
 //!   claims are out at once; otherwise one poll at a time, waiting by the
 //!   [`PollPolicy`] (250 ms, doubling from the second consecutive empty poll, capped
@@ -150,7 +152,7 @@ mod worker;
 
 pub use config::{
     WorkerBuilder, DEFAULT_CLAIMS_IN_FLIGHT, DEFAULT_CONCURRENCY, DEFAULT_LEADER_NAME,
-    DEFAULT_LEASE,
+    DEFAULT_LEASE, WIDE_CLAIMS_IN_FLIGHT, WIDE_FROM, WIDE_PREFETCH_BATCHES, WIDE_PREFETCH_MAX,
 };
 pub use export::describe_metrics;
 pub use handler::{Handler, Job, JobError, StopReason};

@@ -405,6 +405,9 @@ pub(crate) struct Shared {
     /// Leases asked for by claims out, queued, or being worked on (see
     /// [`Shared::room`]).
     pub(crate) held: AtomicUsize,
+    /// Outcomes left for the finalizer that the store has not answered yet: their
+    /// leases are still held in the store (see [`Shared::room`]).
+    pub(crate) unflushed: AtomicUsize,
     /// Runs started and not over: at most the concurrency (see the dispatch module).
     pub(crate) running: AtomicUsize,
     /// Runner tasks alive, at most `max_runners`.
@@ -626,6 +629,7 @@ impl Shared {
     /// Leaves an outcome for the finalizer; wakes it when the outbox was empty (it
     /// takes everything there at once, so later outcomes need no wake-up of their own).
     pub(crate) fn send_outcome(&self, outcome: Outcome) {
+        self.unflushed.fetch_add(1, Ordering::SeqCst);
         let first = {
             let mut outbox = self
                 .outbox
@@ -719,6 +723,7 @@ impl Worker {
             handler,
             ready: Mutex::new(VecDeque::new()),
             held: AtomicUsize::new(0),
+            unflushed: AtomicUsize::new(0),
             running: AtomicUsize::new(0),
             runners: AtomicUsize::new(0),
             max_runners,

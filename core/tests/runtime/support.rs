@@ -87,6 +87,9 @@ pub(crate) struct Calls {
     pub(crate) released_tokens: Vec<LeaseToken>,
     /// Claim calls out at once, at most (see [`Probe::slow_claims`]).
     pub(crate) claims_out_max: usize,
+    /// Leases claimed and not yet completed, now and at most.
+    pub(crate) leases_out: usize,
+    pub(crate) leases_out_max: usize,
 
     pub(crate) heartbeats: Vec<Instant>,
     pub(crate) recovers: usize,
@@ -105,6 +108,7 @@ pub(crate) struct Probe<S> {
     parked: Arc<Notify>,
     plain: Arc<AtomicBool>,
     claim_delay: Arc<Mutex<Duration>>,
+    complete_delay: Arc<Mutex<Duration>>,
     claims_out: Arc<std::sync::atomic::AtomicUsize>,
     lose_answers: Arc<std::sync::atomic::AtomicUsize>,
     panic_claims: Arc<std::sync::atomic::AtomicUsize>,
@@ -121,6 +125,7 @@ impl<S: Store> Probe<S> {
             parked: Arc::default(),
             plain: Arc::default(),
             claim_delay: Arc::default(),
+            complete_delay: Arc::default(),
             claims_out: Arc::default(),
             lose_answers: Arc::default(),
             panic_claims: Arc::default(),
@@ -154,6 +159,12 @@ impl<S: Store> Probe<S> {
     /// Every claim call takes `delay` (of tokio's time) before it reaches the store.
     pub(crate) fn slow_claims(&self, delay: Duration) {
         *self.claim_delay.lock().unwrap() = delay;
+    }
+
+    /// Makes every `complete` take `delay` before it reaches the inner store (a
+    /// finalize slower than the claims).
+    pub(crate) fn slow_completes(&self, delay: Duration) {
+        *self.complete_delay.lock().unwrap() = delay;
     }
 
     /// While true, the store declares no optional capability.
@@ -237,7 +248,11 @@ impl<S: Store> Store for Probe<S> {
         let out = self.inner.claim(params).await;
         let got = out.as_ref().map(Vec::len).unwrap_or(0);
 
-        self.log().claims.push((at, asked, got));
+        let mut log = self.log();
+        log.claims.push((at, asked, got));
+        log.leases_out += got;
+        log.leases_out_max = log.leases_out_max.max(log.leases_out);
+        drop(log);
         out
     }
     async fn renew(&self, params: RenewParams) -> Result<Vec<RenewOutcome>> {
@@ -256,7 +271,16 @@ impl<S: Store> Store for Probe<S> {
             let mut log = self.log();
             log.completes.push((Instant::now(), params.tokens.len()));
         }
+        let delay = *self.complete_delay.lock().unwrap();
+        if !delay.is_zero() {
+            tokio::time::sleep(delay).await;
+        }
+        let tokens = params.tokens.len();
         let out = self.inner.complete(params).await;
+        if out.is_ok() {
+            let mut log = self.log();
+            log.leases_out = log.leases_out.saturating_sub(tokens);
+        }
         if out.is_ok() && self.answer_lost() {
             return Err(tenure_core::Error::unavailable(
                 "probe",
