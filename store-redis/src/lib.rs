@@ -148,46 +148,39 @@
 //!
 //! # Performance
 //!
-//! `cargo bench -p tenure-benches --bench redis` drains N ready items with W workers
-//! claiming B at a time and completing each batch in one call, beside a raw Lua loop
-//! (LPOP off a list, a lease hash and an expiry zset, a finalize fenced on
-//! `owner:attempt`) in the same run. One run on the shared 2-core development machine
-//! with other builds running (load average 3-7 during the run, falling; runs of the
-//! same code differ by up to 0.3 in a cell, most at B = 1, where a cell drains 2,000
-//! items in about 0.3 s), items/s:
+//! `cargo bench -p tenure-benches --bench redis` drains N ready items (20,000 a cell)
+//! with W workers claiming B at a time and completing each batch in one call, beside a
+//! raw Lua loop (LPOP off a list, a lease hash and an expiry zset, a finalize fenced on
+//! `owner:attempt`) in the same run. One run on a quiet 2-core machine (client and
+//! server share the cores), key layout 4, items/s:
 //!
 //! | B, W | tenure | raw Lua | ratio |
 //! |---|---|---|---|
-//! | 1, 1 | 5,038 | 4,295 | 1.17 |
-//! | 1, 4 | 5,418 | 7,930 | 0.68 |
-//! | 1, 16 | 7,497 | 11,222 | 0.67 |
-//! | 100, 1 | 23,386 | 27,744 | 0.84 |
-//! | 100, 4 | 24,548 | 24,707 | 0.99 |
-//! | 100, 16 | 25,881 | 48,704 | 0.53 |
+//! | 1, 1 | 5,519 | 6,294 | 0.88 |
+//! | 1, 4 | 17,851 | 21,074 | 0.85 |
+//! | 1, 16 | 38,565 | 51,650 | 0.75 |
+//! | 100, 1 | 76,333 | 91,988 | 0.83 |
+//! | 100, 4 | 106,890 | 99,646 | 1.07 |
+//! | 100, 16 | 108,980 | 160,700 | 0.68 |
 //!
-//! Where the difference goes. Server instructions per item, claim then complete
-//! (callgrind on a throwaway `redis-server`, collecting only around the drain, the
-//! store's own `FCALL`s and the raw loop's scripts sent in the same order; the part
-//! under `processCommand`, so the server's timers are left out): about 189,000 at
-//! B = 1 against 117,000 for the raw loop, and about 106,000 against 109,000 at
-//! B = 100 (W = 1). At B = 1 the claim still reads its queue's due bound and pause
-//! flag (one call, so most claims skip recovery and promotion) and keeps the running
-//! set and the ready-by-run_at index in step, and the complete the listing index:
-//! ten server calls an item, as the raw loop makes (twelve before layout 4 dropped
-//! the owner sets), and each
-//! multi-value reply a call answers costs the script a table built element by
-//! element (the item's `HMGET`s most). At B = 100 the claim reads its batch off
-//! `ready` without scores (`ZRANGE`, then `ZREMRANGEBYRANK`: `ZPOPMIN` would format
-//! every score for the script to parse and drop), and the complete's fence reads one
-//! `HMGET` a token and matches only the attempt. The server's CPU time per item
-//! (`INFO cpu`) at B = 100 stays above the raw loop's more than its instruction count
-//! does, most likely because it touches more memory an item (a key per item, three
-//! sorted sets of the queue's size, where the raw loop keeps a list and three
-//! hashes). That bookkeeping is what lets recovery, eviction, `queue_counts` and the
-//! listings run without scans. Client side, the claim answers one flat array: four
-//! values an item (id, attempt, payload, numbers), then an array of its queue and
-//! keys only when it has keys or the claim named several queues, decoded in place
-//! with the numbers parsed by hand; no array of its own per item.
+//! Where the difference goes. At W = 16 the server is busy the whole drain, so its time
+//! per item decides (`INFO commandstats` after `CONFIG RESETSTAT`, 100,000 items, B =
+//! 100): about 9.4 µs an item in the store's `FCALL`s against 6 µs in the raw loop's
+//! `EVALSHA`s. About half of the store's is its commands: an item is a hash of its own,
+//! read by the claim (`HMGET` of the state word, payload and numbers; the keys only
+//! when the state word's mark says the item has some), written once (`HSET`), read by
+//! the fence (`HGET` of the state word alone) and deleted, and it sits in queue-sized
+//! sorted sets (ready, ready by run_at, all, running) that the claim and the complete
+//! keep in step with one call per batch each. That bookkeeping is what lets recovery,
+//! eviction, `queue_counts` and the listings run without scans; the raw loop touches a
+//! list, three hashes and one small sorted set. The other half is the scripts' own
+//! work: building keys and state words, matching the state word, and turning replies
+//! into Lua tables and back. The claim reads its batch off `ready` without scores
+//! (`ZRANGE`, then `ZREMRANGEBYRANK`: `ZPOPMIN` would format every score for the script
+//! to parse and drop). Client side, the claim answers one flat array: four values an
+//! item (id, attempt, payload, numbers), then an array of its queue and keys only when
+//! it has keys or the claim named several queues, decoded in place with the numbers
+//! parsed by hand; no array of its own per item.
 //!
 //! # Errors and faults
 //!
