@@ -13,20 +13,13 @@ use std::time::Duration;
 use tenure_core::{
     FailOutcome, Failure, ManualClock, NewItem, OwnerId, QueueName, StoreExt, Timestamp,
 };
-use tenure_redis::{RedisConfig, RedisStore};
+use tenure_redis::RedisStore;
 
 /// A store on its own prefix and a manual clock, or `None` when Redis is not there
 /// (and not required).
 async fn open() -> Option<(RedisStore, ManualClock, QueueName)> {
     let clock = ManualClock::new(Timestamp::from_micros(1_700_000_000_000_000));
-    let prefix = format!("due_{}", uuid::Uuid::now_v7().simple());
-    let store = common::on_shared_server(
-        RedisConfig::new(common::url())
-            .prefix(&prefix)
-            .clock(clock.clone())
-            .listen(false),
-    )
-    .await?;
+    let (store, _) = common::on_fresh_prefix("due", &clock).await?;
     Some((store, clock, QueueName::new("q").unwrap()))
 }
 

@@ -20,20 +20,12 @@ use tenure_core::{
     NewItem, OwnerId, PauseParams, QueueName, ScopeKey, Store, StoreExt, StreamKey, Timestamp,
     TokenOutcome,
 };
-use tenure_redis::{RedisConfig, RedisStore};
+use tenure_redis::RedisStore;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_store_written_before_layout_2_lists_every_item_after_its_upgrade() {
     let clock = ManualClock::new(Timestamp::from_micros(1_700_000_000_000_000));
-    let prefix = format!("l_{}", uuid::Uuid::now_v7().simple());
-    let Some(store) = common::on_shared_server(
-        RedisConfig::new(common::url())
-            .prefix(&prefix)
-            .clock(clock.clone())
-            .listen(false),
-    )
-    .await
-    else {
+    let Some((store, prefix)) = common::on_fresh_prefix("l", &clock).await else {
         return;
     };
     let q = QueueName::new("layout").unwrap();
@@ -101,15 +93,7 @@ async fn a_store_written_before_layout_2_lists_every_item_after_its_upgrade() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_queue_paused_in_layout_2_stays_paused_and_counts_its_index_after_the_upgrade() {
     let clock = ManualClock::new(Timestamp::from_micros(1_700_000_000_000_000));
-    let prefix = format!("l_{}", uuid::Uuid::now_v7().simple());
-    let Some(store) = common::on_shared_server(
-        RedisConfig::new(common::url())
-            .prefix(&prefix)
-            .clock(clock.clone())
-            .listen(false),
-    )
-    .await
-    else {
+    let Some((store, prefix)) = common::on_fresh_prefix("l", &clock).await else {
         return;
     };
     let q = QueueName::new("paused").unwrap();
@@ -255,15 +239,7 @@ async fn back_to_layout_3(
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn items_written_in_layout_3_keep_their_scope_stream_and_owner_in_layout_4() {
     let clock = ManualClock::new(Timestamp::from_micros(1_700_000_000_000_000));
-    let prefix = format!("l_{}", uuid::Uuid::now_v7().simple());
-    let Some(store) = common::on_shared_server(
-        RedisConfig::new(common::url())
-            .prefix(&prefix)
-            .clock(clock.clone())
-            .listen(false),
-    )
-    .await
-    else {
+    let Some((store, prefix)) = common::on_fresh_prefix("l", &clock).await else {
         return;
     };
     let q = QueueName::new("layout").unwrap();

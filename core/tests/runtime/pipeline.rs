@@ -9,7 +9,7 @@ use tenure_core::runtime::{Job, Worker};
 use tenure_core::{ItemId, ItemState, NewItem, ScopeKey, StreamKey};
 use tokio::time::Instant;
 
-use crate::support::{enqueue, enqueue_items, item, memory, queue, until, Probe};
+use crate::support::{enqueue, enqueue_items, item, memory, queue, until, Calls, Probe};
 
 fn payloads(n: usize) -> Vec<String> {
     (0..n).map(|i| format!("item-{i}")).collect()
@@ -84,22 +84,25 @@ async fn an_idle_queue_sees_one_poll_at_a_time() {
     drop(worker);
 }
 
-#[tokio::test(start_paused = true)]
-async fn slow_handlers_turn_prefetch_off_and_claims_ask_only_for_free_slots() {
+/// Drains 12 items through two slots with handlers of `run` each and the given
+/// prefetch; claims answer 10 ms after they are sent, so a claim sent while the slots
+/// are busy is sent at or after the instant their handlers started. Answers each
+/// claim that brought leases, as (asked, got, slots busy when it was sent), and the
+/// store's calls.
+async fn two_slots_with_handlers_of(
+    run: Duration,
+    prefetch: usize,
+) -> (Vec<(u32, usize, usize)>, Calls) {
     let store = Probe::new(memory());
     let names = payloads(12);
     let refs: Vec<&str> = names.iter().map(String::as_str).collect();
     enqueue(&store, &refs).await;
-    // Handlers of 20 s: a queued lease would wait 20 s for a slot, past a quarter of
-    // the 10 s renewal interval of a 30 s lease.
     let runs: Arc<Mutex<Vec<(Instant, Instant)>>> = Arc::default();
-    // A claim answers 10 ms after it is sent, so a claim sent while the slots are busy
-    // is sent at or after the instant their handlers started.
     store.slow_claims(Duration::from_millis(10));
     let worker = Worker::builder(store.clone())
         .queue(queue())
         .concurrency(2)
-        .prefetch(2)
+        .prefetch(prefetch)
         .maintenance(false)
         .handler({
             let runs = runs.clone();
@@ -107,7 +110,7 @@ async fn slow_handlers_turn_prefetch_off_and_claims_ask_only_for_free_slots() {
                 let runs = runs.clone();
                 async move {
                     let start = Instant::now();
-                    tokio::time::sleep(Duration::from_secs(20)).await;
+                    tokio::time::sleep(run).await;
                     runs.lock().unwrap().push((start, Instant::now()));
                     Ok(())
                 }
@@ -119,17 +122,33 @@ async fn slow_handlers_turn_prefetch_off_and_claims_ask_only_for_free_slots() {
         worker.metrics().completed == 12
     })
     .await;
+    worker.shutdown(Duration::from_secs(1)).await;
     let runs = runs.lock().unwrap().clone();
     let calls = store.calls();
-    for (at, asked, got) in calls.claims.iter().filter(|c| c.2 > 0) {
-        let busy = runs.iter().filter(|(s, e)| s <= at && at < e).count();
+    let claims = calls
+        .claims
+        .iter()
+        .filter(|c| c.2 > 0)
+        .map(|(at, asked, got)| {
+            let busy = runs.iter().filter(|(s, e)| s <= at && at < e).count();
+            (*asked, *got, busy)
+        })
+        .collect();
+    (claims, calls)
+}
+
+#[tokio::test(start_paused = true)]
+async fn slow_handlers_turn_prefetch_off_and_claims_ask_only_for_free_slots() {
+    // Handlers of 20 s: a queued lease would wait 20 s for a slot, past a quarter of
+    // the 10 s renewal interval of a 30 s lease.
+    let (claims, calls) = two_slots_with_handlers_of(Duration::from_secs(20), 2).await;
+    for (asked, got, busy) in claims {
         assert!(
             busy < 2,
             "a claim (asked {asked}, got {got}) was sent while both slots were busy"
         );
     }
     assert!(calls.released_tokens.is_empty());
-    worker.shutdown(Duration::from_secs(1)).await;
 }
 
 /// Eight short items teach the worker its handlers are short; then "long" holds the
@@ -395,43 +414,12 @@ async fn claims_sent_together_back_off_once_for_their_empty_answers() {
 /// beyond them, never more, and no prefetched lease waits until its renewal.
 #[tokio::test(start_paused = true)]
 async fn medium_handlers_get_the_prefetch_that_fits_their_run_time() {
-    let store = Probe::new(memory());
-    let names = payloads(12);
-    let refs: Vec<&str> = names.iter().map(String::as_str).collect();
-    enqueue(&store, &refs).await;
-    store.slow_claims(Duration::from_millis(10));
-    let runs: Arc<Mutex<Vec<(Instant, Instant)>>> = Arc::default();
-    let worker = Worker::builder(store.clone())
-        .queue(queue())
-        .concurrency(2)
-        .prefetch(8)
-        .maintenance(false)
-        .handler({
-            let runs = runs.clone();
-            move |_job: Job| {
-                let runs = runs.clone();
-                async move {
-                    let start = Instant::now();
-                    tokio::time::sleep(Duration::from_secs(4)).await;
-                    runs.lock().unwrap().push((start, Instant::now()));
-                    Ok(())
-                }
-            }
-        })
-        .spawn()
-        .unwrap();
-    until(Duration::from_secs(200), || {
-        worker.metrics().completed == 12
-    })
-    .await;
-    let runs = runs.lock().unwrap().clone();
-    let calls = store.calls();
+    let (claims, calls) = two_slots_with_handlers_of(Duration::from_secs(4), 8).await;
     let mut beyond = 0;
-    for (at, asked, got) in calls.claims.iter().filter(|c| c.2 > 0) {
-        let busy = runs.iter().filter(|(s, e)| s <= at && at < e).count();
+    for (asked, got, busy) in claims {
         if busy == 2 {
             assert_eq!(
-                *asked, 1,
+                asked, 1,
                 "a claim sent while both slots were busy asked {asked} (got {got})"
             );
             beyond += 1;
@@ -439,7 +427,6 @@ async fn medium_handlers_get_the_prefetch_that_fits_their_run_time() {
     }
     assert!(beyond > 0, "no lease was prefetched");
     assert!(calls.released_tokens.is_empty());
-    worker.shutdown(Duration::from_secs(1)).await;
 }
 
 /// A finalize slower than the claims holds the claims back: outcomes waiting for the

@@ -128,6 +128,23 @@ pub async fn admin(url: &str) -> redis::aio::MultiplexedConnection {
         .unwrap()
 }
 
+/// A store on the shared server under a fresh prefix `<kind>_<uuid>`, on `clock`, with
+/// the listener off, and its prefix; `None` as [`on_shared_server`] answers it.
+pub async fn on_fresh_prefix(
+    kind: &str,
+    clock: &tenure_core::ManualClock,
+) -> Option<(tenure_redis::RedisStore, String)> {
+    let prefix = format!("{kind}_{}", uuid::Uuid::now_v7().simple());
+    let store = on_shared_server(
+        tenure_redis::RedisConfig::new(url())
+            .prefix(&prefix)
+            .clock(clock.clone())
+            .listen(false),
+    )
+    .await?;
+    Some((store, prefix))
+}
+
 /// A store on the shared server (`TENURE_REDIS_URL`) with `config`'s settings, or
 /// `None` (after printing why) when the server does not answer and none is required.
 pub async fn on_shared_server(
