@@ -236,9 +236,10 @@ impl WorkerBuilder {
     }
 
     /// How many claim calls a worker keeps out at once while its queues have work
-    /// (default 2, and 4 from [`WIDE_FROM`] slots up; at most 16). Slots that free while one claim is out are claimed by
-    /// the next, so the round trips overlap; an idle queue still sees one poll at a
-    /// time. Each claim holds a connection of the store's pool while it runs.
+    /// (default 2, and 4 from [`WIDE_FROM`] slots up; at most 16). Slots that free
+    /// while one claim is out are claimed by the next, so the round trips overlap; an
+    /// idle queue still sees one poll at a time. Each claim holds a connection of the
+    /// store's pool while it runs.
     pub fn claims_in_flight(mut self, n: usize) -> Self {
         self.claims_in_flight = Some(n);
         self
