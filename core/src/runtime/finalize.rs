@@ -33,6 +33,14 @@ pub(crate) enum Outcome {
 }
 
 impl Outcome {
+    /// The lease this outcome finalizes.
+    fn token(&self) -> LeaseToken {
+        match self {
+            Outcome::Complete(t) => *t,
+            Outcome::Fail { failure } | Outcome::FailTaken { failure } => failure.token,
+        }
+    }
+
     /// The failure `failure`, marked as an attempt the handler took over if `taken`.
     pub(crate) fn fail(failure: Failure, taken: bool) -> Outcome {
         if taken {
@@ -123,14 +131,24 @@ pub(crate) async fn finalize_loop(shared: Arc<Shared>, drain: CancellationToken)
         let flushing: Vec<Outcome> = batch.drain(..take).collect();
         let sh = Arc::clone(&shared);
         let count = flushing.len();
+        let tokens: Vec<LeaseToken> = flushing.iter().map(Outcome::token).collect();
         flushes.spawn(
             async move {
-                // A store that panics in a finalize answers nothing for the batch: its
-                // leases expire and are recovered, and it leaves the unflushed count
-                // all the same, so the claims never wait on it.
-                let kept = CatchPanic(Box::pin(flush(&sh, flushing)))
-                    .await
-                    .unwrap_or_default();
+                let kept = match CatchPanic(Box::pin(flush(&sh, flushing))).await {
+                    Ok(kept) => kept,
+                    Err(_) => {
+                        // Whether the store wrote the batch is unknown: its leases are
+                        // no longer renewed, so those it did not write expire and are
+                        // recovered (G2). They leave the unflushed count all the same,
+                        // so the claims never wait on them.
+                        tracing::error!(
+                            count,
+                            "a finalize call panicked; its leases are left to expire"
+                        );
+                        sh.remove_all(&tokens);
+                        Vec::new()
+                    }
+                };
                 (count, kept)
             }
             .instrument(shared.span.clone()),

@@ -509,3 +509,39 @@ async fn wide_workers_keep_more_claims_and_leases_coming_by_default() {
         "64 slots: {leases} leases out at once"
     );
 }
+
+/// A store that panics in a `complete` leaves it unknown whether the batch was
+/// written: the worker stops renewing those leases, so an item the panic left
+/// running expires and is claimed again (G2) rather than being renewed forever.
+#[tokio::test(start_paused = true)]
+async fn a_finalize_that_panics_leaves_its_leases_to_expire() {
+    let store = Probe::new(memory());
+    let id = enqueue(&store, &["once"]).await[0];
+    store.panic_completes(1);
+    let attempts: Arc<Mutex<Vec<u32>>> = Arc::default();
+    let worker = Worker::builder(store.clone())
+        .queue(queue())
+        .concurrency(1)
+        .maintenance(false)
+        .handler({
+            let attempts = attempts.clone();
+            move |job: Job| {
+                let attempts = attempts.clone();
+                async move {
+                    attempts.lock().unwrap().push(job.attempt());
+                    Ok(())
+                }
+            }
+        })
+        .spawn()
+        .unwrap();
+    // The 30 s lease expires unrenewed; a claim recovers the item and runs it again.
+    until(Duration::from_secs(120), || worker.metrics().completed == 1).await;
+    assert_eq!(*attempts.lock().unwrap(), [1, 2]);
+    let first = tenure_core::LeaseToken::new(id, 1);
+    assert!(
+        !store.calls().renewed_tokens.contains(&first),
+        "the lease of the panicked finalize was renewed"
+    );
+    worker.shutdown(Duration::from_secs(1)).await;
+}

@@ -111,6 +111,7 @@ pub(crate) struct Probe<S> {
     complete_delay: Arc<Mutex<Duration>>,
     claims_out: Arc<std::sync::atomic::AtomicUsize>,
     lose_answers: Arc<std::sync::atomic::AtomicUsize>,
+    panic_completes: Arc<std::sync::atomic::AtomicUsize>,
     panic_claims: Arc<std::sync::atomic::AtomicUsize>,
     wake: Arc<Mutex<Option<WakeSignal>>>,
 }
@@ -128,6 +129,7 @@ impl<S: Store> Probe<S> {
             complete_delay: Arc::default(),
             claims_out: Arc::default(),
             lose_answers: Arc::default(),
+            panic_completes: Arc::default(),
             panic_claims: Arc::default(),
             wake: Arc::default(),
         }
@@ -146,6 +148,11 @@ impl<S: Store> Probe<S> {
 
     /// The next `n` complete or fail calls reach the store and take effect, then answer
     /// `Unavailable`: a connection lost after the commit, before the answer.
+    /// Makes the next `n` `complete` calls panic before they reach the inner store.
+    pub(crate) fn panic_completes(&self, n: usize) {
+        self.panic_completes.store(n, Ordering::SeqCst);
+    }
+
     pub(crate) fn lose_answers(&self, n: usize) {
         self.lose_answers.store(n, Ordering::SeqCst);
     }
@@ -270,6 +277,13 @@ impl<S: Store> Store for Probe<S> {
         {
             let mut log = self.log();
             log.completes.push((Instant::now(), params.tokens.len()));
+        }
+        if self
+            .panic_completes
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
+            .is_ok()
+        {
+            panic!("the probe's complete panics");
         }
         let delay = *self.complete_delay.lock().unwrap();
         if !delay.is_zero() {
