@@ -33,14 +33,6 @@ pub(crate) enum Outcome {
 }
 
 impl Outcome {
-    /// The lease this outcome finalizes.
-    fn token(&self) -> LeaseToken {
-        match self {
-            Outcome::Complete(t) => *t,
-            Outcome::Fail { failure } | Outcome::FailTaken { failure } => failure.token,
-        }
-    }
-
     /// The failure `failure`, marked as an attempt the handler took over if `taken`.
     pub(crate) fn fail(failure: Failure, taken: bool) -> Outcome {
         if taken {
@@ -131,27 +123,8 @@ pub(crate) async fn finalize_loop(shared: Arc<Shared>, drain: CancellationToken)
         let flushing: Vec<Outcome> = batch.drain(..take).collect();
         let sh = Arc::clone(&shared);
         let count = flushing.len();
-        let tokens: Vec<LeaseToken> = flushing.iter().map(Outcome::token).collect();
         flushes.spawn(
-            async move {
-                let kept = match CatchPanic(Box::pin(flush(&sh, flushing))).await {
-                    Ok(kept) => kept,
-                    Err(_) => {
-                        // Whether the store wrote the batch is unknown: its leases are
-                        // no longer renewed, so those it did not write expire and are
-                        // recovered (G2). They leave the unflushed count all the same,
-                        // so the claims never wait on them.
-                        tracing::error!(
-                            count,
-                            "a finalize call panicked; its leases are left to expire"
-                        );
-                        sh.remove_all(&tokens);
-                        Vec::new()
-                    }
-                };
-                (count, kept)
-            }
-            .instrument(shared.span.clone()),
+            async move { (count, flush(&sh, flushing).await) }.instrument(shared.span.clone()),
         );
     }
 }
@@ -202,11 +175,10 @@ async fn flush(shared: &Shared, batch: Vec<Outcome>) -> Vec<Outcome> {
     let mut kept = Vec::new();
     if !completes.is_empty() {
         let count = completes.len();
-        match shared
+        let call = shared
             .store
-            .complete(CompleteParams::new(completes.clone()))
-            .await
-        {
+            .complete(CompleteParams::new(completes.clone()));
+        match caught(shared, "complete", call).await {
             Ok(answers) if answers.len() == count => {
                 let mut accepted = Vec::new();
                 for (t, a) in completes.iter().zip(answers) {
@@ -247,7 +219,8 @@ async fn flush(shared: &Shared, batch: Vec<Outcome>) -> Vec<Outcome> {
     }
     if !failures.is_empty() {
         let count = failures.len();
-        match shared.store.fail(FailParams::new(failures.clone())).await {
+        let call = shared.store.fail(FailParams::new(failures.clone()));
+        match caught(shared, "fail", call).await {
             Ok(answers) if answers.len() == count => {
                 let mut accepted = Vec::new();
                 for (f, a) in failures.iter().zip(answers) {
@@ -388,6 +361,22 @@ fn finalized_by_handler(shared: &Shared, t: &LeaseToken) {
 
 /// A non-retryable answer: the outcomes are dropped and their leases left to expire,
 /// so recovery hands the items out again.
+/// Runs a finalize call of the store, a panic in it answered as an internal error: not
+/// retried, so [`give_up`] lets its leases expire and be recovered (G2), since
+/// whether the store wrote the batch is unknown.
+async fn caught<T>(
+    shared: &Shared,
+    op: &str,
+    call: impl std::future::Future<Output = crate::Result<T>>,
+) -> crate::Result<T> {
+    CatchPanic(Box::pin(call)).await.unwrap_or_else(|_| {
+        Err(crate::Error::internal(
+            shared.store.name(),
+            format!("the {op} call panicked"),
+        ))
+    })
+}
+
 fn give_up(shared: &Shared, tokens: &[LeaseToken], error: &str) {
     add(&shared.metrics.store_errors, 1);
     tracing::error!(%error, count = tokens.len(), "finalize refused; the leases will expire and be recovered");
