@@ -15,6 +15,12 @@
 //! `batch` at a time and complete each batch until `take` items have finished; prints
 //! items/s over that drain. With `backlog` far above `take`, the figure is the cost of
 //! claiming from the top of a large queue.
+//!
+//! `TENURE_DRAIN_AFTER_SEED` and `TENURE_DRAIN_AFTER_DRAIN`, when set, are shell
+//! commands run between the seed and the drain and right after the drain, so a profile
+//! or a server's counters cover the drain alone (for example `redis-cli config
+//! resetstat` before and `redis-cli info commandstats` after, or `callgrind_control -z`
+//! and `callgrind_control -d` for a server under callgrind).
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -36,6 +42,23 @@ fn usage() -> ! {
         "usage: drain <sqlite|sqlite-raw|sqlite-worker|memory|memory-raw|memory-worker|redis|redis-raw|redis-worker> <take> <batch> <workers> [backlog]"
     );
     std::process::exit(2)
+}
+
+/// Runs the shell command in the environment variable `var` (see the top), if set,
+/// and waits for it.
+fn hook(var: &str) {
+    if let Ok(cmd) = std::env::var(var) {
+        let status = std::process::Command::new("sh")
+            .arg("-c")
+            .arg(&cmd)
+            .status()
+            .unwrap_or_else(|e| panic!("run {var}: {e}"));
+        assert!(status.success(), "{var} failed: {status}");
+    }
+}
+
+fn after_seed() {
+    hook("TENURE_DRAIN_AFTER_SEED");
 }
 
 fn arg(args: &[String], i: usize) -> Option<usize> {
@@ -114,11 +137,21 @@ async fn seeded_drain<S: Store + Clone>(
     seed(&store, &bench_queue().expect("queue"), backlog)
         .await
         .expect("seed");
-    if through_worker {
+    after_seed();
+    let drained = if through_worker {
         worker_drain(store, take, batch, workers).await
     } else {
         store_drain(store, take, batch, workers).await
-    }
+    };
+    hook("TENURE_DRAIN_AFTER_DRAIN");
+    drained
+}
+
+/// A raw drain's elapsed time and count, taken before `TENURE_DRAIN_AFTER_DRAIN` runs.
+fn finished(start: Instant, done: &AtomicU64) -> (Duration, u64) {
+    let drained = (start.elapsed(), done.load(Ordering::Relaxed));
+    hook("TENURE_DRAIN_AFTER_DRAIN");
+    drained
 }
 
 fn redis_store_config(prefix: &str) -> tenure_redis::RedisConfig {
@@ -168,6 +201,7 @@ fn main() {
         "sqlite-raw" => {
             let path = dir.path().join("raw.db");
             raw::seed(&path, backlog).expect("seed");
+            after_seed();
             let done = AtomicU64::new(0);
             let start = Instant::now();
             std::thread::scope(|s| {
@@ -187,7 +221,7 @@ fn main() {
                     });
                 }
             });
-            (start.elapsed(), done.load(Ordering::Relaxed))
+            finished(start, &done)
         }
         "redis-raw" => rt.block_on(async {
             let raw = RedisRaw::new(&format!("drain_raw_{}", uuid::Uuid::now_v7().simple()));
@@ -197,6 +231,7 @@ fn main() {
                 .await
                 .expect("connect");
             raw.seed(&mut admin, backlog).await.expect("seed");
+            after_seed();
             let done = Arc::new(AtomicU64::new(0));
             let start = Instant::now();
             let mut tasks = Vec::new();
@@ -222,10 +257,11 @@ fn main() {
             for t in tasks {
                 t.await.expect("worker");
             }
-            (start.elapsed(), done.load(Ordering::Relaxed))
+            finished(start, &done)
         }),
         "memory-raw" => {
             let q = Arc::new(RawMemory::with_items(backlog));
+            after_seed();
             let done = AtomicU64::new(0);
             let start = Instant::now();
             std::thread::scope(|s| {
@@ -244,7 +280,7 @@ fn main() {
                     });
                 }
             });
-            (start.elapsed(), done.load(Ordering::Relaxed))
+            finished(start, &done)
         }
         _ => usage(),
     };
