@@ -21,6 +21,8 @@
 //! or a server's counters cover the drain alone (for example `redis-cli config
 //! resetstat` before and `redis-cli info commandstats` after, or `callgrind_control -z`
 //! and `callgrind_control -d` for a server under callgrind).
+//! `TENURE_DRAIN_REDIS_CONNECTIONS` sets how many connections the Redis store's calls
+//! take turns on (default 4, the store's own default).
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -160,6 +162,12 @@ fn redis_store_config(prefix: &str) -> tenure_redis::RedisConfig {
         .listen(false)
         // Room for a server run under valgrind.
         .response_timeout(Duration::from_secs(600))
+        .connections(
+            std::env::var("TENURE_DRAIN_REDIS_CONNECTIONS")
+                .ok()
+                .and_then(|n| n.parse().ok())
+                .unwrap_or(4),
+        )
 }
 
 fn main() {
