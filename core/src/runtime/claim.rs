@@ -12,8 +12,10 @@ use tracing::Instrument;
 use crate::error::Error;
 use crate::model::Lease;
 use crate::store::{ClaimParams, HeartbeatParams, WakeHealth, WakeSignal};
+use crate::time::{Clock, SystemClock};
 
 use super::config::Settings;
+use super::dispatch::Sent;
 use super::metrics::add;
 use super::supervise::CatchPanic;
 use super::worker::{release, release_unstarted, Shared};
@@ -297,7 +299,14 @@ async fn start(shared: &Arc<Shared>, mut leases: Vec<Lease>, asked: usize, sent:
     let got = leases.len();
     add(&shared.metrics.polls, 1);
     add(&shared.metrics.claimed, got as u64);
-    shared.export.claim.record(sent.elapsed().as_secs_f64());
+    let took = sent.elapsed();
+    shared.export.claim.record(took.as_secs_f64());
+    // The wall clock when the claim was sent, read once for all its leases: each
+    // attempt's pickup latency counts from it on tokio's clock.
+    let sent = Sent {
+        at: sent,
+        wall: SystemClock.now() - took,
+    };
     if shared.export.single() {
         if got > 0 {
             shared.export.at(0).claimed.increment(got as u64);

@@ -32,6 +32,7 @@ use tokio::time::Instant;
 use tracing::Instrument;
 
 use crate::model::{Lease, LeaseToken};
+use crate::time::Timestamp;
 
 use super::handler::Job;
 use super::supervise::{begin, supervise, Begun};
@@ -42,7 +43,16 @@ use super::worker::{Entry, GroupRef, Shared};
 #[derive(Debug)]
 pub(crate) struct Queued {
     pub(crate) job: Job,
-    pub(crate) sent: Instant,
+    pub(crate) sent: Sent,
+}
+
+/// When a claim call was sent: on tokio's clock (the self-stop counts from it), and
+/// on the wall clock, derived once per claim answer, so an attempt's pickup latency
+/// needs no wall clock reading of its own.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Sent {
+    pub(crate) at: Instant,
+    pub(crate) wall: Timestamp,
 }
 
 /// What one slot runs: an attempt, or the attempts of one stream run in stream order
@@ -156,8 +166,8 @@ impl Shared {
 
     /// Records `leases`, claimed by a call sent at `sent`, under one lock, queues them
     /// as jobs, and wakes (or starts) a runner for them.
-    pub(crate) fn dispatch(self: &Arc<Self>, leases: Vec<Lease>, sent: Instant) {
-        let due = sent + self.settings.renew_after;
+    pub(crate) fn dispatch(self: &Arc<Self>, leases: Vec<Lease>, sent: Sent) {
+        let due = sent.at + self.settings.renew_after;
         let controls = self.controls(leases.len());
         // The claim's leases share one renewal group: one schedule entry for them all.
         let wake_renewal = self.inflight().insert_claimed(
@@ -166,7 +176,7 @@ impl Shared {
                     lease.token,
                     Entry {
                         control: Arc::clone(control),
-                        renewed_at: sent,
+                        renewed_at: sent.at,
                         capped: false,
                         lost_counted: false,
                         unanswered: false,

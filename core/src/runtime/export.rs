@@ -16,7 +16,7 @@ use metrics::{
 
 use crate::keys::QueueName;
 use crate::model::{Item, QueueCounts};
-use crate::time::{Clock, SystemClock};
+use crate::time::Timestamp;
 
 use super::metrics::add;
 use super::worker::Shared;
@@ -127,11 +127,10 @@ impl QueueHandles {
         }
     }
 
-    /// Records the pickup latency of `item`, whose handler starts now.
-    pub(crate) fn picked_up(&self, item: &Item) {
+    /// Records the pickup latency of `item`, whose handler starts at `now` (wall clock).
+    pub(crate) fn picked_up(&self, item: &Item, now: Timestamp) {
         let due = item.run_at.max(item.created_at);
-        self.pickup
-            .record(SystemClock.now().duration_since(due).as_secs_f64());
+        self.pickup.record(now.duration_since(due).as_secs_f64());
     }
 
     /// Sets the depth gauges from a sample of the queue's counts.

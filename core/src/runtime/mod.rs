@@ -102,7 +102,7 @@
 //! | `tenure_self_stopped_total` | counter | `queue` | attempts cancelled by the self-stop |
 //! | `tenure_timed_out_total` | counter | `queue` | attempts stopped by the handler timeout |
 //! | `tenure_claim_seconds` | histogram | `queue` | one claim call, sent to answered; `queue` is the worker's queues joined by `,` |
-//! | `tenure_pickup_seconds` | histogram | `queue` | from the item's `run_at` (its enqueue, or the end of its delay or retry backoff) to its handler's start, by this process's wall clock |
+//! | `tenure_pickup_seconds` | histogram | `queue` | from the item's `run_at` (its enqueue, or the end of its delay or retry backoff) to its handler's start: this process's wall clock read once per claim answer, plus tokio's clock from the claim to the start (so a wait for a slot counts on the clock tests pause) |
 //! | `tenure_handler_seconds` | histogram | `queue` | handler run time, start to return (or drop) |
 //! | `tenure_finalize_batch_size` | histogram | `queue` | outcomes written by one finalize flush; `queue` as for claims |
 //! | `tenure_in_flight` | gauge | `queue` | handlers running now |

@@ -15,6 +15,7 @@ use tracing::Instrument;
 use crate::model::LeaseToken;
 use crate::store::Failure;
 
+use super::dispatch::Sent;
 use super::finalize::Outcome;
 use super::handler::{Control, Job, JobError, StopReason};
 use super::metrics::add;
@@ -53,15 +54,18 @@ pub(crate) struct Begun<'a> {
 /// counts it in flight and calls the handler (which runs nothing until polled). Done
 /// where the job is taken from the queue, so the job moves once, into the handler.
 #[inline]
-pub(crate) fn begin(shared: &Shared, job: Job, sent: Instant) -> Begun<'_> {
+pub(crate) fn begin(shared: &Shared, job: Job, sent: Sent) -> Begun<'_> {
     let token = job.lease.token;
     let span = job_span(&job.lease);
     let queue = shared.export.index(&job.lease.item.queue);
-    shared.export.at(queue).picked_up(&job.lease.item);
     let control = Arc::clone(job.control());
     // Counts the handler in the in-flight gauge, and marks it ended, however this
     // attempt ends (its task dropped included).
     let running = Running::new(shared, token, queue, control);
+    // The wall clock at the start, from the claim's reading and the one tokio clock
+    // reading the start takes anyway.
+    let now = sent.wall + running.started.saturating_duration_since(sent.at);
+    shared.export.at(queue).picked_up(&job.lease.item, now);
     // Dropping the future is how the handler is aborted; a panic in it is caught and
     // becomes the attempt's failure.
     let fut = CatchPanic(shared.handler.handle(job)).instrument(span.clone());
@@ -69,7 +73,7 @@ pub(crate) fn begin(shared: &Shared, job: Job, sent: Instant) -> Begun<'_> {
         running,
         fut,
         span,
-        sent,
+        sent: sent.at,
     }
 }
 

@@ -257,3 +257,64 @@ async fn the_leader_samples_queue_depth_and_the_oldest_ready_age() {
         0.0
     );
 }
+
+/// The samples of histogram `name` of `queue`, in the order recorded.
+fn samples(snap: &Snapshotter, name: &str, queue: &str) -> Vec<f64> {
+    snap.snapshot()
+        .into_vec()
+        .into_iter()
+        .filter(|(key, _, _, _)| {
+            let k = key.key();
+            k.name() == name && k.labels().any(|l| l.key() == "queue" && l.value() == queue)
+        })
+        .flat_map(|(_, _, _, value)| match value {
+            DebugValue::Histogram(h) => h.into_iter().map(|v| v.into_inner()).collect(),
+            _ => Vec::new(),
+        })
+        .collect()
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_pickup_latency_counts_the_wait_for_a_slot_on_tokios_clock() {
+    let recorder = DebuggingRecorder::new();
+    let snap = recorder.snapshotter();
+    // Items stamped by the wall clock; the worker's timers run on paused time.
+    let store = MemoryStore::default();
+    let stream = tenure_core::StreamKey::new("s").unwrap();
+    let items = ["first", "second"]
+        .iter()
+        .map(|p| NewItem::new(queue(), p.as_bytes().to_vec()).stream(stream.clone()))
+        .collect();
+    enqueue_items(&store, items).await;
+    // One claim leases both as a stream run; the second waits on the slot while the
+    // first takes five seconds (less than the renewal interval, which would give a
+    // waiting lease back).
+    let worker = spawn_recorded(
+        &recorder,
+        Worker::builder(store.clone())
+            .queue(queue())
+            .concurrency(1)
+            .stream_runs(2)
+            .maintenance(false)
+            .handler(|job: Job| async move {
+                if job.payload() == b"first" {
+                    tokio::time::sleep(Duration::from_secs(5)).await;
+                }
+                Ok::<(), JobError>(())
+            }),
+    );
+    until(Duration::from_secs(30), || worker.metrics().completed == 2).await;
+    let pickups = samples(&snap, "tenure_pickup_seconds", "jobs");
+    assert_eq!(
+        worker.metrics().claimed,
+        2,
+        "both in one claim, neither given back"
+    );
+    assert_eq!(pickups.len(), 2, "{pickups:?}");
+    assert!(pickups[0] < 1.0, "the first starts at once: {pickups:?}");
+    assert!(
+        (5.0..6.0).contains(&pickups[1]),
+        "the second waited five seconds for the slot: {pickups:?}"
+    );
+    worker.shutdown(Duration::from_secs(5)).await;
+}
