@@ -22,7 +22,7 @@
 //! resetstat` before and `redis-cli info commandstats` after, or `callgrind_control -z`
 //! and `callgrind_control -d` for a server under callgrind).
 //! `TENURE_DRAIN_REDIS_CONNECTIONS` sets how many connections the Redis store's calls
-//! take turns on (default 4, the store's own default).
+//! take turns on (unset: the store's own default).
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -57,10 +57,6 @@ fn hook(var: &str) {
             .unwrap_or_else(|e| panic!("run {var}: {e}"));
         assert!(status.success(), "{var} failed: {status}");
     }
-}
-
-fn after_seed() {
-    hook("TENURE_DRAIN_AFTER_SEED");
 }
 
 fn arg(args: &[String], i: usize) -> Option<usize> {
@@ -139,7 +135,7 @@ async fn seeded_drain<S: Store + Clone>(
     seed(&store, &bench_queue().expect("queue"), backlog)
         .await
         .expect("seed");
-    after_seed();
+    hook("TENURE_DRAIN_AFTER_SEED");
     let cpu = process_cpu();
     let drained = if through_worker {
         worker_drain(store, take, batch, workers).await
@@ -176,17 +172,15 @@ fn finished(start: Instant, done: &AtomicU64) -> (Duration, u64) {
 }
 
 fn redis_store_config(prefix: &str) -> tenure_redis::RedisConfig {
-    tenure_redis::RedisConfig::new(redis_url())
+    let config = tenure_redis::RedisConfig::new(redis_url())
         .prefix(&format!("{prefix}_{}", uuid::Uuid::now_v7().simple()))
         .listen(false)
         // Room for a server run under valgrind.
-        .response_timeout(Duration::from_secs(600))
-        .connections(
-            std::env::var("TENURE_DRAIN_REDIS_CONNECTIONS")
-                .ok()
-                .and_then(|n| n.parse().ok())
-                .unwrap_or(4),
-        )
+        .response_timeout(Duration::from_secs(600));
+    match std::env::var("TENURE_DRAIN_REDIS_CONNECTIONS") {
+        Ok(n) => config.connections(n.parse().unwrap_or_else(|_| usage())),
+        Err(_) => config,
+    }
 }
 
 fn main() {
@@ -228,7 +222,7 @@ fn main() {
         "sqlite-raw" => {
             let path = dir.path().join("raw.db");
             raw::seed(&path, backlog).expect("seed");
-            after_seed();
+            hook("TENURE_DRAIN_AFTER_SEED");
             let done = AtomicU64::new(0);
             let start = Instant::now();
             std::thread::scope(|s| {
@@ -258,7 +252,7 @@ fn main() {
                 .await
                 .expect("connect");
             raw.seed(&mut admin, backlog).await.expect("seed");
-            after_seed();
+            hook("TENURE_DRAIN_AFTER_SEED");
             let done = Arc::new(AtomicU64::new(0));
             let start = Instant::now();
             let mut tasks = Vec::new();
@@ -288,7 +282,7 @@ fn main() {
         }),
         "memory-raw" => {
             let q = Arc::new(RawMemory::with_items(backlog));
-            after_seed();
+            hook("TENURE_DRAIN_AFTER_SEED");
             let done = AtomicU64::new(0);
             let start = Instant::now();
             std::thread::scope(|s| {
