@@ -143,6 +143,7 @@ pub(crate) async fn leases(args: LeasesArgs) -> Result<(), CliError> {
                 json!({
                     "id": l.token.id.to_string(),
                     "attempt": l.token.attempt,
+                    "lease": l.token.lease.to_string(),
                     "queue": l.queue.as_str(),
                     "owner": l.owner.as_str(),
                     "expires_at": output::iso(l.expires_at),
@@ -161,7 +162,7 @@ pub(crate) async fn leases(args: LeasesArgs) -> Result<(), CliError> {
         return Ok(());
     }
     let now = page.as_of;
-    let mut t = Table::new(&["ID", "ATTEMPT", "OWNER", "EXPIRES", "RENEWALS"]);
+    let mut t = Table::new(&["ID", "ATTEMPT", "LEASE", "OWNER", "EXPIRES", "RENEWALS"]);
     for l in &page.leases {
         let expires = if l.expires_at <= now {
             format!("expired {}", relative(l.expires_at, now))
@@ -171,6 +172,7 @@ pub(crate) async fn leases(args: LeasesArgs) -> Result<(), CliError> {
         t.row(vec![
             l.token.id.to_string(),
             l.token.attempt.to_string(),
+            l.token.lease.to_string(),
             l.owner.to_string(),
             expires,
             format!("{}/{}", l.renewals, l.max_renewals),

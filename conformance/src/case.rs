@@ -10,7 +10,7 @@ use std::time::Duration;
 use tenure_core::{Capabilities, ManualClock, Store, Timestamp};
 
 use crate::certificate::{certify, Certificate, StoreInfo};
-use crate::harness::{Harness, Unreachable};
+use crate::harness::{Harness, Snapshot, Unreachable};
 
 /// What one case concluded when it did not fail.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -368,6 +368,15 @@ impl<'a, H: Harness> Env<'a, H> {
             handles.push(self.peer().await?);
         }
         Ok(handles)
+    }
+
+    /// A snapshot of the case's data ([`Harness::snapshot`]), or the harness's reason
+    /// for taking none.
+    pub async fn snapshot(&self) -> Result<Snapshot, Failure> {
+        self.harness
+            .snapshot(&self.store)
+            .await
+            .map_err(|e| Failure::new("the harness to take a snapshot", format!("Err({e})")))
     }
 
     /// A store whose backend cannot be reached, or the harness's reason for having none.

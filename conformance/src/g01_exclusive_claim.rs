@@ -33,8 +33,8 @@ async fn a_claimed_item_is_not_claimed_again_while_its_lease_is_live<H: Harness>
     let id = enqueue_one(env.store(), item(&q)).await?;
     let first = claim_one(env.store(), &q, &owner("w1")?, "the first claim").await?;
     ensure_eq(
-        first.token,
-        LeaseToken::new(id, 1),
+        first.token.item_attempt(),
+        (id, 1),
         "the first claim's token",
     )?;
     ensure_eq(first.expires_at, env.now() + LEASE, "the lease expiry")?;
@@ -106,8 +106,8 @@ async fn one_item_raced_by_sixteen_claimers_goes_to_exactly_one<H: Harness>(
         )?;
         let (winner, leases) = winners[0];
         ensure_eq(
-            leases[0].token,
-            LeaseToken::new(id, 1),
+            leases[0].token.item_attempt(),
+            (id, 1),
             "the winner's token",
         )?;
         let now = expect_state(env.store(), id, ItemState::Running, "after the race").await?;

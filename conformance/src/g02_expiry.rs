@@ -37,7 +37,7 @@ async fn an_expired_lease_is_reclaimed_with_the_next_attempt<H: Harness>(
     env.advance(LEASE);
     let peer = env.peer().await?;
     let second = claim_one(&*peer, &q, &owner("w2")?, "the claim after expiry").await?;
-    ensure_eq(second.token, LeaseToken::new(id, 2), "the reclaim's token")?;
+    ensure_eq(second.token.item_attempt(), (id, 2), "the reclaim's token")?;
     ensure_eq(second.item.stalls, 1, "stalls after one expiry")?;
     ensure_eq(
         second.expires_at,
@@ -80,7 +80,7 @@ async fn a_lease_is_reclaimable_exactly_at_its_expiry_and_not_a_tick_before<H: H
     ensure_eq(recovered, Recovered::default(), "recovery one tick early")?;
     env.advance(TICK);
     let lease = claim_one(env.store(), &q, &owner("w2")?, "the claim at the expiry").await?;
-    ensure_eq(lease.token, LeaseToken::new(id, 2), "the reclaim's token")?;
+    ensure_eq(lease.token.item_attempt(), (id, 2), "the reclaim's token")?;
     pass()
 }
 
@@ -112,8 +112,8 @@ async fn recover_expired_puts_the_item_back_ready_counting_a_stall<H: Harness>(
     ensure_eq(it.run_at, env.now(), "run_at after recovery")?;
     let lease = claim_one(env.store(), &q, &owner("w2")?, "the claim after recovery").await?;
     ensure_eq(
-        lease.token,
-        LeaseToken::new(id, 2),
+        lease.token.item_attempt(),
+        (id, 2),
         "the next claim's token",
     )?;
     pass()
@@ -177,7 +177,7 @@ async fn a_renewed_lease_expires_from_its_new_expiry<H: Harness>(env: Env<'_, H>
     claim_none(&*peer, &q, &owner("w2")?, "the renewed lease has 10 s left").await?;
     env.advance(Duration::from_secs(10));
     let next = claim_one(&*peer, &q, &owner("w2")?, "the claim at the renewed expiry").await?;
-    ensure_eq(next.token, LeaseToken::new(id, 2), "the reclaim's token")?;
+    ensure_eq(next.token.item_attempt(), (id, 2), "the reclaim's token")?;
     pass()
 }
 
@@ -205,8 +205,9 @@ async fn sixteen_claimers_racing_for_an_expired_item_reclaim_it_once<H: Harness>
         })
         .await?;
         let won: Vec<LeaseToken> = told.iter().flatten().map(|l| l.token).collect();
+        let numbered: Vec<_> = won.iter().map(LeaseToken::item_attempt).collect();
         ensure(
-            won == vec![LeaseToken::new(id, 2)],
+            numbered == vec![(id, 2)],
             format!(
                 "exactly one racer to be told it reclaimed {id} with attempt 2 (round {round})"
             ),

@@ -2,6 +2,11 @@
 //! item's current running attempt answer "lease lost" and change nothing. A late
 //! finalize of an expired lease that nobody re-claimed is accepted: the token proves
 //! no other attempt started.
+//!
+//! A token names its lease, not only its attempt: after a failover that lost an
+//! acknowledged claim (the harness's [`Harness::snapshot`] models it), the same attempt
+//! number is handed out again under a new lease id, and the lost lease's token stays
+//! refused.
 
 use std::time::Duration;
 
@@ -10,6 +15,7 @@ use tenure_core::{
     RecoverParams, RenewOutcome, Store, TokenOutcome,
 };
 
+use crate::case::Verdict;
 use crate::case::{Case, CaseResult, Env};
 use crate::check::{
     ensure, ensure_eq, expect_finished, expect_state, expect_unchanged, get, pass, OrFail,
@@ -18,7 +24,7 @@ use crate::fixtures::{
     check_leases, claim, claim_one, complete, enqueue_n, enqueue_one, fail, item, owner, permanent,
     queue, race, release, renew, retry, retrying, HANDLES, LEASE, RACERS,
 };
-use crate::harness::Harness;
+use crate::harness::{Harness, Snapshot};
 
 pub(crate) const GROUP: &str = "g03_fenced_finalize";
 
@@ -39,6 +45,7 @@ pub(crate) fn cases<H: Harness>() -> Vec<Case<H>> {
         a_batch_complete_answers_each_token_in_order,
         one_token_completed_by_sixteen_racers_is_accepted_once,
         a_late_complete_racing_a_reclaim_is_told_the_truth,
+        a_claim_lost_in_a_failover_leaves_its_token_refused,
     ]
 }
 
@@ -51,7 +58,7 @@ async fn reclaimed<H: Harness>(env: &Env<'_, H>) -> Result<(LeaseToken, Item), c
     env.advance(LEASE);
     let peer = env.peer().await?;
     let new = claim_one(&*peer, &q, &owner("w2")?, "the reclaim").await?;
-    ensure_eq(new.token, LeaseToken::new(id, 2), "the reclaim's token")?;
+    ensure_eq(new.token.item_attempt(), (id, 2), "the reclaim's token")?;
     let current = get(env.store(), id).await?;
     Ok((old.token, current))
 }
@@ -228,7 +235,7 @@ async fn a_token_with_a_future_attempt_is_lease_lost<H: Harness>(env: Env<'_, H>
     let id = enqueue_one(env.store(), item(&q)).await?;
     let lease = claim_one(env.store(), &q, &owner("w1")?, "the claim").await?;
     let before = get(env.store(), id).await?;
-    let future = LeaseToken::new(id, lease.token.attempt + 1);
+    let future = lease.token.with_attempt(lease.token.attempt + 1);
     ensure_eq(
         complete(env.store(), future).await?,
         TokenOutcome::LeaseLost,
@@ -279,7 +286,7 @@ async fn a_second_complete_of_a_finished_item_is_lease_lost<H: Harness>(
 }
 
 async fn a_token_for_an_unknown_item_is_lease_lost<H: Harness>(env: Env<'_, H>) -> CaseResult {
-    let ghost = LeaseToken::new(ItemId::new(), 1);
+    let ghost = LeaseToken::new(ItemId::new(), 1, tenure_core::LeaseId::mint());
     ensure_eq(
         complete(env.store(), ghost).await?,
         TokenOutcome::LeaseLost,
@@ -324,7 +331,7 @@ async fn a_batch_complete_answers_each_token_in_order<H: Harness>(env: Env<'_, H
         "w1's release of b",
     )?;
     let again = claim_one(env.store(), &q, &owner("w2")?, "the reclaim of b").await?;
-    ensure_eq(again.token, LeaseToken::new(b.id, 2), "b's new token")?;
+    ensure_eq(again.token.item_attempt(), (b.id, 2), "b's new token")?;
     let b_now = get(env.store(), b.id).await?;
 
     let told = env
@@ -436,7 +443,7 @@ async fn a_late_complete_racing_a_reclaim_is_told_the_truth<H: Harness>(
         match (accepted, claimed.as_slice()) {
             (1, []) => expect_finished(env.store(), id, "after its late complete won").await?,
             (0, [won]) => {
-                ensure_eq(*won, LeaseToken::new(id, 2), "the reclaim's token")?;
+                ensure_eq(won.item_attempt(), (id, 2), "the reclaim's token")?;
                 let it = expect_state(env.store(), id, ItemState::Running, "after the reclaim won")
                     .await?;
                 ensure_eq(it.token(), *won, "the running token after the reclaim won")?;
@@ -458,4 +465,83 @@ async fn a_late_complete_racing_a_reclaim_is_told_the_truth<H: Harness>(
         }
     }
     pass()
+}
+
+/// The forgetful failover: a claim the store acknowledged is forgotten (the harness
+/// restores a snapshot taken before it, as a replica promoted before the claim reached
+/// it would hold), the item is claimed again, and the same attempt number may come
+/// back. Every write with the lost lease's token is refused and changes nothing; the
+/// new lease's are accepted.
+async fn a_claim_lost_in_a_failover_leaves_its_token_refused<H: Harness>(
+    env: Env<'_, H>,
+) -> CaseResult {
+    let q = queue("g03")?;
+    let id = enqueue_one(env.store(), item(&q)).await?;
+    let restore = match env.snapshot().await? {
+        Snapshot::Taken(restore) => restore,
+        Snapshot::NotOffered { reason } => {
+            return Ok(Verdict::DidNotApply {
+                reason: format!("the harness takes no snapshot: {reason}"),
+            })
+        }
+    };
+    let lost = claim_one(
+        env.store(),
+        &q,
+        &owner("w1")?,
+        "the claim the failover loses",
+    )
+    .await?;
+    restore
+        .restore()
+        .await
+        .or_fail("the harness to restore the snapshot")?;
+    let peer = env.peer().await?;
+    let new = claim_one(&*peer, &q, &owner("w2")?, "the claim after the failover").await?;
+    ensure_eq(new.token.id, id, "the item claimed after the failover")?;
+    let current = get(env.store(), id).await?;
+    ensure_eq(
+        told_all(&env, lost.token).await?,
+        (
+            RenewOutcome::LeaseLost,
+            FailOutcome::LeaseLost,
+            TokenOutcome::LeaseLost,
+            TokenOutcome::LeaseLost,
+        ),
+        &format!(
+            "renew, fail, release and complete with the lost lease's token {} (the new \
+             lease is {})",
+            lost.token, new.token
+        ),
+    )?;
+    expect_unchanged(env.store(), &current, "the lost lease's writes").await?;
+    ensure(
+        matches!(
+            renew(&*peer, new.token, LEASE).await?,
+            RenewOutcome::Renewed { .. }
+        ),
+        "the new lease's renew to be accepted",
+        &new.token,
+    )?;
+    ensure_eq(
+        complete(&*peer, new.token).await?,
+        TokenOutcome::Accepted,
+        "the new lease's complete",
+    )?;
+    expect_finished(env.store(), id, "after the new lease's complete").await?;
+    pass()
+}
+
+/// The answers to renew, a permanent fail, release and complete with `token`, each
+/// its own call.
+async fn told_all<H: Harness>(
+    env: &Env<'_, H>,
+    token: LeaseToken,
+) -> Result<(RenewOutcome, FailOutcome, TokenOutcome, TokenOutcome), crate::Failure> {
+    Ok((
+        renew(env.store(), token, LEASE).await?,
+        fail(env.store(), permanent(token, "superseded")).await?,
+        release(env.store(), token).await?,
+        complete(env.store(), token).await?,
+    ))
 }

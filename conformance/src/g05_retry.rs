@@ -6,8 +6,7 @@
 use std::time::Duration;
 
 use tenure_core::{
-    DiscardParams, FailOutcome, ItemState, LeaseToken, RequeueParams, RetryPolicy, Store,
-    TokenOutcome,
+    DiscardParams, FailOutcome, ItemState, RequeueParams, RetryPolicy, Store, TokenOutcome,
 };
 
 use crate::case::{Case, CaseResult, Env};
@@ -82,7 +81,7 @@ async fn a_retryable_failure_waits_for_its_delay_keeping_the_attempt<H: Harness>
     claim_none(env.store(), &q, &w, "the retry is due in one tick").await?;
     env.advance(TICK);
     let again = claim_one(env.store(), &q, &w, "the claim of the due retry").await?;
-    ensure_eq(again.token, LeaseToken::new(id, 2), "the retry's token")?;
+    ensure_eq(again.token.item_attempt(), (id, 2), "the retry's token")?;
     pass()
 }
 
@@ -95,8 +94,8 @@ async fn failures_follow_the_retry_policy_schedule<H: Harness>(env: Env<'_, H>) 
     for (attempt, secs) in [(1, 1), (2, 2), (3, 4), (4, 4)] {
         let lease = claim_one(env.store(), &q, &w, "the claim of the due retry").await?;
         ensure_eq(
-            lease.token,
-            LeaseToken::new(id, attempt),
+            lease.token.item_attempt(),
+            (id, attempt),
             "the claimed token",
         )?;
         let delay = policy.delay(&lease.token);
@@ -205,8 +204,8 @@ async fn requeue_keeps_the_attempt_so_old_tokens_stay_lost<H: Harness>(
     expect_unchanged(env.store(), &it, "a complete with a pre-requeue token").await?;
     let again = claim_one(env.store(), &q, &w, "the claim after a requeue").await?;
     ensure_eq(
-        again.token,
-        LeaseToken::new(id, 2),
+        again.token.item_attempt(),
+        (id, 2),
         "the token after a requeue",
     )?;
     ensure_eq(
@@ -236,8 +235,8 @@ async fn requeue_grants_the_additional_attempts<H: Harness>(env: Env<'_, H>) -> 
     ] {
         let lease = claim_one(env.store(), &q, &w, "the claim of a granted attempt").await?;
         ensure_eq(
-            lease.token,
-            LeaseToken::new(id, attempt),
+            lease.token.item_attempt(),
+            (id, attempt),
             "the claimed token",
         )?;
         let told = fail(env.store(), retry(lease.token, Duration::ZERO, "again")).await?;
@@ -333,8 +332,8 @@ async fn a_release_gives_the_item_back_at_once_without_a_failure<H: Harness>(
     )?;
     let again = claim_one(env.store(), &q, &w, "the claim after a release").await?;
     ensure_eq(
-        again.token,
-        LeaseToken::new(id, 2),
+        again.token.item_attempt(),
+        (id, 2),
         "the token after a release",
     )?;
     pass()

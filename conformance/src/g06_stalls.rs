@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use tenure_core::machine::STALLED_ERROR_PREFIX;
 use tenure_core::{
-    FailOutcome, Item, ItemState, LeaseToken, RecoverParams, RequeueParams, Store, TokenOutcome,
+    FailOutcome, Item, ItemState, RecoverParams, RequeueParams, Store, TokenOutcome,
 };
 
 use crate::case::{Case, CaseResult, Env, Failure};
@@ -112,8 +112,8 @@ async fn stalls_accumulate_across_attempts_and_a_requeue_resets_them<H: Harness>
         env.advance(LEASE);
         let lease = claim_one(env.store(), &q, &w, "the reclaim after a stall").await?;
         ensure_eq(
-            lease.token,
-            LeaseToken::new(id, attempt),
+            lease.token.item_attempt(),
+            (id, attempt),
             "the reclaim's token",
         )?;
         ensure_eq(
@@ -141,8 +141,8 @@ async fn stalls_accumulate_across_attempts_and_a_requeue_resets_them<H: Harness>
     ensure_eq(it.stalls, 0, "stalls after a requeue")?;
     let lease = claim_one(env.store(), &q, &w, "the claim after a requeue").await?;
     ensure_eq(
-        lease.token,
-        LeaseToken::new(id, 4),
+        lease.token.item_attempt(),
+        (id, 4),
         "the token after a requeue",
     )?;
     pass()
@@ -174,6 +174,6 @@ async fn a_release_or_a_failure_counts_no_stall<H: Harness>(env: Env<'_, H>) -> 
     .await?;
     ensure_eq(it.stalls, 0, "stalls after a release and a failure")?;
     let third = claim_one(env.store(), &q, &w, "attempt 3").await?;
-    ensure_eq(third.token, LeaseToken::new(id, 3), "the third token")?;
+    ensure_eq(third.token.item_attempt(), (id, 3), "the third token")?;
     pass()
 }

@@ -93,8 +93,8 @@ async fn retry_scheduled_item_blocks_later_items<H: Harness>(env: Env<'_, H>) ->
     env.advance(delay);
     let again = claim_one(env.store(), &q, &w, "the claim once the retry is due").await?;
     ensure_eq(
-        again.token,
-        LeaseToken::new(ids[0], 2),
+        again.token.item_attempt(),
+        (ids[0], 2),
         "the retried head, before the rest",
     )?;
     claim_none(env.store(), &q, &w, "the retried head is running").await?;
@@ -171,10 +171,10 @@ async fn a_requeued_dead_head_runs_before_the_rest_of_its_stream<H: Harness>(
         .or_fail("dead_requeue")?;
     ensure_eq(n, 1, "dead heads requeued")?;
     let leases = claim(env.store(), &q, &w, 10).await?;
-    let got: Vec<LeaseToken> = leases.iter().map(|l| l.token).collect();
+    let got: Vec<(ItemId, u32)> = leases.iter().map(|l| l.token.item_attempt()).collect();
     ensure_eq(
         got,
-        vec![LeaseToken::new(ids[0], 2)],
+        vec![(ids[0], 2)],
         "a claim of 10 after the head was requeued",
     )?;
     pass()
@@ -216,10 +216,10 @@ async fn an_expired_head_keeps_its_place_ahead_of_later_items<H: Harness>(
     claim_one(env.store(), &q, &owner("w1")?, "the claim of the head").await?;
     env.advance(LEASE);
     let leases = claim(env.store(), &q, &owner("w2")?, 10).await?;
-    let got: Vec<LeaseToken> = leases.iter().map(|l| l.token).collect();
+    let got: Vec<(ItemId, u32)> = leases.iter().map(|l| l.token.item_attempt()).collect();
     ensure_eq(
         got,
-        vec![LeaseToken::new(ids[0], 2)],
+        vec![(ids[0], 2)],
         "a claim of 10 after the head's lease expired (the head again, alone)",
     )?;
     pass()

@@ -6,8 +6,8 @@ use std::time::Duration;
 
 use tenure_core::machine::STALLED_ERROR_PREFIX;
 use tenure_core::{
-    DeregisterParams, EvictParams, HeartbeatParams, Instance, ItemState, LeaseToken, OwnerId,
-    Store, TokenOutcome,
+    DeregisterParams, EvictParams, HeartbeatParams, Instance, ItemState, OwnerId, Store,
+    TokenOutcome,
 };
 
 use crate::case::{Case, CaseResult, Env, Failure};
@@ -116,14 +116,13 @@ async fn a_silent_instance_is_evicted_and_its_leases_released_at_once<H: Harness
         taken.push(
             claim_one(&*peer, &q, &alive, "a peer's claim after the eviction")
                 .await?
-                .token,
+                .token
+                .item_attempt(),
         );
     }
     taken.sort();
-    let mut expected: Vec<LeaseToken> = leases
-        .iter()
-        .map(|l| LeaseToken::new(l.token.id, 2))
-        .collect();
+    let mut expected: Vec<(tenure_core::ItemId, u32)> =
+        leases.iter().map(|l| (l.token.id, 2)).collect();
     expected.sort();
     ensure_eq(
         taken,

@@ -257,7 +257,8 @@ async fn finalize_batches_that_are_empty_oversized_or_repeat_a_token_name_tokens
     let t = lease.token;
     let over = env.store().limits().max_batch + 1;
     let mut oversized = vec![t];
-    oversized.extend((1..over).map(|_| LeaseToken::new(ItemId::new(), 1)));
+    oversized
+        .extend((1..over).map(|_| LeaseToken::new(ItemId::new(), 1, tenure_core::LeaseId::mint())));
     let batches: [(&str, Vec<LeaseToken>); 3] = [
         ("an empty batch", Vec::new()),
         ("a batch repeating a token", vec![t, t]),

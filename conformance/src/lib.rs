@@ -119,7 +119,7 @@ pub use case::{
 };
 pub use certificate::{Certificate, StoreInfo};
 pub use guarded::Guarded;
-pub use harness::{Harness, Unreachable};
+pub use harness::{Harness, Restore, Snapshot, Unreachable};
 pub use run::{cases, main, run_all, run_case, CASE_TIME_LIMIT};
 
 /// Registers a group's cases, each named after its fn: `register![GROUP; case_fn, ...]`

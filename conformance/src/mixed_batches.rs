@@ -74,8 +74,8 @@ async fn mixed<H: Harness>(env: &Env<'_, H>) -> Result<Mixed, Failure> {
     )?;
     let again = claim_one(env.store(), &q, &owner("w2")?, "the re-claim").await?;
     ensure_eq(
-        again.token,
-        LeaseToken::new(stale.id, 2),
+        again.token.item_attempt(),
+        (stale.id, 2),
         "the re-claim's token",
     )?;
     ensure_eq(
@@ -84,7 +84,7 @@ async fn mixed<H: Harness>(env: &Env<'_, H>) -> Result<Mixed, Failure> {
         "the complete before the batch",
     )?;
     expect_finished(env.store(), finished.id, "after its complete").await?;
-    let unknown = LeaseToken::new(ItemId::new(), 1);
+    let unknown = LeaseToken::new(ItemId::new(), 1, tenure_core::LeaseId::mint());
     // Time moves on, so a write to a lost token's item would show in its timestamps.
     env.advance(Duration::from_secs(5));
     Ok(Mixed {

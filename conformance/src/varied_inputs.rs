@@ -16,8 +16,8 @@
 use std::time::Duration;
 
 use tenure_core::{
-    EvictParams, HeartbeatParams, LeaderParams, LeaderStatus, LeaseToken, PurgeParams,
-    RecoverParams, RenewOutcome, Store,
+    EvictParams, HeartbeatParams, LeaderParams, LeaderStatus, PurgeParams, RecoverParams,
+    RenewOutcome, Store,
 };
 
 use crate::case::{Case, CaseResult, Env, Failure};
@@ -68,9 +68,9 @@ async fn the_claims_lease_duration_decides_the_expiry_and_when_the_item_is_recla
         ensure_eq(
             lease
                 .iter()
-                .map(|l| (l.token, l.expires_at))
+                .map(|l| (l.token.item_attempt(), l.expires_at))
                 .collect::<Vec<_>>(),
-            vec![(LeaseToken::new(id, 1), env.now() + lease_for)],
+            vec![((id, 1), env.now() + lease_for)],
             &format!("a claim leased for {lease_for:?}: (token, expiry)"),
         )?;
         env.advance(lease_for - TICK);
@@ -89,7 +89,7 @@ async fn the_claims_lease_duration_decides_the_expiry_and_when_the_item_is_recla
             &format!("the claim once a lease of {lease_for:?} ran out"),
         )
         .await?;
-        ensure_eq(again.token, LeaseToken::new(id, 2), "the reclaim's token")?;
+        ensure_eq(again.token.item_attempt(), (id, 2), "the reclaim's token")?;
     }
     pass()
 }
@@ -156,7 +156,7 @@ async fn the_renewals_lease_duration_decides_the_new_expiry<H: Harness>(
             &format!("the claim once a lease renewed for {lease_for:?} ran out"),
         )
         .await?;
-        ensure_eq(again.token, LeaseToken::new(id, 2), "the reclaim's token")?;
+        ensure_eq(again.token.item_attempt(), (id, 2), "the reclaim's token")?;
     }
     pass()
 }
@@ -184,7 +184,7 @@ async fn an_enqueue_delay_decides_when_the_item_is_due<H: Harness>(env: Env<'_, 
         .await?;
         env.advance(TICK);
         let lease = claim_one(env.store(), &q, &w, "the claim of the due item").await?;
-        ensure_eq(lease.token, LeaseToken::new(id, 1), "the due item's token")?;
+        ensure_eq(lease.token.item_attempt(), (id, 1), "the due item's token")?;
     }
     pass()
 }

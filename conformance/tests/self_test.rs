@@ -6,10 +6,10 @@ use std::collections::{BTreeSet, HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use tenure_conformance::Unreachable;
 use tenure_conformance::{
     cases, run_all, run_case, Capability, Case, CaseResult, Env, Harness, Report, Status, Verdict,
 };
+use tenure_conformance::{Restore, Snapshot, Unreachable};
 use tenure_core::{
     async_trait, Capabilities, ClaimParams, CompleteParams, DeregisterParams, DiscardParams,
     EnqueueParams, Enqueued, Error, EvictParams, Evicted, FailOutcome, FailParams, HeartbeatParams,
@@ -22,7 +22,7 @@ use tenure_core::{
     CancelOutcome, CancelParams, Clock, DeadFilter, DedupKey, ItemListParams, ItemPage,
     LeaseListParams, LeasePage, ListState, PauseParams,
 };
-use tenure_memory::MemoryStore;
+use tenure_memory::{MemorySnapshot, MemoryStore};
 
 // ---------------------------------------------------------------------------------------
 // The honest harness.
@@ -55,6 +55,31 @@ impl Harness for MemoryHarness {
         store.set_available(false);
         Ok(Unreachable::Store(store))
     }
+
+    async fn snapshot(&self, store: &MemoryStore) -> Result<Snapshot> {
+        rewind(store)
+    }
+}
+
+/// The honest harness without [`Harness::snapshot`]: a third party's harness that has
+/// not written one.
+struct WithoutSnapshots(MemoryHarness);
+
+#[async_trait]
+impl Harness for WithoutSnapshots {
+    type Store = MemoryStore;
+
+    async fn open(&self, clock: ManualClock) -> Result<MemoryStore> {
+        self.0.open(clock).await
+    }
+
+    async fn open_peer(&self, store: &MemoryStore, clock: ManualClock) -> Result<MemoryStore> {
+        self.0.open_peer(store, clock).await
+    }
+
+    async fn open_unreachable(&self, clock: ManualClock) -> Result<Unreachable<MemoryStore>> {
+        self.0.open_unreachable(clock).await
+    }
 }
 
 // ---------------------------------------------------------------------------------------
@@ -64,6 +89,10 @@ impl Harness for MemoryHarness {
 enum Flaw {
     /// Completes whatever attempt is current, whatever the token says (breaks G3).
     IgnoresAttemptOnComplete,
+    /// Fences renew, complete, fail and release on `(id, attempt)` alone, not the
+    /// lease id: after a failover that lost a claim, the lost lease's token validates
+    /// the new lease of the same attempt number (breaks G3).
+    FencesOnTheAttemptOnly,
     /// Hands a still-running item to a second claimer (breaks G1).
     HandsOneItemToTwoClaimers,
     /// Drops the scope key on enqueue, showing it again on reads (breaks G10).
@@ -229,13 +258,23 @@ impl Flawed {
     /// With [`Flaw::BatchesIgnoreTheAttempt`], a batch's tokens rewritten to the items'
     /// current attempts.
     async fn current_attempts(&self, tokens: &mut [LeaseToken]) -> Result<()> {
+        if self.flaw == Flaw::FencesOnTheAttemptOnly {
+            for token in tokens {
+                if let Some(item) = self.inner.item_get(token.id).await? {
+                    if item.state == ItemState::Running && item.attempt == token.attempt {
+                        *token = item.token();
+                    }
+                }
+            }
+            return Ok(());
+        }
         if self.flaw != Flaw::BatchesIgnoreTheAttempt || tokens.len() < 2 {
             return Ok(());
         }
         for token in tokens {
             if let Some(item) = self.inner.item_get(token.id).await? {
                 if item.state == ItemState::Running {
-                    *token = LeaseToken::new(token.id, item.attempt);
+                    *token = item.token();
                 }
             }
         }
@@ -553,7 +592,7 @@ impl Store for Flawed {
             for token in &mut params.tokens {
                 if let Some(item) = self.inner.item_get(token.id).await? {
                     if item.state == ItemState::Running {
-                        *token = LeaseToken::new(token.id, item.attempt);
+                        *token = item.token();
                     }
                 }
             }
@@ -796,6 +835,22 @@ impl Harness for FlawedHarness {
         store.inner.set_available(false);
         Ok(Unreachable::Store(store))
     }
+
+    async fn snapshot(&self, store: &Flawed) -> Result<Snapshot> {
+        Ok(rewind(&store.inner)?)
+    }
+}
+
+/// A snapshot of a memory store that puts its data back (a forgetful failover).
+fn rewind(store: &MemoryStore) -> Result<Snapshot> {
+    struct Rewind(MemoryStore, MemorySnapshot);
+    #[async_trait]
+    impl Restore for Rewind {
+        async fn restore(self: Box<Self>) -> Result<()> {
+            self.0.restore(&self.1)
+        }
+    }
+    Ok(Snapshot::taken(Rewind(store.clone(), store.snapshot()?)))
 }
 
 // ---------------------------------------------------------------------------------------
@@ -893,6 +948,31 @@ mod memory_store {
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn without_snapshots_the_forgetful_failover_is_not_certified_saying_why() {
+        let report = run_all(&WithoutSnapshots(MemoryHarness {
+            keep_done: false,
+            unreachable: true,
+        }))
+        .await;
+        assert!(report.is_success(), "{report}");
+        assert_eq!(
+            report.did_not_apply(),
+            vec![
+                "g03_fenced_finalize::a_claim_lost_in_a_failover_leaves_its_token_refused"
+                    .to_owned()
+            ],
+        );
+        let cert = report.certificate();
+        assert!(!cert.is_complete(), "{cert}");
+        let line = &cert.not_certified[0];
+        assert!(
+            line.starts_with("g03_fenced_finalize: ")
+                && line.contains("does not implement Harness::snapshot"),
+            "{line}"
+        );
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn without_an_unreachable_store_the_certificate_leaves_g13_uncertified_saying_why() {
         let report = run_all(&MemoryHarness {
             keep_done: false,
@@ -978,6 +1058,16 @@ mod memory_store {
 
 mod broken_wrappers {
     use super::*;
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn fencing_on_the_attempt_alone_fails_g03_after_a_forgetful_failover() {
+        must_fail(
+            Flaw::FencesOnTheAttemptOnly,
+            "g03_fenced_finalize",
+            "a_claim_lost_in_a_failover_leaves_its_token_refused",
+        )
+        .await;
+    }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn ignoring_the_attempt_on_complete_fails_g03() {

@@ -10,7 +10,7 @@
 //!
 //! | transition | precondition | effect |
 //! |---|---|---|
-//! | [`claim`] | `ready`, `run_at <= now` | `running`, `attempt + 1`, owner, `renewals = 0`, expiry `now + lease_for` |
+//! | [`claim`] | `ready`, `run_at <= now` | `running`, `attempt + 1`, the claim's lease id, owner, `renewals = 0`, expiry `now + lease_for` |
 //! | [`renew`] | current token; `renewals < max_renewals` | expiry `now + lease_for`, `renewals + 1` |
 //! | [`complete`] | current token | `done`, owner and expiry cleared |
 //! | [`fail`] | current token | `ready` at `now + delay` if retryable and `attempt < max_attempts`, else `dead`; `last_error` set |
@@ -21,7 +21,9 @@
 //! | [`requeue`] | `dead` | `ready` at `now`, `max_attempts >= attempt + n`, `stalls = 0`; `attempt` kept |
 //! | [`discard`] | `dead` | the item is deleted |
 //!
-//! "Current token" means `state == running && attempt == token.attempt` ([`is_current`]).
+//! "Current token" means `state == running && attempt == token.attempt && lease ==
+//! token.lease` ([`is_current`]). The attempt alone is not enough: a failover that lost
+//! an acknowledged claim hands the same attempt number out again, under a new lease id.
 //! An expired lease nobody recovered or re-claimed is still current: the token proves no
 //! other attempt started, so its late finalize is accepted (G3).
 //!
@@ -38,7 +40,9 @@
 use std::time::Duration;
 
 use crate::keys::OwnerId;
-use crate::model::{FailOutcome, Item, ItemState, LeaseToken, NewItem, RenewOutcome, TokenOutcome};
+use crate::model::{
+    FailOutcome, Item, ItemState, LeaseId, LeaseToken, NewItem, RenewOutcome, TokenOutcome,
+};
 use crate::store::{Failure, Retry};
 use crate::time::Timestamp;
 
@@ -58,6 +62,7 @@ pub fn enqueue(new: &NewItem, now: Timestamp) -> Item {
         run_at: new.schedule.run_at(now),
         state: ItemState::Ready,
         attempt: 0,
+        lease: LeaseId::NONE,
         owner: None,
         lease_expires_at: None,
         renewals: 0,
@@ -77,9 +82,13 @@ pub fn is_due(item: &Item, now: Timestamp) -> bool {
     item.state == ItemState::Ready && item.run_at <= now
 }
 
-/// True when `token` names the item's current running attempt (G3).
+/// True when `token` names the item's current running lease: its attempt and its lease
+/// id (G3).
 pub fn is_current(item: &Item, token: &LeaseToken) -> bool {
-    item.id == token.id && item.state == ItemState::Running && item.attempt == token.attempt
+    item.id == token.id
+        && item.state == ItemState::Running
+        && item.attempt == token.attempt
+        && item.lease == token.lease
 }
 
 /// True when the item is running on a lease that ended at or before `now` (G2).
@@ -87,13 +96,21 @@ pub fn is_expired(item: &Item, now: Timestamp) -> bool {
     item.state == ItemState::Running && item.lease_expires_at.is_some_and(|at| at <= now)
 }
 
-/// Claims a due item for `owner`. Returns false, changing nothing, if it is not due.
-pub fn claim(item: &mut Item, owner: &OwnerId, now: Timestamp, lease_for: Duration) -> bool {
+/// Claims a due item for `owner` on the lease `lease` (minted by the claim:
+/// [`LeaseId::mint`]). Returns false, changing nothing, if it is not due.
+pub fn claim(
+    item: &mut Item,
+    owner: &OwnerId,
+    lease: LeaseId,
+    now: Timestamp,
+    lease_for: Duration,
+) -> bool {
     if !is_due(item, now) {
         return false;
     }
     item.state = ItemState::Running;
     item.attempt = item.attempt.saturating_add(1);
+    item.lease = lease;
     item.owner = Some(owner.clone());
     item.lease_expires_at = Some(now + lease_for);
     item.renewals = 0;
@@ -293,12 +310,12 @@ mod tests {
     fn claim_raises_the_attempt_and_sets_the_lease() {
         let now = Timestamp::from_micros(1_000);
         let mut it = item(now);
-        assert!(claim(&mut it, &owner(1), now, LEASE));
+        assert!(claim(&mut it, &owner(1), LeaseId::mint(), now, LEASE));
         assert_eq!(it.state, ItemState::Running);
         assert_eq!(it.attempt, 1);
         assert_eq!(it.lease_expires_at, Some(now + LEASE));
         assert!(
-            !claim(&mut it, &owner(2), now, LEASE),
+            !claim(&mut it, &owner(2), LeaseId::mint(), now, LEASE),
             "running is not claimable"
         );
     }
@@ -307,11 +324,11 @@ mod tests {
     fn a_superseded_token_changes_nothing() {
         let now = Timestamp::from_micros(0);
         let mut it = item(now);
-        claim(&mut it, &owner(1), now, LEASE);
+        claim(&mut it, &owner(1), LeaseId::mint(), now, LEASE);
         let old = it.token();
         let later = now + LEASE;
         assert_eq!(recover(&mut it, later), Some(Recovery::Requeued));
-        claim(&mut it, &owner(2), later, LEASE);
+        claim(&mut it, &owner(2), LeaseId::mint(), later, LEASE);
         let before = it.clone();
         assert_eq!(complete(&mut it, &old, later), TokenOutcome::LeaseLost);
         assert_eq!(release(&mut it, &old, later), TokenOutcome::LeaseLost);
@@ -324,11 +341,50 @@ mod tests {
     }
 
     #[test]
+    fn a_claim_lost_in_a_failover_leaves_its_token_refused() {
+        let now = Timestamp::from_micros(0);
+        let mut it = item(now);
+        // The primary acknowledged this claim, then failed over before shipping it.
+        let replica = it.clone();
+        claim(&mut it, &owner(1), LeaseId::mint(), now, LEASE);
+        let lost = it.token();
+        // The new primary never saw it and hands the same attempt number out again.
+        it = replica;
+        claim(&mut it, &owner(2), LeaseId::mint(), now, LEASE);
+        let new = it.token();
+        assert_eq!((new.id, new.attempt), (lost.id, lost.attempt));
+        assert_ne!(new, lost);
+        let before = it.clone();
+        assert_eq!(complete(&mut it, &lost, now), TokenOutcome::LeaseLost);
+        assert_eq!(release(&mut it, &lost, now), TokenOutcome::LeaseLost);
+        assert_eq!(renew(&mut it, &lost, now, LEASE), RenewOutcome::LeaseLost);
+        assert_eq!(
+            fail(&mut it, &Failure::permanent(lost, "x"), now),
+            FailOutcome::LeaseLost
+        );
+        assert_eq!(it, before);
+        assert_eq!(complete(&mut it, &new, now), TokenOutcome::Accepted);
+    }
+
+    #[test]
+    fn minted_lease_ids_are_never_none_and_differ() {
+        let ids: std::collections::HashSet<LeaseId> =
+            (0..10_000).map(|_| LeaseId::mint()).collect();
+        assert_eq!(ids.len(), 10_000);
+        assert!(!ids.contains(&LeaseId::NONE));
+        let other = std::thread::spawn(LeaseId::mint).join().unwrap();
+        assert!(
+            !ids.contains(&other),
+            "another thread draws another sequence"
+        );
+    }
+
+    #[test]
     fn retry_keeps_the_attempt_and_dies_when_attempts_run_out() {
         let now = Timestamp::from_micros(0);
         let mut it = item(now);
         it.max_attempts = 2;
-        claim(&mut it, &owner(1), now, LEASE);
+        claim(&mut it, &owner(1), LeaseId::mint(), now, LEASE);
         let d = Duration::from_secs(5);
         let f1 = Failure::retry_after(it.token(), d, "e1");
         assert_eq!(
@@ -337,7 +393,7 @@ mod tests {
         );
         assert_eq!(it.attempt, 1);
         assert!(!is_due(&it, now));
-        claim(&mut it, &owner(1), now + d, LEASE);
+        claim(&mut it, &owner(1), LeaseId::mint(), now + d, LEASE);
         let f2 = Failure::retry_after(it.token(), d, "e2");
         assert_eq!(fail(&mut it, &f2, now + d), FailOutcome::Dead);
         assert_eq!(it.last_error.as_deref(), Some("e2"));
@@ -348,7 +404,7 @@ mod tests {
         let now = Timestamp::from_micros(0);
         let mut it = item(now);
         it.max_attempts = 1;
-        claim(&mut it, &owner(1), now, LEASE);
+        claim(&mut it, &owner(1), LeaseId::mint(), now, LEASE);
         let t = it.token();
         fail(&mut it, &Failure::retry_after(t, LEASE, "boom"), now);
         assert!(requeue(&mut it, now, 3));
@@ -361,7 +417,7 @@ mod tests {
         let now = Timestamp::from_micros(0);
         let mut it = item(now);
         it.max_renewals = 1;
-        claim(&mut it, &owner(1), now, LEASE);
+        claim(&mut it, &owner(1), LeaseId::mint(), now, LEASE);
         let t = it.token();
         assert!(matches!(
             renew(&mut it, &t, now, LEASE),
@@ -386,6 +442,9 @@ mod tests {
         Recover,
         Evict,
         Requeue,
+        /// The store fails over to a copy of the item as it was `n` steps ago: the
+        /// writes since then, acknowledged or not, are forgotten.
+        Failover(u8),
     }
 
     fn op() -> impl Strategy<Value = Op> {
@@ -399,13 +458,15 @@ mod tests {
             Just(Op::Recover),
             Just(Op::Evict),
             Just(Op::Requeue),
+            (1u8..8).prop_map(Op::Failover),
         ]
     }
 
     proptest! {
-        /// Random sequences over one item with tokens held by several workers: the
-        /// attempt never decreases, at most one token is ever current, and every write
-        /// accepted came from the current attempt.
+        /// Random sequences over one item with tokens held by several workers, and
+        /// failovers that forget the latest writes: at most one token is ever current,
+        /// every write accepted came from the current lease, and between failovers the
+        /// attempt never decreases.
         #[test]
         fn no_sequence_breaks_the_fence(ops in prop::collection::vec(op(), 1..200)) {
             let mut now = Timestamp::from_micros(0);
@@ -414,12 +475,15 @@ mod tests {
             it.max_renewals = 3;
             // The token each of four workers last received from a claim.
             let mut held: [Option<LeaseToken>; 4] = [None; 4];
+            // The item after each step, for failovers to go back to.
+            let mut history: Vec<Item> = Vec::new();
             for op in ops {
                 let before = it.clone();
+                history.push(before.clone());
                 let worker_token = |w: u8| held[usize::from(w)];
-                match op {
+                match op.clone() {
                     Op::Claim(w) => {
-                        if claim(&mut it, &owner(w), now, LEASE) {
+                        if claim(&mut it, &owner(w), LeaseId::mint(), now, LEASE) {
                             held[usize::from(w)] = Some(it.token());
                         }
                     }
@@ -444,8 +508,15 @@ mod tests {
                     Op::Recover => { recover(&mut it, now); }
                     Op::Evict => { evict(&mut it, now); }
                     Op::Requeue => { requeue(&mut it, now, 2); }
+                    Op::Failover(n) => {
+                        let back = history.len().saturating_sub(usize::from(n));
+                        it = history[back].clone();
+                        history.truncate(back);
+                    }
                 }
-                prop_assert!(it.attempt >= before.attempt, "attempt decreased");
+                if !matches!(op, Op::Failover(_)) {
+                    prop_assert!(it.attempt >= before.attempt, "attempt decreased");
+                }
                 let live = held.iter().flatten().filter(|t| is_current(&it, t)).count();
                 prop_assert!(live <= 1, "two tokens current at once");
                 if it.state == ItemState::Running {
@@ -453,7 +524,8 @@ mod tests {
                 } else {
                     prop_assert!(it.owner.is_none() && it.lease_expires_at.is_none());
                 }
-                if it.state != before.state || it.attempt != before.attempt {
+                let moved = it.state != before.state || it.attempt != before.attempt;
+                if moved && !matches!(op, Op::Failover(_)) {
                     prop_assert!(it.updated_at == now);
                 }
             }

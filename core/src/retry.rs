@@ -95,7 +95,7 @@ mod tests {
         let p = RetryPolicy::exponential(Duration::from_secs(10), Duration::from_secs(3600));
         let mut distinct = std::collections::HashSet::new();
         for _ in 0..200 {
-            let t = LeaseToken::new(ItemId::new(), 3);
+            let t = LeaseToken::new(ItemId::new(), 3, crate::LeaseId::mint());
             let d = p.delay(&t);
             assert!(
                 d >= Duration::from_secs(32) && d <= Duration::from_secs(48),
@@ -110,7 +110,7 @@ mod tests {
     #[test]
     fn zero_jitter_gives_the_nominal_delay() {
         let p = RetryPolicy::default().with_jitter(0.0);
-        let t = LeaseToken::new(ItemId::new(), 2);
+        let t = LeaseToken::new(ItemId::new(), 2, crate::LeaseId::mint());
         assert_eq!(p.delay(&t), Duration::from_secs(2));
     }
 }

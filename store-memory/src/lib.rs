@@ -103,6 +103,15 @@ pub struct MemoryStore {
     inner: Arc<Inner>,
 }
 
+/// Everything a [`MemoryStore`] held at one instant: see [`MemoryStore::snapshot`].
+pub struct MemorySnapshot(Box<State>);
+
+impl std::fmt::Debug for MemorySnapshot {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MemorySnapshot").finish_non_exhaustive()
+    }
+}
+
 struct Inner {
     clock: SharedClock,
     limits: Limits,

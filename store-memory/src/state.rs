@@ -42,8 +42,8 @@ use tenure_core::machine::{self, Recovery};
 use tenure_core::partition::{self, Partitioning};
 use tenure_core::{
     DedupKey, Enqueued, Evicted, FailOutcome, Failure, Instance, Item, ItemId, ItemState,
-    LeaderName, LeaderStatus, Lease, LeaseToken, NewItem, OwnerId, Purged, QueueCounts, QueueName,
-    Recovered, RenewOutcome, ScopeKey, StreamKey, Timestamp, TokenOutcome,
+    LeaderName, LeaderStatus, Lease, LeaseId, LeaseToken, NewItem, OwnerId, Purged, QueueCounts,
+    QueueName, Recovered, RenewOutcome, ScopeKey, StreamKey, Timestamp, TokenOutcome,
 };
 
 /// A hash map with foldhash: every claim and complete looks up ids and keys, and
@@ -59,6 +59,7 @@ type TimeKey = (Timestamp, u64);
 type Slot = usize;
 
 /// One stored item and where it sits.
+#[derive(Clone)]
 struct Entry {
     item: Item,
     /// Enqueue sequence: global, assigned in enqueue order (G8, G9).
@@ -76,7 +77,7 @@ impl Entry {
 }
 
 /// Items by slot, with free slots reused and a map from id to slot.
-#[derive(Default)]
+#[derive(Clone, Default)]
 struct Slab {
     entries: Vec<Option<Entry>>,
     free: Vec<Slot>,
@@ -193,6 +194,7 @@ impl Slab {
                 run_at: it.run_at,
                 state: it.state,
                 attempt: it.attempt,
+                lease: it.lease,
                 owner: it.owner.clone(),
                 lease_expires_at: it.lease_expires_at,
                 renewals: it.renewals,
@@ -232,12 +234,13 @@ impl Slab {
 }
 
 /// A recorded dedup key (G11).
+#[derive(Clone)]
 struct DedupEntry {
     id: ItemId,
     expires_at: Timestamp,
 }
 
-#[derive(Default)]
+#[derive(Clone, Default)]
 struct QueueIndex {
     /// Claimable now (see the module docs).
     ready: Ready,
@@ -254,7 +257,7 @@ struct QueueIndex {
     paused: bool,
 }
 
-#[derive(Default)]
+#[derive(Clone, Default)]
 struct ScopeState {
     /// The one running item of the scope (G10).
     running: Option<Slot>,
@@ -262,7 +265,7 @@ struct ScopeState {
     waiting: HashMap<usize, BTreeMap<OrderKey, Slot>>,
 }
 
-#[derive(Default)]
+#[derive(Clone, Default)]
 struct Indexes {
     queues: Vec<QueueIndex>,
     /// Unfinished items (ready, running, dead) of each stream by enqueue sequence; the
@@ -461,12 +464,14 @@ fn unlink_current<'a>(
 }
 
 /// A registered instance and the order it registered in.
+#[derive(Clone)]
 struct Registered {
     order: u64,
     instance: Instance,
 }
 
 /// One named leader lease (G13).
+#[derive(Clone)]
 struct LeaderLease {
     holder: Option<OwnerId>,
     term: u64,
@@ -474,7 +479,7 @@ struct LeaderLease {
 }
 
 /// Everything a [`MemoryStore`](crate::MemoryStore) holds.
-#[derive(Default)]
+#[derive(Clone, Default)]
 pub(crate) struct State {
     /// Keep finished items as `done` until purged instead of deleting them at once.
     pub(crate) keep_done: bool,
@@ -742,8 +747,7 @@ impl State {
         seq: u64,
         qs: &[usize],
         (run, limit): (usize, usize),
-        owner: &OwnerId,
-        lease_for: Duration,
+        (owner, lease, lease_for): (&OwnerId, LeaseId, Duration),
         now: Timestamp,
         leases: &mut Vec<Lease>,
     ) {
@@ -773,7 +777,7 @@ impl State {
                 break;
             }
             let (q, key) = (e.queue, e.order_key());
-            if !self.take(slot, q, key, (owner, lease_for), now, leases) {
+            if !self.take(slot, q, key, (owner, lease, lease_for), now, leases) {
                 break;
             }
         }
@@ -790,6 +794,9 @@ impl State {
         now: Timestamp,
         mut leases: Vec<Lease>,
     ) -> Vec<Lease> {
+        // One lease id for the leases of this claim: it only has to differ between the
+        // leases of one item (`LeaseId`).
+        let lease = LeaseId::mint();
         let qs = self.prepare_claim(queues, now);
         while leases.len() < limit {
             let mut best: Option<(OrderKey, usize)> = None;
@@ -808,7 +815,7 @@ impl State {
             let Some((_, slot)) = self.idx.queues[q].ready.pop_first() else {
                 break;
             };
-            if self.take(slot, q, key, (owner, lease_for), now, &mut leases) {
+            if self.take(slot, q, key, (owner, lease, lease_for), now, &mut leases) {
                 let head = leases
                     .last()
                     .and_then(|l| l.item.stream.clone())
@@ -820,8 +827,7 @@ impl State {
                         seq,
                         &qs,
                         (run, limit),
-                        owner,
-                        lease_for,
+                        (owner, lease, lease_for),
                         now,
                         &mut leases,
                     );
@@ -856,6 +862,7 @@ impl State {
         let live = u32::try_from(self.instances.len()).unwrap_or(u32::MAX);
         let rank = u32::try_from(self.instances.keys().filter(|id| *id < owner).count())
             .unwrap_or(u32::MAX);
+        let lease = LeaseId::mint();
         let qs = self.prepare_claim(queues, now);
         // Every due candidate: the ready index, and the scoped items waiting behind
         // the first of a free scope.
@@ -911,7 +918,7 @@ impl State {
                     continue;
                 }
             }
-            if self.take(slot, q, key, (owner, lease_for), now, &mut leases) {
+            if self.take(slot, q, key, (owner, lease, lease_for), now, &mut leases) {
                 if let Some(stream) = stream {
                     self.idx
                         .pins
@@ -923,8 +930,7 @@ impl State {
                             seq,
                             &qs,
                             (run, limit),
-                            owner,
-                            lease_for,
+                            (owner, lease, lease_for),
                             now,
                             &mut leases,
                         );
@@ -991,7 +997,7 @@ impl State {
         slot: Slot,
         q: usize,
         key: OrderKey,
-        (owner, lease_for): (&OwnerId, Duration),
+        (owner, lease, lease_for): (&OwnerId, LeaseId, Duration),
         now: Timestamp,
         leases: &mut Vec<Lease>,
     ) -> bool {
@@ -1000,7 +1006,7 @@ impl State {
             debug_assert!(false, "the ready index names an empty slot");
             return false;
         };
-        if !machine::claim(&mut e.item, owner, now, lease_for) {
+        if !machine::claim(&mut e.item, owner, lease, now, lease_for) {
             debug_assert!(false, "the ready index names an unclaimable item");
             return false;
         }

@@ -16,7 +16,7 @@ use tenure_core::{
 };
 
 use crate::state::State;
-use crate::{Inner, MemoryStore, NAME};
+use crate::{Inner, MemorySnapshot, MemoryStore, NAME};
 
 impl MemoryStore {
     /// An empty store reading `clock`, with the default [`Limits`].
@@ -54,6 +54,24 @@ impl MemoryStore {
     /// does before it reaches its backend. Applies to every handle of this store.
     pub fn set_available(&self, available: bool) {
         self.inner.available.store(available, Ordering::SeqCst);
+    }
+
+    /// **Test aid: failover.** A copy of everything the store holds, for
+    /// [`MemoryStore::restore`].
+    pub fn snapshot(&self) -> Result<MemorySnapshot> {
+        let state = self.inner.state.lock().map_err(|_| poisoned())?;
+        Ok(MemorySnapshot(Box::new(state.clone())))
+    }
+
+    /// **Test aid: failover.** Puts the store's data back as it was when `snapshot`
+    /// was taken, on every handle: what a replica promoted after its primary died
+    /// holds when it had not yet received the writes since, acknowledged or not. The
+    /// conformance suite's forgetful-failover case (G3) restores one to check that a
+    /// claim lost this way leaves its token refused.
+    pub fn restore(&self, snapshot: &MemorySnapshot) -> Result<()> {
+        let mut state = self.inner.state.lock().map_err(|_| poisoned())?;
+        *state = (*snapshot.0).clone();
+        Ok(())
     }
 
     /// Runs `f` on the state at the clock's `now`, under the lock, after the
@@ -306,4 +324,9 @@ impl Store for MemoryStore {
         params.validate(&self.inner.limits)?;
         self.with_state(|s, _| s.set_paused(&params.queue, false))
     }
+}
+
+/// The error of a call that found the state poisoned by a panic under its lock.
+fn poisoned() -> Error {
+    Error::internal(NAME, "the store's state was poisoned by a panic")
 }

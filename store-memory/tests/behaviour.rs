@@ -158,7 +158,7 @@ mod g03_fenced_finalize {
     #[test]
     fn tokens_of_unknown_items_are_lease_lost() {
         let (s, _) = store();
-        let t = tenure_core::LeaseToken::new(ItemId::new(), 1);
+        let t = tenure_core::LeaseToken::new(ItemId::new(), 1, tenure_core::LeaseId::mint());
         assert_eq!(
             run(s.complete(CompleteParams::new(vec![t]))).unwrap(),
             vec![TokenOutcome::LeaseLost]
@@ -244,7 +244,7 @@ mod g05_retry {
         assert!(claim(&s, "q", "a", 1).is_empty());
         clock.advance(Duration::from_micros(1));
         let again = claim(&s, "q", "a", 1).remove(0);
-        assert_eq!(again.token, tenure_core::LeaseToken::new(id, 2));
+        assert_eq!(again.token.item_attempt(), (id, 2));
         assert_eq!(again.item.last_error.as_deref(), Some("boom"));
     }
 

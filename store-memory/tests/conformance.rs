@@ -2,9 +2,9 @@
 //!
 //! `cargo test -p tenure-memory --test conformance` runs every case as its own test.
 
-use tenure_conformance::Unreachable;
+use tenure_conformance::{Restore, Snapshot, Unreachable};
 use tenure_core::{async_trait, ManualClock, Result};
-use tenure_memory::MemoryStore;
+use tenure_memory::{MemorySnapshot, MemoryStore};
 
 /// Opens a new, empty memory store per case; peers are clones onto the same data.
 struct MemoryHarness;
@@ -26,6 +26,26 @@ impl tenure_conformance::Harness for MemoryHarness {
         let store = MemoryStore::new(clock);
         store.set_available(false);
         Ok(Unreachable::Store(store))
+    }
+
+    async fn snapshot(&self, store: &MemoryStore) -> Result<Snapshot> {
+        Ok(Snapshot::taken(Rewind {
+            store: store.clone(),
+            to: store.snapshot()?,
+        }))
+    }
+}
+
+/// Puts a memory store back to a snapshot, as a failover to a lagging replica would.
+struct Rewind {
+    store: MemoryStore,
+    to: MemorySnapshot,
+}
+
+#[async_trait]
+impl Restore for Rewind {
+    async fn restore(self: Box<Self>) -> Result<()> {
+        self.store.restore(&self.to)
     }
 }
 

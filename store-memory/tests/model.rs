@@ -19,9 +19,9 @@ use tenure_core::machine::{self, Recovery};
 use tenure_core::{
     Clock, CompleteParams, DedupKey, DiscardParams, EnqueueParams, Enqueued, EvictParams, Evicted,
     FailOutcome, FailParams, Failure, HeartbeatParams, Instance, Item, ItemId, ItemState, Lease,
-    LeaseToken, ManualClock, NewItem, OwnerId, PurgeParams, QueueCounts, QueueName, RecoverParams,
-    Recovered, ReleaseParams, RenewOutcome, RenewParams, RequeueParams, ScopeKey, Store, StreamKey,
-    Timestamp, TokenOutcome,
+    LeaseId, LeaseToken, ManualClock, NewItem, OwnerId, PurgeParams, QueueCounts, QueueName,
+    RecoverParams, Recovered, ReleaseParams, RenewOutcome, RenewParams, RequeueParams, ScopeKey,
+    Store, StreamKey, Timestamp, TokenOutcome,
 };
 use tenure_memory::MemoryStore;
 
@@ -257,6 +257,7 @@ impl Model {
         queues: &[QueueName],
         owner: &OwnerId,
         limit: usize,
+        lease: LeaseId,
         now: Timestamp,
     ) -> Vec<Item> {
         for it in self.items.iter_mut().flatten() {
@@ -274,7 +275,7 @@ impl Model {
                 });
             let Some(i) = best else { break };
             let it = self.items[i].as_mut().unwrap();
-            assert!(machine::claim(it, owner, now, LEASE));
+            assert!(machine::claim(it, owner, lease, now, LEASE));
             out.push(it.clone());
         }
         out
@@ -447,7 +448,13 @@ fn check(ops: Vec<Op>, keep_done: bool) -> Result<(), TestCaseError> {
                     tenure_core::ClaimParams::new(qs[0].clone(), worker(*w), *limit, LEASE)
                         .queues(qs.clone());
                 let got: Vec<Lease> = run(s.claim(params)).unwrap();
-                let want = model.claim(&qs, &worker(*w), *limit as usize, now);
+                // The store mints one lease id per claim call (a random one, so the
+                // model takes it from the answer).
+                let lease = got.first().map_or(LeaseId::NONE, |l| l.token.lease);
+                prop_assert!(got
+                    .iter()
+                    .all(|l| l.token.lease == lease && lease != LeaseId::NONE));
+                let want = model.claim(&qs, &worker(*w), *limit as usize, lease, now);
                 let got_items: Vec<Item> = got.iter().map(|l| l.item.clone()).collect();
                 prop_assert_eq!(&got_items, &want);
                 for l in &got {

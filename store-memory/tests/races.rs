@@ -285,7 +285,8 @@ mod threads {
                 })),
                 spawn(Box::new(move |s| {
                     let l = claim(s, "b", 5);
-                    r3.lock().unwrap().2 = Some(l.iter().map(|l| l.token).collect::<Vec<_>>());
+                    r3.lock().unwrap().2 =
+                        Some(l.iter().map(|l| l.token.item_attempt()).collect::<Vec<_>>());
                 })),
             ];
             for h in hs {
@@ -300,7 +301,7 @@ mod threads {
                 assert!(item.is_none(), "round {round}");
             } else {
                 // Someone recovered X before A's complete, and B claimed it.
-                assert_eq!(b, vec![LeaseToken::new(x, 2)], "round {round}");
+                assert_eq!(b, vec![(x, 2)], "round {round}");
                 assert!(recovered <= 1, "round {round}");
                 let item = item.unwrap();
                 assert_eq!(

@@ -51,10 +51,12 @@
 //!   which the store answers by picking again, so the call takes other items and
 //!   does not fail.
 //! - **Finalize** (G3, G4, G5): `complete`, `fail`, `release` and `renew` are each one
-//!   statement over the whole batch, joined to `unnest($ids, $attempts)` and fenced on
-//!   `(id, attempt)` and `state = 'running'`; tokens not returned answer lease lost.
+//!   statement over the whole batch, joined to `unnest($ids, $attempts, $leases)` and
+//!   fenced on `(id, attempt, lease)` and `state = 'running'`; tokens not returned
+//!   answer lease lost. The lease id (migration 6) is minted by each claim, so a claim
+//!   a promoted standby never received leaves its token refused.
 //!   Finished rows are deleted unless [`PgConfig::keep_done`] is set. `complete`
-//!   calls the function `tenure_complete` (migration 5): it finishes the rows and
+//!   calls the function `tenure_complete` (migration 6): it finishes the rows and
 //!   promotes the next items of the streams whose heads it finished, in statements
 //!   of their own, all in one round trip.
 //! - **Dedup keys** (G11) live in `<schema>.dedup_keys` with their own expiry, purged
@@ -96,7 +98,7 @@
 //! | [`PgStore::fail_in_tx`] | its fenced failure (retry or dead) |
 //! | [`PgStore::release_in_tx`] | its fenced release |
 //!
-//! Each runs the same statement as the store's own call, fenced on `(id, attempt)`
+//! Each runs the same statement as the store's own call, fenced on `(id, attempt, lease)`
 //! and answered per token before the caller commits, in a savepoint, so a failing
 //! call leaves the caller's transaction usable. (`enqueue_with`, the former name of
 //! `enqueue_in_tx`, still works and is deprecated.)

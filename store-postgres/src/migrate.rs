@@ -49,6 +49,11 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
         name: "stream heads: a finish writes its stream's row only when it empties it",
         sql: include_str!("../migrations/0005_stream_heads.sql"),
     },
+    Migration {
+        version: 6,
+        name: "lease ids: every fence checks the lease a claim minted",
+        sql: include_str!("../migrations/0006_lease_ids.sql"),
+    },
 ];
 
 /// The newest version this code knows.

@@ -4,8 +4,8 @@
 use sqlx::postgres::PgRow;
 use sqlx::Row;
 use tenure_core::{
-    DedupKey, Error, Item, ItemId, ItemState, OwnerId, QueueName, Result, ScopeKey, StreamKey,
-    Timestamp,
+    DedupKey, Error, Item, ItemId, ItemState, LeaseId, OwnerId, QueueName, Result, ScopeKey,
+    StreamKey, Timestamp,
 };
 use uuid::Uuid;
 
@@ -60,5 +60,6 @@ pub(crate) fn item(row: &PgRow) -> Result<Item> {
         last_error: row.try_get("last_error").map_err(map)?,
         created_at: Timestamp::from_micros(get_i64("created_at")?),
         updated_at: Timestamp::from_micros(get_i64("updated_at")?),
+        lease: LeaseId::from_i64(get_i64("lease")?),
     })
 }

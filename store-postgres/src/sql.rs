@@ -9,7 +9,7 @@
 pub(crate) const ITEM_COLS: &str = "i.id, i.seq, i.queue, i.payload, i.stream, i.scope, \
      i.dedup_key, i.priority, i.run_at, i.state, i.attempt, i.owner, i.lease_expires_at, \
      i.renewals, i.stalls, i.max_attempts, i.max_stalls, i.max_renewals, i.last_error, \
-     i.created_at, i.updated_at";
+     i.created_at, i.updated_at, i.lease";
 
 /// The name of the partial unique index that makes G10 a schema invariant.
 pub(crate) const SCOPE_INDEX: &str = "items_scope_running";
@@ -137,7 +137,8 @@ impl Sql {
             // expiry. Each run takes the waiting items right behind its head (the index
             // `items_stream_waiting`) while each is ready, due, in the claimed queues
             // and of a free scope, the first of its scope in the run; machine::claim on
-            // them. Only the owner of a running head can claim the items behind it (a
+            // them, on the lease $8. Only the owner of a running head can claim the items
+            // behind it (a
             // claim takes heads only), so no lock is needed; the scope index stays the
             // backstop for G10.
             claim_run_tails: format!(
@@ -165,7 +166,8 @@ impl Sql {
                      FROM n \
                  ), claimed AS ( \
                      UPDATE {s}.items i SET state = 'running', attempt = i.attempt + 1, \
-                         owner = $6, lease_expires_at = $7, renewals = 0, updated_at = $4 \
+                         owner = $6, lease_expires_at = $7, renewals = 0, updated_at = $4, \
+                         lease = $8 \
                      WHERE i.id = ANY(ARRAY(SELECT id FROM w WHERE take)) \
                          AND i.state = 'ready' AND NOT i.head \
                      RETURNING {ITEM_COLS} \
@@ -250,7 +252,8 @@ impl Sql {
             // item per scope). `id = ANY(ARRAY(...))` fences the pick from the UPDATE.
             // With $6 the pick is skipped when expired leases of these queues exist: the
             // caller recovers them first and claims again (contract: recovery first).
-            // $1 queues, $2 now, $3 limit, $4 owner, $5 lease expiry, $6 check expiry.
+            // $1 queues, $2 now, $3 limit, $4 owner, $5 lease expiry, $6 check expiry,
+            // $7 lease id.
             claim: format!(
                 "WITH guard AS MATERIALIZED ( \
                      SELECT $6::boolean AND {expired} AS expired \
@@ -259,7 +262,7 @@ impl Sql {
                  FROM (VALUES (1)) AS one(x) LEFT JOIN claimed i ON true",
                 expired = expired_in_queues(s),
                 picked = picked(s, &eligible),
-                claimed = claimed(s),
+                claimed = claimed(s, "$7"),
             ),
             // The second pass of a claim for one row it recovered itself but found
             // locked when it picked (a stale finalize racing the recovery holds the row
@@ -268,10 +271,11 @@ impl Sql {
             // and a row still claimable is claimed. One row per statement, so it never
             // holds one lock while waiting for another. The scope index stays the
             // backstop for G10.
-            // $1 ids (one), $2 now, $3 queues, $4 owner, $5 lease expiry.
+            // $1 ids (one), $2 now, $3 queues, $4 owner, $5 lease expiry, $6 lease id.
             claim_locked: format!(
                 "UPDATE {s}.items i SET state = 'running', attempt = i.attempt + 1, \
-                     owner = $4, lease_expires_at = $5, renewals = 0, updated_at = $2 \
+                     owner = $4, lease_expires_at = $5, renewals = 0, updated_at = $2, \
+                     lease = $6 \
                  WHERE i.id = ANY($1::uuid[]) AND i.state = 'ready' AND i.head \
                      AND i.run_at <= $2 AND i.queue = ANY($3::text[]) \
                      AND NOT EXISTS (SELECT 1 FROM {s}.paused_queues z WHERE z.queue = i.queue) \
@@ -287,7 +291,7 @@ impl Sql {
             // streams in the same statement. An unregistered owner picks nothing and
             // the caller answers NotFound before looking at `expired`, so nothing is
             // written, not even a recovery.
-            // $1..$6 as the claim, $7 partitions.
+            // $1..$6 as the claim, $7 partitions, $8 lease id.
             claim_partitioned: format!(
                 "WITH share AS MATERIALIZED ({share}), \
                  guard AS MATERIALIZED ( \
@@ -303,16 +307,17 @@ impl Sql {
                     s,
                     &format!("{eligible_partitioned} AND {}", share_filter(s, "p", "$7"))
                 ),
-                claimed = claimed(s),
+                claimed = claimed(s, "$8"),
                 pinned = pin(s),
             ),
             // The second pass of a partitioned claim: `claim_locked` with the share
             // filter and the pinning. $1 ids (one), $2 now, $3 queues, $4 owner,
-            // $5 lease expiry, $6 partitions.
+            // $5 lease expiry, $6 partitions, $7 lease id.
             claim_locked_partitioned: format!(
                 "WITH share AS MATERIALIZED ({share}), claimed AS ( \
                      UPDATE {s}.items i SET state = 'running', attempt = i.attempt + 1, \
-                         owner = $4, lease_expires_at = $5, renewals = 0, updated_at = $2 \
+                         owner = $4, lease_expires_at = $5, renewals = 0, updated_at = $2, \
+                         lease = $7 \
                      WHERE i.id = ANY($1::uuid[]) AND i.state = 'ready' AND i.head \
                          AND i.run_at <= $2 AND i.queue = ANY($3::text[]) \
                      AND NOT EXISTS (SELECT 1 FROM {s}.paused_queues z WHERE z.queue = i.queue) \
@@ -342,14 +347,14 @@ impl Sql {
                  ) \
                  SELECT id, state FROM r"
             ),
-            // machine::renew, fenced on (id, attempt); rows of current tokens come back
-            // with the cap check's result.
-            // $1 now, $2 ids, $3 attempts, $4 new expiry.
+            // machine::renew, fenced on (id, attempt, lease); rows of current tokens come
+            // back with the cap check's result.
+            // $1 now, $2 ids, $3 attempts, $4 new expiry, $5 lease ids.
             renew: format!(
                 "WITH cur AS MATERIALIZED ( \
                      SELECT i.id, i.renewals, i.max_renewals FROM {s}.items i \
-                     JOIN unnest($2::uuid[], $3::int4[]) AS t(id, attempt) \
-                         ON i.id = t.id AND i.attempt = t.attempt \
+                     JOIN unnest($2::uuid[], $3::int4[], $5::int8[]) AS t(id, attempt, lease) \
+                         ON i.id = t.id AND i.attempt = t.attempt AND i.lease = t.lease \
                      WHERE i.id = ANY($2::uuid[]) AND i.state = 'running' \
                      FOR UPDATE OF i \
                  ), upd AS ( \
@@ -361,12 +366,12 @@ impl Sql {
                  SELECT cur.id, cur.max_renewals, upd.renewals \
                  FROM cur LEFT JOIN upd ON upd.id = cur.id"
             ),
-            // machine::complete, fenced, in one round trip: the function (migration
-            // 0005) finishes the rows, then promotes the next item of each stream whose
-            // head it finished (`tenure_promote`, statements of its own).
-            // $1 now, $2 ids, $3 attempts, $4 keep done rows.
+            // machine::complete, fenced on (id, attempt, lease), in one round trip: the
+            // function (migration 0006) finishes the rows, then promotes the next item of
+            // each stream whose head it finished (`tenure_promote`, statements of its own).
+            // $1 now, $2 ids, $3 attempts, $4 keep done rows, $5 lease ids.
             complete: format!(
-                "SELECT c FROM {s}.tenure_complete($1, $2::uuid[], $3::int4[], $4) AS c"
+                "SELECT c FROM {s}.tenure_complete($1, $2::uuid[], $3::int4[], $5::int8[], $4) AS c"
             ),
             // machine::discard: dead items are deleted, followed in the same transaction
             // by `promote` for the streams whose head was among them (answered as the
@@ -381,7 +386,7 @@ impl Sql {
             // (migration 0005). Runs after the finish, in statements of its own.
             promote: format!("SELECT {s}.tenure_promote($1::text[])"),
             // machine::fail, fenced. $4 is the retry time, NULL for a permanent failure.
-            // $1 now, $2 ids, $3 attempts, $4 retry run_at, $5 errors.
+            // $1 now, $2 ids, $3 attempts, $4 retry run_at, $5 errors, $6 lease ids.
             // G9: with the put-back rule for the items of a run behind a failed one.
             fail: format!(
                 "WITH f AS (UPDATE {s}.items i SET owner = NULL, lease_expires_at = NULL, updated_at = $1, \
@@ -390,21 +395,23 @@ impl Sql {
                          THEN 'ready' ELSE 'dead' END, \
                      run_at = CASE WHEN t.retry_at IS NOT NULL AND i.attempt < i.max_attempts \
                          THEN t.retry_at ELSE i.run_at END \
-                 FROM unnest($2::uuid[], $3::int4[], $4::int8[], $5::text[]) \
-                     AS t(id, attempt, retry_at, error) \
-                 WHERE i.id = ANY($2::uuid[]) AND i.id = t.id AND i.attempt = t.attempt AND i.state = 'running' \
+                 FROM unnest($2::uuid[], $3::int4[], $4::int8[], $5::text[], $6::int8[]) \
+                     AS t(id, attempt, retry_at, error, lease) \
+                 WHERE i.id = ANY($2::uuid[]) AND i.id = t.id AND i.attempt = t.attempt \
+                     AND i.lease = t.lease AND i.state = 'running' \
                  RETURNING i.id, i.state, i.run_at, i.stream, i.seq), \
                  {put_back_fail} \
                  SELECT f.id, f.state, f.run_at FROM f"
             ),
-            // machine::release, fenced.
+            // machine::release, fenced. $1 now, $2 ids, $3 attempts, $4 lease ids.
             // G9: with the put-back rule for the items of a run behind a released one.
             release: format!(
                 "WITH f AS (UPDATE {s}.items i SET state = 'ready', run_at = $1, owner = NULL, \
                      lease_expires_at = NULL, updated_at = $1, \
                      max_attempts = i.max_attempts + 1 \
-                 FROM unnest($2::uuid[], $3::int4[]) AS t(id, attempt) \
-                 WHERE i.id = ANY($2::uuid[]) AND i.id = t.id AND i.attempt = t.attempt AND i.state = 'running' \
+                 FROM unnest($2::uuid[], $3::int4[], $4::int8[]) AS t(id, attempt, lease) \
+                 WHERE i.id = ANY($2::uuid[]) AND i.id = t.id AND i.attempt = t.attempt \
+                     AND i.lease = t.lease AND i.state = 'running' \
                  RETURNING i.id, i.stream, i.seq), \
                  {put_back_release} \
                  SELECT f.id FROM f"
@@ -609,12 +616,14 @@ fn picked(s: &str, filter: &str) -> String {
 }
 
 /// The `claimed` CTE of a claim: machine::claim on the picked rows for owner $4, lease
-/// expiry $5, at $2. `id = ANY(ARRAY(...))` fences the pick from the UPDATE.
-fn claimed(s: &str) -> String {
+/// expiry $5, at $2, on the lease id `lease` (a parameter). `id = ANY(ARRAY(...))`
+/// fences the pick from the UPDATE.
+fn claimed(s: &str, lease: &str) -> String {
     format!(
         "claimed AS ( \
              UPDATE {s}.items i SET state = 'running', attempt = i.attempt + 1, \
-                 owner = $4, lease_expires_at = $5, renewals = 0, updated_at = $2 \
+                 owner = $4, lease_expires_at = $5, renewals = 0, updated_at = $2, \
+                 lease = {lease} \
              WHERE i.id = ANY(ARRAY(SELECT id FROM picked)) AND i.state = 'ready' \
              RETURNING {ITEM_COLS} \
          )"

@@ -17,8 +17,8 @@ use tenure_core::partition::key_hash;
 use tenure_core::{
     async_trait, Capabilities, ClaimParams, CompleteParams, DeregisterParams, DiscardParams,
     EnqueueParams, Enqueued, Error, EvictParams, Evicted, FailOutcome, FailParams, HeartbeatParams,
-    Instance, Item, ItemId, ItemState, LeaderParams, LeaderStatus, Lease, Limits, NewItem, OwnerId,
-    PurgeParams, Purged, QueueCounts, QueueName, RecoverParams, Recovered, ReleaseParams,
+    Instance, Item, ItemId, ItemState, LeaderParams, LeaderStatus, Lease, LeaseId, Limits, NewItem,
+    OwnerId, PurgeParams, Purged, QueueCounts, QueueName, RecoverParams, Recovered, ReleaseParams,
     RenewOutcome, RenewParams, RequeueParams, Result, Retry, SharedClock, Store, Timestamp,
     TokenOutcome, WakeHealth, WakeSignal,
 };
@@ -593,6 +593,9 @@ impl PgStore {
         if let Some(p) = params.partitioning {
             q = q.bind(i64::from(p.partitions));
         }
+        // One lease id for the leases of this statement: it only has to differ between
+        // the leases of one item (`LeaseId`).
+        q = q.bind(LeaseId::mint().to_i64());
         let rows = q.fetch_all(exec).await?;
         let mut items = Vec::with_capacity(rows.len());
         for row in &rows {
@@ -636,6 +639,7 @@ impl PgStore {
         if let Some(p) = params.partitioning {
             q = q.bind(i64::from(p.partitions));
         }
+        q = q.bind(LeaseId::mint().to_i64());
         let mut s = self.raw_session().await?;
         let rows = q.fetch_all(&mut *s).await?;
         s.commit().await?;
@@ -681,7 +685,8 @@ impl PgStore {
                         .bind(now.as_micros())
                         .bind(queues)
                         .bind(params.owner.as_str())
-                        .bind(expires.as_micros()),
+                        .bind(expires.as_micros())
+                        .bind(LeaseId::mint().to_i64()),
                 )
                 .await;
             match answer {
@@ -763,13 +768,14 @@ impl PgStore {
         params: &CompleteParams,
     ) -> Result<Vec<TokenOutcome>> {
         let now = self.inner.clock.now();
-        let (ids, attempts) = token_arrays(params.tokens.iter())?;
+        let (ids, attempts, leases) = token_arrays(params.tokens.iter());
         let rows = self
             .query(&self.inner.sql.complete)
             .bind(now.as_micros())
             .bind(&ids)
             .bind(&attempts)
             .bind(self.inner.keep_done)
+            .bind(&leases)
             .fetch_all(&mut *conn)
             .await
             .map_err(map)?;
@@ -796,7 +802,7 @@ impl PgStore {
         params: &FailParams,
     ) -> Result<Vec<FailOutcome>> {
         let now = self.inner.clock.now();
-        let (ids, attempts) = token_arrays(params.failures.iter().map(|f| &f.token))?;
+        let (ids, attempts, leases) = token_arrays(params.failures.iter().map(|f| &f.token));
         let retry_at: Vec<Option<i64>> = params
             .failures
             .iter()
@@ -813,6 +819,7 @@ impl PgStore {
             .bind(&attempts)
             .bind(&retry_at)
             .bind(&errors)
+            .bind(&leases)
             .fetch_all(&mut *conn)
             .await
             .map_err(map)?;
@@ -843,12 +850,13 @@ impl PgStore {
         params: &ReleaseParams,
     ) -> Result<Vec<TokenOutcome>> {
         let now = self.inner.clock.now();
-        let (ids, attempts) = token_arrays(params.tokens.iter())?;
+        let (ids, attempts, leases) = token_arrays(params.tokens.iter());
         let rows = self
             .query(&self.inner.sql.release)
             .bind(now.as_micros())
             .bind(&ids)
             .bind(&attempts)
+            .bind(&leases)
             .fetch_all(&mut *conn)
             .await
             .map_err(map)?;
@@ -993,15 +1001,17 @@ fn is_scope_race(e: &sqlx::Error) -> bool {
 
 fn token_arrays<'a>(
     tokens: impl Iterator<Item = &'a tenure_core::LeaseToken>,
-) -> Result<(Vec<Uuid>, Vec<i32>)> {
+) -> (Vec<Uuid>, Vec<i32>, Vec<i64>) {
     let mut ids = Vec::new();
     let mut attempts = Vec::new();
+    let mut leases = Vec::new();
     for t in tokens {
         ids.push(*t.id.as_uuid());
         // An attempt beyond i32 cannot exist in the table: it will answer lease lost.
         attempts.push(i32::try_from(t.attempt).unwrap_or(-1));
+        leases.push(t.lease.to_i64());
     }
-    Ok((ids, attempts))
+    (ids, attempts, leases)
 }
 
 #[async_trait]
@@ -1154,14 +1164,15 @@ impl Store for PgStore {
         params.validate(&self.inner.limits)?;
         let now = self.inner.clock.now();
         let expires = now + params.lease_for;
-        let (ids, attempts) = token_arrays(params.tokens.iter())?;
+        let (ids, attempts, leases) = token_arrays(params.tokens.iter());
         let rows = self
             .fetch_all(
                 self.query(&self.inner.sql.renew)
                     .bind(now.as_micros())
                     .bind(&ids)
                     .bind(&attempts)
-                    .bind(expires.as_micros()),
+                    .bind(expires.as_micros())
+                    .bind(&leases),
             )
             .await?;
         let mut by_id: HashMap<Uuid, RenewOutcome> = HashMap::with_capacity(rows.len());

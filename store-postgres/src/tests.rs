@@ -77,7 +77,7 @@ async fn explain_claim(
 ) -> String {
     let name = format!("claim_{}", mode.replace('_', ""));
     let prepare = format!(
-        "PREPARE {name}(text[], int8, int8, text, int8, bool) AS {}",
+        "PREPARE {name}(text[], int8, int8, text, int8, bool, int8) AS {}",
         store.sql().claim
     );
     let opts = if analyze {
@@ -91,7 +91,7 @@ async fn explain_claim(
         .await
         .unwrap();
     let lines: Vec<String> = sqlx::query_scalar(&format!(
-        "EXPLAIN {opts} EXECUTE {name}('{{q}}', {now}, 100, 'explainer', {}, true)",
+        "EXPLAIN {opts} EXECUTE {name}('{{q}}', {now}, 100, 'explainer', {}, true, 7)",
         now + 30_000_000
     ))
     .fetch_all(&mut *tx)
@@ -449,26 +449,27 @@ mod finalize_plan {
         let ids: Vec<String> = tokens[..100].iter().map(|t| format!("{}", t.id)).collect();
         let ids = format!("'{{{}}}'", ids.join(","));
         let attempts = format!("'{{{}}}'", vec!["1"; 100].join(","));
+        let lease_arr = format!("'{{{}}}'", vec!["7"; 100].join(","));
         let now = clock.now().as_micros();
         let sql = store.sql();
         let cases = [
             (
                 "release",
                 &sql.release,
-                "(int8, uuid[], int4[])",
-                format!("{now}, {ids}, {attempts}"),
+                "(int8, uuid[], int4[], int8[])",
+                format!("{now}, {ids}, {attempts}, {lease_arr}"),
             ),
             (
                 "renew",
                 &sql.renew,
-                "(int8, uuid[], int4[], int8)",
-                format!("{now}, {ids}, {attempts}, {now}"),
+                "(int8, uuid[], int4[], int8, int8[])",
+                format!("{now}, {ids}, {attempts}, {now}, {lease_arr}"),
             ),
             (
                 "fail",
                 &sql.fail,
-                "(int8, uuid[], int4[], int8[], text[])",
-                format!("{now}, {ids}, {attempts}, NULL, NULL"),
+                "(int8, uuid[], int4[], int8[], text[], int8[])",
+                format!("{now}, {ids}, {attempts}, NULL, NULL, {lease_arr}"),
             ),
         ];
         for (name, stmt, types, args) in cases {
@@ -676,7 +677,7 @@ mod g14_partitioned {
                 let mut tx = admin.begin().await.unwrap();
                 sqlx::raw_sql(&format!(
                     "SET LOCAL plan_cache_mode = {mode}; \
-                     PREPARE pclaim(text[], int8, int8, text, int8, bool, int8) AS {}",
+                     PREPARE pclaim(text[], int8, int8, text, int8, bool, int8, int8) AS {}",
                     store.sql().claim_partitioned
                 ))
                 .execute(&mut *tx)
@@ -684,7 +685,7 @@ mod g14_partitioned {
                 .unwrap();
                 let plan: Vec<String> = sqlx::query_scalar(&format!(
                     "EXPLAIN (ANALYZE, BUFFERS, COSTS OFF) \
-                     EXECUTE pclaim('{{q}}', {now}, 100, 'explainer', {}, true, 10000)",
+                     EXECUTE pclaim('{{q}}', {now}, 100, 'explainer', {}, true, 10000, 7)",
                     now + 30_000_000
                 ))
                 .fetch_all(&mut *tx)
@@ -774,7 +775,7 @@ mod g14_partitioned {
         tx.commit().await.unwrap();
 
         assert_eq!(pin(&mut admin, &schema, &s).await.as_deref(), Some(a));
-        let token = tenure_core::LeaseToken::new(got_a[0].1.id, 1);
+        let token = got_a[0].1.token();
         store.complete_one(token).await.unwrap();
         for who in [b, c] {
             let got = store.claim(partitioned("q", who, 10)).await.unwrap();
@@ -916,21 +917,30 @@ mod large_table {
         let ids: Vec<String> = leases.iter().map(|l| format!("{}", l.token.id)).collect();
         let ids = format!("'{{{}}}'", ids.join(","));
         let attempts = format!("'{{{}}}'", vec!["1"; leases.len()].join(","));
+        let lease_ids: Vec<String> = leases
+            .iter()
+            .map(|l| l.token.lease.to_i64().to_string())
+            .collect();
+        let lease_arr = format!("'{{{}}}'", lease_ids.join(","));
         let sql = store.sql();
         let claim_args = format!("'{{big}}', {now}, 100, 'explainer', {expiry}, true");
+        let claim_lease = 7;
         let cases: [(&str, &String, &str, String, &str); 6] = [
             (
                 "claim",
                 &sql.claim,
-                "(text[], int8, int8, text, int8, bool)",
-                claim_args.clone(),
+                "(text[], int8, int8, text, int8, bool, int8)",
+                format!("{claim_args}, {claim_lease}"),
                 "items_claim",
             ),
             (
                 "claim_partitioned",
                 &sql.claim_partitioned,
-                "(text[], int8, int8, text, int8, bool, int8)",
-                format!("{claim_args}, {}", Partitioning::default().partitions),
+                "(text[], int8, int8, text, int8, bool, int8, int8)",
+                format!(
+                    "{claim_args}, {}, {claim_lease}",
+                    Partitioning::default().partitions
+                ),
                 "items_claim",
             ),
             (
@@ -943,22 +953,22 @@ mod large_table {
             (
                 "renew",
                 &sql.renew,
-                "(int8, uuid[], int4[], int8)",
-                format!("{now}, {ids}, {attempts}, {expiry}"),
+                "(int8, uuid[], int4[], int8, int8[])",
+                format!("{now}, {ids}, {attempts}, {expiry}, {lease_arr}"),
                 "items_pkey",
             ),
             (
                 "fail",
                 &sql.fail,
-                "(int8, uuid[], int4[], int8[], text[])",
-                format!("{now}, {ids}, {attempts}, NULL, NULL"),
+                "(int8, uuid[], int4[], int8[], text[], int8[])",
+                format!("{now}, {ids}, {attempts}, NULL, NULL, {lease_arr}"),
                 "items_pkey",
             ),
             (
                 "release",
                 &sql.release,
-                "(int8, uuid[], int4[])",
-                format!("{now}, {ids}, {attempts}"),
+                "(int8, uuid[], int4[], int8[])",
+                format!("{now}, {ids}, {attempts}, {lease_arr}"),
                 "items_pkey",
             ),
         ];

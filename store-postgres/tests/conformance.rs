@@ -11,7 +11,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use sqlx::{Connection, PgConnection};
-use tenure_conformance::{Guarded, Unreachable};
+use tenure_conformance::{Guarded, Restore, Snapshot, Unreachable};
 use tenure_core::{async_trait, ManualClock, Result};
 use tenure_postgres::{PgConfig, PgStore};
 use tokio::sync::Semaphore;
@@ -105,6 +105,75 @@ impl tenure_conformance::Harness for PgHarness {
             .await
             .map_err(|e| tenure_core::Error::internal("postgres", e))?;
         Ok(Unreachable::Store(Guarded::new(store, permit)))
+    }
+
+    async fn snapshot(&self, store: &CaseStore) -> Result<Snapshot> {
+        // Every table of the schema copied into a schema of its own.
+        let schema = store.inner().schema().to_owned();
+        let snap = format!("{schema}_snap");
+        if let Ok(mut s) = self.schemas.lock() {
+            s.push(snap.clone());
+        }
+        // A pool of one: `&PgPool` is an executor for every lifetime, as the async
+        // trait's `Send` future needs.
+        let conn = sqlx::postgres::PgPoolOptions::new()
+            .max_connections(1)
+            .connect(&url())
+            .await
+            .map_err(internal)?;
+        sqlx::raw_sql(&format!(
+            "DO $$ DECLARE t text; BEGIN
+                 CREATE SCHEMA {snap};
+                 FOR t IN SELECT tablename FROM pg_tables WHERE schemaname = '{schema}' LOOP
+                     EXECUTE format('CREATE TABLE %I.%I AS TABLE %I.%I',
+                         '{snap}', t, '{schema}', t);
+                 END LOOP;
+             END $$"
+        ))
+        .execute(&conn)
+        .await
+        .map_err(internal)?;
+        conn.close().await;
+        Ok(Snapshot::taken(Rewind { schema, snap }))
+    }
+}
+
+fn internal(e: impl std::fmt::Display) -> tenure_core::Error {
+    tenure_core::Error::internal("postgres", e.to_string())
+}
+
+/// Puts a schema's rows back as its snapshot schema holds them, in one transaction.
+struct Rewind {
+    schema: String,
+    snap: String,
+}
+
+#[async_trait]
+impl Restore for Rewind {
+    async fn restore(self: Box<Self>) -> Result<()> {
+        let (schema, snap) = (&self.schema, &self.snap);
+        // A pool of one: `&PgPool` is an executor for every lifetime, as the async
+        // trait's `Send` future needs.
+        let conn = sqlx::postgres::PgPoolOptions::new()
+            .max_connections(1)
+            .connect(&url())
+            .await
+            .map_err(internal)?;
+        sqlx::raw_sql(&format!(
+            "DO $$ DECLARE t text; BEGIN
+                 EXECUTE (SELECT 'TRUNCATE ' || string_agg(format('%I.%I', '{schema}', tablename), ', ')
+                          FROM pg_tables WHERE schemaname = '{snap}');
+                 FOR t IN SELECT tablename FROM pg_tables WHERE schemaname = '{snap}' LOOP
+                     EXECUTE format('INSERT INTO %I.%I OVERRIDING SYSTEM VALUE SELECT * FROM %I.%I',
+                         '{schema}', t, '{snap}', t);
+                 END LOOP;
+             END $$"
+        ))
+        .execute(&conn)
+        .await
+        .map_err(internal)?;
+        conn.close().await;
+        Ok(())
     }
 }
 

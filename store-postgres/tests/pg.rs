@@ -866,7 +866,7 @@ mod migrations {
         .fetch_all(&mut admin)
         .await
         .unwrap();
-        assert_eq!(versions, vec![1, 2, 3, 4, 5]);
+        assert_eq!(versions, vec![1, 2, 3, 4, 5, 6]);
         let sqlx_table: Option<String> = sqlx::query_scalar(&format!(
             "SELECT to_regclass('{schema}._sqlx_migrations')::text"
         ))
@@ -940,9 +940,13 @@ mod migrations {
         let old_complete = include_str!("../migrations/0002_complete_function.sql")
             .replace("CREATE FUNCTION", "CREATE OR REPLACE FUNCTION")
             .replace("__SCHEMA__", &s);
+        // Version 6's lease column stays (its migration adds it only when missing);
+        // its complete function goes, as the version-4 code below never calls it.
         sqlx::raw_sql(&format!(
-            "DROP FUNCTION {s}.tenure_promote(text[]); {old_complete}; \
-             DELETE FROM {s}.tenure_migrations WHERE version = 5"
+            "DROP FUNCTION {s}.tenure_promote(text[]); \
+             DROP FUNCTION {s}.tenure_complete(bigint, uuid[], integer[], bigint[], boolean); \
+             {old_complete}; \
+             DELETE FROM {s}.tenure_migrations WHERE version >= 5"
         ))
         .execute(&mut ctx.admin)
         .await
@@ -954,7 +958,8 @@ mod migrations {
             ids.push(it.id);
             ctx.store.enqueue_one(it).await.unwrap();
         }
-        // Under version 4: the heads of a and b, completed by the old function.
+        // Under version 4: the heads of a and b, completed by the old function as the
+        // version-4 code called it (no lease ids).
         let first = ctx
             .store
             .claim(ClaimParams::new(q(), owner(1), 10, LEASE))
@@ -962,10 +967,16 @@ mod migrations {
             .unwrap();
         let got: Vec<ItemId> = first.iter().map(|l| l.item.id).collect();
         assert_eq!(got, vec![ids[0], ids[1]]);
-        ctx.store
-            .complete(CompleteParams::new(first.iter().map(|l| l.token).collect()))
-            .await
-            .unwrap();
+        let done: Vec<uuid::Uuid> = sqlx::query_scalar(&format!(
+            "SELECT {s}.tenure_complete($1, $2::uuid[], $3::int4[], false)"
+        ))
+        .bind(0_i64)
+        .bind(got.iter().map(|id| *id.as_uuid()).collect::<Vec<_>>())
+        .bind(vec![1_i32; got.len()])
+        .fetch_all(&mut ctx.admin)
+        .await
+        .unwrap();
+        assert_eq!(done.len(), 2);
         assert_eq!(
             pending(&mut ctx.admin, &s, "a").await,
             2,
@@ -980,7 +991,7 @@ mod migrations {
         .fetch_all(&mut ctx.admin)
         .await
         .unwrap();
-        assert_eq!(versions, vec![1, 2, 3, 4, 5]);
+        assert_eq!(versions, vec![1, 2, 3, 4, 5, 6]);
         for next in [ids[2], ids[3]] {
             let leases = ctx
                 .store

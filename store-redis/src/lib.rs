@@ -189,7 +189,7 @@
 //! `error.rs` holds the table. A call that finds its connection broken drops it and
 //! the next call opens a new one, so the same store works again once the server is
 //! back, without a restart. A call whose connection broke mid-way may or may not have
-//! been applied: every finalize is fenced on `(id, attempt)`, so retrying it can never
+//! been applied: every finalize is fenced on `(id, attempt, lease)`, so retrying it can never
 //! finalize an item twice. The store loads its function library (`FUNCTION LOAD`)
 //! when a call answers `Function not found`, as after a restart without persistence
 //! or a `FUNCTION FLUSH`, and sends the call again; with AOF or RDB persistence the

@@ -3,7 +3,8 @@
 
 use redis::Value;
 use tenure_core::{
-    DedupKey, Item, ItemId, ItemState, OwnerId, QueueName, Result, ScopeKey, StreamKey, Timestamp,
+    DedupKey, Item, ItemId, ItemState, LeaseId, OwnerId, QueueName, Result, ScopeKey, StreamKey,
+    Timestamp,
 };
 use uuid::Uuid;
 
@@ -176,6 +177,15 @@ pub(crate) fn item(id: ItemId, flat: Flat) -> Result<Item> {
     let attempt = state.u32()?;
     let renewals = state.u32()?;
     let updated_at = state.time()?;
+    // Then the mark and the queue (layout 4), and while running the lease (layout 5;
+    // none, `LeaseId::NONE`, on an item a layout-4 claim wrote).
+    let lease = match (state.word(), state.word(), state.word()) {
+        (Ok(_), Ok(_), Ok(lid)) if state_word == ItemState::Running => std::str::from_utf8(lid)
+            .ok()
+            .and_then(|w| w.parse::<LeaseId>().ok())
+            .ok_or_else(|| bad_reply("item field s has a lease that is not hex"))?,
+        _ => LeaseId::NONE,
+    };
     let (owner, lease_expires_at) = match l {
         None => (None, None),
         Some(l) => {
@@ -205,6 +215,7 @@ pub(crate) fn item(id: ItemId, flat: Flat) -> Result<Item> {
         last_error: t.last_error,
         created_at: n.created_at,
         updated_at,
+        lease,
     })
 }
 
@@ -303,6 +314,7 @@ pub(crate) fn claimed_items(answer: Vec<Value>, queues: &[QueueName]) -> Result<
             last_error,
             created_at: n.created_at,
             updated_at: n.created_at,
+            lease: LeaseId::NONE,
         });
     }
     Ok(out)

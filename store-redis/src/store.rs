@@ -13,9 +13,9 @@ use tenure_core::{
     async_trait, duration_micros, validate_identifier, Capabilities, ClaimParams, CompleteParams,
     DeregisterParams, DiscardParams, EnqueueParams, Enqueued, Error, EvictParams, Evicted,
     FailOutcome, FailParams, HeartbeatParams, Instance, Item, ItemId, LeaderParams, LeaderStatus,
-    Lease, Limits, OwnerId, PurgeParams, Purged, QueueCounts, QueueName, RecoverParams, Recovered,
-    ReleaseParams, RenewOutcome, RenewParams, RequeueParams, Result, Retry, SharedClock, Store,
-    Timestamp, TokenOutcome, WakeHealth, WakeSignal,
+    Lease, LeaseId, Limits, OwnerId, PurgeParams, Purged, QueueCounts, QueueName, RecoverParams,
+    Recovered, ReleaseParams, RenewOutcome, RenewParams, RequeueParams, Result, Retry, SharedClock,
+    Store, Timestamp, TokenOutcome, WakeHealth, WakeSignal,
 };
 use tokio::task::JoinHandle;
 
@@ -284,8 +284,20 @@ impl RedisStore {
     fn tokens(inv: &mut Cmd, tokens: &[tenure_core::LeaseToken]) {
         for t in tokens {
             id_arg(inv, t.id).arg(t.attempt);
+            lease_arg(inv, t.lease);
         }
     }
+}
+
+/// Pushes a lease id as the 16 hex digits the functions compare (G3).
+fn lease_arg(inv: &mut Cmd, lease: LeaseId) -> &mut Cmd {
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    let mut buf = [0u8; 16];
+    let v = lease.to_u64();
+    for (i, b) in buf.iter_mut().enumerate() {
+        *b = HEX[((v >> (60 - 4 * i)) & 0xf) as usize];
+    }
+    inv.arg(&buf[..])
 }
 
 /// Pushes an item id as its hyphenated text (as the functions key it), without
@@ -407,8 +419,11 @@ impl Store for RedisStore {
         for q in &params.queues {
             inv.arg(q.as_str());
         }
-        // G9: the most items of one stream run.
+        // G9: the most items of one stream run. G3: one lease id for the leases of this
+        // claim (it only has to differ between the leases of one item: `LeaseId`).
         inv.arg(params.stream_run);
+        let lease = LeaseId::mint();
+        lease_arg(&mut inv, lease);
         let answer: Value = match self.write(&inv).await {
             Err(e) if e.kind() == tenure_core::ErrorKind::NotFound => {
                 return Err(Error::not_found("instance", params.owner.to_string()))
@@ -423,7 +438,7 @@ impl Store for RedisStore {
         rows::claimed_items(answers, &params.queues)?
             .into_iter()
             .map(|mut item| {
-                if !machine::claim(&mut item, &params.owner, now, params.lease_for)
+                if !machine::claim(&mut item, &params.owner, lease, now, params.lease_for)
                     || item.lease_expires_at != Some(expires_at)
                 {
                     return Err(bad_reply(format!(
@@ -477,7 +492,8 @@ impl Store for RedisStore {
                 Retry::After(d) => duration_micros(d),
                 Retry::Never => -1,
             };
-            id_arg(&mut inv, f.token.id).arg(f.token.attempt).arg(delay);
+            id_arg(&mut inv, f.token.id).arg(f.token.attempt);
+            lease_arg(&mut inv, f.token.lease).arg(delay);
         }
         for f in &params.failures {
             inv.arg(f.error.as_str());

@@ -11,7 +11,7 @@ use std::process::ExitCode;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use tenure_conformance::Unreachable;
+use tenure_conformance::{Restore, Snapshot, Unreachable};
 use tenure_core::{async_trait, ManualClock, Result};
 use tenure_redis::{RedisConfig, RedisStore};
 
@@ -63,6 +63,91 @@ impl tenure_conformance::Harness for RedisHarness {
         )
         .await?;
         Ok(Unreachable::Store(store))
+    }
+
+    async fn snapshot(&self, store: &RedisStore) -> Result<Snapshot> {
+        // Every key of the prefix, as DUMP serialises it.
+        let mut conn = admin().await?;
+        let mut keys = Vec::new();
+        for key in prefix_keys(&mut conn, store.prefix()).await? {
+            let dump: Vec<u8> = redis::cmd("DUMP")
+                .arg(&key)
+                .query_async(&mut conn)
+                .await
+                .map_err(internal)?;
+            keys.push((key, dump));
+        }
+        Ok(Snapshot::taken(Rewind {
+            prefix: store.prefix().to_owned(),
+            keys,
+        }))
+    }
+}
+
+fn internal(e: impl std::fmt::Display) -> tenure_core::Error {
+    tenure_core::Error::internal("redis", e.to_string())
+}
+
+async fn admin() -> Result<redis::aio::MultiplexedConnection> {
+    let client = redis::Client::open(url()).map_err(internal)?;
+    client
+        .get_multiplexed_async_connection()
+        .await
+        .map_err(internal)
+}
+
+/// The keys of `prefix` (`{prefix}` and the keys under it), by SCAN.
+async fn prefix_keys(
+    conn: &mut redis::aio::MultiplexedConnection,
+    prefix: &str,
+) -> Result<Vec<String>> {
+    let root = format!("{{{prefix}}}");
+    let mut out = Vec::new();
+    let mut cursor: u64 = 0;
+    loop {
+        let (next, keys): (u64, Vec<String>) = redis::cmd("SCAN")
+            .arg(cursor)
+            .arg("MATCH")
+            .arg(format!("{root}*"))
+            .arg("COUNT")
+            .arg(1000)
+            .query_async(conn)
+            .await
+            .map_err(internal)?;
+        out.extend(keys);
+        if next == 0 {
+            return Ok(out);
+        }
+        cursor = next;
+    }
+}
+
+/// Puts a prefix's keys back as DUMP took them, in one MULTI, after deleting every key
+/// written since.
+struct Rewind {
+    prefix: String,
+    keys: Vec<(String, Vec<u8>)>,
+}
+
+#[async_trait]
+impl Restore for Rewind {
+    async fn restore(self: Box<Self>) -> Result<()> {
+        let mut conn = admin().await?;
+        let now = prefix_keys(&mut conn, &self.prefix).await?;
+        let mut pipe = redis::pipe();
+        pipe.atomic();
+        if !now.is_empty() {
+            pipe.cmd("DEL").arg(&now).ignore();
+        }
+        for (key, dump) in &self.keys {
+            pipe.cmd("RESTORE")
+                .arg(key)
+                .arg(0)
+                .arg(dump)
+                .arg("REPLACE")
+                .ignore();
+        }
+        pipe.query_async::<()>(&mut conn).await.map_err(internal)
     }
 }
 

@@ -16,9 +16,9 @@ mod common;
 use std::time::Duration;
 
 use tenure_core::{
-    ClaimParams, CompleteParams, DeregisterParams, ItemId, ItemListParams, ListState, ManualClock,
-    NewItem, OwnerId, PauseParams, QueueName, ScopeKey, Store, StoreExt, StreamKey, Timestamp,
-    TokenOutcome,
+    ClaimParams, CompleteParams, DeregisterParams, ItemId, ItemListParams, LeaseId, LeaseToken,
+    ListState, ManualClock, NewItem, OwnerId, PauseParams, QueueName, ScopeKey, Store, StoreExt,
+    StreamKey, Timestamp, TokenOutcome,
 };
 use tenure_redis::RedisStore;
 
@@ -79,7 +79,7 @@ async fn a_store_written_before_layout_2_lists_every_item_after_its_upgrade() {
         .query_async(&mut conn)
         .await
         .unwrap();
-    assert_eq!(layout, "4");
+    assert_eq!(layout, "5");
     // Cancel and claim keep the rebuilt indexes in step.
     store.cancel_one(ids[1]).await.unwrap();
     let page = store
@@ -163,7 +163,7 @@ async fn a_queue_paused_in_layout_2_stays_paused_and_counts_its_index_after_the_
         .query_async(&mut conn)
         .await
         .unwrap();
-    assert_eq!(layout, "4");
+    assert_eq!(layout, "5");
     let left: Vec<Option<String>> = redis::cmd("HMGET")
         .arg(&count)
         .arg("due")
@@ -211,7 +211,11 @@ async fn back_to_layout_3(
         if words.len() == 4 {
             continue;
         }
-        assert_eq!(words.len(), 6, "a layout 4 `s` has six words: {s:?}");
+        // Six words, and a seventh, the lease, while running (layout 5).
+        assert!(
+            words.len() == 6 || (words.len() == 7 && words[0] == "running"),
+            "a layout 5 `s` has six or seven words: {s:?}"
+        );
         let _: () = redis::cmd("HSET")
             .arg(&key)
             .arg("s")
@@ -290,8 +294,12 @@ async fn items_written_in_layout_3_keep_their_scope_stream_and_owner_in_layout_4
     assert_eq!(first[1].item.stream.as_ref(), Some(&stream));
 
     // A finalize of unmarked running items frees the scope and moves the stream on.
+    // Layout 3 kept no lease ids: the tokens its code held name none (G3).
     back_to_layout_3(&mut conn, &root, "w1", &[ids[0], ids[2]]).await;
-    let tokens = first.iter().map(|l| l.token).collect();
+    let tokens = first
+        .iter()
+        .map(|l| LeaseToken::new(l.token.id, l.token.attempt, LeaseId::NONE))
+        .collect();
     assert_eq!(
         store.complete(CompleteParams::new(tokens)).await.unwrap(),
         [TokenOutcome::Accepted, TokenOutcome::Accepted]
@@ -319,7 +327,7 @@ async fn items_written_in_layout_3_keep_their_scope_stream_and_owner_in_layout_4
         .query_async(&mut conn)
         .await
         .unwrap();
-    assert_eq!(layout, "4");
+    assert_eq!(layout, "5");
     let sets: Vec<String> = redis::cmd("KEYS")
         .arg(format!("{root}:o:*"))
         .query_async(&mut conn)
@@ -334,6 +342,97 @@ async fn items_written_in_layout_3_keep_their_scope_stream_and_owner_in_layout_4
     assert_eq!(third.len(), 2);
     assert_eq!(third[0].item.scope.as_ref(), Some(&scope));
     assert_eq!(third[1].item.stream.as_ref(), Some(&stream));
+    forget(&store).await;
+}
+
+/// Layout 5 adds the lease id to a running item's `s` (G3). An item a layout-4 claim
+/// left running has none: it reads as lease 0 and finishes with the token its code
+/// held, and nothing is rewritten by the upgrade. A claim after it mints a lease id,
+/// and that attempt's token without it is refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lease_granted_in_layout_4_finishes_and_new_claims_are_fenced_on_their_lease_id() {
+    let clock = ManualClock::new(Timestamp::from_micros(1_700_000_000_000_000));
+    let Some((store, prefix)) = common::on_fresh_prefix("l", &clock).await else {
+        return;
+    };
+    let q = QueueName::new("layout").unwrap();
+    let a = store
+        .enqueue_one(NewItem::new(q.clone(), b"a".to_vec()))
+        .await
+        .unwrap();
+    let b = store
+        .enqueue_one(NewItem::new(q.clone(), b"b".to_vec()))
+        .await
+        .unwrap();
+    let lease = Duration::from_secs(30);
+    let old = store
+        .claim_one(q.clone(), OwnerId::new("w1").unwrap(), lease)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(old.token.id, a.id);
+    let client = redis::Client::open(common::url()).unwrap();
+    let mut conn = client.get_multiplexed_async_connection().await.unwrap();
+    let root = format!("{{{prefix}}}");
+    let key = format!("{root}:i:{}", a.id);
+    let s: String = redis::cmd("HGET")
+        .arg(&key)
+        .arg("s")
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    let words: Vec<&str> = s.split(' ').collect();
+    assert_eq!(
+        words.len(),
+        7,
+        "a running item's `s` ends with its lease: {s:?}"
+    );
+    assert_eq!(words[6], old.token.lease.to_string());
+    // Back to layout 4: the lease word goes.
+    let _: () = redis::cmd("HSET")
+        .arg(&key)
+        .arg("s")
+        .arg(words[..6].join(" "))
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    let _: () = redis::cmd("SET")
+        .arg(format!("{root}:layout"))
+        .arg("4")
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    let legacy = LeaseToken::new(a.id, old.token.attempt, LeaseId::NONE);
+    assert_eq!(store.item_get(a.id).await.unwrap().unwrap().token(), legacy);
+    let fresh = store
+        .claim_one(q.clone(), OwnerId::new("w2").unwrap(), lease)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(fresh.token.id, b.id);
+    let unleased = LeaseToken::new(b.id, fresh.token.attempt, LeaseId::NONE);
+    assert_eq!(
+        store
+            .complete(CompleteParams::new(vec![unleased, legacy]))
+            .await
+            .unwrap(),
+        [TokenOutcome::LeaseLost, TokenOutcome::Accepted]
+    );
+    assert_eq!(
+        store
+            .complete(CompleteParams::new(vec![fresh.token]))
+            .await
+            .unwrap(),
+        [TokenOutcome::Accepted]
+    );
+    // An operator call records layout 5.
+    store.queue_counts(&q).await.unwrap();
+    let layout: String = redis::cmd("GET")
+        .arg(format!("{root}:layout"))
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    assert_eq!(layout, "5");
     forget(&store).await;
 }
 

@@ -213,7 +213,7 @@
 //! | [`SqliteStore::fail_in_tx`] | its fenced failure (retry or dead) |
 //! | [`SqliteStore::release_in_tx`] | its fenced release |
 //!
-//! Each runs the same statements as the store's own call, fenced on `(id, attempt)`
+//! Each runs the same statements as the store's own call, fenced on `(id, attempt, lease)`
 //! and answered per token before the caller commits; each runs in a savepoint, so a
 //! failing call leaves the caller's transaction as it was.
 //!

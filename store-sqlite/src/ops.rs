@@ -14,9 +14,9 @@ use tenure_core::partition::key_hash;
 use tenure_core::{
     ClaimParams, CompleteParams, DedupKey, DeregisterParams, DiscardParams, EnqueueParams,
     Enqueued, Error, EvictParams, Evicted, FailOutcome, FailParams, HeartbeatParams, Instance,
-    Item, ItemId, ItemState, LeaderParams, LeaderStatus, Lease, OwnerId, PurgeParams, Purged,
-    QueueCounts, QueueName, RecoverParams, Recovered, ReleaseParams, RenewOutcome, RenewParams,
-    RequeueParams, ScopeKey, StreamKey, Timestamp, TokenOutcome,
+    Item, ItemId, ItemState, LeaderParams, LeaderStatus, Lease, LeaseId, OwnerId, PurgeParams,
+    Purged, QueueCounts, QueueName, RecoverParams, Recovered, ReleaseParams, RenewOutcome,
+    RenewParams, RequeueParams, ScopeKey, StreamKey, Timestamp, TokenOutcome,
 };
 
 use crate::error::STORE;
@@ -60,7 +60,7 @@ macro_rules! item_cols {
     () => {
         "seq, id, queue, payload, stream, scope, dedup_key, priority, run_at, state, attempt, \
          owner, lease_expires_at, renewals, stalls, max_attempts, max_stalls, max_renewals, \
-         last_error, created_at, updated_at"
+         last_error, created_at, updated_at, lease"
     };
 }
 
@@ -69,7 +69,7 @@ const ITEM_COLS: &str = item_cols!();
 /// As [`ITEM_COLS`] without the payload, for operations that never return it.
 const ITEM_COLS_LEAN: &str = "seq, id, queue, x'' AS payload, stream, scope, dedup_key, \
      priority, run_at, state, attempt, owner, lease_expires_at, renewals, stalls, \
-     max_attempts, max_stalls, max_renewals, last_error, created_at, updated_at";
+     max_attempts, max_stalls, max_renewals, last_error, created_at, updated_at, lease";
 
 // The statements on the claim path, each pinned to its partial index with INDEXED BY
 // (an `ANALYZE` taken at an unlucky moment cannot move them to a scan; the test at the
@@ -170,7 +170,7 @@ const SQL_PUT_BACK_AFTER: &str = "UPDATE tenure_items
 
 /// The claim's write of one picked row, guarded on `state = 'ready'` (G1).
 const SQL_CLAIM_ONE: &str = "UPDATE tenure_items SET state = 'running', attempt = attempt + 1,
-         owner = ?2, lease_expires_at = ?3, renewals = 0, updated_at = ?4
+         owner = ?2, lease_expires_at = ?3, renewals = 0, updated_at = ?4, lease = ?5
      WHERE seq = ?1 AND state = 'ready'";
 
 /// The longest list [`claim_many_sql`] writes in one statement.
@@ -185,7 +185,8 @@ fn claim_chunk(n: usize) -> usize {
 }
 
 /// The claim's write of `n` picked rows in one statement, each guarded on
-/// `state = 'ready'` (G1): owner `?1`, expiry `?2`, time `?3`, then the `n` seqs.
+/// `state = 'ready'` (G1): owner `?1`, expiry `?2`, time `?3`, lease id `?4`, then the
+/// `n` seqs.
 /// One statement opens its cursors (the table and every index the write touches)
 /// and finishes once for the whole list, where one statement per row paid that for
 /// each row.
@@ -198,30 +199,31 @@ fn claim_chunk(n: usize) -> usize {
 /// back the call's savepoint or transaction; see `run_batch`), so the rows a failing
 /// statement already wrote are never kept.
 fn claim_many_sql(n: usize) -> String {
-    let list: Vec<String> = (4..4 + n).map(|i| format!("?{i}")).collect();
+    let list: Vec<String> = (5..5 + n).map(|i| format!("?{i}")).collect();
     format!(
         "UPDATE OR FAIL tenure_items SET state = 'running', attempt = attempt + 1,
-             owner = ?1, lease_expires_at = ?2, renewals = 0, updated_at = ?3
+             owner = ?1, lease_expires_at = ?2, renewals = 0, updated_at = ?3, lease = ?4
          WHERE seq IN ({}) AND state = 'ready'",
         list.join(", ")
     )
 }
 
 /// The fenced lookup of one token (G3): the row's seq and stream, or no row when the
-/// token is not current.
+/// token is not current. Every fence checks the lease id `?3` beside the attempt `?2`:
+/// after a failover that lost a claim, the attempt number alone can name two leases.
 const SQL_COMPLETE_FIND: &str = "SELECT seq, stream FROM tenure_items
-     WHERE id = ?1 AND state = 'running' AND attempt = ?2";
+     WHERE id = ?1 AND state = 'running' AND attempt = ?2 AND lease = ?3";
 
 /// The fenced complete of one token whose item has no stream (the common case), in
 /// one statement: it changes no row when the token is not current or the item has a
 /// stream, and [`SQL_COMPLETE_FIND`] then tells the two apart.
 const SQL_COMPLETE_UNSTREAMED_DELETE: &str = "DELETE FROM tenure_items
-     WHERE id = ?1 AND state = 'running' AND attempt = ?2 AND stream IS NULL";
+     WHERE id = ?1 AND state = 'running' AND attempt = ?2 AND lease = ?3 AND stream IS NULL";
 
 /// As [`SQL_COMPLETE_UNSTREAMED_DELETE`], keeping the row as `done`.
 const SQL_COMPLETE_UNSTREAMED_KEEP: &str = "UPDATE tenure_items SET state = 'done',
-         owner = NULL, lease_expires_at = NULL, updated_at = ?3
-     WHERE id = ?1 AND state = 'running' AND attempt = ?2 AND stream IS NULL";
+         owner = NULL, lease_expires_at = NULL, updated_at = ?4
+     WHERE id = ?1 AND state = 'running' AND attempt = ?2 AND lease = ?3 AND stream IS NULL";
 
 /// Deletes one completed row, found by [`SQL_COMPLETE_FIND`].
 const SQL_COMPLETE_DELETE: &str = "DELETE FROM tenure_items WHERE seq = ?1";
@@ -287,6 +289,7 @@ fn read_item_of(row: &Row<'_>, queue: Option<&QueueName>) -> OpResult<(i64, Item
         last_error: row.get(18)?,
         created_at: Timestamp::from_micros(row.get(19)?),
         updated_at: Timestamp::from_micros(row.get(20)?),
+        lease: LeaseId::from_i64(row.get(21)?),
     };
     Ok((seq, item))
 }
@@ -751,8 +754,11 @@ pub(crate) fn claim(cx: &Cx<'_>, params: &ClaimParams) -> OpResult<Vec<Lease>> {
         Some(_) => Some(conn.prepare_cached(SQL_PIN)?),
         None => None,
     };
+    // One lease id for the leases of this claim: it only has to differ between the
+    // leases of one item (`LeaseId`).
+    let lease = LeaseId::mint();
     for Candidate { seq, mut item } in picked {
-        if machine::claim(&mut item, &params.owner, now, params.lease_for) {
+        if machine::claim(&mut item, &params.owner, lease, now, params.lease_for) {
             // G14: a claimed stream stays with the owner (a no-op when it already is).
             if let (Some(pin), Some(stream)) = (pin.as_mut(), &item.stream) {
                 pin.execute([stream.as_str(), params.owner.as_str()])?;
@@ -764,10 +770,11 @@ pub(crate) fn claim(cx: &Cx<'_>, params: &ClaimParams) -> OpResult<Vec<Lease>> {
     if seqs.is_empty() {
         return Ok(leases);
     }
-    let (owner, expires, at) = (
+    let (owner, expires, at, lease) = (
         params.owner.as_str(),
         (now + params.lease_for).as_micros(),
         now.as_micros(),
+        lease.to_i64(),
     );
     let mut changed = 0;
     let mut rest = &seqs[..];
@@ -775,14 +782,15 @@ pub(crate) fn claim(cx: &Cx<'_>, params: &ClaimParams) -> OpResult<Vec<Lease>> {
         let (chunk, after) = rest.split_at(claim_chunk(rest.len()));
         changed += if chunk.len() == 1 {
             conn.prepare_cached(SQL_CLAIM_ONE)?
-                .execute(params![chunk[0], owner, expires, at])?
+                .execute(params![chunk[0], owner, expires, at, lease])?
         } else {
             let mut update = conn.prepare_cached(&claim_many_sql(chunk.len()))?;
             update.raw_bind_parameter(1, owner)?;
             update.raw_bind_parameter(2, expires)?;
             update.raw_bind_parameter(3, at)?;
+            update.raw_bind_parameter(4, lease)?;
             for (i, seq) in chunk.iter().enumerate() {
-                update.raw_bind_parameter(i + 4, seq)?;
+                update.raw_bind_parameter(i + 5, seq)?;
             }
             update.raw_execute()?
         };
@@ -809,7 +817,7 @@ pub(crate) fn renew(cx: &Cx<'_>, params: &RenewParams) -> OpResult<Vec<RenewOutc
     let expires = (cx.now + params.lease_for).as_micros();
     let mut find = conn.prepare_cached(
         "SELECT seq, renewals, max_renewals FROM tenure_items
-         WHERE id = ?1 AND state = 'running' AND attempt = ?2",
+         WHERE id = ?1 AND state = 'running' AND attempt = ?2 AND lease = ?3",
     )?;
     let mut extend = conn.prepare_cached(
         "UPDATE tenure_items SET lease_expires_at = ?2, renewals = ?3, updated_at = ?4
@@ -818,9 +826,10 @@ pub(crate) fn renew(cx: &Cx<'_>, params: &RenewParams) -> OpResult<Vec<RenewOutc
     let mut out = Vec::with_capacity(params.tokens.len());
     for t in &params.tokens {
         let row: Option<(i64, i64, i64)> = find
-            .query_row(params![&t.id.as_bytes()[..], t.attempt], |r| {
-                Ok((r.get(0)?, r.get(1)?, r.get(2)?))
-            })
+            .query_row(
+                params![&t.id.as_bytes()[..], t.attempt, t.lease.to_i64()],
+                |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+            )
             .optional()?;
         out.push(match row {
             None => RenewOutcome::LeaseLost,
@@ -864,11 +873,11 @@ pub(crate) fn complete(cx: &Cx<'_>, params: &CompleteParams) -> OpResult<Vec<Tok
     let mut out = Vec::with_capacity(params.tokens.len());
     let mut streams = Vec::new();
     for t in &params.tokens {
-        let id = &t.id.as_bytes()[..];
+        let (id, lease) = (&t.id.as_bytes()[..], t.lease.to_i64());
         let done = if cx.keep_done {
-            direct.execute(params![id, t.attempt, cx.now.as_micros()])?
+            direct.execute(params![id, t.attempt, lease, cx.now.as_micros()])?
         } else {
-            direct.execute(params![id, t.attempt])?
+            direct.execute(params![id, t.attempt, lease])?
         };
         if done == 1 {
             out.push(TokenOutcome::Accepted);
@@ -876,7 +885,9 @@ pub(crate) fn complete(cx: &Cx<'_>, params: &CompleteParams) -> OpResult<Vec<Tok
         }
         // A streamed item (which moves its stream's head), or a token not current.
         let row: Option<(i64, Option<String>)> = find
-            .query_row(params![id, t.attempt], |r| Ok((r.get(0)?, r.get(1)?)))
+            .query_row(params![id, t.attempt, lease], |r| {
+                Ok((r.get(0)?, r.get(1)?))
+            })
             .optional()?;
         let Some((seq, stream)) = row else {
             out.push(TokenOutcome::LeaseLost);
@@ -919,16 +930,21 @@ pub(crate) fn fail(cx: &Cx<'_>, params: &FailParams) -> OpResult<Vec<FailOutcome
 /// [`Store::release`](tenure_core::Store::release); mirrors [`machine::release`].
 pub(crate) fn release(cx: &Cx<'_>, params: &ReleaseParams) -> OpResult<Vec<TokenOutcome>> {
     let mut stmt = cx.conn.prepare_cached(
-        "UPDATE tenure_items SET state = 'ready', run_at = ?3, owner = NULL,
-             lease_expires_at = NULL, updated_at = ?3, max_attempts = max_attempts + 1
-         WHERE id = ?1 AND state = 'running' AND attempt = ?2
+        "UPDATE tenure_items SET state = 'ready', run_at = ?4, owner = NULL,
+             lease_expires_at = NULL, updated_at = ?4, max_attempts = max_attempts + 1
+         WHERE id = ?1 AND state = 'running' AND attempt = ?2 AND lease = ?3
          RETURNING seq, stream",
     )?;
     let mut out = Vec::with_capacity(params.tokens.len());
     for t in &params.tokens {
         let row: Option<(i64, Option<String>)> = stmt
             .query_row(
-                params![&t.id.as_bytes()[..], t.attempt, cx.now.as_micros()],
+                params![
+                    &t.id.as_bytes()[..],
+                    t.attempt,
+                    t.lease.to_i64(),
+                    cx.now.as_micros()
+                ],
                 |r| Ok((r.get(0)?, r.get(1)?)),
             )
             .optional()?;
@@ -1362,7 +1378,7 @@ mod tests {
         conn.execute_batch("BEGIN IMMEDIATE; SAVEPOINT tenure_call")
             .unwrap();
         let sql = claim_many_sql(2);
-        let failed = conn.execute(&sql, params!["w", 10, 1, 1, 2]);
+        let failed = conn.execute(&sql, params!["w", 10, 1, 7, 1, 2]);
         let e = failed.unwrap_err();
         assert_eq!(
             crate::error::code(&e),

@@ -15,7 +15,7 @@ use crate::config::SqliteConfig;
 use crate::error::{self, Phase};
 
 /// The schema version this code writes and understands.
-pub(crate) const SCHEMA_VERSION: i64 = 5;
+pub(crate) const SCHEMA_VERSION: i64 = 6;
 
 /// One migration step, run inside the migration transaction. A step is Rust, not just
 /// SQL, so it can compute what SQL cannot (v2 back-fills the FNV-1a partition hash).
@@ -23,7 +23,9 @@ type Migration = fn(&Connection) -> rusqlite::Result<()>;
 
 /// Migrations, in order: `MIGRATIONS[i]` takes version `i` to `i + 1`. A new file runs
 /// them all, so a fresh schema and a migrated one are the same.
-const MIGRATIONS: &[Migration] = &[migrate_v1, migrate_v2, migrate_v3, migrate_v4, migrate_v5];
+const MIGRATIONS: &[Migration] = &[
+    migrate_v1, migrate_v2, migrate_v3, migrate_v4, migrate_v5, migrate_v6,
+];
 
 fn migrate_v1(conn: &Connection) -> rusqlite::Result<()> {
     conn.execute_batch(V1)
@@ -214,6 +216,22 @@ CREATE INDEX tenure_items_list ON tenure_items (queue, state, seq) WHERE state <
 
 fn migrate_v5(conn: &Connection) -> rusqlite::Result<()> {
     conn.execute_batch(V5)
+}
+
+/// Version 6: `lease`, the id each claim mints for its lease (G3).
+///
+/// Every fence checks it beside `attempt`, so a token names its lease: a file copied
+/// back from an earlier state (a restored backup, a replica that had not seen the
+/// latest claims) hands an attempt number out again under a new lease id, and the
+/// tokens of the forgotten claims stay refused. Rows running when the file is upgraded
+/// keep lease id 0 (`LeaseId::NONE`), which no claim mints: their leases were granted
+/// by a version that did not mint one, and they recover by expiry as before.
+pub(crate) const V6: &str = "
+ALTER TABLE tenure_items ADD COLUMN lease INTEGER NOT NULL DEFAULT 0;
+";
+
+fn migrate_v6(conn: &Connection) -> rusqlite::Result<()> {
+    conn.execute_batch(V6)
 }
 
 /// [`key_hash`] of a stored row's id and stream.

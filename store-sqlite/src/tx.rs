@@ -4,7 +4,7 @@
 //!
 //! Each runs the very function of [`crate::ops`] that the store's own call runs, on
 //! the caller's connection, in a savepoint of the caller's transaction: the same
-//! statements, the same fence on `(id, attempt)`, the same per-token answers.
+//! statements, the same fence on `(id, attempt, lease)`, the same per-token answers.
 
 use tenure_core::{
     CompleteParams, EnqueueParams, Enqueued, Error, FailOutcome, FailParams, ReleaseParams, Result,

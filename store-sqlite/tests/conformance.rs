@@ -4,7 +4,7 @@
 use std::process::ExitCode;
 
 use tempfile::TempDir;
-use tenure_conformance::{Guarded, Unreachable};
+use tenure_conformance::{Guarded, Restore, Snapshot, Unreachable};
 use tenure_core::{async_trait, Error, ManualClock, Result};
 use tenure_sqlite::{SqliteConfig, SqliteStore};
 
@@ -44,6 +44,57 @@ impl tenure_conformance::Harness for SqliteHarness {
             SqliteStore::open(SqliteConfig::new(dir.path().join("gone.db")).clock(clock)).await?;
         dir.close().map_err(|e| Error::internal("sqlite", e))?;
         Ok(Unreachable::Store(Guarded::new(store, ())))
+    }
+
+    async fn snapshot(&self, store: &CaseStore) -> Result<Snapshot> {
+        // A copy of the file beside it (`VACUUM INTO`), read back table by table.
+        let path = store.inner().path().to_path_buf();
+        let copy = path.with_extension("snapshot.db");
+        let conn = rusqlite::Connection::open(&path).map_err(internal)?;
+        conn.execute("VACUUM INTO ?1", [copy.to_string_lossy().as_ref()])
+            .map_err(internal)?;
+        Ok(Snapshot::taken(Rewind { path, copy }))
+    }
+}
+
+fn internal(e: impl std::fmt::Display) -> Error {
+    Error::internal("sqlite", e.to_string())
+}
+
+/// Puts a database file's rows back as a copy of it holds them, in one transaction.
+struct Rewind {
+    path: std::path::PathBuf,
+    copy: std::path::PathBuf,
+}
+
+#[async_trait]
+impl Restore for Rewind {
+    async fn restore(self: Box<Self>) -> Result<()> {
+        let mut conn = rusqlite::Connection::open(&self.path).map_err(internal)?;
+        conn.busy_timeout(std::time::Duration::from_secs(10))
+            .map_err(internal)?;
+        conn.execute("ATTACH ?1 AS snap", [self.copy.to_string_lossy().as_ref()])
+            .map_err(internal)?;
+        let tables: Vec<String> = conn
+            .prepare(
+                "SELECT name FROM snap.sqlite_schema WHERE type = 'table' \
+                 AND name NOT LIKE 'sqlite_%'",
+            )
+            .and_then(|mut s| {
+                s.query_map([], |r| r.get(0))?
+                    .collect::<rusqlite::Result<Vec<String>>>()
+            })
+            .map_err(internal)?;
+        let tx = conn
+            .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
+            .map_err(internal)?;
+        for t in &tables {
+            tx.execute_batch(&format!(
+                "DELETE FROM main.\"{t}\"; INSERT INTO main.\"{t}\" SELECT * FROM snap.\"{t}\";"
+            ))
+            .map_err(internal)?;
+        }
+        tx.commit().map_err(internal)
     }
 }
 

@@ -10,8 +10,8 @@ use std::time::Duration;
 use rusqlite::TransactionBehavior;
 use tempfile::TempDir;
 use tenure_core::{
-    ClaimParams, DedupKey, EnqueueParams, ErrorKind, ItemState, ManualClock, NewItem, OwnerId,
-    QueueName, ScopeKey, Store, StoreExt, StreamKey, Timestamp,
+    ClaimParams, DedupKey, EnqueueParams, ErrorKind, ItemState, LeaseId, LeaseToken, ManualClock,
+    NewItem, OwnerId, QueueName, ScopeKey, Store, StoreExt, StreamKey, Timestamp,
 };
 use tenure_sqlite::{SqliteConfig, SqliteStore, SCHEMA_VERSION};
 
@@ -1217,11 +1217,12 @@ mod partitioned {
                  DROP TABLE tenure_queues;
                  ALTER TABLE tenure_items DROP COLUMN phash;
                  DROP TABLE tenure_stream_pins;
+                 ALTER TABLE tenure_items DROP COLUMN lease;
                  UPDATE tenure_meta SET value = 1 WHERE key = 'schema_version';",
             )
             .unwrap();
         }
-        assert_eq!(SCHEMA_VERSION, 5);
+        assert_eq!(SCHEMA_VERSION, 6);
         let store = open(&path, &c).await;
         let rows = hashes(&path);
         assert_eq!(rows.len(), 20, "the finished item was kept too");
@@ -1309,6 +1310,7 @@ mod partitioned {
             .unwrap();
             conn.execute_batch(&format!(
                 "PRAGMA schema_version = {}; PRAGMA writable_schema = OFF;
+                 ALTER TABLE tenure_items DROP COLUMN lease;
                  UPDATE tenure_meta SET value = 2 WHERE key = 'schema_version';",
                 v + 1
             ))
@@ -1369,6 +1371,7 @@ mod partitioned {
             conn.execute_batch(
                 "DROP INDEX tenure_items_list;
                  DROP TABLE tenure_queues;
+                 ALTER TABLE tenure_items DROP COLUMN lease;
                  UPDATE tenure_meta SET value = 3 WHERE key = 'schema_version';",
             )
             .unwrap();
@@ -1447,6 +1450,7 @@ mod partitioned {
             conn.execute_batch(
                 "DROP INDEX tenure_items_list;
                  CREATE INDEX tenure_items_list ON tenure_items (queue, state, seq);
+                 ALTER TABLE tenure_items DROP COLUMN lease;
                  UPDATE tenure_meta SET value = 4 WHERE key = 'schema_version';",
             )
             .unwrap();
@@ -1477,9 +1481,11 @@ mod partitioned {
             .await
             .unwrap();
         assert_eq!(leases.leases.len(), 1);
-        assert_eq!(leases.leases[0].token, lease.token);
+        // A version-4 file kept no lease ids: the lease reads as the one its code held.
+        let legacy = LeaseToken::new(lease.token.id, lease.token.attempt, LeaseId::NONE);
+        assert_eq!(leases.leases[0].token, legacy);
         assert_eq!(store.queue_list().await.unwrap(), vec![other, q()]);
-        store.complete_one(lease.token).await.unwrap();
+        store.complete_one(legacy).await.unwrap();
         let version: i64 = rusqlite::Connection::open(&path)
             .unwrap()
             .query_row(
@@ -1494,5 +1500,53 @@ mod partitioned {
             .query_row("PRAGMA integrity_check", [], |r| r.get(0))
             .unwrap();
         assert_eq!(ok, "ok");
+    }
+
+    /// A version-5 file (no lease ids) gains `lease` (G3): a lease granted before the
+    /// upgrade is on lease 0, the token its code held, and finishes as before; a claim
+    /// after the upgrade mints a lease id, and that attempt's token without it (as the
+    /// old code would send) is refused.
+    #[tokio::test]
+    async fn a_version_5_file_keeps_its_leases_and_fences_new_claims_on_their_lease_ids() {
+        let dir = TempDir::new().unwrap();
+        let path = db(&dir);
+        let c = clock();
+        let (old, waiting) = {
+            let store = open(&path, &c).await;
+            let a = store
+                .enqueue_one(NewItem::new(q(), b"a".to_vec()))
+                .await
+                .unwrap();
+            let b = store
+                .enqueue_one(NewItem::new(q(), b"b".to_vec()))
+                .await
+                .unwrap();
+            let lease = store.claim_one(q(), me(1), LEASE).await.unwrap().unwrap();
+            assert_eq!(lease.token.id, a.id);
+            store.close().await.unwrap();
+            (lease, b.id)
+        };
+        {
+            let conn = rusqlite::Connection::open(&path).unwrap();
+            conn.execute_batch(
+                "ALTER TABLE tenure_items DROP COLUMN lease;
+                 UPDATE tenure_meta SET value = 5 WHERE key = 'schema_version';",
+            )
+            .unwrap();
+        }
+        let store = open(&path, &c).await;
+        let legacy = LeaseToken::new(old.token.id, old.token.attempt, LeaseId::NONE);
+        let it = store.item_get(old.token.id).await.unwrap().unwrap();
+        assert_eq!(it.token(), legacy);
+        let fresh = store.claim_one(q(), me(2), LEASE).await.unwrap().unwrap();
+        assert_eq!(fresh.token.id, waiting);
+        assert_ne!(fresh.token.lease, LeaseId::NONE);
+        let unleased = LeaseToken::new(fresh.token.id, fresh.token.attempt, LeaseId::NONE);
+        assert_eq!(
+            store.complete_one(unleased).await.unwrap_err().kind(),
+            tenure_core::ErrorKind::LeaseLost
+        );
+        store.complete_one(legacy).await.unwrap();
+        store.complete_one(fresh.token).await.unwrap();
     }
 }

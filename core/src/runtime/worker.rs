@@ -1037,10 +1037,7 @@ mod tests {
     }
 
     fn token() -> LeaseToken {
-        LeaseToken {
-            id: ItemId::new(),
-            attempt: 1,
-        }
+        LeaseToken::new(ItemId::new(), 1, crate::LeaseId::mint())
     }
 
     #[test]

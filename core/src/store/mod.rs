@@ -83,7 +83,9 @@ impl Capabilities {
 ///
 /// Object-safe: `Arc<dyn Store>` works, so an application picks its backend at run time.
 /// Every write on a running item names a [`LeaseToken`](crate::LeaseToken) and is fenced
-/// on `(id, attempt)`.
+/// on `(id, attempt, lease)`: the attempt orders the attempts, and the lease id a claim
+/// mints ([`LeaseId::mint`](crate::LeaseId::mint)) tells apart two leases of one attempt
+/// number, as a failover that lost an acknowledged claim hands out.
 ///
 /// The state transitions themselves are defined, with their preconditions and effects,
 /// in [`crate::machine`]; a store applies exactly those transitions.
@@ -150,7 +152,11 @@ pub trait Store: Send + Sync + fmt::Debug + 'static {
     /// - Takes claimable items by `priority`, then `run_at`, then enqueue order (G8;
     ///   `g08_order`).
     /// - Each claimed item becomes `running` with `attempt + 1`, `owner`, `renewals = 0`
-    ///   and `lease_expires_at = now + lease_for`.
+    ///   and `lease_expires_at = now + lease_for`, on a lease id the claim mints
+    ///   ([`LeaseId::mint`](crate::LeaseId::mint)), never taken from the stored item:
+    ///   after a failover that lost a claim, the attempt number comes back, and only a
+    ///   fresh lease id keeps the lost lease's token refused (G3;
+    ///   `g03_fenced_finalize::a_claim_lost_in_a_failover_leaves_its_token_refused`).
     /// - MUST never hand one item to two concurrent callers (G1; `g01_exclusive_claim`).
     /// - Returns fewer than `limit` (possibly none) when fewer are claimable.
     /// - With [`ClaimParams::partitioning`] (G14; `g14_partitioned_claiming`), only on
@@ -184,7 +190,8 @@ pub trait Store: Send + Sync + fmt::Debug + 'static {
     /// Extends leases, answering per token, in order.
     ///
     /// # Contract
-    /// - A token that is not the item's current `running` attempt answers
+    /// - A token that is not the item's current `running` lease (its attempt and its
+    ///   lease id) answers
     ///   [`RenewOutcome::LeaseLost`] and changes nothing (G3; `g03_fenced_finalize`).
     /// - When `renewals == max_renewals` answers [`RenewOutcome::LimitReached`] and leaves
     ///   the expiry alone (G4; `g04_renewal_cap`); otherwise sets
@@ -196,7 +203,8 @@ pub trait Store: Send + Sync + fmt::Debug + 'static {
     /// Finishes attempts successfully, answering per token, in order.
     ///
     /// # Contract
-    /// - A token that is not the item's current `running` attempt answers
+    /// - A token that is not the item's current `running` lease (its attempt and its
+    ///   lease id) answers
     ///   [`TokenOutcome::LeaseLost`] and changes nothing (G3; `g03_fenced_finalize`).
     /// - A late complete of an expired lease that nobody recovered or re-claimed is
     ///   accepted: the token proves no other attempt started (G3).
@@ -208,7 +216,8 @@ pub trait Store: Send + Sync + fmt::Debug + 'static {
     /// Records failed attempts, answering per failure, in order.
     ///
     /// # Contract
-    /// - A token that is not the item's current `running` attempt answers
+    /// - A token that is not the item's current `running` lease (its attempt and its
+    ///   lease id) answers
     ///   [`FailOutcome::LeaseLost`] and changes nothing (G3; `g03_fenced_finalize`).
     /// - [`Retry::After`] with `attempt < max_attempts` puts the item back to `ready`
     ///   with `run_at = now + delay`, keeping `attempt`; with `attempt >= max_attempts`,
@@ -220,7 +229,8 @@ pub trait Store: Send + Sync + fmt::Debug + 'static {
     /// Gives leases back unfinished, answering per token, in order.
     ///
     /// # Contract
-    /// - A token that is not the item's current `running` attempt answers
+    /// - A token that is not the item's current `running` lease (its attempt and its
+    ///   lease id) answers
     ///   [`TokenOutcome::LeaseLost`] and changes nothing (G3; `g03_fenced_finalize`).
     /// - Accepted items go back to `ready` with `run_at = now`, keeping `attempt` and
     ///   `stalls`: a release is not a failure. The next claim is a new attempt, so

@@ -765,7 +765,7 @@ mod tests {
         let l = Limits::default();
         for len in [2usize, 16, 17, 200] {
             let tokens: Vec<LeaseToken> = (0..len)
-                .map(|_| LeaseToken::new(crate::ItemId::new(), 1))
+                .map(|_| LeaseToken::new(crate::ItemId::new(), 1, crate::LeaseId::mint()))
                 .collect();
             assert!(CompleteParams::new(tokens.clone()).validate(&l).is_ok());
             for (a, b) in [(0, len - 1), (len / 2, len / 2 - 1)] {
@@ -812,7 +812,7 @@ mod tests {
 
     #[test]
     fn repeated_tokens_are_refused() {
-        let t = LeaseToken::new(ItemId::new(), 1);
+        let t = LeaseToken::new(ItemId::new(), 1, crate::LeaseId::mint());
         let e = CompleteParams::new(vec![t, t])
             .validate(&Limits::default())
             .unwrap_err();
@@ -866,7 +866,7 @@ mod tests {
     #[test]
     fn long_error_messages_are_cut_on_a_char_boundary() {
         let f = Failure::permanent(
-            LeaseToken::new(ItemId::new(), 1),
+            LeaseToken::new(ItemId::new(), 1, crate::LeaseId::mint()),
             "é".repeat(MAX_ERROR_BYTES),
         );
         assert!(f.error.len() <= MAX_ERROR_BYTES);

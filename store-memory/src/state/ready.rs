@@ -16,7 +16,7 @@ const GONE: Slot = Slot::MAX;
 /// lesser of the two firsts. A key taken out of the middle of the lane (cancel, a
 /// scope's waiting item) is found by binary search and marked [`GONE`] in place; the
 /// lane's front is never a marked entry.
-#[derive(Default)]
+#[derive(Clone, Default)]
 pub(super) struct Ready {
     lane: VecDeque<(OrderKey, Slot)>,
     tree: BTreeMap<OrderKey, Slot>,

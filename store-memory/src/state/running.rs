@@ -58,7 +58,7 @@ impl Slab {
 }
 
 /// Records of one bucket of expiry times.
-#[derive(Default)]
+#[derive(Clone, Default)]
 struct Bucket {
     claims: Vec<Claimed>,
     /// Stale records dropped and the rest sorted by `(at, seq)`, greatest first, so the
@@ -67,7 +67,7 @@ struct Bucket {
 }
 
 /// A queue's running items by lease expiry.
-#[derive(Default)]
+#[derive(Clone, Default)]
 pub(super) struct Expiries {
     buckets: BTreeMap<i64, Bucket>,
 }

@@ -52,7 +52,7 @@ impl OpSql {
             // $1 queue, $2 after expiry, $3 after seq, $4 limit.
             lease_list: format!(
                 "SELECT i.id, i.attempt, i.owner, i.lease_expires_at, i.renewals, \
-                     i.max_renewals, i.seq FROM {s}.items i \
+                     i.max_renewals, i.seq, i.lease FROM {s}.items i \
                  WHERE i.queue = $1 AND i.state = 'running' \
                      AND (i.lease_expires_at, i.seq) > ($2, $3) \
                  ORDER BY i.lease_expires_at, i.seq LIMIT $4"
@@ -194,6 +194,7 @@ impl PgStore {
                 LeaseToken::new(
                     ItemId::from_uuid(id),
                     u32_of("attempt", row.try_get(1).map_err(map)?)?,
+                    tenure_core::LeaseId::from_i64(row.try_get(7).map_err(map)?),
                 ),
                 params.queue.clone(),
                 owner,

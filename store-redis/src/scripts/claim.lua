@@ -1,6 +1,6 @@
 -- Store::claim. ARGV: now, owner, limit, the lease's expiry (now + lease, µs),
 -- partitions (0: not partitioned), queue count, queues..., the most items of one
--- stream run. Recovers the queues' expired leases and moves their due scheduled
+-- stream run, the lease id the client minted for this claim (16 hex digits; G3). Recovers the queues' expired leases and moves their due scheduled
 -- candidates first when their due bound says there may be some (G2, G6, G7), then
 -- takes candidates by (priority, run_at, seq) across the queues (G8). Every entry of
 -- a `ready` zset is claimable (G9, G10 are kept by the write path), so a claim of B
@@ -34,7 +34,9 @@ if ARGV[5] == '0' and ARGV[6] == '1'
   if paused ~= '1' then
     local expires_n = ARGV[4]
     -- What a claimed item's `s` ends with, without and with the mark.
-    local plain, marked = ' 0 ' .. ARGV[1] .. ' - ' .. q, ' 0 ' .. ARGV[1] .. ' + ' .. q
+    local lease = ' ' .. ARGV[9]
+    local plain = ' 0 ' .. ARGV[1] .. ' - ' .. q .. lease
+    local marked = ' 0 ' .. ARGV[1] .. ' + ' .. q .. lease
     local lease_field = ARGV[2] .. ' ' .. expires_n
     local rk = k_ready(q)
     -- The first `limit` members. ZPOPMIN answers each one's score, formatted as a
@@ -95,6 +97,8 @@ local in_queues = {}
 for i = 1, nq do queues[i] = ARGV[6 + i]; in_queues[ARGV[6 + i]] = true end
 -- G9: most items of one stream run (1: heads only), after the queues.
 local run_max = tonumber(ARGV[7 + nq] or '1')
+-- G3: the lease id, after the run.
+local lease_word = ' ' .. ARGV[8 + nq]
 local run_limit = tonumber(ARGV[3])
 local rank, live
 if partitions > 0 then
@@ -139,7 +143,7 @@ local function take(q, m)
   if mark ~= '-' then x = redis.call('HMGET', key, 'st', 'sc', 'dk', 'e') end
   local keyed = x[1] or x[2] or x[3] or x[4]
   redis.call('HSET', key, 's', 'running ' .. next_attempt(a) .. claimed_tail
-    .. (keyed and ' + ' or ' - ') .. q, 'l', lease_field)
+    .. (keyed and ' + ' or ' - ') .. q .. lease_word, 'l', lease_field)
   local run = taken[q]
   if not run then run = {}; taken[q] = run end
   run[#run + 1] = expires_n

@@ -1,7 +1,8 @@
--- Store::complete. ARGV: now, keep_done (0/1), then pairs id, attempt. Answers per
--- token 1 accepted, 0 lease lost (G3). An accepted item leaves its stream, whose next
--- item becomes the head (G9), and is deleted, or kept as `done` until purged. The
--- attempt is compared as the decimal string the client sends and the claim wrote.
+-- Store::complete. ARGV: now, keep_done (0/1), then triples id, attempt, lease.
+-- Answers per token 1 accepted, 0 lease lost (G3). An accepted item leaves its
+-- stream, whose next item becomes the head (G9), and is deleted, or kept as `done`
+-- until purged. The attempt and the lease are compared as the strings the client
+-- sends and the claim wrote.
 local now -- a number, read from ARGV[1] only when needed
 local keep = ARGV[2] == '1'
 local out = {}
@@ -10,19 +11,23 @@ local out = {}
 local q1, run1
 local leaving
 local item = P .. ':i:'
-for i = 3, #ARGV, 2 do
+for i = 3, #ARGV, 3 do
   local id = ARGV[i]
   local key = item .. id
-  -- The fence reads `s` alone: its attempt, and its mark and queue (lib.lua's item
+  -- The fence reads `s` alone: its attempt, mark, queue and lease (lib.lua's item
   -- layout). The scope and stream are read only when the mark says there may be
-  -- some; an `s` of layout 3 has no mark or queue, so both are read with the queue.
+  -- some; an `s` of layout 3 has no mark or queue, so both are read with the queue,
+  -- and one of layout 4 or before has no lease (NO_LEASE).
   local s = redis.call('HGET', key, 's')
-  local a, mark, q
+  local a, mark, q, lid
   if s then
-    a, mark, q = string.match(s, '^running (%d+) %d+ %-?%d+ ([%+%-]) (%S+)$')
-    if not a then a = string.match(s, '^running (%d+) ') end
+    a, mark, q, lid = string.match(s, '^running (%d+) %d+ %-?%d+ ([%+%-]) (%S+) (%x+)$')
+    if not a then
+      a, mark, q = string.match(s, '^running (%d+) %d+ %-?%d+ ([%+%-]) (%S+)$')
+      if not a then a = string.match(s, '^running (%d+) ') end
+    end
   end
-  if a ~= ARGV[i + 1] then
+  if a ~= ARGV[i + 1] or (lid or NO_LEASE) ~= ARGV[i + 2] then
     out[#out + 1] = 0
   else
     local sc, st

@@ -1,16 +1,16 @@
--- Store::fail. ARGV: now, then triples id, attempt, retry delay (µs, or -1 for a
--- permanent failure), then the errors in the same order. Answers per failure
+-- Store::fail. ARGV: now, then quadruples id, attempt, lease id, retry delay (µs, or
+-- -1 for a permanent failure), then the errors in the same order. Answers per failure
 -- {1, run_at} retrying, {2} dead, {0} lease lost (G3, G5).
 local now = tonumber(ARGV[1])
-local n = (#ARGV - 1) / 4
+local n = (#ARGV - 1) / 5
 local out = {}
 for j = 1, n do
-  local b = 2 + (j - 1) * 3
+  local b = 2 + (j - 1) * 4
   local id = ARGV[b]
-  local delay = tonumber(ARGV[b + 2])
-  local err = ARGV[1 + 3 * n + j]
+  local delay = tonumber(ARGV[b + 3])
+  local err = ARGV[1 + 4 * n + j]
   local h = load(id)
-  if not is_current(h, tonumber(ARGV[b + 1])) then
+  if not is_current(h, tonumber(ARGV[b + 1]), ARGV[b + 2]) then
     out[#out + 1] = {0}
   else
     if h.st then put_back_after(h.st, h.sq, now) end

@@ -1,6 +1,7 @@
 -- Store::lease_list. ARGV: queue, limit, after expiry ('' from the start), after id.
 -- Walks the queue's running set (by lease expiry, then id) from the cursor. Answers
--- {more (0/1), then per lease: id, attempt, owner, expiry, renewals, max renewals}.
+-- {more (0/1), then per lease: id, attempt, owner, expiry, renewals, max renewals,
+-- lease id}.
 local q, limit = ARGV[1], tonumber(ARGV[2])
 local at, after_id = ARGV[3], ARGV[4]
 local lo = '-inf'
@@ -28,6 +29,7 @@ while true do
         out[#out + 1] = score
         out[#out + 1] = word(v[1], 3)
         out[#out + 1] = word(v[2], 6)
+        out[#out + 1] = lease_of(v[1]) or NO_LEASE
       end
     end
   end

@@ -84,8 +84,13 @@ end
 --   pl          the payload
 --   st, sc, dk  the stream, scope and dedup keys (absent when none)
 --   e           the last error (absent when none)
---   s           "<state> <attempt> <renewals> <updated_at> <mark> <queue>": what every
---               transition writes, and the fence reads. The mark is '-' when the
+--   s           "<state> <attempt> <renewals> <updated_at> <mark> <queue>", and while
+--               running " <lease>" after them: what every transition writes, and the
+--               fence reads. The lease is the id the claim minted (16 hex digits, as
+--               the client sent it; G3): the fence compares it with the token's as
+--               well as the attempt, because a failover that lost a claim hands the
+--               same attempt number out again. Layout 4 wrote no lease: a running
+--               item without one is on lease 0 (NO_LEASE). The mark is '-' when the
 --               item has none of st, sc, dk and e, '+' when it may have some (a
 --               field written once sets it), so a claim or a finalize reads those
 --               fields only when it must, and a finalize reads nothing but `s`.
@@ -104,7 +109,18 @@ end
 
 -- The `s` field of h.
 local function state_of(h)
-  return h.s .. ' ' .. N(h.a) .. ' ' .. N(h.rn) .. ' ' .. N(h.ua) .. ' ' .. mark_of(h) .. ' ' .. h.q
+  local s = h.s .. ' ' .. N(h.a) .. ' ' .. N(h.rn) .. ' ' .. N(h.ua) .. ' ' .. mark_of(h) .. ' ' .. h.q
+  if h.s == 'running' and h.lid then s = s .. ' ' .. h.lid end
+  return s
+end
+
+-- The lease of a running item written by layout 4, which minted none (G3).
+local NO_LEASE = '0000000000000000'
+
+-- The lease word of a running item's `s`, or nil when it has none (layout 4). The
+-- whole field is matched: a queue's name may itself look like a lease.
+local function lease_of(s)
+  return string.match(s, '^running %d+ %d+ %-?%d+ [%+%-] %S+ (%x+)$')
 end
 
 -- The `n` field of h.
@@ -120,6 +136,7 @@ local function load(id)
   local h = {}
   for i = 1, #flat, 2 do h[flat[i]] = flat[i + 1] end
   h.id = id
+  h.lid = lease_of(h.s)
   local s, a, rn, ua = string.match(h.s, '^(%a+) (%d+) (%d+) (%-?%d+)')
   h.s, h.a, h.rn, h.ua = s, tonumber(a), tonumber(rn), tonumber(ua)
   local pr, ra, sl, ma, ms, mr, ca, sq, hh, hl = string.match(h.n,
@@ -142,9 +159,9 @@ local function ready_attempt(s)
   return string.match(s, '^ready (%d+) '), nil
 end
 
--- True when token (id, attempt) names the item's current running attempt (G3).
-local function is_current(h, attempt)
-  return h ~= nil and h.s == 'running' and h.a == attempt
+-- True when token (id, attempt, lease) names the item's current running lease (G3).
+local function is_current(h, attempt, lease)
+  return h ~= nil and h.s == 'running' and h.a == attempt and (h.lid or NO_LEASE) == lease
 end
 
 -- Places a due candidate: in `ready`, or in its scope's waiting set, and in `ready`
@@ -476,10 +493,12 @@ end
 --      above). From 3 the owner sets are deleted; nothing is rewritten: an `s` of
 --      four words reads as marked, so its fields are read, and the next transition
 --      writes it whole.
+--   5: a running item's `s` ends with its lease id (the item layout above). From 4
+--      nothing is rewritten: a running item without one is on NO_LEASE.
 -- Every later write keeps the layout in step. Stores of two layouts do not share a
--- prefix: an earlier version keeps neither `d` nor `p`, and reads owner sets that
--- layout 4 does not keep.
-local LAYOUT = '4'
+-- prefix: an earlier version keeps neither `d` nor `p`, reads owner sets that layout
+-- 4 does not keep, and drops the lease of layout 5 when it renews.
+local LAYOUT = '5'
 
 -- Deletes the owner sets of layout 3 and before.
 local function drop_owner_sets()
@@ -494,6 +513,10 @@ end
 local function ensure_layout()
   local was = redis.call('GET', K_LAYOUT)
   if was == LAYOUT then return end
+  if was == '4' then
+    redis.call('SET', K_LAYOUT, LAYOUT)
+    return
+  end
   drop_owner_sets()
   if was == '3' then
     redis.call('SET', K_LAYOUT, LAYOUT)

@@ -1,12 +1,12 @@
--- Store::release. ARGV: now, then pairs id, attempt. Answers per token 1 accepted,
+-- Store::release. ARGV: now, then triples id, attempt, lease id. Answers per token 1 accepted,
 -- 0 lease lost (G3). An accepted item is ready at `now`, keeping its attempt and
 -- stalls; max_attempts goes up by one so a release uses up no attempt (G5).
 local now = tonumber(ARGV[1])
 local out = {}
-for i = 2, #ARGV, 2 do
+for i = 2, #ARGV, 3 do
   local id = ARGV[i]
   local h = load(id)
-  if not is_current(h, tonumber(ARGV[i + 1])) then
+  if not is_current(h, tonumber(ARGV[i + 1]), ARGV[i + 2]) then
     out[#out + 1] = 0
   else
     if h.st then put_back_after(h.st, h.sq, now) end

@@ -1,12 +1,12 @@
--- Store::renew. ARGV: now, lease (µs), then pairs id, attempt. Answers per token
+-- Store::renew. ARGV: now, lease (µs), then triples id, attempt, lease id. Answers per token
 -- {1, expires_at, renewals} renewed, {2, limit} at the cap (G4), {0} lease lost (G3).
 local now = tonumber(ARGV[1])
 local lease = tonumber(ARGV[2])
 local out = {}
-for i = 3, #ARGV, 2 do
+for i = 3, #ARGV, 3 do
   local id = ARGV[i]
   local h = load(id)
-  if not is_current(h, tonumber(ARGV[i + 1])) then
+  if not is_current(h, tonumber(ARGV[i + 1]), ARGV[i + 2]) then
     out[#out + 1] = {0}
   elseif h.rn >= h.mr then
     out[#out + 1] = {2, h.mr}

@@ -105,8 +105,8 @@ impl RedisStore {
         };
         let more = i64::from_redis_value(more).map_err(|_| bad_reply("lease_list flag"))? == 1;
         let mut leases = Vec::new();
-        for l in rest.chunks(6) {
-            let [id, a, o, le, rn, mr] = l else {
+        for l in rest.chunks(7) {
+            let [id, a, o, le, rn, mr, lid] = l else {
                 return Err(bad_reply("lease_list answered the wrong shape"));
             };
             let num = |v: &Value| -> Result<i64> {
@@ -116,7 +116,7 @@ impl RedisStore {
             };
             let id: ItemId = text(id)?.parse()?;
             leases.push(LeaseInfo::new(
-                LeaseToken::new(id, u32_of(num(a)?)?),
+                LeaseToken::new(id, u32_of(num(a)?)?, text(lid)?.parse()?),
                 params.queue.clone(),
                 OwnerId::new(text(o)?).map_err(|_| bad_reply("corrupt owner"))?,
                 Timestamp::from_micros(num(le)?),

@@ -106,7 +106,7 @@ pub(crate) fn lease_list(cx: &Cx<'_>, params: &LeaseListParams) -> OpResult<Leas
         None => (i64::MIN, i64::MIN),
     };
     let mut stmt = cx.conn.prepare_cached(
-        "SELECT id, attempt, owner, lease_expires_at, renewals, max_renewals, seq
+        "SELECT id, attempt, owner, lease_expires_at, renewals, max_renewals, seq, lease
          FROM tenure_items INDEXED BY tenure_items_expiry
          WHERE queue = ?1 AND state = 'running' AND (lease_expires_at, seq) > (?2, ?3)
          ORDER BY lease_expires_at, seq LIMIT ?4",
@@ -128,7 +128,11 @@ pub(crate) fn lease_list(cx: &Cx<'_>, params: &LeaseListParams) -> OpResult<Leas
         let seq: i64 = row.get(6)?;
         last = Some((expires, seq));
         leases.push(LeaseInfo::new(
-            tenure_core::LeaseToken::new(id, to_u32(row.get(1)?, "attempt")?),
+            tenure_core::LeaseToken::new(
+                id,
+                to_u32(row.get(1)?, "attempt")?,
+                tenure_core::LeaseId::from_i64(row.get(7)?),
+            ),
             params.queue.clone(),
             owner,
             Timestamp::from_micros(expires),
