@@ -125,7 +125,12 @@
 //! Migrations are embedded in the crate. [`PgStore::connect`] applies missing ones
 //! unless [`PgConfig::migrate_on_connect`] is `false`; [`PgStore::migrate`] applies
 //! them on demand. They run in one transaction under a transaction-scoped advisory
-//! lock, so several processes may start at once. Applied versions are recorded in
+//! lock, so several processes may start at once. An index a migration adds to the
+//! items table of an existing schema is built before it with `CREATE INDEX
+//! CONCURRENTLY`, outside the transaction, so claims and finalizes go on while it
+//! builds (a test migrates a table of 1,000,000 rows under a claim loop); an INVALID
+//! index left by an interrupted build is dropped and built again, and a build in
+//! progress in another session is waited for. Applied versions are recorded in
 //! `<schema>.tenure_migrations`, our own table, so an application's own sqlx
 //! migrations (`_sqlx_migrations`) never clash with ours. The schema name (default
 //! `tenure`) is validated before anything runs.
@@ -235,7 +240,8 @@
 //! - [`Error::InvalidInput`](tenure_core::Error::InvalidInput), before anything runs:
 //!   a schema that is not a safe identifier or is a PostgreSQL system schema
 //!   (`information_schema`, `pg_*`), naming `schema`; a URL parameter sqlx does not
-//!   understand (only [`DRIVER_PARAMETERS`] and `options[SETTING]` pass), or a
+//!   understand (only [`DRIVER_PARAMETERS`] and `options[SETTING]` pass, their
+//!   names percent-decoded first as sqlx decodes them), or a
 //!   certificate file that does not exist, naming `url` and the parameter.
 //! - [`Error::Internal`](tenure_core::Error::Internal) is left for bugs.
 //!

@@ -177,9 +177,20 @@ impl PgStore {
     /// Applies every missing migration to the configured schema, creating it if needed.
     /// Safe to run from several processes at once; a schema newer than this code
     /// answers [`Error::Conflict`].
+    ///
+    /// An index a migration adds to the items table of an existing schema is built
+    /// with `CREATE INDEX CONCURRENTLY` before that migration's transaction, so claims
+    /// and finalizes go on while it builds (see the crate docs, Migrations).
     pub async fn migrate(&self) -> Result<()> {
-        let tx = self.begin().await?;
-        migrate::run(tx, &self.inner.schema).await
+        loop {
+            let tx = self.begin().await?;
+            match migrate::run(tx, &self.inner.schema).await? {
+                migrate::Step::Done => return Ok(()),
+                migrate::Step::BuildFirst(ix) => {
+                    migrate::build_concurrently(&self.inner.pool, &self.inner.schema, ix).await?;
+                }
+            }
+        }
     }
 
     /// A transaction on a pooled connection, acquired as [`diagnosed`] says.
