@@ -44,7 +44,10 @@ impl Outcome {
 }
 
 const RETRY_FIRST: Duration = Duration::from_millis(50);
-const RETRY_MAX: Duration = Duration::from_secs(2);
+/// A flush the store could not take is retried within this long, so finalizes go on
+/// within half a second of the store's return (the claim loop's
+/// [`FAILED_CLAIM_RETRY_CAP`](super::FAILED_CLAIM_RETRY_CAP) likewise).
+const RETRY_MAX: Duration = Duration::from_millis(500);
 /// How many flushes may be out at once: the next batch is written while the last one's
 /// answer is on its way back.
 pub(crate) const FLUSHES_IN_FLIGHT: usize = 2;
