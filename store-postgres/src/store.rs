@@ -26,7 +26,7 @@ use tokio::task::JoinHandle;
 use uuid::Uuid;
 
 use crate::connect::{check_schema, check_url, diagnosed};
-use crate::error::{db_code, map};
+use crate::error::{db_code, idle_since_loss, map};
 use crate::rows::{i32_of, u32_of};
 use crate::sql::{Sql, SCOPE_INDEX};
 use crate::{listen, migrate, rows, PgConfig, STORE};
@@ -136,9 +136,20 @@ impl PgStore {
             .max_connections(config.max_connections)
             .min_connections(0)
             .acquire_timeout(config.acquire_timeout)
-            // A dead connection fails its first statement (Unavailable) and is then
-            // dropped by the release check; no extra round trip on every acquire.
+            // No round trip on every acquire: a connection is tested on release, and
+            // before it is handed out only when it has been idle since before a lost
+            // connection was seen (a restart or failover leaves every idle one dead;
+            // untested, each would fail one call, one after another).
             .test_before_acquire(false)
+            .before_acquire(|conn, meta| {
+                Box::pin(async move {
+                    if idle_since_loss(meta.idle_for) {
+                        // An error closes it; the pool then takes another or opens one.
+                        sqlx::Connection::ping(conn).await?;
+                    }
+                    Ok(true)
+                })
+            })
             .connect_lazy_with(options.clone());
         let channel = format!("tenure_{}", config.schema);
         let wake = WakeSignal::new();
