@@ -114,6 +114,7 @@ pub(crate) struct Probe<S> {
     panic_completes: Arc<std::sync::atomic::AtomicUsize>,
     panic_claims: Arc<std::sync::atomic::AtomicUsize>,
     fail_claims: Arc<std::sync::atomic::AtomicUsize>,
+    out_of_order: Arc<std::sync::atomic::AtomicUsize>,
     wake: Arc<Mutex<Option<WakeSignal>>>,
 }
 
@@ -133,6 +134,7 @@ impl<S: Store> Probe<S> {
             panic_completes: Arc::default(),
             panic_claims: Arc::default(),
             fail_claims: Arc::default(),
+            out_of_order: Arc::default(),
             wake: Arc::default(),
         }
     }
@@ -147,6 +149,12 @@ impl<S: Store> Probe<S> {
     /// store that is down); each is logged as a claim that got nothing.
     pub(crate) fn fail_claims(&self, n: usize) {
         self.fail_claims.store(n, Ordering::SeqCst);
+    }
+
+    /// The next `n` complete calls answer `OutOfOrder` for every token without
+    /// reaching the store (an earlier item of the stream not completed yet).
+    pub(crate) fn out_of_order_completes(&self, n: usize) {
+        self.out_of_order.store(n, Ordering::SeqCst);
     }
 
     /// The next `n` claim calls panic (a broken store).
@@ -307,6 +315,13 @@ impl<S: Store> Store for Probe<S> {
         let delay = *self.complete_delay.lock().unwrap();
         if !delay.is_zero() {
             tokio::time::sleep(delay).await;
+        }
+        if self
+            .out_of_order
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
+            .is_ok()
+        {
+            return Ok(vec![TokenOutcome::OutOfOrder; params.tokens.len()]);
         }
         let tokens = params.tokens.len();
         let out = self.inner.complete(params).await;

@@ -1,5 +1,6 @@
 -- Store::complete. ARGV: now, keep_done (0/1), then pairs id, attempt. Answers per
--- token 1 accepted, 0 lease lost (G3). An accepted item leaves its stream, whose next
+-- token 1 accepted, 0 lease lost (G3), 2 out of order: the item is behind an
+-- unfinished item of its stream (G9), nothing changed. An accepted item leaves its stream, whose next
 -- item becomes the head (G9), and is deleted, or kept as `done` until purged. The
 -- attempt is compared as the decimal string the client sends and the claim wrote.
 local now -- a number, read from ARGV[1] only when needed
@@ -22,14 +23,18 @@ for i = 3, #ARGV, 2 do
     a, mark, q = string.match(s, '^running (%d+) %d+ %-?%d+ ([%+%-]) (%S+)$')
     if not a then a = string.match(s, '^running (%d+) ') end
   end
+  local sc, st
+  if a == ARGV[i + 1] and mark ~= '-' then
+    local v = redis.call('HMGET', key, 'q', 'sc', 'st')
+    q, sc, st = v[1], v[2] or nil, v[3] or nil
+  end
   if a ~= ARGV[i + 1] then
     out[#out + 1] = 0
+  elseif st and not is_stream_head({id = id, st = st}) then
+    -- G9: behind an unfinished item of its stream (the rest of a run); nothing
+    -- changes, the lease stays current.
+    out[#out + 1] = 2
   else
-    local sc, st
-    if mark ~= '-' then
-      local v = redis.call('HMGET', key, 'q', 'sc', 'st')
-      q, sc, st = v[1], v[2] or nil, v[3] or nil
-    end
     -- unlink_running, with the running-set removals batched below.
     if q == q1 then
       run1[#run1 + 1] = id
