@@ -40,8 +40,13 @@
 //!   (`tenure_promote`, migration 5), without touching the stream's row; only a
 //!   finish that finds no waiting item locks the row (so every enqueue that held it
 //!   has committed), looks again in a fresh snapshot under READ COMMITTED and, with
-//!   still nothing waiting, sets `pending` to 0. A finish of an item behind its head
-//!   (the rest of a stream run) promotes nothing. Retries, releases and expired
+//!   still nothing waiting, sets `pending` to 0. A complete of an item behind its head
+//!   (the rest of a stream run) is refused as out of order unless the same call
+//!   completes every unfinished item ahead of it first (migration 6: the head is
+//!   looked for among the call's tokens, the items between by their index), so a
+//!   stream's items complete in enqueue order and never mark a second head; a
+//!   refused token that is still current answers `OutOfOrder` (read only when some
+//!   token was refused). Retries, releases and expired
 //!   leases leave the head where it is, so a waiting, running or dead head blocks its
 //!   stream.
 //! - **Scope exclusivity** (G10) is the partial unique index `items_scope_running

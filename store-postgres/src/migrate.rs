@@ -97,6 +97,11 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
         name: "stream heads: a finish writes its stream's row only when it empties it",
         sql: include_str!("../migrations/0005_stream_heads.sql"),
     },
+    Migration {
+        version: 6,
+        name: "stream order: a run's items complete in enqueue order",
+        sql: include_str!("../migrations/0006_stream_order.sql"),
+    },
 ];
 
 /// The newest version this code knows.

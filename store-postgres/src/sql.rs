@@ -38,6 +38,9 @@ pub(crate) struct Sql {
     pub(crate) recover: String,
     pub(crate) renew: String,
     pub(crate) complete: String,
+    /// Of a complete's tokens, those still current (running at that attempt) though
+    /// not completed: refused as out of stream order (G9).
+    pub(crate) still_current: String,
     pub(crate) promote: String,
     pub(crate) fail: String,
     pub(crate) release: String,
@@ -361,12 +364,19 @@ impl Sql {
                  SELECT cur.id, cur.max_renewals, upd.renewals \
                  FROM cur LEFT JOIN upd ON upd.id = cur.id"
             ),
-            // machine::complete, fenced, in one round trip: the function (migration
-            // 0005) finishes the rows, then promotes the next item of each stream whose
+            // machine::complete, fenced, in one round trip: the function (migrations
+            // 0005, 0006) finishes the rows, then promotes the next item of each stream whose
             // head it finished (`tenure_promote`, statements of its own).
             // $1 now, $2 ids, $3 attempts, $4 keep done rows.
             complete: format!(
                 "SELECT c FROM {s}.tenure_complete($1, $2::uuid[], $3::int4[], $4) AS c"
+            ),
+            // $1 ids, $2 attempts.
+            still_current: format!(
+                "SELECT i.id FROM {s}.items i \
+                 JOIN unnest($1::uuid[], $2::int4[]) AS t(id, attempt) \
+                     ON i.id = t.id AND i.attempt = t.attempt \
+                 WHERE i.id = ANY($1::uuid[]) AND i.state = 'running'"
             ),
             // machine::discard: dead items are deleted, followed in the same transaction
             // by `promote` for the streams whose head was among them (answered as the

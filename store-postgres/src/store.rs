@@ -799,11 +799,28 @@ impl PgStore {
         for r in rows {
             accepted.insert(r.try_get(0).map_err(map)?);
         }
+        // A token refused though still current was refused for the stream's order
+        // (G9); only read when some token was refused.
+        let mut behind: HashSet<Uuid> = HashSet::new();
+        if accepted.len() < ids.len() {
+            let rows = self
+                .query(&self.inner.sql.still_current)
+                .bind(&ids)
+                .bind(&attempts)
+                .fetch_all(&mut *conn)
+                .await
+                .map_err(map)?;
+            for r in rows {
+                behind.insert(r.try_get(0).map_err(map)?);
+            }
+        }
         Ok(ids
             .iter()
             .map(|id| {
                 if accepted.contains(id) {
                     TokenOutcome::Accepted
+                } else if behind.contains(id) {
+                    TokenOutcome::OutOfOrder
                 } else {
                     TokenOutcome::LeaseLost
                 }

@@ -51,7 +51,7 @@ async fn a_version_3_schema_upgrades_and_lists_pauses_and_cancels_its_items() {
     .fetch_all(&mut ctx.admin)
     .await
     .unwrap();
-    assert_eq!(versions, vec![1, 2, 3, 4, 5]);
+    assert_eq!(versions, vec![1, 2, 3, 4, 5, 6]);
     let page = ctx
         .store
         .item_list(ItemListParams::new(q(), ListState::Ready))
