@@ -223,7 +223,16 @@
 //! Connection loss, server shutdown (`57P01`, ...), serialization failures and
 //! deadlocks answer [`Error::Unavailable`](tenure_core::Error) (retryable); the pool
 //! replaces broken connections, so the same store works again once the server is
-//! back. Every finalize is fenced, so retrying a call whose outcome was unknown can
+//! back. A restart or failover leaves every pooled connection dead: once a lost
+//! session has been seen, a connection idle since before it is tested before it is
+//! handed out (one round trip per connection per loss; none on the hot path
+//! otherwise) and a dead one replaced, so only the call that met the loss fails, not
+//! one call per pooled connection. The store follows a failover through the address
+//! it was given: point it at an address that moves to the new primary (a virtual IP,
+//! a DNS name, a proxy). A running worker completes again within a fraction of a
+//! second of a restarted server being ready (`tests/failover.rs` prints the figure;
+//! 0 to 0.22 s on the development machine, 14 to 17 s before the pool and the
+//! runtime's retry were changed). Every finalize is fenced, so retrying a call whose outcome was unknown can
 //! never finalize an item twice. A refused connection says so ("connection refused")
 //! within a fraction of a second instead of waiting out
 //! [`PgConfig::acquire_timeout`]: when opening a connection takes longer than 250 ms,

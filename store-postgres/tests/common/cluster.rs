@@ -154,13 +154,13 @@ impl PgServer {
             .args(["-U", "postgres", "-A", "trust", "-E", "UTF8"])
             .args(["--locale=C", "--no-sync"]);
         server.run(initdb, "initdb")?;
-        server.configure(&format!(
+        server.configure(
             "fsync = off\nfull_page_writes = off\nshared_buffers = 32MB\n\
              max_connections = 40\nwal_level = replica\nmax_wal_senders = 5\n\
              wal_keep_size = '256MB'\nwal_sender_timeout = '5s'\n\
              wal_receiver_timeout = '5s'\nwal_retrieve_retry_interval = '200ms'\n\
-             hot_standby = on\nlog_min_messages = warning\n"
-        ))?;
+             hot_standby = on\nlog_min_messages = warning\n",
+        )?;
         server.start()?;
         Ok(server)
     }
