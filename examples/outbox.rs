@@ -168,6 +168,10 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
                         TokenOutcome::Accepted => tx.commit()?,
                         // Another worker owns the item now: write nothing.
                         TokenOutcome::LeaseLost => return Err(JobError::retry("lease lost")),
+                        // Items without a stream are never behind another one.
+                        TokenOutcome::OutOfOrder => {
+                            return Err(JobError::retry("behind an unfinished item"))
+                        }
                     }
                     Ok::<(), JobError>(())
                 })

@@ -1,7 +1,8 @@
 //! G9 under stream runs ([`ClaimParams::stream_runs`]): a claim may lease a stream's
 //! head together with the ready items right behind it, and G9 still holds exactly: a
 //! failure, release, expiry or eviction of one item of a run puts every later running
-//! item of its stream back untouched.
+//! item of its stream back untouched, and a run's items complete only in stream order
+//! (an item behind an unfinished one answers `OutOfOrder`, nothing changed).
 //!
 //! These cases belong to `g09_stream_fifo`. The first is mandatory (a store that does
 //! not declare [`Capability::StreamRuns`] must answer heads only, which is a run of one;
@@ -10,8 +11,8 @@
 use std::time::Duration;
 
 use tenure_core::{
-    ClaimParams, EvictParams, FailOutcome, HeartbeatParams, Item, ItemId, ItemState, Lease,
-    OwnerId, QueueName, Store, TokenOutcome,
+    ClaimParams, CompleteParams, EvictParams, FailOutcome, HeartbeatParams, Item, ItemId,
+    ItemState, Lease, LeaseToken, OwnerId, QueueName, Store, TokenOutcome,
 };
 
 use crate::case::{Capability, Case, CaseResult, Env, Failure};
@@ -32,7 +33,8 @@ pub(crate) fn cases<H: Harness>() -> Vec<Case<H>> {
         a_run_stops_at_an_item_that_is_not_due_or_not_in_the_claimed_queues,
         a_run_stops_at_an_item_whose_scope_is_busy,
         a_run_counts_towards_the_claim_limit,
-        completing_a_run_out_of_order_holds_the_stream_until_its_head_completes,
+        completing_an_item_of_a_run_before_the_items_ahead_of_it_is_refused_and_changes_nothing,
+        one_call_completes_a_run_in_stream_order_and_refuses_it_in_reverse,
         a_failed_item_of_a_run_puts_every_later_item_back_untouched,
         a_released_item_of_a_run_puts_every_later_item_back_untouched,
         an_expired_run_is_recovered_from_its_head_without_stalls_behind_it,
@@ -278,7 +280,9 @@ async fn a_run_counts_towards_the_claim_limit<H: Harness>(env: Env<'_, H>) -> Ca
     pass()
 }
 
-async fn completing_a_run_out_of_order_holds_the_stream_until_its_head_completes<H: Harness>(
+async fn completing_an_item_of_a_run_before_the_items_ahead_of_it_is_refused_and_changes_nothing<
+    H: Harness,
+>(
     env: Env<'_, H>,
 ) -> CaseResult {
     let (q, ids) = one_stream(&env, 4).await?;
@@ -290,29 +294,92 @@ async fn completing_a_run_out_of_order_holds_the_stream_until_its_head_completes
         "a claim with runs of 3 from a stream of four",
     )?;
     for l in [&run[2], &run[1]] {
+        let before = get(env.store(), l.token.id).await?;
         ensure_eq(
             complete(env.store(), l.token).await?,
-            TokenOutcome::Accepted,
-            "a complete of an item behind the run's head, the later one first",
+            TokenOutcome::OutOfOrder,
+            "a complete of an item behind the run's head while the head runs",
         )?;
+        crate::check::expect_unchanged(env.store(), &before, "an out-of-order complete").await?;
     }
     let none = rclaim(env.store(), &q, &w, 10, 3).await?;
     ensure(
         none.is_empty(),
-        "a claim while the run's head still runs to find nothing, though the items behind \
-         it completed (G9)",
+        "a claim while the run's head still runs to find nothing (G9)",
         tokens(&none),
     )?;
     ensure_eq(
         complete(env.store(), run[0].token).await?,
         TokenOutcome::Accepted,
-        "the complete of the run's head, last",
+        "the complete of the run's head",
+    )?;
+    ensure_eq(
+        complete(env.store(), run[2].token).await?,
+        TokenOutcome::OutOfOrder,
+        "a complete of the run's third item while its second runs",
+    )?;
+    for (l, what) in [
+        (
+            &run[1],
+            "the complete of the run's second item, next in order",
+        ),
+        (&run[2], "the complete of the run's third item, last"),
+    ] {
+        ensure_eq(
+            complete(env.store(), l.token).await?,
+            TokenOutcome::Accepted,
+            what,
+        )?;
+    }
+    let rest = rclaim(env.store(), &q, &w, 10, 3).await?;
+    ensure_eq(
+        ids_of(&rest),
+        vec![ids[3]],
+        "the claim once the run completed in order (the stream's fourth item, alone)",
+    )?;
+    pass()
+}
+
+async fn one_call_completes_a_run_in_stream_order_and_refuses_it_in_reverse<H: Harness>(
+    env: Env<'_, H>,
+) -> CaseResult {
+    let (q, ids) = one_stream(&env, 4).await?;
+    let w = owner("w1")?;
+    let run = rclaim(env.store(), &q, &w, 10, 3).await?;
+    ensure_eq(ids_of(&run), ids[..3].to_vec(), "a claim with runs of 3")?;
+    let reversed: Vec<LeaseToken> = run.iter().map(|l| l.token).rev().collect();
+    let answers = env
+        .store()
+        .complete(CompleteParams::new(reversed))
+        .await
+        .or_fail("complete (a run in reverse)")?;
+    ensure_eq(
+        answers,
+        vec![
+            TokenOutcome::OutOfOrder,
+            TokenOutcome::OutOfOrder,
+            TokenOutcome::Accepted,
+        ],
+        "one complete of a run's three tokens in reverse: each token sees only those \
+         before it, so only the head completes",
+    )?;
+    let answers = env
+        .store()
+        .complete(CompleteParams::new(
+            run[1..].iter().map(|l| l.token).collect(),
+        ))
+        .await
+        .or_fail("complete (the rest of the run in order)")?;
+    ensure_eq(
+        answers,
+        vec![TokenOutcome::Accepted, TokenOutcome::Accepted],
+        "one complete of the run's second and third tokens, in stream order",
     )?;
     let rest = rclaim(env.store(), &q, &w, 10, 3).await?;
     ensure_eq(
         ids_of(&rest),
         vec![ids[3]],
-        "the claim once the head completed (the stream's fourth item, alone)",
+        "the claim once the run completed (the stream's fourth item)",
     )?;
     pass()
 }

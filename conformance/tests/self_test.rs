@@ -176,6 +176,9 @@ enum Flaw {
     /// complete, while the head still runs, as a store promoting a new head on every
     /// complete would (G9).
     FreesTheStreamBehindARunningHead,
+    /// Answers an out-of-order complete of a run's item as accepted, as a store that
+    /// does not check the stream's order would (G9).
+    AcceptsRunItemsOutOfOrder,
     /// Drops the pin of an enqueue (G14).
     IgnoresEnqueuePins,
     /// Lists from the start whatever cursor it is given (breaks paging).
@@ -612,7 +615,17 @@ impl Store for Flawed {
             }
             return Ok(out);
         }
-        self.inner.complete(params).await
+        let out = self.inner.complete(params).await?;
+        if self.flaw == Flaw::AcceptsRunItemsOutOfOrder {
+            return Ok(out
+                .into_iter()
+                .map(|o| match o {
+                    TokenOutcome::OutOfOrder => TokenOutcome::Accepted,
+                    o => o,
+                })
+                .collect());
+        }
+        Ok(out)
     }
 
     async fn fail(&self, mut params: FailParams) -> Result<Vec<FailOutcome>> {
@@ -1254,7 +1267,20 @@ mod broken_wrappers {
         must_fail(
             Flaw::FreesTheStreamBehindARunningHead,
             "g09_stream_fifo",
-            "completing_a_run_out_of_order_holds_the_stream_until_its_head_completes",
+            "completing_an_item_of_a_run_before_the_items_ahead_of_it_is_refused_and_changes_nothing",
+        )
+        .await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn accepting_a_run_out_of_order_fails_g09() {
+        must_fail_each(
+            Flaw::AcceptsRunItemsOutOfOrder,
+            "g09_stream_fifo",
+            &[
+                "completing_an_item_of_a_run_before_the_items_ahead_of_it_is_refused_and_changes_nothing",
+                "one_call_completes_a_run_in_stream_order_and_refuses_it_in_reverse",
+            ],
         )
         .await;
     }

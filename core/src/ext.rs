@@ -52,7 +52,10 @@ pub trait StoreExt: Store {
             .pop())
     }
 
-    /// Completes one attempt; a superseded token is `Err(Error::LeaseLost)`.
+    /// Completes one attempt; a superseded token is `Err(Error::LeaseLost)`, and an
+    /// item behind an unfinished item of its stream
+    /// ([`TokenOutcome::OutOfOrder`]) is `Err(Error::Conflict)` naming `token`, nothing
+    /// changed.
     async fn complete_one(&self, token: LeaseToken) -> Result<()> {
         match single(
             self.complete(CompleteParams::new(vec![token])).await?,
@@ -60,6 +63,7 @@ pub trait StoreExt: Store {
         )? {
             TokenOutcome::Accepted => Ok(()),
             TokenOutcome::LeaseLost => Err(Error::LeaseLost { token }),
+            TokenOutcome::OutOfOrder => Err(out_of_order(token)),
         }
     }
 
@@ -71,6 +75,8 @@ pub trait StoreExt: Store {
         )? {
             TokenOutcome::Accepted => Ok(()),
             TokenOutcome::LeaseLost => Err(Error::LeaseLost { token }),
+            // Not an answer of release; a store that gives it changed nothing.
+            TokenOutcome::OutOfOrder => Err(out_of_order(token)),
         }
     }
 
@@ -131,3 +137,15 @@ pub trait StoreExt: Store {
 }
 
 impl<S: Store + ?Sized> StoreExt for S {}
+
+/// The error of a single complete answered [`TokenOutcome::OutOfOrder`].
+fn out_of_order(token: LeaseToken) -> Error {
+    Error::conflict(
+        "token",
+        format!(
+            "item {} is behind an unfinished item of its stream: complete the items \
+             ahead of it first (nothing changed; the lease is still current)",
+            token.id
+        ),
+    )
+}

@@ -517,6 +517,13 @@ pub enum TokenOutcome {
     Accepted,
     /// The token is not the current running attempt; nothing changed (G3).
     LeaseLost,
+    /// Only from `complete`: the item is behind an unfinished item of its stream (the
+    /// rest of a stream run, completed before an earlier item of the run). Nothing
+    /// changed and the lease is still the current one: complete it again once the
+    /// items ahead of it are complete (G9). If one of those fails or is released
+    /// instead, the put-back rule ends this lease and the next complete answers
+    /// [`TokenOutcome::LeaseLost`].
+    OutOfOrder,
 }
 
 /// The per-token answer of `renew`.

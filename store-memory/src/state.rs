@@ -1088,6 +1088,14 @@ impl State {
     ) -> Vec<TokenOutcome> {
         let keep = self.keep_done;
         for t in tokens {
+            // G9: an item behind an unfinished item of its stream (the rest of a
+            // run) is not completed before it; nothing changes.
+            if let Some(e) = self.items.find(t.id) {
+                if machine::is_current(&e.item, t) && !self.idx.is_stream_head(e) {
+                    out.push(TokenOutcome::OutOfOrder);
+                    continue;
+                }
+            }
             let current = |e: &Entry| machine::is_current(&e.item, t);
             let Some(slot) = self.items.take_id(t.id, current, !keep) else {
                 out.push(TokenOutcome::LeaseLost);

@@ -135,7 +135,7 @@ impl PgConfig {
     ///
     /// The signal's [`WakeHealth`](tenure_core::WakeHealth) says whether the listener
     /// is connected: `Down` until its LISTEN is in place and from a lost connection
-    /// until it has reconnected (on its own, with a backoff capped at 5 s, logged at
+    /// until it has reconnected (on its own, with a backoff capped at 1 s, logged at
     /// `warn` and `info`), `Healthy` otherwise. Workers relax their polling only while
     /// it is healthy and poll at their base while it is down. With `listen(false)` it
     /// is `Local`.

@@ -19,8 +19,9 @@ use sqlx::{Connection, PgConnection, PgPool};
 use tenure_core::{validate_identifier, Error, Result};
 
 /// The URL parameters passed through to sqlx, which understands each of them (as well
-/// as `options[NAME]=VALUE`, a server setting for the store's sessions). Any other
-/// parameter is refused naming it.
+/// as `options[NAME]=VALUE`, a server setting for the store's sessions). Names are
+/// matched percent-decoded, as sqlx reads them (`options%5BNAME%5D` is
+/// `options[NAME]`). Any other parameter is refused naming it.
 pub const DRIVER_PARAMETERS: &[&str] = &[
     "sslmode",
     "ssl-mode",
@@ -63,6 +64,10 @@ pub(crate) fn check_url(url: &str) -> Result<()> {
     let query = query.split_once('#').map_or(query, |(q, _)| q);
     for pair in query.split('&').filter(|p| !p.is_empty()) {
         let (key, value) = pair.split_once('=').unwrap_or((pair, ""));
+        // sqlx reads the query as form data, names and values percent-decoded:
+        // `options%5Bstatement_timeout%5D` is `options[statement_timeout]` to it.
+        let (key, value) = (form_decode(key), form_decode(value));
+        let (key, value) = (key.as_str(), value.as_str());
         let setting = key
             .strip_prefix("options[")
             .and_then(|k| k.strip_suffix(']'))
@@ -91,6 +96,34 @@ pub(crate) fn check_url(url: &str) -> Result<()> {
         }
     }
     Ok(())
+}
+
+/// `application/x-www-form-urlencoded` decoding, as sqlx reads URL parameters: `+` is
+/// a space and `%XX` a byte; a `%` not followed by two hex digits stands for itself;
+/// bytes that are not UTF-8 become U+FFFD.
+fn form_decode(s: &str) -> String {
+    let hex = |b: u8| char::from(b).to_digit(16);
+    let bytes = s.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        match bytes[i] {
+            b'+' => out.push(b' '),
+            b'%' => match (
+                bytes.get(i + 1).and_then(|b| hex(*b)),
+                bytes.get(i + 2).and_then(|b| hex(*b)),
+            ) {
+                (Some(hi), Some(lo)) => {
+                    out.push(u8::try_from(hi * 16 + lo).unwrap_or(b'?'));
+                    i += 2;
+                }
+                _ => out.push(b'%'),
+            },
+            b => out.push(b),
+        }
+        i += 1;
+    }
+    String::from_utf8_lossy(&out).into_owned()
 }
 
 /// Checks a schema name: a safe identifier ([`validate_identifier`]) that is not a
@@ -146,6 +179,8 @@ pub(crate) async fn diagnosed<T>(
 
 #[cfg(test)]
 mod tests {
+    use std::str::FromStr;
+
     use super::*;
 
     #[test]
@@ -156,6 +191,9 @@ mod tests {
             "postgres://u@h/db?sslmode=require&application_name=x",
             "postgres://u@h/db?options[statement_timeout]=5s&port=5433",
             "postgres:///db?host=/var/run/postgresql",
+            "postgres://u@h/db?options%5Bstatement_timeout%5D=5s",
+            "postgres://u@h/db?options%5bstatement_timeout%5d=5s&ssl%6Dode=require",
+            "postgres://u@h/db?application_name=a+b%20c",
         ] {
             check_url(good).unwrap_or_else(|e| panic!("{good}: {e}"));
         }
@@ -167,6 +205,8 @@ mod tests {
             ),
             ("postgres://u@h/db?options[]=x", "\"options[]\""),
             ("postgres://u@h/db?connect_timeout", "\"connect_timeout\""),
+            ("postgres://u@h/db?options%5B%5D=x", "\"options[]\""),
+            ("postgres://u@h/db?sslmod%65x=1", "\"sslmodex\""),
         ] {
             let e = check_url(bad).unwrap_err();
             assert_eq!(e.invalid_field(), Some("url"), "{bad}");
@@ -174,6 +214,23 @@ mod tests {
         }
         let e = check_url("postgres://u@h/db?tenure_schema=x").unwrap_err();
         assert!(e.to_string().contains("PgConfig::schema"), "{e}");
+    }
+
+    #[test]
+    fn names_and_values_are_read_percent_decoded_as_sqlx_reads_them() {
+        assert_eq!(
+            form_decode("options%5Bstatement_timeout%5D"),
+            "options[statement_timeout]"
+        );
+        assert_eq!(form_decode("a+b%20c%2"), "a b c%2");
+        assert_eq!(form_decode("100%"), "100%");
+        assert_eq!(form_decode("%zz%41"), "%zzA");
+        assert_eq!(form_decode("%C3%A9"), "é");
+        // The options sqlx reads from such a URL are the ones the check let through.
+        let url = "postgres://u@h/db?options%5Bstatement_timeout%5D=5s";
+        check_url(url).unwrap();
+        let opts = PgConnectOptions::from_str(url).unwrap();
+        assert_eq!(opts.get_options(), Some("-c statement_timeout=5s"));
     }
 
     #[test]

@@ -15,10 +15,62 @@
 //! | a malformed URL | configuration error | [`Error::InvalidInput`] naming `url` |
 //! | a constraint the store did not expect | `23…` | [`Error::Conflict`] |
 //! | anything else (a bug) | | [`Error::Internal`] |
+//!
+//! A lost session (`08…`, `57P01`..`57P03`, I/O) is also noted, so the pool tests its
+//! connections idle since before it ([`idle_since_loss`]).
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
 
 use tenure_core::Error;
 
 use crate::STORE;
+
+/// When a connection to a server was last seen lost (nanoseconds after [`epoch`], plus
+/// one; 0 for never), in this process, by any store.
+///
+/// A server that restarts or fails over leaves every pooled connection dead, but the
+/// pool does not test a connection before handing it out (that would cost a round
+/// trip on every call): each dead one would fail one call, one at a time. After a loss
+/// has been seen, a connection that has been idle since before it is tested before it
+/// is handed out (`PgStore`'s `before_acquire`), and a dead one is replaced at once.
+/// A connection used since then has passed sqlx's test on release, so this costs one
+/// round trip per connection per loss, and one atomic read per acquire otherwise.
+/// Process-wide: a loss seen on one server makes the pools of other servers test
+/// their long-idle connections once as well, which is harmless.
+static LAST_LOSS: AtomicU64 = AtomicU64::new(0);
+
+fn epoch() -> Instant {
+    static EPOCH: OnceLock<Instant> = OnceLock::new();
+    *EPOCH.get_or_init(Instant::now)
+}
+
+fn nanos_since_epoch() -> u64 {
+    u64::try_from(epoch().elapsed().as_nanos()).unwrap_or(u64::MAX - 1)
+}
+
+/// Records that a connection was lost now.
+pub(crate) fn note_connection_loss() {
+    LAST_LOSS.store(nanos_since_epoch() + 1, Ordering::Relaxed);
+}
+
+/// Whether a connection idle for `idle_for` has been idle since before the last
+/// connection loss this process saw, so it may be dead.
+pub(crate) fn idle_since_loss(idle_for: Duration) -> bool {
+    let last = LAST_LOSS.load(Ordering::Relaxed);
+    if last == 0 {
+        return false;
+    }
+    let since_loss = Duration::from_nanos(nanos_since_epoch().saturating_sub(last - 1));
+    idle_for >= since_loss
+}
+
+/// Whether a SQLSTATE says the session is gone: connection exceptions (`08…`) and the
+/// server shutting down, crashing or starting (`57P01`..`57P03`).
+fn is_session_loss(code: &str) -> bool {
+    code.starts_with("08") || matches!(code, "57P01" | "57P02" | "57P03")
+}
 
 /// How a failure should be reported.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -71,6 +123,14 @@ pub(crate) fn classify(code: &str) -> Class {
 
 /// Maps any sqlx error into the classified core error.
 pub(crate) fn map(err: sqlx::Error) -> Error {
+    let lost = match &err {
+        sqlx::Error::Database(db) => db.code().is_some_and(|c| is_session_loss(&c)),
+        sqlx::Error::Io(_) | sqlx::Error::Protocol(_) | sqlx::Error::WorkerCrashed => true,
+        _ => false,
+    };
+    if lost {
+        note_connection_loss();
+    }
     match err {
         sqlx::Error::Database(db) => {
             let class = db.code().map(|c| classify(&c)).unwrap_or(Class::Internal);
@@ -204,6 +264,27 @@ mod tests {
         let e = map(sqlx::Error::RowNotFound);
         assert_eq!(e.kind(), tenure_core::ErrorKind::Internal);
         assert!(!map(sqlx::Error::PoolClosed).is_retryable());
+    }
+
+    #[test]
+    fn a_lost_connection_makes_connections_idle_since_before_it_suspect() {
+        // Seen before the loss: idle for a long time. Released after it: just now.
+        let long = Duration::from_secs(3600);
+        note_connection_loss();
+        assert!(idle_since_loss(long));
+        std::thread::sleep(Duration::from_millis(20));
+        assert!(!idle_since_loss(Duration::from_millis(5)));
+        assert!(idle_since_loss(Duration::from_millis(40)));
+        let io = sqlx::Error::Io(std::io::Error::from(std::io::ErrorKind::UnexpectedEof));
+        std::thread::sleep(Duration::from_millis(20));
+        assert!(!idle_since_loss(Duration::from_millis(10)));
+        assert!(map(io).is_retryable());
+        assert!(
+            idle_since_loss(Duration::from_millis(10)),
+            "an I/O error is a loss"
+        );
+        assert!(is_session_loss("57P01") && is_session_loss("08006"));
+        assert!(!is_session_loss("40001") && !is_session_loss("57014"));
     }
 
     #[test]

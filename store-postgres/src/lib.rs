@@ -40,8 +40,13 @@
 //!   (`tenure_promote`, migration 5), without touching the stream's row; only a
 //!   finish that finds no waiting item locks the row (so every enqueue that held it
 //!   has committed), looks again in a fresh snapshot under READ COMMITTED and, with
-//!   still nothing waiting, sets `pending` to 0. A finish of an item behind its head
-//!   (the rest of a stream run) promotes nothing. Retries, releases and expired
+//!   still nothing waiting, sets `pending` to 0. A complete of an item behind its head
+//!   (the rest of a stream run) is refused as out of order unless the same call
+//!   completes every unfinished item ahead of it first (migration 6: the head is
+//!   looked for among the call's tokens, the items between by their index), so a
+//!   stream's items complete in enqueue order and never mark a second head; a
+//!   refused token that is still current answers `OutOfOrder` (read only when some
+//!   token was refused). Retries, releases and expired
 //!   leases leave the head where it is, so a waiting, running or dead head blocks its
 //!   stream.
 //! - **Scope exclusivity** (G10) is the partial unique index `items_scope_running
@@ -127,7 +132,12 @@
 //! Migrations are embedded in the crate. [`PgStore::connect`] applies missing ones
 //! unless [`PgConfig::migrate_on_connect`] is `false`; [`PgStore::migrate`] applies
 //! them on demand. They run in one transaction under a transaction-scoped advisory
-//! lock, so several processes may start at once. Applied versions are recorded in
+//! lock, so several processes may start at once. An index a migration adds to the
+//! items table of an existing schema is built before it with `CREATE INDEX
+//! CONCURRENTLY`, outside the transaction, so claims and finalizes go on while it
+//! builds (a test migrates a table of 1,000,000 rows under a claim loop); an INVALID
+//! index left by an interrupted build is dropped and built again, and a build in
+//! progress in another session is waited for. Applied versions are recorded in
 //! `<schema>.tenure_migrations`, our own table, so an application's own sqlx
 //! migrations (`_sqlx_migrations`) never clash with ours. The schema name (default
 //! `tenure`) is validated before anything runs.
@@ -215,7 +225,16 @@
 //! Connection loss, server shutdown (`57P01`, ...), serialization failures and
 //! deadlocks answer [`Error::Unavailable`](tenure_core::Error) (retryable); the pool
 //! replaces broken connections, so the same store works again once the server is
-//! back. Every finalize is fenced, so retrying a call whose outcome was unknown can
+//! back. A restart or failover leaves every pooled connection dead: once a lost
+//! session has been seen, a connection idle since before it is tested before it is
+//! handed out (one round trip per connection per loss; none on the hot path
+//! otherwise) and a dead one replaced, so only the call that met the loss fails, not
+//! one call per pooled connection. The store follows a failover through the address
+//! it was given: point it at an address that moves to the new primary (a virtual IP,
+//! a DNS name, a proxy). A running worker completes again within a fraction of a
+//! second of a restarted server being ready (`tests/failover.rs` prints the figure;
+//! 0 to 0.22 s on the development machine, 14 to 17 s before the pool and the
+//! runtime's retry were changed). Every finalize is fenced, so retrying a call whose outcome was unknown can
 //! never finalize an item twice. A refused connection says so ("connection refused")
 //! within a fraction of a second instead of waiting out
 //! [`PgConfig::acquire_timeout`]: when opening a connection takes longer than 250 ms,
@@ -237,7 +256,8 @@
 //! - [`Error::InvalidInput`](tenure_core::Error::InvalidInput), before anything runs:
 //!   a schema that is not a safe identifier or is a PostgreSQL system schema
 //!   (`information_schema`, `pg_*`), naming `schema`; a URL parameter sqlx does not
-//!   understand (only [`DRIVER_PARAMETERS`] and `options[SETTING]` pass), or a
+//!   understand (only [`DRIVER_PARAMETERS`] and `options[SETTING]` pass, their
+//!   names percent-decoded first as sqlx decodes them), or a
 //!   certificate file that does not exist, naming `url` and the parameter.
 //! - [`Error::Internal`](tenure_core::Error::Internal) is left for bugs.
 //!

@@ -3,7 +3,7 @@
 //!
 //! The listener runs on its own one-connection pool (so it never takes a connection
 //! the store's calls need) in a background task that ends when the last store handle
-//! is dropped. A lost connection is re-established with a capped backoff; after every
+//! is dropped. A lost connection is re-established with a backoff capped at 1 s; after every
 //! reconnect the signal fires once, because notifications sent meanwhile are lost.
 //!
 //! The listener reports its state on the signal ([`WakeHealth`]): `Down` until the
@@ -16,6 +16,11 @@ use sqlx::postgres::{PgConnectOptions, PgListener, PgPoolOptions};
 use tenure_core::{WakeHealth, WakeSignal};
 use tokio::task::JoinHandle;
 
+/// The longest wait between two attempts to connect again: the listener is back
+/// within about a second of the server (its wake-ups are a hint, and workers poll at
+/// their base while it is down, but a relaxed worker relies on them).
+const RECONNECT_MAX: Duration = Duration::from_secs(1);
+
 /// Starts the listener task for `channel`.
 pub(crate) fn spawn(
     options: PgConnectOptions,
@@ -25,7 +30,9 @@ pub(crate) fn spawn(
     tokio::spawn(async move {
         let pool = PgPoolOptions::new()
             .max_connections(1)
-            .acquire_timeout(Duration::from_secs(5))
+            // Short, so a server that is back is found soon: the pool retries a
+            // refused connection within the timeout at up to a fifth of it.
+            .acquire_timeout(Duration::from_secs(2))
             .connect_lazy_with(options);
         let mut backoff = Duration::from_millis(100);
         loop {
@@ -34,14 +41,14 @@ pub(crate) fn spawn(
                 Err(e) => {
                     tracing::debug!(error = %e, "tenure-postgres: LISTEN connection failed");
                     tokio::time::sleep(backoff).await;
-                    backoff = (backoff * 2).min(Duration::from_secs(5));
+                    backoff = (backoff * 2).min(RECONNECT_MAX);
                     continue;
                 }
             };
             if let Err(e) = listener.listen(&channel).await {
                 tracing::debug!(error = %e, "tenure-postgres: LISTEN failed");
                 tokio::time::sleep(backoff).await;
-                backoff = (backoff * 2).min(Duration::from_secs(5));
+                backoff = (backoff * 2).min(RECONNECT_MAX);
                 continue;
             }
             // Anything sent before we listened is unknown: poll once.

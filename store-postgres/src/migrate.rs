@@ -6,8 +6,19 @@
 //! application's own sqlx migrations and ours never see each other. Concurrent
 //! migrators of one schema are serialised by a transaction-scoped advisory lock; the
 //! whole run is one transaction, so a failed migration leaves nothing behind.
+//!
+//! An index a migration adds to the hot table of an existing schema is built first,
+//! with `CREATE INDEX CONCURRENTLY` outside any transaction ([`build_concurrently`]),
+//! so claims and finalizes go on while it builds; the migration's own
+//! `CREATE INDEX IF NOT EXISTS` then finds it. On a new schema (the table created in
+//! the same run, empty) the plain statement builds it in the migration's transaction.
+//! A concurrent build that was interrupted (a killed process, a cancelled statement)
+//! leaves an INVALID index behind, which the next run drops and builds again; a build
+//! in progress in another session (another migrator) is waited for instead.
 
-use sqlx::{Postgres, Transaction};
+use std::time::Duration;
+
+use sqlx::{PgPool, Postgres, Transaction};
 use tenure_core::{Error, Result};
 
 use crate::error::map;
@@ -20,6 +31,43 @@ pub(crate) struct Migration {
     pub(crate) name: &'static str,
     /// The SQL, with `__SCHEMA__` standing for the schema name.
     pub(crate) sql: &'static str,
+}
+
+/// The indexes of `items` that a migration's SQL creates with
+/// `CREATE INDEX IF NOT EXISTS` and that are built concurrently before that migration
+/// when the table already exists, by migration version.
+const CONCURRENT_INDEXES: &[(i32, ConcurrentIndex)] = &[(
+    4,
+    ConcurrentIndex {
+        name: "items_list",
+        on_items: "(queue, state, seq)",
+    },
+)];
+
+fn concurrent_index(version: i32) -> Option<ConcurrentIndex> {
+    CONCURRENT_INDEXES
+        .iter()
+        .find(|(v, _)| *v == version)
+        .map(|(_, ix)| *ix)
+}
+
+/// An index built with `CREATE INDEX CONCURRENTLY` ahead of its migration.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct ConcurrentIndex {
+    /// The index's name (in the store's schema).
+    pub(crate) name: &'static str,
+    /// What follows `ON <schema>.items`: the columns and any `WHERE`.
+    pub(crate) on_items: &'static str,
+}
+
+/// What [`run`] did.
+#[derive(Debug)]
+pub(crate) enum Step {
+    /// Every migration is applied.
+    Done,
+    /// The migrations before the one that needs this index are committed; build it
+    /// with [`build_concurrently`] and run again.
+    BuildFirst(ConcurrentIndex),
 }
 
 /// Every migration this code knows, oldest first.
@@ -53,6 +101,11 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
         version: 6,
         name: "lease ids: every fence checks the lease a claim minted",
         sql: include_str!("../migrations/0006_lease_ids.sql"),
+    },
+    Migration {
+        version: 7,
+        name: "stream order: a run's items complete in enqueue order",
+        sql: include_str!("../migrations/0007_stream_order.sql"),
     },
 ];
 
@@ -96,8 +149,10 @@ pub(crate) fn script(schema: &str, from: i32) -> Result<String> {
 }
 
 /// Applies every missing migration to `schema` in `tx`, creating the schema if needed,
-/// and commits.
-pub(crate) async fn run(mut tx: Transaction<'static, Postgres>, schema: &str) -> Result<()> {
+/// and commits. Stops (committing the migrations before it) at a missing migration
+/// whose index must first be built concurrently: the items table existed before this
+/// run and the index is not there and valid ([`Step::BuildFirst`]).
+pub(crate) async fn run(mut tx: Transaction<'static, Postgres>, schema: &str) -> Result<Step> {
     // Unnamed statements throughout: migrations run rarely, and a named statement
     // would outlive the transaction on a server connection a proxy shares.
     sqlx::query("SELECT pg_advisory_xact_lock(hashtext($1))")
@@ -137,7 +192,15 @@ pub(crate) async fn run(mut tx: Transaction<'static, Postgres>, schema: &str) ->
         .iter()
         .filter(|m| !applied.contains(&m.version))
         .collect();
+    // The items table exists from migration 1 on; created in this run, it is empty.
+    let existing_table = applied.contains(&1);
     for m in missing {
+        if let Some(ix) = concurrent_index(m.version) {
+            if existing_table && !index_valid(&mut tx, schema, ix.name).await? {
+                tx.commit().await.map_err(map)?;
+                return Ok(Step::BuildFirst(ix));
+            }
+        }
         execute_script(&mut tx, &m.sql.replace("__SCHEMA__", schema)).await?;
         sqlx::query(&format!(
             "INSERT INTO {schema}.tenure_migrations (version, name) VALUES ($1, $2)"
@@ -149,7 +212,87 @@ pub(crate) async fn run(mut tx: Transaction<'static, Postgres>, schema: &str) ->
         .await
         .map_err(map)?;
     }
-    tx.commit().await.map_err(map)
+    tx.commit().await.map_err(map)?;
+    Ok(Step::Done)
+}
+
+/// Whether `schema.name` exists as a valid index (`Some(true)`), exists INVALID (left by
+/// a concurrent build that did not finish, or one still in progress: `Some(false)`), or
+/// does not exist (`None`).
+async fn index_state(
+    conn: &mut sqlx::PgConnection,
+    schema: &str,
+    name: &str,
+) -> Result<Option<bool>> {
+    sqlx::query_scalar(
+        "SELECT i.indisvalid FROM pg_index i \
+         JOIN pg_class c ON c.oid = i.indexrelid \
+         JOIN pg_namespace n ON n.oid = c.relnamespace \
+         WHERE n.nspname = $1 AND c.relname = $2",
+    )
+    .persistent(false)
+    .bind(schema)
+    .bind(name)
+    .fetch_optional(conn)
+    .await
+    .map_err(map)
+}
+
+async fn index_valid(conn: &mut sqlx::PgConnection, schema: &str, name: &str) -> Result<bool> {
+    Ok(index_state(conn, schema, name).await? == Some(true))
+}
+
+/// How often a migrator looks again while another session builds an index.
+const BUILD_POLL: Duration = Duration::from_millis(100);
+
+/// Builds `ix` on `<schema>.items` with `CREATE INDEX CONCURRENTLY`, each statement in
+/// autocommit on a pooled connection, so writes to the table go on meanwhile. Takes no
+/// lock of its own (a session lock would not survive a transaction-pooling proxy):
+///
+/// - a valid index is there: done;
+/// - an index build is in progress on the table in another session
+///   (`pg_stat_progress_create_index`; another migrator): wait for it and look again;
+/// - an INVALID index is there and nobody builds: an interrupted build's leftover,
+///   dropped with `DROP INDEX CONCURRENTLY`;
+/// - no index: `CREATE INDEX CONCURRENTLY IF NOT EXISTS`, and look again.
+pub(crate) async fn build_concurrently(
+    pool: &PgPool,
+    schema: &str,
+    ix: ConcurrentIndex,
+) -> Result<()> {
+    let mut conn = pool.acquire().await.map_err(map)?;
+    loop {
+        let state = index_state(&mut conn, schema, ix.name).await?;
+        if state == Some(true) {
+            return Ok(());
+        }
+        let building: bool = sqlx::query_scalar(
+            "SELECT EXISTS (SELECT 1 FROM pg_stat_progress_create_index \
+             WHERE relid = to_regclass($1) AND pid <> pg_backend_pid())",
+        )
+        .persistent(false)
+        .bind(format!("{schema}.items"))
+        .fetch_one(&mut *conn)
+        .await
+        .map_err(map)?;
+        if building {
+            tokio::time::sleep(BUILD_POLL).await;
+            continue;
+        }
+        let statement = match state {
+            Some(_) => format!("DROP INDEX CONCURRENTLY IF EXISTS {schema}.{}", ix.name),
+            None => format!(
+                "CREATE INDEX CONCURRENTLY IF NOT EXISTS {} ON {schema}.items {}",
+                ix.name, ix.on_items
+            ),
+        };
+        tracing::info!(%statement, "tenure-postgres: migrating");
+        // A query without arguments goes over the simple protocol, outside any
+        // transaction block, as CONCURRENTLY requires.
+        sqlx::Executor::execute(&mut *conn, statement.as_str())
+            .await
+            .map_err(map)?;
+    }
 }
 
 /// Runs a multi-statement script inside `tx`: a query without arguments goes over the

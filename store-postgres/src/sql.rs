@@ -38,6 +38,9 @@ pub(crate) struct Sql {
     pub(crate) recover: String,
     pub(crate) renew: String,
     pub(crate) complete: String,
+    /// Of a complete's tokens, those still current (running at that attempt) though
+    /// not completed: refused as out of stream order (G9).
+    pub(crate) still_current: String,
     pub(crate) promote: String,
     pub(crate) fail: String,
     pub(crate) release: String,
@@ -367,11 +370,19 @@ impl Sql {
                  FROM cur LEFT JOIN upd ON upd.id = cur.id"
             ),
             // machine::complete, fenced on (id, attempt, lease), in one round trip: the
-            // function (migration 0006) finishes the rows, then promotes the next item of
-            // each stream whose head it finished (`tenure_promote`, statements of its own).
+            // function (migrations 0006, 0007) finishes the rows in stream order, then
+            // promotes the next item of each stream whose head it finished
+            // (`tenure_promote`, statements of its own).
             // $1 now, $2 ids, $3 attempts, $4 keep done rows, $5 lease ids.
             complete: format!(
                 "SELECT c FROM {s}.tenure_complete($1, $2::uuid[], $3::int4[], $5::int8[], $4) AS c"
+            ),
+            // $1 ids, $2 attempts, $3 lease ids.
+            still_current: format!(
+                "SELECT i.id FROM {s}.items i \
+                 JOIN unnest($1::uuid[], $2::int4[], $3::int8[]) AS t(id, attempt, lease) \
+                     ON i.id = t.id AND i.attempt = t.attempt AND i.lease = t.lease \
+                 WHERE i.id = ANY($1::uuid[]) AND i.state = 'running'"
             ),
             // machine::discard: dead items are deleted, followed in the same transaction
             // by `promote` for the streams whose head was among them (answered as the

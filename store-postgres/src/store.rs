@@ -26,7 +26,7 @@ use tokio::task::JoinHandle;
 use uuid::Uuid;
 
 use crate::connect::{check_schema, check_url, diagnosed};
-use crate::error::{db_code, map};
+use crate::error::{db_code, idle_since_loss, map};
 use crate::rows::{i32_of, u32_of};
 use crate::sql::{Sql, SCOPE_INDEX};
 use crate::{listen, migrate, rows, PgConfig, STORE};
@@ -136,9 +136,20 @@ impl PgStore {
             .max_connections(config.max_connections)
             .min_connections(0)
             .acquire_timeout(config.acquire_timeout)
-            // A dead connection fails its first statement (Unavailable) and is then
-            // dropped by the release check; no extra round trip on every acquire.
+            // No round trip on every acquire: a connection is tested on release, and
+            // before it is handed out only when it has been idle since before a lost
+            // connection was seen (a restart or failover leaves every idle one dead;
+            // untested, each would fail one call, one after another).
             .test_before_acquire(false)
+            .before_acquire(|conn, meta| {
+                Box::pin(async move {
+                    if idle_since_loss(meta.idle_for) {
+                        // An error closes it; the pool then takes another or opens one.
+                        sqlx::Connection::ping(conn).await?;
+                    }
+                    Ok(true)
+                })
+            })
             .connect_lazy_with(options.clone());
         let channel = format!("tenure_{}", config.schema);
         let wake = WakeSignal::new();
@@ -177,9 +188,20 @@ impl PgStore {
     /// Applies every missing migration to the configured schema, creating it if needed.
     /// Safe to run from several processes at once; a schema newer than this code
     /// answers [`Error::Conflict`].
+    ///
+    /// An index a migration adds to the items table of an existing schema is built
+    /// with `CREATE INDEX CONCURRENTLY` before that migration's transaction, so claims
+    /// and finalizes go on while it builds (see the crate docs, Migrations).
     pub async fn migrate(&self) -> Result<()> {
-        let tx = self.begin().await?;
-        migrate::run(tx, &self.inner.schema).await
+        loop {
+            let tx = self.begin().await?;
+            match migrate::run(tx, &self.inner.schema).await? {
+                migrate::Step::Done => return Ok(()),
+                migrate::Step::BuildFirst(ix) => {
+                    migrate::build_concurrently(&self.inner.pool, &self.inner.schema, ix).await?;
+                }
+            }
+        }
     }
 
     /// A transaction on a pooled connection, acquired as [`diagnosed`] says.
@@ -783,11 +805,29 @@ impl PgStore {
         for r in rows {
             accepted.insert(r.try_get(0).map_err(map)?);
         }
+        // A token refused though still current was refused for the stream's order
+        // (G9); only read when some token was refused.
+        let mut behind: HashSet<Uuid> = HashSet::new();
+        if accepted.len() < ids.len() {
+            let rows = self
+                .query(&self.inner.sql.still_current)
+                .bind(&ids)
+                .bind(&attempts)
+                .bind(&leases)
+                .fetch_all(&mut *conn)
+                .await
+                .map_err(map)?;
+            for r in rows {
+                behind.insert(r.try_get(0).map_err(map)?);
+            }
+        }
         Ok(ids
             .iter()
             .map(|id| {
                 if accepted.contains(id) {
                     TokenOutcome::Accepted
+                } else if behind.contains(id) {
+                    TokenOutcome::OutOfOrder
                 } else {
                     TokenOutcome::LeaseLost
                 }

@@ -82,7 +82,7 @@ impl PgStore {
     ///     .await?;
     /// match store.complete_in_tx(&mut tx, CompleteParams::new(vec![lease.token])).await?[0] {
     ///     TokenOutcome::Accepted => tx.commit().await?,
-    ///     TokenOutcome::LeaseLost => tx.rollback().await?,
+    ///     TokenOutcome::LeaseLost | TokenOutcome::OutOfOrder => tx.rollback().await?,
     /// }
     /// # Ok(())
     /// # }

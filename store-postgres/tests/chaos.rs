@@ -3,15 +3,16 @@
 //! and no item is lost or finalized twice.
 //!
 //! The test provisions a throwaway PostgreSQL cluster of its own (so the shared server
-//! is never restarted): `initdb` into a fresh temporary directory, a free port on
-//! 127.0.0.1, its unix socket in that directory, trust auth and `fsync = off`. As root
-//! (PostgreSQL refuses to run as root) the server tools run as the `postgres` OS user.
+//! is never restarted), with `tests/common/cluster.rs`: `initdb` into a fresh
+//! temporary directory, a free port on 127.0.0.1, its unix socket in that directory,
+//! trust auth and `fsync = off`. As root (PostgreSQL refuses to run as root) the
+//! server tools run as the `postgres` OS user.
 //! It then restarts that cluster twice while four workers claim and complete:
 //!
 //! 1. `pg_ctl -w -m fast restart`;
 //! 2. `pg_ctl -w -m fast stop`, a 3 s outage, `pg_ctl -w start`.
 //!
-//! The cluster is stopped and its directory removed at the end, also when the test
+//! The cluster is killed and its directory removed at the end, also when the test
 //! fails. The server tools are looked up with `pg_config --bindir`, under
 //! `/usr/lib/postgresql/*/bin` and on `PATH`; without them the test is skipped with a
 //! message, or fails when `TENURE_REQUIRE_STORES=1` (as in CI).
@@ -29,15 +30,16 @@
 // Helpers outside #[test] fns are test code too; clippy.toml's allowance misses them.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+#[path = "common/cluster.rs"]
+mod cluster;
+
 use std::collections::HashMap;
-use std::fs;
-use std::io::Write;
-use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use cluster::PgServer;
 use tenure_core::*;
 use tenure_postgres::{PgConfig, PgStore};
 
@@ -53,10 +55,6 @@ const BACKLOG: usize = 5_000;
 const OUTAGE: Duration = Duration::from_secs(3);
 /// The promise under test: claims resume within this long of the server being back.
 const RESUME_WITHIN: Duration = Duration::from_secs(10);
-
-fn required() -> bool {
-    std::env::var("TENURE_REQUIRE_STORES").is_ok_and(|v| v == "1")
-}
 
 /// One way of taking the server away and bringing it back.
 enum Disruption {
@@ -78,208 +76,23 @@ impl Disruption {
     }
 }
 
-/// Runs a command to completion off the async workers, failing with its output.
-async fn run(mut cmd: Command, what: &'static str, log: Option<PathBuf>) {
-    let out = tokio::task::spawn_blocking(move || cmd.stdin(Stdio::null()).output())
-        .await
-        .unwrap()
-        .unwrap_or_else(|e| panic!("{what}: could not run: {e}"));
-    if !out.status.success() {
-        let log = log
-            .and_then(|p| fs::read_to_string(p).ok())
-            .unwrap_or_default();
-        panic!(
-            "{what} failed ({}):\n{}{}\nserver log:\n{log}",
-            out.status,
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr),
-        );
-    }
-}
-
-/// A throwaway PostgreSQL cluster in a temporary directory: stopped (immediate mode)
-/// and removed when dropped, whether the test passed or panicked.
-struct TempCluster {
-    dir: PathBuf,
-    bindir: PathBuf,
-    /// Run the server tools as the `postgres` OS user (we are root).
-    as_postgres: bool,
-    port: u16,
-}
-
-impl TempCluster {
-    /// The directory holding `initdb` and `pg_ctl`, if any.
-    fn find_bindir() -> Option<PathBuf> {
-        let has_tools = |d: &Path| d.join("initdb").is_file() && d.join("pg_ctl").is_file();
-        if let Ok(out) = Command::new("pg_config").arg("--bindir").output() {
-            let d = PathBuf::from(String::from_utf8_lossy(&out.stdout).trim());
-            if out.status.success() && has_tools(&d) {
-                return Some(d);
-            }
+/// Restarts or stops and starts our own server (`tests/common/cluster.rs`).
+async fn disrupt_own(server: &PgServer, how: &Disruption) {
+    // pg_ctl blocks for a second or two: off the async workers' turn.
+    match how {
+        Disruption::Restart => tokio::task::block_in_place(|| server.restart()).unwrap(),
+        Disruption::Outage => {
+            tokio::task::block_in_place(|| server.stop()).unwrap();
+            tokio::time::sleep(OUTAGE).await;
+            tokio::task::block_in_place(|| server.start()).unwrap();
         }
-        // Debian and Ubuntu: /usr/lib/postgresql/<major>/bin, the newest.
-        let newest = fs::read_dir("/usr/lib/postgresql")
-            .into_iter()
-            .flatten()
-            .flatten()
-            .filter_map(|e| {
-                let major = e.file_name().to_str()?.parse().ok()?;
-                Some((major, e.path().join("bin")))
-            })
-            .filter(|(_, d): &(u32, PathBuf)| has_tools(d))
-            .max_by_key(|(major, _)| *major);
-        if let Some((_, d)) = newest {
-            return Some(d);
-        }
-        std::env::split_paths(&std::env::var_os("PATH")?).find(|d| has_tools(d))
-    }
-
-    fn is_root() -> bool {
-        Command::new("id")
-            .arg("-u")
-            .output()
-            .is_ok_and(|o| String::from_utf8_lossy(&o.stdout).trim() == "0")
-    }
-
-    /// A port nobody listens on right now (bound, read, released).
-    fn free_port() -> u16 {
-        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        l.local_addr().unwrap().port()
-    }
-
-    /// `initdb` and `pg_ctl start` a fresh cluster under `bindir`.
-    async fn start(bindir: PathBuf) -> TempCluster {
-        let as_postgres = Self::is_root();
-        let dir =
-            std::env::temp_dir().join(format!("tenure-chaos-{}", uuid::Uuid::now_v7().simple()));
-        fs::create_dir(&dir).unwrap();
-        // From here on the guard removes the directory, whatever happens.
-        let cluster = TempCluster {
-            dir,
-            bindir,
-            as_postgres,
-            port: Self::free_port(),
-        };
-        if as_postgres {
-            let st = Command::new("chown")
-                .arg("postgres:")
-                .arg(&cluster.dir)
-                .status()
-                .unwrap();
-            assert!(st.success(), "chown postgres {}", cluster.dir.display());
-        }
-        let data = cluster.data();
-        let mut initdb = cluster.tool("initdb");
-        initdb
-            .arg("-D")
-            .arg(&data)
-            .args(["-U", "postgres", "-A", "trust", "-E", "UTF8"])
-            .args(["--locale=C", "--no-sync"]);
-        run(initdb, "initdb", None).await;
-        let mut conf = fs::OpenOptions::new()
-            .append(true)
-            .open(data.join("postgresql.conf"))
-            .unwrap();
-        write!(
-            conf,
-            "\n# tenure chaos test\nport = {}\nlisten_addresses = '127.0.0.1'\n\
-             unix_socket_directories = '{}'\nfsync = off\nsynchronous_commit = off\n\
-             full_page_writes = off\nshared_buffers = 32MB\nmax_connections = 30\n",
-            cluster.port,
-            cluster.dir.display()
-        )
-        .unwrap();
-        drop(conf);
-        run(
-            cluster.pg_ctl(&["-w", "start"]),
-            "pg_ctl start",
-            Some(cluster.log()),
-        )
-        .await;
-        cluster
-    }
-
-    fn data(&self) -> PathBuf {
-        self.dir.join("data")
-    }
-
-    fn log(&self) -> PathBuf {
-        self.dir.join("server.log")
-    }
-
-    fn url(&self) -> String {
-        format!("postgres://postgres@127.0.0.1:{}/postgres", self.port)
-    }
-
-    /// A server tool, run as `postgres` when we are root.
-    fn tool(&self, name: &str) -> Command {
-        let path = self.bindir.join(name);
-        let mut cmd = if !self.as_postgres {
-            Command::new(path)
-        } else if Path::new("/usr/sbin/runuser").exists() || Path::new("/sbin/runuser").exists() {
-            let mut c = Command::new("runuser");
-            c.args(["-u", "postgres", "--"]).arg(path);
-            c
-        } else {
-            // `su` hands the words after the user to the shell ($0 is the tool); the
-            // `--` keeps it from reading the tool's options as its own.
-            let mut c = Command::new("su");
-            c.args(["-s", "/bin/sh", "-c", r#"exec "$0" "$@""#])
-                .args(["--", "postgres"])
-                .arg(path);
-            c
-        };
-        cmd.current_dir(&self.dir);
-        cmd
-    }
-
-    /// `pg_ctl -D <data> -l <log> <args>`; the log file keeps the server off our pipes.
-    fn pg_ctl(&self, args: &[&str]) -> Command {
-        let mut cmd = self.tool("pg_ctl");
-        cmd.arg("-D")
-            .arg(self.data())
-            .arg("-l")
-            .arg(self.log())
-            .args(["-t", "60"])
-            .args(args);
-        cmd
-    }
-
-    async fn disrupt(&self, how: &Disruption) {
-        let log = Some(self.log());
-        match how {
-            Disruption::Restart => {
-                let cmd = self.pg_ctl(&["-w", "-m", "fast", "restart"]);
-                run(cmd, "pg_ctl restart", log).await;
-            }
-            Disruption::Outage => {
-                let stop = self.pg_ctl(&["-w", "-m", "fast", "stop"]);
-                run(stop, "pg_ctl stop", log.clone()).await;
-                tokio::time::sleep(OUTAGE).await;
-                run(self.pg_ctl(&["-w", "start"]), "pg_ctl start", log).await;
-            }
-            Disruption::Command(_) => unreachable!("our own cluster has no restart command"),
-        }
-    }
-}
-
-impl Drop for TempCluster {
-    fn drop(&mut self) {
-        if self.data().join("postmaster.pid").exists() {
-            let _ = self
-                .pg_ctl(&["-w", "-m", "immediate", "stop"])
-                .stdin(Stdio::null())
-                .output();
-        }
-        if let Err(e) = fs::remove_dir_all(&self.dir) {
-            eprintln!("could not remove {}: {e}", self.dir.display());
-        }
+        Disruption::Command(_) => unreachable!("our own cluster has no restart command"),
     }
 }
 
 /// Where the test's server comes from.
 enum Server {
-    Own(TempCluster),
+    Own(PgServer),
     Given { url: String, restart: String },
 }
 
@@ -294,17 +107,8 @@ impl Server {
             (Err(_), Err(_)) => {}
             _ => panic!("set both TENURE_CHAOS_URL and TENURE_CHAOS_RESTART, or neither"),
         }
-        let Some(bindir) = TempCluster::find_bindir() else {
-            let why = "no PostgreSQL server tools (initdb, pg_ctl) found via pg_config \
-                       --bindir, /usr/lib/postgresql/*/bin or PATH";
-            assert!(!required(), "{why} (TENURE_REQUIRE_STORES=1)");
-            eprintln!(
-                "skipped: {why}; install the PostgreSQL server, set TENURE_CHAOS_URL and \
-                 TENURE_CHAOS_RESTART, or TENURE_REQUIRE_STORES=1 to fail instead"
-            );
-            return None;
-        };
-        Some(Server::Own(TempCluster::start(bindir).await))
+        let bindir = cluster::bindir_or_skip()?;
+        Some(Server::Own(PgServer::primary(&bindir).unwrap()))
     }
 
     fn url(&self) -> String {
@@ -323,7 +127,7 @@ impl Server {
 
     async fn disrupt(&self, how: &Disruption) {
         match (self, how) {
-            (Server::Own(c), how) => c.disrupt(how).await,
+            (Server::Own(c), how) => disrupt_own(c, how).await,
             (Server::Given { .. }, Disruption::Command(restart)) => {
                 let restart = restart.clone();
                 let status = tokio::task::spawn_blocking(move || {

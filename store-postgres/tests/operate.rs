@@ -9,7 +9,9 @@ mod common;
 use std::time::{Duration, Instant};
 
 use common::Ctx;
+use sqlx::Connection;
 use tenure_core::*;
+use tenure_postgres::PgStore;
 
 const LEASE: Duration = Duration::from_secs(30);
 
@@ -49,7 +51,7 @@ async fn a_version_3_schema_upgrades_and_lists_pauses_and_cancels_its_items() {
     .fetch_all(&mut ctx.admin)
     .await
     .unwrap();
-    assert_eq!(versions, vec![1, 2, 3, 4, 5, 6]);
+    assert_eq!(versions, vec![1, 2, 3, 4, 5, 6, 7]);
     let page = ctx
         .store
         .item_list(ItemListParams::new(q(), ListState::Ready))
@@ -202,5 +204,166 @@ async fn listings_read_through_the_listing_index() {
         );
         assert!(!plan.contains("LockRows"), "{what} takes no row lock:\n{plan}");
     }
+    ctx.finish().await;
+}
+
+/// Takes a fresh schema back to version 3 (no listing index, no paused queues), as
+/// an existing deployment before migration 4.
+async fn back_to_version_3(ctx: &mut Ctx) {
+    sqlx::raw_sql(&format!(
+        "DROP INDEX {s}.items_list; DROP TABLE {s}.paused_queues; \
+         DELETE FROM {s}.tenure_migrations WHERE version = 4",
+        s = ctx.schema
+    ))
+    .execute(&mut ctx.admin)
+    .await
+    .unwrap();
+}
+
+/// `Some(valid)` for the listing index, `None` when it does not exist.
+async fn listing_index(admin: &mut sqlx::PgConnection, schema: &str) -> Option<bool> {
+    sqlx::query_scalar(
+        "SELECT i.indisvalid FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid \
+         JOIN pg_namespace n ON n.oid = c.relnamespace \
+         WHERE n.nspname = $1 AND c.relname = 'items_list'",
+    )
+    .bind(schema)
+    .fetch_optional(admin)
+    .await
+    .unwrap()
+}
+
+async fn versions(admin: &mut sqlx::PgConnection, schema: &str) -> Vec<i32> {
+    sqlx::query_scalar(&format!(
+        "SELECT version FROM {schema}.tenure_migrations ORDER BY version"
+    ))
+    .fetch_all(admin)
+    .await
+    .unwrap()
+}
+
+/// Migration 4 on a table of 1,000,000 rows: its index is built concurrently, so the
+/// claims and completes of the workers running meanwhile go on while it builds. A plain `CREATE INDEX` holds a lock that
+/// blocks every write to the table until it is done: not one claim would finish while
+/// the build runs.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn migration_4_builds_its_index_on_a_million_rows_while_claims_go_on() {
+    let Some(mut ctx) = Ctx::new().await else {
+        return;
+    };
+    back_to_version_3(&mut ctx).await;
+    let s = ctx.schema.clone();
+    // A million dead rows of another queue, with ascending ids (a cheap primary key).
+    let started = Instant::now();
+    sqlx::raw_sql(&format!(
+        "INSERT INTO {s}.items (id, queue, payload, priority, run_at, state, head, \
+             attempt, renewals, stalls, max_attempts, max_stalls, max_renewals, created_at, \
+             updated_at) \
+         SELECT lpad(to_hex(i), 32, '0')::uuid, 'bulk', '\\x00', 0, 0, 'dead', true, 1, 0, \
+             0, 1, 1, 6, 0, 0 \
+         FROM generate_series(1, 1000000) AS i; ANALYZE {s}.items"
+    ))
+    .execute(&mut ctx.admin)
+    .await
+    .unwrap();
+    println!("1,000,000 rows inserted in {:?}", started.elapsed());
+    let items: Vec<NewItem> = (0..2_000)
+        .map(|_| NewItem::new(q(), b"x".to_vec()))
+        .collect();
+    ctx.store.enqueue(EnqueueParams::new(items)).await.unwrap();
+
+    let migrator = PgStore::connect(common::config(&s, &ctx.clock).migrate_on_connect(false))
+        .await
+        .unwrap();
+    let migration = tokio::spawn(async move {
+        let t = Instant::now();
+        migrator.migrate().await.map(|()| t.elapsed())
+    });
+    // The workers that run while a deploy migrates are the previous version's: their
+    // claim (a SKIP LOCKED pick and update of a ready head) and fenced delete, on a
+    // connection of their own.
+    let mut worker = sqlx::PgConnection::connect(&common::url()).await.unwrap();
+    let claim = format!(
+        "UPDATE {s}.items SET state = 'running', attempt = attempt + 1 \
+         WHERE id = (SELECT id FROM {s}.items WHERE queue = 'q' AND state = 'ready' AND head \
+                     ORDER BY priority, run_at, seq LIMIT 1 FOR UPDATE SKIP LOCKED) \
+         RETURNING id, attempt"
+    );
+    let complete = format!("DELETE FROM {s}.items WHERE id = $1 AND attempt = $2");
+    // Claims that started and finished while the build was in progress.
+    let building = "SELECT count(*) FROM pg_stat_progress_create_index \
+                    WHERE relid = to_regclass($1)";
+    let table = format!("{s}.items");
+    let (mut during, mut seen_building) = (0u32, false);
+    while !migration.is_finished() {
+        let before: i64 = sqlx::query_scalar(building)
+            .bind(&table)
+            .fetch_one(&mut ctx.admin)
+            .await
+            .unwrap();
+        let lease: Option<(uuid::Uuid, i32)> = sqlx::query_as(&claim)
+            .fetch_optional(&mut worker)
+            .await
+            .unwrap();
+        if let Some((id, attempt)) = lease {
+            let done = sqlx::query(&complete)
+                .bind(id)
+                .bind(attempt)
+                .execute(&mut worker)
+                .await
+                .unwrap();
+            assert_eq!(done.rows_affected(), 1);
+        }
+        let after: i64 = sqlx::query_scalar(building)
+            .bind(&table)
+            .fetch_one(&mut ctx.admin)
+            .await
+            .unwrap();
+        seen_building |= before > 0;
+        if before > 0 && after > 0 && lease.is_some() {
+            during += 1;
+        }
+    }
+    let took = migration.await.unwrap().unwrap();
+    println!(
+        "migration 4 on 1,000,000 rows took {took:?}; {during} claims and completes \
+         finished while its index was being built"
+    );
+    assert!(seen_building, "the index build was never seen in progress");
+    assert!(
+        during >= 3,
+        "claims finished while the index was being built: {during}"
+    );
+    assert_eq!(listing_index(&mut ctx.admin, &s).await, Some(true));
+    assert!(versions(&mut ctx.admin, &s).await.contains(&4));
+    ctx.finish().await;
+}
+
+/// An INVALID index, as a concurrent build that was interrupted leaves behind, is
+/// dropped and built again: a plain `IF NOT EXISTS` would keep it, unusable.
+#[tokio::test]
+async fn an_invalid_index_left_by_an_interrupted_build_is_built_again() {
+    let Some(mut ctx) = Ctx::new().await else {
+        return;
+    };
+    back_to_version_3(&mut ctx).await;
+    let s = ctx.schema.clone();
+    // What a cancelled CREATE INDEX CONCURRENTLY leaves: the index, marked invalid.
+    sqlx::raw_sql(&format!(
+        "CREATE INDEX items_list ON {s}.items (queue, state, seq); \
+         UPDATE pg_index SET indisvalid = false \
+         WHERE indexrelid = '{s}.items_list'::regclass"
+    ))
+    .execute(&mut ctx.admin)
+    .await
+    .unwrap();
+    assert_eq!(listing_index(&mut ctx.admin, &s).await, Some(false));
+    ctx.store.migrate().await.unwrap();
+    assert_eq!(
+        listing_index(&mut ctx.admin, &s).await,
+        Some(true),
+        "the listing index is valid after the migration"
+    );
+    assert!(versions(&mut ctx.admin, &s).await.contains(&4));
     ctx.finish().await;
 }

@@ -866,7 +866,7 @@ mod migrations {
         .fetch_all(&mut admin)
         .await
         .unwrap();
-        assert_eq!(versions, vec![1, 2, 3, 4, 5, 6]);
+        assert_eq!(versions, vec![1, 2, 3, 4, 5, 6, 7]);
         let sqlx_table: Option<String> = sqlx::query_scalar(&format!(
             "SELECT to_regclass('{schema}._sqlx_migrations')::text"
         ))
@@ -991,7 +991,7 @@ mod migrations {
         .fetch_all(&mut ctx.admin)
         .await
         .unwrap();
-        assert_eq!(versions, vec![1, 2, 3, 4, 5, 6]);
+        assert_eq!(versions, vec![1, 2, 3, 4, 5, 6, 7]);
         for next in [ids[2], ids[3]] {
             let leases = ctx
                 .store

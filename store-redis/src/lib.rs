@@ -44,7 +44,8 @@
 //! - **Stream FIFO** (G9): a stream's unfinished items sit in a sorted set by enqueue
 //!   sequence; only its first is ever a candidate. Completing or discarding the head
 //!   places the next. A retried, running or dead head stays first, so it blocks the
-//!   stream.
+//!   stream. A complete of an item that is not first (the rest of a stream run,
+//!   before its head) answers `OutOfOrder` and changes nothing.
 //! - **Scope exclusivity** (G10): a scope's due items wait per queue in a sorted set
 //!   ordered like `ready`; only the first of each is in `ready`, and only while the
 //!   scope's marker key (its running item) is absent. Claiming a scoped item sets the

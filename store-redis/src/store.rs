@@ -480,7 +480,14 @@ impl Store for RedisStore {
             .arg(if self.inner.keep_done { "1" } else { "0" });
         Self::tokens(&mut inv, &params.tokens);
         let answers: Vec<i64> = self.write(&inv).await?;
-        Ok(token_outcomes(answers))
+        Ok(answers
+            .into_iter()
+            .map(|a| match a {
+                1 => TokenOutcome::Accepted,
+                2 => TokenOutcome::OutOfOrder,
+                _ => TokenOutcome::LeaseLost,
+            })
+            .collect())
     }
 
     async fn fail(&self, params: FailParams) -> Result<Vec<FailOutcome>> {

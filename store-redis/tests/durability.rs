@@ -69,7 +69,7 @@ async fn work(
                             TokenOutcome::LeaseLost if unknown => {
                                 l.applied_unanswered.insert(t.id);
                             }
-                            TokenOutcome::LeaseLost => {}
+                            TokenOutcome::LeaseLost | TokenOutcome::OutOfOrder => {}
                         }
                     }
                     break;

@@ -121,7 +121,10 @@
 //!
 //! - G9 (stream FIFO): a `head` flag, maintained in the write path (set at enqueue,
 //!   moved on when a head completes or is discarded), so the claim reads only heads
-//!   through one partial index.
+//!   through one partial index. A complete of a streamed item first looks for an
+//!   unfinished item ahead of it in its stream (by `tenure_items_stream`; the ones
+//!   this call completed already are finished) and answers `OutOfOrder` if there is
+//!   one.
 //! - G10 (scope): a partial unique index over running rows' scope,
 //!   `ON tenure_items(scope) WHERE state = 'running'`: two running items of one scope
 //!   cannot exist whatever a claim does; the claim also passes over busy scopes,

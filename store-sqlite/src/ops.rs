@@ -225,6 +225,11 @@ const SQL_COMPLETE_UNSTREAMED_KEEP: &str = "UPDATE tenure_items SET state = 'don
          owner = NULL, lease_expires_at = NULL, updated_at = ?4
      WHERE id = ?1 AND state = 'running' AND attempt = ?2 AND lease = ?3 AND stream IS NULL";
 
+/// Whether a stream has an unfinished item before `seq` (G9: the item at `seq` may
+/// not complete before it).
+const SQL_EARLIER_UNFINISHED: &str = "SELECT EXISTS (SELECT 1 FROM tenure_items
+     INDEXED BY tenure_items_stream WHERE stream = ?1 AND seq < ?2 AND state <> 'done')";
+
 /// Deletes one completed row, found by [`SQL_COMPLETE_FIND`].
 const SQL_COMPLETE_DELETE: &str = "DELETE FROM tenure_items WHERE seq = ?1";
 
@@ -893,6 +898,15 @@ pub(crate) fn complete(cx: &Cx<'_>, params: &CompleteParams) -> OpResult<Vec<Tok
             out.push(TokenOutcome::LeaseLost);
             continue;
         };
+        if let Some(st) = &stream {
+            // G9: not before the unfinished items ahead of it in its stream (those
+            // earlier in this call are finished already).
+            let mut earlier = conn.prepare_cached(SQL_EARLIER_UNFINISHED)?;
+            if earlier.query_row(params![st, seq], |r| r.get::<_, bool>(0))? {
+                out.push(TokenOutcome::OutOfOrder);
+                continue;
+            }
+        }
         if cx.keep_done {
             finish.execute(params![seq, cx.now.as_micros()])?;
         } else {

@@ -90,7 +90,7 @@ impl SqliteStore {
     /// match store.complete_in_tx(&tx, CompleteParams::new(vec![lease.token]))?[0] {
     ///     TokenOutcome::Accepted => tx.commit().unwrap(),
     ///     // Dropping the transaction rolls the payment back with it.
-    ///     TokenOutcome::LeaseLost => drop(tx),
+    ///     TokenOutcome::LeaseLost | TokenOutcome::OutOfOrder => drop(tx),
     /// }
     /// # Ok(())
     /// # }

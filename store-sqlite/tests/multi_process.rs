@@ -66,6 +66,7 @@ async fn drain(store: &SqliteStore, owner: &str, holding: impl FnOnce()) -> Vec<
             let o = match o {
                 TokenOutcome::Accepted => "accepted",
                 TokenOutcome::LeaseLost => "lost",
+                TokenOutcome::OutOfOrder => "out of order",
             };
             lines.push(format!("completed {} {o}", t.id));
         }

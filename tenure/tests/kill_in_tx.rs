@@ -137,7 +137,9 @@ impl Business {
                     }
                     match answer[0] {
                         TokenOutcome::Accepted => tx.commit()?,
-                        TokenOutcome::LeaseLost => return Err(JobError::retry("lease lost")),
+                        TokenOutcome::LeaseLost | TokenOutcome::OutOfOrder => {
+                            return Err(JobError::retry("lease lost"))
+                        }
                     }
                     Ok(())
                 })
@@ -160,7 +162,9 @@ impl Business {
                 }
                 match answer[0] {
                     TokenOutcome::Accepted => tx.commit().await?,
-                    TokenOutcome::LeaseLost => return Err(JobError::retry("lease lost")),
+                    TokenOutcome::LeaseLost | TokenOutcome::OutOfOrder => {
+                        return Err(JobError::retry("lease lost"))
+                    }
                 }
                 Ok(())
             }

@@ -20,6 +20,18 @@ use super::metrics::add;
 use super::supervise::CatchPanic;
 use super::worker::{release, release_unstarted, Shared};
 
+/// When the next claim is due after `failures` consecutive failed claims (at least 1).
+fn next_retry(s: &Settings, failures: u32) -> Option<Instant> {
+    let wait = s.poll.wait_after_failure(failures);
+    tracing::trace!(
+        event = "poll",
+        failures,
+        ?wait,
+        "next claim after a failure"
+    );
+    Some(Instant::now() + wait)
+}
+
 /// When the next poll is due after `empty` consecutive empty polls, by the poll policy
 /// and the health of the store's wake-ups now; `None` waits for a wake-up.
 fn next_poll(s: &Settings, empty: u32, signal: Option<&WakeSignal>) -> Option<Instant> {
@@ -68,8 +80,9 @@ struct Answer {
 /// up to `claims_in_flight` claims are out at once, so claim round trips overlap the
 /// handlers and each other. After an answer that did not fill what it asked, the loop
 /// sends nothing new until [`PollPolicy::wait_for`](super::PollPolicy::wait_for) for
-/// the count of consecutive empty polls and the store's wake-up health has passed (a
-/// failed claim counts as empty; NOTIFY-only mode may wait for a wake-up alone), or
+/// the count of consecutive empty polls and the store's wake-up health has passed
+/// (NOTIFY-only mode may wait for a wake-up alone; after a failed claim,
+/// [`PollPolicy::wait_after_failure`](super::PollPolicy::wait_after_failure)), or
 /// less if the store's wake signal fires (a change of health fires it too); an idle
 /// queue thus sees one poll at a time.
 pub(crate) async fn claim_loop(shared: Arc<Shared>) {
@@ -84,6 +97,8 @@ pub(crate) async fn claim_loop(shared: Arc<Shared>) {
     }
     let mut calls: JoinSet<Answer> = JoinSet::new();
     let mut empty: u32 = 0;
+    // Failed claims in a row: retried by their own short backoff, never relaxed.
+    let mut failures: u32 = 0;
     let mut poll_now = true;
     // The last answer filled what it asked: the queue has work.
     let mut busy = false;
@@ -119,17 +134,18 @@ pub(crate) async fn claim_loop(shared: Arc<Shared>) {
                     // Only an aborted call ends without an answer (panics are caught
                     // inside it): a failed claim.
                     add(&shared.metrics.store_errors, 1);
-                    empty = empty.saturating_add(1);
+                    failures = failures.saturating_add(1);
                     poll_now = false;
                     busy = false;
                     round_got = round_got && !calls.is_empty();
-                    poll_at = next_poll(s, empty, wake.as_ref());
+                    poll_at = next_retry(s, failures);
                     continue;
                 };
                 let asked = answer.asked;
                 match answer.leases {
                     Ok(leases) => {
                         registered_again = false;
+                        failures = 0;
                         if stop.is_cancelled() {
                             shared.let_go(asked);
                             release_claimed(&shared, leases).await;
@@ -191,10 +207,10 @@ pub(crate) async fn claim_loop(shared: Arc<Shared>) {
                         registered_again = false;
                         add(&shared.metrics.store_errors, 1);
                         round_got = round_got && !calls.is_empty();
-                        empty = empty.saturating_add(1);
+                        failures = failures.saturating_add(1);
                         poll_now = false;
                         busy = false;
-                        poll_at = next_poll(s, empty, wake.as_ref());
+                        poll_at = next_retry(s, failures);
                         tracing::warn!(event = "claim", error = %e, "claim failed; backing off");
                     }
                 }

@@ -44,7 +44,10 @@ impl Outcome {
 }
 
 const RETRY_FIRST: Duration = Duration::from_millis(50);
-const RETRY_MAX: Duration = Duration::from_secs(2);
+/// A flush the store could not take is retried within this long, so finalizes go on
+/// within half a second of the store's return (the claim loop's
+/// [`FAILED_CLAIM_RETRY_CAP`](super::FAILED_CLAIM_RETRY_CAP) likewise).
+const RETRY_MAX: Duration = Duration::from_millis(500);
 /// How many flushes may be out at once: the next batch is written while the last one's
 /// answer is on its way back.
 pub(crate) const FLUSHES_IN_FLIGHT: usize = 2;
@@ -181,6 +184,7 @@ async fn flush(shared: &Shared, batch: Vec<Outcome>) -> Vec<Outcome> {
         match caught(shared, "complete", call).await {
             Ok(answers) if answers.len() == count => {
                 let mut accepted = Vec::new();
+                let mut later = Vec::new();
                 for (t, a) in completes.iter().zip(answers) {
                     match a {
                         TokenOutcome::Accepted => {
@@ -195,10 +199,17 @@ async fn flush(shared: &Shared, batch: Vec<Outcome>) -> Vec<Outcome> {
                             shared.count_lost(t);
                             tracing::warn!(event = "lost", item = %t.id, attempt = t.attempt, "completion refused: lease lost");
                         }
+                        // An earlier item of its stream run is being completed by
+                        // the other flush in flight: try again after it.
+                        TokenOutcome::OutOfOrder => {
+                            tracing::debug!(event = "complete", item = %t.id, attempt = t.attempt, "behind an unfinished item of its stream; retrying");
+                            later.push(*t);
+                        }
                     }
                 }
                 shared.tally(&accepted, |q| &q.completed);
-                shared.remove_all(&completes);
+                shared.remove_all(completes.iter().filter(|t| !later.contains(t)));
+                kept.extend(later.into_iter().map(Outcome::Complete));
                 tracing::debug!(event = "complete", count, "completions flushed");
             }
             Ok(answers) => {

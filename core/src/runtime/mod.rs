@@ -11,7 +11,9 @@
 //!   filled what it asked) up to [`claims_in_flight`](WorkerBuilder::claims_in_flight)
 //!   claims are out at once; otherwise one poll at a time, waiting by the
 //!   [`PollPolicy`] (250 ms, doubling from the second consecutive empty poll, capped
-//!   at 10 s; reset by any non-empty claim). The store's
+//!   at 10 s; reset by any non-empty claim). A failed claim is tried again within
+//!   [`FAILED_CLAIM_RETRY_CAP`] (500 ms), whatever the wake-ups say, so a worker is
+//!   back at work as soon as its store is. The store's
 //!   [`wake_signal`](crate::Store::wake_signal) ends any wait at once.
 //! - **Slots.** Claimed leases queue in claim order, each as its [`Job`]; at most
 //!   `concurrency` of them (or of their stream runs) run at once. A few runner tasks
@@ -158,6 +160,6 @@ pub use export::describe_metrics;
 pub use handler::{Handler, Job, JobError, StopReason};
 pub use metrics::MetricsSnapshot;
 pub use periodic::{Missed, Periodic, Recurrence, MAX_PERIODIC_NAME_BYTES, PERIODIC_KEY_PREFIX};
-pub use poll::{PollPolicy, DEFAULT_RELAXED_POLL};
+pub use poll::{PollPolicy, DEFAULT_RELAXED_POLL, FAILED_CLAIM_RETRY_CAP};
 pub use tokio_util::sync::CancellationToken;
 pub use worker::{Role, ShutdownReport, Worker};

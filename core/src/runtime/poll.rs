@@ -10,8 +10,9 @@ use crate::store::WakeHealth;
 /// free. Otherwise it waits [`PollPolicy::wait_for`] for the number of consecutive
 /// empty polls so far and the health of the store's cross-process wake-ups
 /// ([`WakeHealth`], read from [`Store::wake_signal`](crate::Store::wake_signal)). Any
-/// non-empty claim resets the count. A failed claim counts as empty. A wake signal ends
-/// any wait at once, and so does a change of the wake-up health.
+/// non-empty claim resets the count. A failed claim is retried by a rule of its own
+/// ([`PollPolicy::wait_after_failure`]). A wake signal ends any wait at once, and so
+/// does a change of the wake-up health.
 ///
 /// # Behavior
 ///
@@ -32,6 +33,14 @@ use crate::store::WakeHealth;
 ///   polls every `base`, so a listener outage never stretches claim latency. It polls
 ///   once at once when the listener goes down and again when it is back, and relaxes
 ///   from there.
+///
+/// - **Failed claims** (an error, such as the store being unavailable): retried after
+///   the base, doubling from the second failure in a row, capped at
+///   [`FAILED_CLAIM_RETRY_CAP`] (500 ms; `max` when lower), whatever the wake-up
+///   health and the count of empty polls. No wake-up announces that a store is back,
+///   and a retry against a store that is down costs it one refused connection, so a
+///   worker is back at work within half a second of its store. Neither relaxes the
+///   other: a failure does not count as an empty poll.
 ///
 /// In NOTIFY-only mode an item that becomes claimable without an enqueue (a scheduled
 /// `run_at` coming due, a retry's delay running out, an expired lease recovered) waits
@@ -55,6 +64,9 @@ pub struct PollPolicy {
 
 /// The default relaxed baseline while cross-process wake-ups are healthy.
 pub const DEFAULT_RELAXED_POLL: Duration = Duration::from_secs(5);
+
+/// The longest wait before a failed claim is tried again (see [`PollPolicy`]).
+pub const FAILED_CLAIM_RETRY_CAP: Duration = Duration::from_millis(500);
 
 impl Default for PollPolicy {
     fn default() -> Self {
@@ -94,6 +106,17 @@ impl PollPolicy {
     /// wake-ups: `min(base * 2^min(consecutive_empty - 1, 10), max)`, and `base` for 0.
     pub fn wait(&self, consecutive_empty: u32) -> Duration {
         backoff(self.base, self.max, consecutive_empty)
+    }
+
+    /// The wait after `consecutive_failures` failed claims in a row (at least 1):
+    /// `min(base * 2^(consecutive_failures - 1), max(base, min(max,
+    /// FAILED_CLAIM_RETRY_CAP)))`, whatever the wake-up health.
+    pub fn wait_after_failure(&self, consecutive_failures: u32) -> Duration {
+        backoff(
+            self.base,
+            self.max.min(FAILED_CLAIM_RETRY_CAP),
+            consecutive_failures,
+        )
     }
 
     /// The wait after `consecutive_empty` empty polls in a row while the store's
@@ -167,6 +190,20 @@ mod tests {
             relaxed_below_base.wait_for(1, WakeHealth::Healthy),
             Some(Duration::from_secs(2))
         );
+    }
+
+    #[test]
+    fn failed_claims_are_retried_within_half_a_second_whatever_the_wake_up_health() {
+        let p = PollPolicy::default();
+        let ms: Vec<u128> = (1..=5)
+            .map(|n| p.wait_after_failure(n).as_millis())
+            .collect();
+        assert_eq!(ms, vec![250, 500, 500, 500, 500]);
+        assert_eq!(p.wait_after_failure(u32::MAX), FAILED_CLAIM_RETRY_CAP);
+        let fast = PollPolicy::new(Duration::from_millis(20), Duration::from_millis(100));
+        assert_eq!(fast.wait_after_failure(9), Duration::from_millis(100));
+        let slow_base = PollPolicy::new(Duration::from_secs(1), Duration::from_secs(10));
+        assert_eq!(slow_base.wait_after_failure(3), Duration::from_secs(1));
     }
 
     #[test]

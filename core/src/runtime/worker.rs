@@ -962,7 +962,7 @@ pub(crate) async fn release(shared: &Shared, tokens: &[LeaseToken]) -> (u64, u64
                             accepted += 1;
                             tracing::info!(event = "release", item = %t.id, attempt = t.attempt, "lease released");
                         }
-                        TokenOutcome::LeaseLost => {
+                        TokenOutcome::LeaseLost | TokenOutcome::OutOfOrder => {
                             shared.count_lost(t);
                             tracing::warn!(event = "lost", item = %t.id, attempt = t.attempt, "lease lost before release");
                         }

@@ -211,6 +211,15 @@ pub trait Store: Send + Sync + fmt::Debug + 'static {
     /// - Accepted items become `done` (or are deleted at once; either way
     ///   [`Store::item_get`] never again shows them `ready` or `running`), and the next
     ///   item of their stream becomes the head (G9).
+    /// - **Stream order (G9).** A current token whose item is not the first unfinished
+    ///   item of its stream (an item of a stream run behind an earlier item of the run
+    ///   that still runs) answers [`TokenOutcome::OutOfOrder`] and changes nothing; its
+    ///   lease stays current. Tokens are taken in order, each seeing the ones before
+    ///   it, so one call may complete a run in stream order; a run's items in reverse
+    ///   order in one call answer `OutOfOrder` for all but the first item of the run
+    ///   (conformance group `g09_stream_fifo`). Items of one stream thus complete in
+    ///   enqueue order, and a later item never finishes while an earlier one may
+    ///   still fail and run again.
     async fn complete(&self, params: CompleteParams) -> Result<Vec<TokenOutcome>>;
 
     /// Records failed attempts, answering per failure, in order.

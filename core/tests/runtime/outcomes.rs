@@ -204,3 +204,33 @@ async fn a_handler_type_shared_as_a_trait_object_runs_like_a_closure() {
         "a `?` on a bad payload is a retryable failure"
     );
 }
+
+/// A complete answered `OutOfOrder` (an earlier item of the stream run still being
+/// completed by the other flush in flight) keeps its lease and is written again: the
+/// item completes, and nothing counts as lost.
+#[tokio::test(start_paused = true)]
+async fn a_complete_refused_as_out_of_order_is_written_again_and_not_lost() {
+    let store = Probe::new(memory());
+    let ids = enqueue(&store, &["one"]).await;
+    store.out_of_order_completes(2);
+    let worker = Worker::builder(store.clone())
+        .queue(queue())
+        .concurrency(1)
+        .maintenance(false)
+        .handler(|_job: Job| async { Ok(()) })
+        .spawn()
+        .unwrap();
+    until(Duration::from_secs(10), || worker.metrics().completed == 1).await;
+    let m = worker.metrics();
+    assert_eq!((m.completed, m.lost), (1, 0), "{m:?}");
+    assert_eq!(
+        store.calls().completes.len(),
+        3,
+        "two refusals, then the write"
+    );
+    assert!(store
+        .item_get(ids[0])
+        .await
+        .unwrap()
+        .is_none_or(|i| i.state == ItemState::Done));
+}

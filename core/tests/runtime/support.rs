@@ -113,6 +113,8 @@ pub(crate) struct Probe<S> {
     lose_answers: Arc<std::sync::atomic::AtomicUsize>,
     panic_completes: Arc<std::sync::atomic::AtomicUsize>,
     panic_claims: Arc<std::sync::atomic::AtomicUsize>,
+    fail_claims: Arc<std::sync::atomic::AtomicUsize>,
+    out_of_order: Arc<std::sync::atomic::AtomicUsize>,
     wake: Arc<Mutex<Option<WakeSignal>>>,
 }
 
@@ -131,6 +133,8 @@ impl<S: Store> Probe<S> {
             lose_answers: Arc::default(),
             panic_completes: Arc::default(),
             panic_claims: Arc::default(),
+            fail_claims: Arc::default(),
+            out_of_order: Arc::default(),
             wake: Arc::default(),
         }
     }
@@ -139,6 +143,18 @@ impl<S: Store> Probe<S> {
     /// stand-in for a listener whose health the test sets).
     pub(crate) fn use_wake(&self, signal: WakeSignal) {
         *self.wake.lock().unwrap() = Some(signal);
+    }
+
+    /// The next `n` claim calls answer `Unavailable` without reaching the store (a
+    /// store that is down); each is logged as a claim that got nothing.
+    pub(crate) fn fail_claims(&self, n: usize) {
+        self.fail_claims.store(n, Ordering::SeqCst);
+    }
+
+    /// The next `n` complete calls answer `OutOfOrder` for every token without
+    /// reaching the store (an earlier item of the stream not completed yet).
+    pub(crate) fn out_of_order_completes(&self, n: usize) {
+        self.out_of_order.store(n, Ordering::SeqCst);
     }
 
     /// The next `n` claim calls panic (a broken store).
@@ -249,6 +265,17 @@ impl<S: Store> Store for Probe<S> {
         }
         self.claims_out.fetch_sub(1, Ordering::SeqCst);
         let asked = params.limit;
+        if self
+            .fail_claims
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
+            .is_ok()
+        {
+            self.log().claims.push((at, asked, 0));
+            return Err(tenure_core::Error::unavailable(
+                "probe",
+                "the store is down",
+            ));
+        }
         if self.greedy.load(Ordering::SeqCst) {
             params.limit += 1;
         }
@@ -288,6 +315,13 @@ impl<S: Store> Store for Probe<S> {
         let delay = *self.complete_delay.lock().unwrap();
         if !delay.is_zero() {
             tokio::time::sleep(delay).await;
+        }
+        if self
+            .out_of_order
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
+            .is_ok()
+        {
+            return Ok(vec![TokenOutcome::OutOfOrder; params.tokens.len()]);
         }
         let tokens = params.tokens.len();
         let out = self.inner.complete(params).await;

@@ -56,6 +56,43 @@ async fn while_wake_ups_are_healthy_the_backoff_starts_from_the_relaxed_5_s_base
     );
 }
 
+/// A store that is down answers claims with errors; the listener of another
+/// connection may well say its wake-ups are healthy meanwhile. Failed claims are not
+/// empty polls: they are retried within half a second, so the worker is back at work
+/// as soon as the store is, instead of after a relaxed 5 or 10 s wait.
+#[tokio::test(start_paused = true)]
+async fn failed_claims_are_retried_within_half_a_second_even_while_wake_ups_are_healthy() {
+    let (store, _signal) = listened(WakeHealth::Healthy);
+    store.fail_claims(6);
+    let (tx, mut handled) = mpsc::unbounded_channel();
+    let _worker = Worker::builder(store.clone())
+        .queue(queue())
+        .concurrency(4)
+        .maintenance(false)
+        .handler(move |_job: Job| {
+            let tx = tx.clone();
+            async move {
+                tx.send(Instant::now()).unwrap();
+                Ok(())
+            }
+        })
+        .spawn()
+        .unwrap();
+    until(Duration::from_secs(60), || store.calls().claims.len() >= 6).await;
+    enqueue(&store, &["after the outage"]).await;
+    let ran_at = handled.recv().await.unwrap();
+    let at = claim_times(&store);
+    assert_eq!(
+        gaps_ms(&at[..7]),
+        vec![250, 500, 500, 500, 500, 500],
+        "after each failed claim: the base, doubling, capped at 500 ms"
+    );
+    assert_eq!(
+        ran_at, at[6],
+        "the first claim after the failures ran the item"
+    );
+}
+
 #[tokio::test(start_paused = true)]
 async fn with_no_relaxed_baseline_healthy_wake_ups_keep_the_tight_backoff() {
     let (store, _signal) = listened(WakeHealth::Healthy);

@@ -1,5 +1,6 @@
 -- Store::complete. ARGV: now, keep_done (0/1), then triples id, attempt, lease.
--- Answers per token 1 accepted, 0 lease lost (G3). An accepted item leaves its
+-- Answers per token 1 accepted, 0 lease lost (G3), 2 out of order: the item is behind
+-- an unfinished item of its stream (G9), nothing changed. An accepted item leaves its
 -- stream, whose next item becomes the head (G9), and is deleted, or kept as `done`
 -- until purged. The attempt and the lease are compared as the strings the client
 -- sends and the claim wrote.
@@ -27,14 +28,19 @@ for i = 3, #ARGV, 3 do
       if not a then a = string.match(s, '^running (%d+) ') end
     end
   end
-  if a ~= ARGV[i + 1] or (lid or NO_LEASE) ~= ARGV[i + 2] then
+  local current = a == ARGV[i + 1] and (lid or NO_LEASE) == ARGV[i + 2]
+  local sc, st
+  if current and mark ~= '-' then
+    local v = redis.call('HMGET', key, 'q', 'sc', 'st')
+    q, sc, st = v[1], v[2] or nil, v[3] or nil
+  end
+  if not current then
     out[#out + 1] = 0
+  elseif st and not is_stream_head({id = id, st = st}) then
+    -- G9: behind an unfinished item of its stream (the rest of a run); nothing
+    -- changes, the lease stays current.
+    out[#out + 1] = 2
   else
-    local sc, st
-    if mark ~= '-' then
-      local v = redis.call('HMGET', key, 'q', 'sc', 'st')
-      q, sc, st = v[1], v[2] or nil, v[3] or nil
-    end
     -- unlink_running, with the running-set removals batched below.
     if q == q1 then
       run1[#run1 + 1] = id
