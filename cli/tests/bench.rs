@@ -75,11 +75,17 @@ fn assert_run(doc: &Value, store: &str, mode: &str, through: &str, items: u64) {
     assert!(claims["p50_us"].as_u64() <= claims["p90_us"].as_u64());
     assert!(claims["p99_us"].as_u64() <= claims["max_us"].as_u64());
     let points = doc["throughput"]["points"].as_array().expect("points");
+    let bucket = doc["throughput"]["bucket_s"].as_f64().expect("bucket");
+    let end = doc["throughput"]["end_s"].as_f64().expect("end");
+    // Each bucket's rate over the time it covered: a whole bucket, the last one up to
+    // the end of the measurement.
     let total: f64 = points
         .iter()
-        .map(|p| p[1].as_f64().expect("rate"))
-        .sum::<f64>()
-        * doc["throughput"]["bucket_s"].as_f64().expect("bucket");
+        .map(|p| {
+            let (start, rate) = (p[0].as_f64().expect("start"), p[1].as_f64().expect("rate"));
+            rate * bucket.min(end - start).max(bucket / 100.0)
+        })
+        .sum();
     assert!(
         (total - items as f64).abs() < 0.5,
         "the timeline counts every item once: {total} of {items}"

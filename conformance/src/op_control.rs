@@ -2,6 +2,7 @@
 //! resume queues (held leases run on), and requeue or discard dead items by filter in
 //! bounded batches.
 
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -32,6 +33,8 @@ pub(crate) fn cases<H: Harness>() -> Vec<crate::case::Case<H>> {
         a_pause_racing_claims_is_told_consistently_to_every_racer,
         dead_items_are_requeued_and_discarded_by_queue_and_age_in_bounded_batches,
         bad_cancel_and_filter_input_is_refused_and_writes_nothing,
+        a_cancel_racing_claims_never_leaves_an_item_both_cancelled_and_leased,
+        a_bounded_dead_filter_takes_the_earliest_dead_first,
     ]
 }
 
@@ -482,5 +485,307 @@ async fn bad_cancel_and_filter_input_is_refused_and_writes_nothing<H: Harness>(
     }
     expect_state(env.store(), ready, ItemState::Ready, "refused cancels").await?;
     expect_state(env.store(), dead, ItemState::Dead, "refused filters").await?;
+    pass()
+}
+
+/// Items in the cancel race; every one is both cancelled and claimed for.
+const CANCEL_RACE_ITEMS: usize = 96;
+
+/// Keeps the two sides of the cancel race in step: neither starts more than `SLACK`
+/// calls beyond the other's while the other still runs, so they meet mid-way with both
+/// sides active, however the runtime schedules them. A call counts from its start, so
+/// one side's slow call never holds the other back.
+#[derive(Debug)]
+struct Pace {
+    calls: [AtomicUsize; 2],
+    running: [AtomicUsize; 2],
+}
+
+impl Pace {
+    const SLACK: usize = 4;
+
+    fn new(cancellers: usize, claimers: usize) -> Self {
+        Pace {
+            calls: [AtomicUsize::new(0), AtomicUsize::new(0)],
+            running: [AtomicUsize::new(cancellers), AtomicUsize::new(claimers)],
+        }
+    }
+
+    /// Waits until side `me` (0 cancel, 1 claim) may start its next call, and counts it.
+    async fn turn(&self, me: usize) {
+        let other = 1 - me;
+        while self.calls[me].load(Ordering::SeqCst)
+            > self.calls[other].load(Ordering::SeqCst) + Self::SLACK
+            && self.running[other].load(Ordering::SeqCst) > 0
+        {
+            tokio::task::yield_now().await;
+        }
+        self.calls[me].fetch_add(1, Ordering::SeqCst);
+    }
+
+    fn done(&self, me: usize) {
+        self.running[me].fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+async fn a_cancel_racing_claims_never_leaves_an_item_both_cancelled_and_leased<H: Harness>(
+    env: Env<'_, H>,
+) -> CaseResult {
+    let q = queue("control")?;
+    let ids = enqueue_n(env.store(), &q, CANCEL_RACE_ITEMS).await?;
+    let handles = env.handles(crate::fixtures::HANDLES).await?;
+    // Half the racers cancel, one item per call, each its own share of the items, from
+    // the last in claim order back; the other half claim one at a time from the first
+    // until a claim finds nothing. Whatever their speeds, cancels and claims meet on
+    // the same items somewhere between; every racer yields after each call, so they
+    // interleave there even on a store that never awaits.
+    let cancellers = RACERS / 2;
+    let shared = Arc::new(ids.clone());
+    let pace = Arc::new(Pace::new(cancellers, RACERS - cancellers));
+    let qq = q.clone();
+    let told = race(&handles, RACERS, move |i, h: Arc<H::Store>| {
+        let (q, ids, pace) = (qq.clone(), Arc::clone(&shared), Arc::clone(&pace));
+        async move {
+            let mut cancels = Vec::new();
+            let mut leases = Vec::new();
+            if i % 2 == 0 {
+                let k = i / 2;
+                for &id in ids.iter().rev().skip(k).step_by(cancellers) {
+                    pace.turn(0).await;
+                    let out = crate::fixtures::retrying("item_cancel", || {
+                        h.item_cancel(CancelParams::new(vec![id]))
+                    });
+                    let out = out.await;
+                    match out {
+                        Ok(out) => cancels.push((id, out)),
+                        Err(e) => {
+                            pace.done(0);
+                            return Err(e);
+                        }
+                    }
+                    tokio::task::yield_now().await;
+                }
+                pace.done(0);
+            } else {
+                let w = owner(&format!("racer-{i}"))?;
+                // Bounded, so a store that hands items out again cannot keep a
+                // claimer here for ever.
+                for _ in 0..CANCEL_RACE_ITEMS {
+                    pace.turn(1).await;
+                    let got = crate::fixtures::retrying("claim", || {
+                        h.claim(tenure_core::ClaimParams::new(
+                            q.clone(),
+                            w.clone(),
+                            1,
+                            LEASE,
+                        ))
+                    })
+                    .await;
+                    let got = match got {
+                        Ok(got) => got,
+                        Err(e) => {
+                            pace.done(1);
+                            return Err(e);
+                        }
+                    };
+                    if got.is_empty() {
+                        break;
+                    }
+                    leases.extend(got);
+                    tokio::task::yield_now().await;
+                }
+                pace.done(1);
+            }
+            Ok((i, cancels, leases))
+        }
+    })
+    .await?;
+    // What each claimer was told, by item.
+    let mut leased = std::collections::HashMap::new();
+    for (i, _, leases) in &told {
+        for l in leases {
+            let w = owner(&format!("racer-{i}"))?;
+            if let Some(before) = leased.insert(l.token.id, (w, l.token)) {
+                return Err(Failure::new(
+                    "no item to be leased to two racers",
+                    format!("{} leased to {} and to racer-{i}", l.token.id, before.0),
+                ));
+            }
+        }
+    }
+    let mut cancelled = 0usize;
+    let mut answered = 0usize;
+    for (_, cancels, _) in &told {
+        for (id, out) in cancels {
+            answered += 1;
+            ensure(out.len() == 1, "one answer to a cancel of one item", out)?;
+            let lease = leased.get(id);
+            match (&out[0], lease) {
+                (CancelOutcome::Cancelled, None) => {
+                    cancelled += 1;
+                    expect_absent(env.store(), *id, "a cancel answered Cancelled").await?;
+                }
+                (CancelOutcome::Cancelled, Some((w, t))) => {
+                    return Err(Failure::new(
+                        format!(
+                            "item {id}, leased to {w} at attempt {}, not to be told cancelled",
+                            t.attempt
+                        ),
+                        "the cancel answered Cancelled".to_owned(),
+                    ));
+                }
+                (CancelOutcome::Running { attempt, owner }, Some((w, t))) => {
+                    ensure_eq(
+                        (owner, *attempt),
+                        (w, t.attempt),
+                        "the owner and attempt a cancel of a claimed item names (its claimer's)",
+                    )?;
+                    let it = expect_state(
+                        env.store(),
+                        *id,
+                        ItemState::Running,
+                        "a claim the cancel answered Running for",
+                    )
+                    .await?;
+                    ensure_eq(
+                        (it.owner.as_ref(), it.attempt),
+                        (Some(w), t.attempt),
+                        "the claimed item's owner and attempt (what its claimer was told)",
+                    )?;
+                }
+                (other, lease) => {
+                    return Err(Failure::new(
+                        format!(
+                            "a cancel of item {id} to answer Cancelled (nobody leased it) or \
+                             Running naming its claimer ({lease:?})"
+                        ),
+                        format!("{other:?}"),
+                    ));
+                }
+            }
+        }
+    }
+    ensure_eq(answered, ids.len(), "cancels answered (one per item)")?;
+    ensure_eq(
+        cancelled + leased.len(),
+        ids.len(),
+        "items cancelled plus items leased (every item ended one way, once)",
+    )?;
+    let c = env.store().queue_counts(&q).await.or_fail("queue_counts")?;
+    ensure_eq(
+        (c.ready, c.scheduled, c.running, c.dead),
+        (0, 0, leased.len() as u64, 0),
+        "the counts after the race (running = what the claimers were told)",
+    )?;
+    // Every lease a claimer was told of is real: it completes.
+    for (w, t) in leased.values() {
+        ensure_eq(
+            complete(env.store(), *t).await?,
+            TokenOutcome::Accepted,
+            &format!("{w}'s complete of a lease it won against a cancel"),
+        )?;
+    }
+    pass()
+}
+
+async fn a_bounded_dead_filter_takes_the_earliest_dead_first<H: Harness>(
+    env: Env<'_, H>,
+) -> CaseResult {
+    let q = queue("control")?;
+    // Four items enqueued a, b, c, d, claimed together, then failed 10 s apart in the
+    // order c, a, d, b: dying order differs from enqueue and id order.
+    let ids = enqueue_n(env.store(), &q, 4).await?;
+    let (a, b, c, d) = (ids[0], ids[1], ids[2], ids[3]);
+    let w = owner("killer")?;
+    let leases = claim(env.store(), &q, &w, 4).await?;
+    ensure_eq(leases.len(), 4, "the claim of all four")?;
+    let token = |id: ItemId| {
+        leases
+            .iter()
+            .find(|l| l.token.id == id)
+            .map(|l| l.token)
+            .ok_or_else(|| Failure::new(format!("item {id} among the leases"), "absent"))
+    };
+    for id in [c, a, d, b] {
+        env.advance(Duration::from_secs(10));
+        crate::fixtures::fail(
+            env.store(),
+            crate::fixtures::permanent(token(id)?, "permanent"),
+        )
+        .await?;
+    }
+    env.advance(Duration::from_secs(10));
+    let store = env.store();
+    let states = |want: [ItemState; 4]| async move {
+        let mut seen = Vec::new();
+        for id in [a, b, c, d] {
+            seen.push(get(store, id).await?.state);
+        }
+        ensure_eq(seen, want.to_vec(), "the states of a, b, c, d")
+    };
+    let requeue = |limit: u32| {
+        let filter = DeadFilter::new(q.clone()).limit(limit);
+        async move {
+            store
+                .dead_requeue(RequeueParams::matching(filter))
+                .await
+                .or_fail("dead_requeue")
+        }
+    };
+    use ItemState::{Dead, Ready};
+    // A batch of one takes c (dead first); a batch of two then takes a and d.
+    ensure_eq(requeue(1).await?, 1, "a filtered requeue of one")?;
+    states([Dead, Dead, Ready, Dead]).await?;
+    ensure_eq(requeue(2).await?, 2, "a filtered requeue of two")?;
+    states([Ready, Dead, Ready, Ready]).await?;
+    // a dies again, now the latest death: b, enqueued after it, died before it.
+    let mut again = claim(env.store(), &q, &w, 3).await?;
+    ensure_eq(again.len(), 3, "the claim of the three requeued items")?;
+    again.sort_by_key(|l| l.token.id == a);
+    for l in &again {
+        env.advance(Duration::from_secs(10));
+        let failure = if l.token.id == a {
+            crate::fixtures::permanent(l.token, "again")
+        } else {
+            crate::fixtures::retry(l.token, Duration::from_secs(3600), "later")
+        };
+        crate::fixtures::fail(env.store(), failure).await?;
+    }
+    env.advance(Duration::from_secs(10));
+    states([Dead, Dead, Ready, Ready]).await?;
+    let discard = |filter: DeadFilter| async move {
+        store
+            .dead_discard(DiscardParams::matching(filter))
+            .await
+            .or_fail("dead_discard")
+    };
+    ensure_eq(
+        discard(DeadFilter::new(q.clone()).limit(1)).await?,
+        1,
+        "a filtered discard of one",
+    )?;
+    expect_absent(
+        env.store(),
+        b,
+        "a discard of one (b died before a's second death)",
+    )
+    .await?;
+    expect_state(env.store(), a, Dead, "a discard of one that took b").await?;
+    ensure_eq(
+        discard(
+            DeadFilter::new(q.clone())
+                .older_than(Duration::from_secs(20))
+                .limit(5),
+        )
+        .await?,
+        0,
+        "a filtered discard of items dead for 20 s (a died 10 s ago)",
+    )?;
+    ensure_eq(
+        discard(DeadFilter::new(q.clone())).await?,
+        1,
+        "a filtered discard of every dead item",
+    )?;
+    expect_absent(env.store(), a, "a discard of every dead item").await?;
     pass()
 }

@@ -5,15 +5,15 @@
 use std::time::Duration;
 
 use tenure_core::{
-    Cursor, ItemId, ItemListParams, LeaseListParams, LeaseToken, ListState, PauseParams,
-    RenewOutcome, Store,
+    Cursor, DeadFilter, ItemId, ItemListParams, LeaseListParams, LeaseToken, ListState,
+    PauseParams, QueueName, RecoverParams, RenewOutcome, RequeueParams, Store,
 };
 
 use crate::case::{CaseResult, Env, Failure};
-use crate::check::{ensure, ensure_eq, expect_invalid, get, pass, OrFail};
+use crate::check::{ensure, ensure_eq, expect_invalid, expect_state, get, pass, OrFail};
 use crate::fixtures::{
     claim_for, claim_one, enqueue, enqueue_n, fail, item, kill_next, owner, permanent, queue,
-    renew, retry, LEASE,
+    renew, retry, LEASE, TICK,
 };
 use crate::harness::Harness;
 
@@ -27,6 +27,9 @@ pub(crate) fn cases<H: Harness>() -> Vec<crate::case::Case<H>> {
         lease_list_shows_owner_attempt_expiry_and_renewals_soonest_expiry_first,
         queue_counts_report_the_oldest_due_wait_and_the_pause,
         queue_list_names_every_queue_with_items_and_every_paused_queue,
+        the_oldest_due_wait_of_a_delayed_or_retried_item_counts_from_its_run_at,
+        a_queue_shows_nothing_of_the_queues_whose_names_it_begins,
+        lease_list_shows_an_expired_lease_until_it_is_recovered,
     ]
 }
 
@@ -413,6 +416,321 @@ async fn queue_list_names_every_queue_with_items_and_every_paused_queue<H: Harne
         env.store().queue_list().await.or_fail("queue_list")?,
         vec![a, b, idle],
         "the known queues, by name",
+    )?;
+    pass()
+}
+
+async fn the_oldest_due_wait_of_a_delayed_or_retried_item_counts_from_its_run_at<H: Harness>(
+    env: Env<'_, H>,
+) -> CaseResult {
+    let (delayed, retried) = (queue("inspect-delayed")?, queue("inspect-retried")?);
+    let age = |q: QueueName| oldest_age(env.store(), q);
+    // A delayed item: enqueued now, due in 100 s.
+    enqueue(
+        env.store(),
+        vec![item(&delayed).delay(Duration::from_secs(100))],
+    )
+    .await?;
+    // A retried item: enqueued now, failed 10 s later with a retry 30 s after that.
+    let id = enqueue(env.store(), vec![item(&retried)]).await?[0];
+    env.advance(Duration::from_secs(10));
+    let w = owner("w1")?;
+    let lease = claim_one(env.store(), &retried, &w, "the claim of the item to retry").await?;
+    fail(
+        env.store(),
+        retry(lease.token, Duration::from_secs(30), "try later"),
+    )
+    .await?;
+    let run_at = get(env.store(), id).await?.run_at;
+    ensure_eq(
+        run_at,
+        env.now() + Duration::from_secs(30),
+        "the retried item's run_at",
+    )?;
+    env.advance(Duration::from_secs(30) - TICK);
+    ensure_eq(
+        (age(delayed.clone()).await?, age(retried.clone()).await?),
+        (None, None),
+        "the oldest due waits one tick before the retry is due (nothing due)",
+    )?;
+    env.advance(TICK);
+    ensure_eq(
+        age(retried.clone()).await?,
+        Some(Duration::ZERO),
+        "the oldest due wait of a retry at the instant it is due (run_at = now)",
+    )?;
+    env.advance(Duration::from_secs(4));
+    ensure_eq(
+        age(retried.clone()).await?,
+        Some(Duration::from_secs(4)),
+        "the oldest due wait of a retry due 4 s ago (enqueued 44 s ago, failed 34 s ago)",
+    )?;
+    env.advance(Duration::from_secs(56));
+    ensure_eq(
+        age(delayed.clone()).await?,
+        Some(Duration::ZERO),
+        "the oldest due wait of a delayed item at the instant it is due",
+    )?;
+    env.advance(Duration::from_secs(3));
+    ensure_eq(
+        age(delayed.clone()).await?,
+        Some(Duration::from_secs(3)),
+        "the oldest due wait of an item delayed 100 s, 103 s after its enqueue",
+    )?;
+    // The earliest run_at decides, not the earliest enqueue: an item delayed 100 s,
+    // then one enqueued 50 s later to run at once; 60 s on, the second has waited 60 s.
+    let mixed = queue("inspect-mixed")?;
+    enqueue(
+        env.store(),
+        vec![item(&mixed).delay(Duration::from_secs(100))],
+    )
+    .await?;
+    env.advance(Duration::from_secs(50));
+    enqueue(env.store(), vec![item(&mixed)]).await?;
+    env.advance(Duration::from_secs(60));
+    ensure_eq(
+        age(mixed).await?,
+        Some(Duration::from_secs(60)),
+        "the oldest due wait of an item enqueued after a delayed one but due before it",
+    )?;
+    pass()
+}
+
+async fn oldest_age<S: Store + ?Sized>(
+    store: &S,
+    q: QueueName,
+) -> Result<Option<Duration>, Failure> {
+    let c = store.queue_counts(&q).await.or_fail("queue_counts")?;
+    Ok(c.oldest_ready_age)
+}
+
+async fn a_queue_shows_nothing_of_the_queues_whose_names_it_begins<H: Harness>(
+    env: Env<'_, H>,
+) -> CaseResult {
+    let q = queue("mail")?;
+    let empty = queue("mai")?;
+    let longer: Vec<QueueName> = ["mail-b", "mail.b", "mail:b", "mail_b", "mailb", "mail0"]
+        .into_iter()
+        .map(queue)
+        .collect::<Result<_, _>>()?;
+    let w = owner("w1")?;
+    // Every queue gets one item in each state: dead, scheduled, running, ready.
+    let mut mine = Vec::new();
+    for name in std::iter::once(&q).chain(&longer) {
+        let dead = enqueue(env.store(), vec![item(name)]).await?[0];
+        kill_next(env.store(), name, &w).await?;
+        let later = enqueue(
+            env.store(),
+            vec![item(name).delay(Duration::from_secs(600))],
+        )
+        .await?[0];
+        let running = enqueue(env.store(), vec![item(name)]).await?[0];
+        let lease = claim_one(env.store(), name, &w, "the claim of the item to hold").await?;
+        let ready = enqueue(env.store(), vec![item(name)]).await?[0];
+        if name == &q {
+            mine = vec![ready, later, lease.token.id, dead];
+            ensure_eq(lease.token.id, running, "the claimed item")?;
+        }
+    }
+    for (state, want) in ListState::ALL.into_iter().zip(mine.iter().copied()) {
+        for order in [false, true] {
+            let mut params = ItemListParams::new(q.clone(), state);
+            if order {
+                params = params.newest_first();
+            }
+            let paged: Vec<ItemId> = pages(env.store(), params, 1)
+                .await?
+                .into_iter()
+                .flatten()
+                .collect();
+            ensure_eq(
+                paged,
+                vec![want],
+                &format!(
+                    "mail's {state:?} listing ({}), paged one by one, beside queues \
+                     named mail-b, mail.b, mail:b, mail_b, mailb and mail0",
+                    if order {
+                        "newest first"
+                    } else {
+                        "oldest first"
+                    }
+                ),
+            )?;
+        }
+        ensure_eq(
+            listed(env.store(), &empty, state).await?,
+            vec![],
+            &format!("the {state:?} listing of the empty queue mai"),
+        )?;
+    }
+    let leases = env
+        .store()
+        .lease_list(LeaseListParams::new(q.clone()).limit(1))
+        .await
+        .or_fail("lease_list")?;
+    let tokens: Vec<ItemId> = leases.leases.iter().map(|l| l.token.id).collect();
+    ensure_eq(tokens, vec![mine[2]], "mail's first lease page of one")?;
+    if let Some(next) = leases.next {
+        let rest = env
+            .store()
+            .lease_list(LeaseListParams::new(q.clone()).after(next))
+            .await
+            .or_fail("lease_list")?;
+        ensure_eq(
+            rest.leases,
+            vec![],
+            "mail's lease page after its only lease",
+        )?;
+    }
+    let none = env
+        .store()
+        .lease_list(LeaseListParams::new(empty.clone()))
+        .await
+        .or_fail("lease_list")?;
+    ensure_eq(none.leases, vec![], "the leases of the empty queue mai")?;
+    let c = env.store().queue_counts(&q).await.or_fail("queue_counts")?;
+    ensure_eq(
+        (c.ready, c.scheduled, c.running, c.dead),
+        (1, 1, 1, 1),
+        "mail's counts",
+    )?;
+    let c = env
+        .store()
+        .queue_counts(&empty)
+        .await
+        .or_fail("queue_counts")?;
+    ensure_eq(
+        (c.ready, c.scheduled, c.running, c.dead, c.oldest_ready_age),
+        (0, 0, 0, 0, None),
+        "the counts of the empty queue mai",
+    )?;
+    // A dead filter of mail takes mail's dead item only.
+    let n = env
+        .store()
+        .dead_requeue(RequeueParams::matching(DeadFilter::new(q.clone())))
+        .await
+        .or_fail("dead_requeue")?;
+    ensure_eq(n, 1, "a requeue of every dead item of mail")?;
+    for name in &longer {
+        let c = env
+            .store()
+            .queue_counts(name)
+            .await
+            .or_fail("queue_counts")?;
+        ensure_eq(
+            c.dead,
+            1,
+            &format!("{name}'s dead items after mail's requeue"),
+        )?;
+    }
+    let mut all = longer.clone();
+    all.push(q);
+    all.sort();
+    ensure_eq(
+        env.store().queue_list().await.or_fail("queue_list")?,
+        all,
+        "the known queues, by name",
+    )?;
+    pass()
+}
+
+async fn lease_list_shows_an_expired_lease_until_it_is_recovered<H: Harness>(
+    env: Env<'_, H>,
+) -> CaseResult {
+    let q = queue("inspect")?;
+    let ids = enqueue_n(env.store(), &q, 3).await?;
+    let (a, b) = (owner("w-a")?, owner("w-b")?);
+    let short = claim_for(env.store(), &q, &a, 1, Duration::from_secs(10)).await?;
+    let long = claim_for(env.store(), &q, &b, 1, Duration::from_secs(60)).await?;
+    // At the instant the short lease ends, and well after: it has expired, nobody
+    // recovered it, and it is still the item's lease (its holder may still renew or
+    // finish it), so it is listed, first, with its expiry.
+    for (wait, when) in [
+        (
+            Duration::from_secs(10),
+            "at the instant the short lease ends",
+        ),
+        (Duration::from_secs(20), "20 s after the short lease ended"),
+    ] {
+        env.advance(wait);
+        let page = env
+            .store()
+            .lease_list(LeaseListParams::new(q.clone()))
+            .await
+            .or_fail("lease_list")?;
+        let shown: Vec<_> = page
+            .leases
+            .iter()
+            .map(|l| (l.token, l.owner.clone(), l.expires_at))
+            .collect();
+        ensure_eq(
+            shown,
+            vec![
+                (short[0].token, a.clone(), short[0].expires_at),
+                (long[0].token, b.clone(), long[0].expires_at),
+            ],
+            &format!("the leases {when} (expired first, then the live one)"),
+        )?;
+        ensure(
+            page.leases[0].expires_at <= page.as_of && page.leases[1].expires_at > page.as_of,
+            "the expired lease's expiry to be at or before the page's as_of, the live one's after",
+            (&page.leases, page.as_of),
+        )?;
+        ensure_eq(
+            get(env.store(), ids[0]).await?.lease_expires_at,
+            Some(short[0].expires_at),
+            "the expired item's lease expiry",
+        )?;
+    }
+    // The first page of one is the expired lease; the next holds the live one.
+    let first = env
+        .store()
+        .lease_list(LeaseListParams::new(q.clone()).limit(1))
+        .await
+        .or_fail("lease_list")?;
+    let tokens: Vec<LeaseToken> = first.leases.iter().map(|l| l.token).collect();
+    ensure_eq(tokens, vec![short[0].token], "a first page of one lease")?;
+    let next = first.next.ok_or_else(|| {
+        Failure::new(
+            "a first page of one of two leases to have a next cursor",
+            "None",
+        )
+    })?;
+    let rest = env
+        .store()
+        .lease_list(LeaseListParams::new(q.clone()).after(next))
+        .await
+        .or_fail("lease_list")?;
+    let tokens: Vec<LeaseToken> = rest.leases.iter().map(|l| l.token).collect();
+    ensure_eq(
+        tokens,
+        vec![long[0].token],
+        "the page after the expired lease",
+    )?;
+    // Recovery takes it back: it is no longer a lease.
+    let recovered = env
+        .store()
+        .recover_expired(RecoverParams::new(10))
+        .await
+        .or_fail("recover_expired")?;
+    ensure_eq(recovered.requeued, 1, "leases recovered")?;
+    expect_state(
+        env.store(),
+        ids[0],
+        tenure_core::ItemState::Ready,
+        "its recovery",
+    )
+    .await?;
+    let page = env
+        .store()
+        .lease_list(LeaseListParams::new(q.clone()))
+        .await
+        .or_fail("lease_list")?;
+    let tokens: Vec<LeaseToken> = page.leases.iter().map(|l| l.token).collect();
+    ensure_eq(
+        tokens,
+        vec![long[0].token],
+        "the leases once the expired one was recovered",
     )?;
     pass()
 }

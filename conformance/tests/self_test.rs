@@ -13,14 +13,14 @@ use tenure_conformance::{Restore, Snapshot, Unreachable};
 use tenure_core::{
     async_trait, Capabilities, ClaimParams, CompleteParams, DeregisterParams, DiscardParams,
     EnqueueParams, Enqueued, Error, EvictParams, Evicted, FailOutcome, FailParams, HeartbeatParams,
-    Instance, Item, ItemId, ItemState, LeaderParams, LeaderStatus, Lease, LeaseToken, Limits,
-    ManualClock, PurgeParams, Purged, QueueCounts, QueueName, RecoverParams, Recovered,
-    ReleaseParams, RenewOutcome, RenewParams, RequeueParams, Result, Retry, Schedule, ScopeKey,
-    Store, StreamKey, TokenOutcome, WakeSignal, MAX_ATTEMPTS_LIMIT,
+    Instance, Item, ItemId, ItemState, LeaderInfo, LeaderName, LeaderParams, LeaderStatus, Lease,
+    LeaseToken, Limits, ManualClock, PurgeParams, Purged, QueueCounts, QueueName, RecoverParams,
+    Recovered, ReleaseParams, RenewOutcome, RenewParams, RequeueParams, Result, Retry, Schedule,
+    ScopeKey, Store, StreamKey, TokenOutcome, WakeSignal, MAX_ATTEMPTS_LIMIT,
 };
 use tenure_core::{
     CancelOutcome, CancelParams, Clock, DeadFilter, DedupKey, ItemListParams, ItemPage,
-    LeaseListParams, LeasePage, ListState, PauseParams,
+    LeaseListParams, LeasePage, ListState, OwnerId, PauseParams, MAX_PAGE,
 };
 use tenure_memory::{MemorySnapshot, MemoryStore};
 
@@ -196,6 +196,24 @@ enum Flaw {
     PausesOnlyItsOwnHandle,
     /// Requeues and discards dead items by filter whatever their age.
     FilterIgnoresAge,
+    /// Reads the leader by taking the lease and giving it back when nobody holds it,
+    /// so every read of a free lease raises its term (G13).
+    ReadsTheLeaderByAcquiring,
+    /// Reads the last holder it saw acquire the lease, expired or resigned (G13).
+    ReadsAnExpiredLeader,
+    /// Reads no leader when the backend is unreachable (G13).
+    NoLeaderWhenUnreachable,
+    /// Cancels by reading the item, then deleting it if it was ready when read, even
+    /// when a claim leased it in between (breaks the cancel race).
+    CancelChecksThenDeletes,
+    /// Measures the oldest due wait from the enqueue, not from `run_at`.
+    OldestAgeFromEnqueue,
+    /// Lists a queue's items with those of every queue whose name begins with its name.
+    ListsQueuesByNamePrefix,
+    /// Leaves expired leases that nobody recovered out of the lease listing.
+    LeaseListHidesExpired,
+    /// Takes a filter's dead items in enqueue order, not by when they died.
+    DeadFilterByEnqueueOrder,
 }
 
 /// What the wrapper hid from the inner store, to show it again on reads.
@@ -218,6 +236,8 @@ struct Hidden {
     /// Stalls shown on top of the real ones.
     extra_stalls: HashMap<ItemId, u32>,
     local_pauses: HashSet<QueueName>,
+    /// The last holder told Leader, per lease name.
+    leaders: HashMap<LeaderName, LeaderInfo>,
 }
 
 #[derive(Clone, Debug)]
@@ -256,6 +276,35 @@ impl Flawed {
         if let Some(&n) = hidden.extra_stalls.get(&item.id) {
             item.stalls += n;
         }
+    }
+
+    /// With [`Flaw::DeadFilterByEnqueueOrder`], the ids a filter takes when the
+    /// items are taken in enqueue order (the filter validated first, and left in
+    /// place when invalid so the store refuses it).
+    async fn dead_in_enqueue_order(
+        &self,
+        filter: &mut Option<DeadFilter>,
+    ) -> Result<Option<Vec<ItemId>>> {
+        let Some(f) = filter.as_ref() else {
+            return Ok(None);
+        };
+        if self.flaw != Flaw::DeadFilterByEnqueueOrder || f.validate(&self.limits()).is_err() {
+            return Ok(None);
+        }
+        let dead = self
+            .inner
+            .item_list(ItemListParams::new(f.queue.clone(), ListState::Dead).limit(MAX_PAGE))
+            .await?;
+        let before = f.dead_before(self.clock.now());
+        let ids = dead
+            .items
+            .iter()
+            .filter(|i| i.updated_at <= before)
+            .take(f.limit as usize)
+            .map(|i| i.id)
+            .collect();
+        *filter = None;
+        Ok(Some(ids))
     }
 
     /// With [`Flaw::BatchesIgnoreTheAttempt`], a batch's tokens rewritten to the items'
@@ -670,6 +719,13 @@ impl Store for Flawed {
     }
 
     async fn dead_requeue(&self, mut params: RequeueParams) -> Result<u64> {
+        if let Some(ids) = self.dead_in_enqueue_order(&mut params.filter).await? {
+            if ids.is_empty() {
+                return Ok(0);
+            }
+            params.ids = ids;
+            params.filter = None;
+        }
         if self.flaw == Flaw::FilterIgnoresAge {
             if let Some(f) = &mut params.filter {
                 *f = DeadFilter::new(f.queue.clone()).limit(f.limit);
@@ -679,6 +735,13 @@ impl Store for Flawed {
     }
 
     async fn dead_discard(&self, mut params: DiscardParams) -> Result<u64> {
+        if let Some(ids) = self.dead_in_enqueue_order(&mut params.filter).await? {
+            if ids.is_empty() {
+                return Ok(0);
+            }
+            params.ids = ids;
+            params.filter = None;
+        }
         if self.flaw == Flaw::FilterIgnoresAge {
             if let Some(f) = &mut params.filter {
                 *f = DeadFilter::new(f.queue.clone()).limit(f.limit);
@@ -706,6 +769,15 @@ impl Store for Flawed {
         }
         if self.flaw == Flaw::CountsWithoutPauseOrAge {
             return Ok(c.with_paused(false).with_oldest_ready_age(None));
+        }
+        if self.flaw == Flaw::OldestAgeFromEnqueue {
+            let due = self
+                .inner
+                .item_list(ItemListParams::new(queue.clone(), ListState::Ready).limit(MAX_PAGE))
+                .await?;
+            let now = self.clock.now();
+            let oldest = due.items.iter().map(|i| i.created_at).min();
+            return Ok(c.with_oldest_ready_age(oldest.map(|t| now.duration_since(t))));
         }
         Ok(c)
     }
@@ -740,6 +812,7 @@ impl Store for Flawed {
             params.lease_for = Duration::from_secs(15);
         }
         let holder = params.holder.clone();
+        let name = params.name.clone();
         match self.inner.leader_acquire(params).await {
             Err(Error::Unavailable { .. }) if self.flaw == Flaw::FollowerWhenUnreachable => {
                 Ok(LeaderStatus::Follower {
@@ -748,12 +821,47 @@ impl Store for Flawed {
                     expires_at: tenure_core::Timestamp::EPOCH,
                 })
             }
+            Ok(LeaderStatus::Leader { term, expires_at }) => {
+                self.hidden()
+                    .leaders
+                    .insert(name, LeaderInfo::new(holder, term, expires_at));
+                Ok(LeaderStatus::Leader { term, expires_at })
+            }
             other => other,
         }
     }
 
     async fn leader_resign(&self, params: LeaderParams) -> Result<bool> {
         self.inner.leader_resign(params).await
+    }
+
+    async fn leader_get(&self, name: &LeaderName) -> Result<Option<LeaderInfo>> {
+        match self.flaw {
+            Flaw::ReadsTheLeaderByAcquiring => {
+                let me = OwnerId::new("leader-reader")?;
+                let params = LeaderParams::new(name.clone(), me, self.limits().min_lease);
+                match self.inner.leader_acquire(params.clone()).await? {
+                    LeaderStatus::Follower {
+                        holder,
+                        term,
+                        expires_at,
+                    } => Ok(Some(LeaderInfo::new(holder, term, expires_at))),
+                    LeaderStatus::Leader { .. } => {
+                        self.inner.leader_resign(params).await?;
+                        Ok(None)
+                    }
+                }
+            }
+            Flaw::ReadsAnExpiredLeader => {
+                self.inner.leader_get(name).await?;
+                Ok(self.hidden().leaders.get(name).cloned())
+            }
+            Flaw::NoLeaderWhenUnreachable => match self.inner.leader_get(name).await {
+                Err(Error::Unavailable { .. }) => Ok(None),
+                other => other,
+            },
+            _ => self.inner.leader_get(name).await,
+        }
     }
 
     async fn item_list(&self, mut params: ItemListParams) -> Result<ItemPage> {
@@ -769,11 +877,29 @@ impl Store for Flawed {
             page.items.extend(later.items);
             return Ok(page);
         }
+        if self.flaw == Flaw::ListsQueuesByNamePrefix {
+            let mut page = self.inner.item_list(params.clone()).await?;
+            for other in self.inner.queue_list().await? {
+                if other != params.queue && other.as_str().starts_with(params.queue.as_str()) {
+                    let more = self
+                        .inner
+                        .item_list(ItemListParams::new(other, params.state).order(params.order))
+                        .await?;
+                    page.items.extend(more.items);
+                }
+            }
+            return Ok(page);
+        }
         self.inner.item_list(params).await
     }
 
     async fn lease_list(&self, params: LeaseListParams) -> Result<LeasePage> {
-        self.inner.lease_list(params).await
+        let mut page = self.inner.lease_list(params).await?;
+        if self.flaw == Flaw::LeaseListHidesExpired {
+            let as_of = page.as_of;
+            page.leases.retain(|l| l.expires_at > as_of);
+        }
+        Ok(page)
     }
 
     async fn queue_list(&self) -> Result<Vec<QueueName>> {
@@ -781,6 +907,33 @@ impl Store for Flawed {
     }
 
     async fn item_cancel(&self, params: CancelParams) -> Result<Vec<CancelOutcome>> {
+        if self.flaw == Flaw::CancelChecksThenDeletes {
+            params.validate(&self.limits())?;
+            let mut out = Vec::new();
+            for &id in &params.ids {
+                let seen = self.inner.item_get(id).await?;
+                if seen.is_some_and(|i| i.state == ItemState::Ready) {
+                    // The window between the read and the write, where a claim lands.
+                    for _ in 0..8 {
+                        tokio::task::yield_now().await;
+                    }
+                    match self.inner.item_get(id).await? {
+                        Some(i) if i.state == ItemState::Running => {
+                            let f = tenure_core::Failure::permanent(i.token(), "cancelled");
+                            self.inner.fail(FailParams::one(f)).await?;
+                            self.inner
+                                .dead_discard(DiscardParams::new(vec![id]))
+                                .await?;
+                            out.push(CancelOutcome::Cancelled);
+                            continue;
+                        }
+                        _ => {}
+                    }
+                }
+                out.extend(self.inner.item_cancel(CancelParams::new(vec![id])).await?);
+            }
+            return Ok(out);
+        }
         if self.flaw == Flaw::CancelsRunningItems {
             for &id in &params.ids {
                 if let Some(item) = self.inner.item_get(id).await? {
@@ -891,6 +1044,19 @@ async fn must_fail(flaw: Flaw, group: &str, case: &str) {
     );
 }
 
+/// Like [`must_fail`], for a flaw the rest of the suite cannot see: `group::case` is
+/// the one case it fails, so without that case the suite would pass it.
+async fn must_fail_only(flaw: Flaw, group: &str, case: &str) {
+    let report = run_all(&FlawedHarness(flaw)).await;
+    let failed: Vec<(&str, &str)> = report.failures().map(|f| (f.group, f.case)).collect();
+    eprintln!("{flaw:?}: failed {failed:?}");
+    assert_eq!(
+        failed,
+        [(group, case)],
+        "{flaw:?} must fail {group}::{case} and nothing else\n{report}"
+    );
+}
+
 /// Like [`must_fail`], for a flaw that must fail every one of `in_cases` of `group`,
 /// from one run.
 async fn must_fail_each(flaw: Flaw, group: &str, in_cases: &[&str]) {
@@ -952,7 +1118,11 @@ mod memory_store {
         assert!(report.is_success(), "{report}");
         assert_eq!(
             report.did_not_apply(),
-            vec!["g13_leader::an_unreachable_store_is_an_error_never_a_follower".to_owned()],
+            vec![
+                "g13_leader::an_unreachable_store_is_an_error_never_a_follower".to_owned(),
+                "g13_leader::reading_the_leader_of_an_unreachable_store_is_an_error_never_none"
+                    .to_owned(),
+            ],
         );
         assert!(
             report.to_string().contains("did not apply g13_leader::"),
@@ -1148,6 +1318,36 @@ mod broken_wrappers {
             Flaw::FollowerWhenUnreachable,
             "g13_leader",
             "an_unreachable_store_is_an_error_never_a_follower",
+        )
+        .await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn reading_the_leader_by_taking_and_giving_back_its_lease_fails_g13() {
+        must_fail_only(
+            Flaw::ReadsTheLeaderByAcquiring,
+            "g13_leader",
+            "reading_the_leader_never_changes_its_holder_or_term",
+        )
+        .await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn reading_an_expired_holder_as_the_leader_fails_g13() {
+        must_fail(
+            Flaw::ReadsAnExpiredLeader,
+            "g13_leader",
+            "an_expired_or_resigned_lease_reads_as_no_leader",
+        )
+        .await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn reading_no_leader_when_unreachable_fails_g13() {
+        must_fail_only(
+            Flaw::NoLeaderWhenUnreachable,
+            "g13_leader",
+            "reading_the_leader_of_an_unreachable_store_is_an_error_never_none",
         )
         .await;
     }
@@ -1461,6 +1661,56 @@ mod broken_wrappers {
             Flaw::PausesOnlyItsOwnHandle,
             "op_control",
             "a_pause_racing_claims_is_told_consistently_to_every_racer",
+        )
+        .await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn cancelling_by_a_read_then_a_delete_fails_the_cancel_race_alone() {
+        must_fail_only(
+            Flaw::CancelChecksThenDeletes,
+            "op_control",
+            "a_cancel_racing_claims_never_leaves_an_item_both_cancelled_and_leased",
+        )
+        .await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn measuring_the_oldest_wait_from_the_enqueue_fails_op_inspection_alone() {
+        must_fail_only(
+            Flaw::OldestAgeFromEnqueue,
+            "op_inspection",
+            "the_oldest_due_wait_of_a_delayed_or_retried_item_counts_from_its_run_at",
+        )
+        .await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn listing_queues_by_name_prefix_fails_op_inspection_alone() {
+        must_fail_only(
+            Flaw::ListsQueuesByNamePrefix,
+            "op_inspection",
+            "a_queue_shows_nothing_of_the_queues_whose_names_it_begins",
+        )
+        .await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn hiding_expired_unrecovered_leases_fails_op_inspection_alone() {
+        must_fail_only(
+            Flaw::LeaseListHidesExpired,
+            "op_inspection",
+            "lease_list_shows_an_expired_lease_until_it_is_recovered",
+        )
+        .await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn taking_dead_items_in_enqueue_order_fails_op_control_alone() {
+        must_fail_only(
+            Flaw::DeadFilterByEnqueueOrder,
+            "op_control",
+            "a_bounded_dead_filter_takes_the_earliest_dead_first",
         )
         .await;
     }

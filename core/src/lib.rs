@@ -66,8 +66,8 @@ pub use keys::{
     MAX_KEY_BYTES, MAX_NAME_BYTES,
 };
 pub use model::{
-    Enqueued, Evicted, FailOutcome, Instance, Item, ItemId, ItemState, LeaderStatus, Lease,
-    LeaseId, LeaseToken, NewItem, Purged, QueueCounts, Recovered, RenewOutcome, Schedule,
+    Enqueued, Evicted, FailOutcome, Instance, Item, ItemId, ItemState, LeaderInfo, LeaderStatus,
+    Lease, LeaseId, LeaseToken, NewItem, Purged, QueueCounts, Recovered, RenewOutcome, Schedule,
     TokenOutcome, DEFAULT_DEDUP_WINDOW, DEFAULT_MAX_ATTEMPTS, DEFAULT_MAX_RENEWALS,
     DEFAULT_MAX_STALLS, MAX_ATTEMPTS_LIMIT,
 };

@@ -100,7 +100,7 @@
 //! with Cluster, point it at the primary that owns the prefix's slot
 //! (`CLUSTER KEYSLOT {<prefix>}`).
 //!
-//! The layout has a version (`{<prefix>}:layout`, 4 in this version, `lib.lua`
+//! The layout has a version (`{<prefix>}:layout`, 5 in this version, `lib.lua`
 //! describes each): the first operator call on a store written by an earlier layout
 //! upgrades it in one call, and claims and finalizes need no upgrade (an item's state
 //! word as layout 3 wrote it, without mark and queue, is read as one that may have

@@ -6,7 +6,8 @@
 //! Key layout 4 (no owner sets, an item's `s` marked) on a store written in layout 3:
 //! items whose `s` has no mark keep their scope and stream through a claim and a
 //! finalize, an eviction finds the owner's leases without its set, and the first
-//! operator call deletes the sets.
+//! operator call deletes the sets. Key layout 5 (dead items sorted by when they
+//! died) on a store written in layout 4: a filtered requeue takes the earliest death.
 
 // Test bodies: a failure is a failed test.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -442,4 +443,94 @@ async fn forget(store: &RedisStore) {
     assert!(store.prefix_in_use().await.unwrap());
     assert!(store.remove_prefix().await.unwrap() > 0);
     assert!(!store.prefix_in_use().await.unwrap());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dead_items_written_in_layout_4_are_taken_earliest_death_first_after_the_upgrade() {
+    let clock = ManualClock::new(Timestamp::from_micros(1_700_000_000_000_000));
+    let Some((store, prefix)) = common::on_fresh_prefix("l", &clock).await else {
+        return;
+    };
+    let q = QueueName::new("layout").unwrap();
+    let owner = OwnerId::new("w1").unwrap();
+    let mut ids = Vec::new();
+    for p in ["a", "b", "c"] {
+        ids.push(
+            store
+                .enqueue_one(NewItem::new(q.clone(), p.as_bytes().to_vec()))
+                .await
+                .unwrap()
+                .id,
+        );
+    }
+    let leases = store
+        .claim(ClaimParams::new(
+            q.clone(),
+            owner,
+            3,
+            Duration::from_secs(30),
+        ))
+        .await
+        .unwrap();
+    // Dead in the order c, a, b, a second apart.
+    for id in [ids[2], ids[0], ids[1]] {
+        clock.advance(Duration::from_secs(1));
+        let l = leases.iter().find(|l| l.token.id == id).unwrap();
+        store
+            .fail_one(tenure_core::Failure::permanent(l.token, "gone"))
+            .await
+            .unwrap();
+    }
+    // Back to layout 4: the dead items in a plain set, no sorted one.
+    let client = redis::Client::open(common::url()).unwrap();
+    let mut conn = client.get_multiplexed_async_connection().await.unwrap();
+    let root = format!("{{{prefix}}}");
+    let _: () = redis::cmd("DEL")
+        .arg(format!("{root}:z:layout"))
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    let _: () = redis::cmd("SADD")
+        .arg(format!("{root}:x:layout"))
+        .arg(ids.iter().map(ToString::to_string).collect::<Vec<_>>())
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    let _: () = redis::cmd("SET")
+        .arg(format!("{root}:layout"))
+        .arg("4")
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    // The first filtered requeue upgrades and takes the earliest death: c.
+    let n = store
+        .dead_requeue(tenure_core::RequeueParams::matching(
+            tenure_core::DeadFilter::new(q.clone()).limit(1),
+        ))
+        .await
+        .unwrap();
+    assert_eq!(n, 1);
+    let states: Vec<_> = {
+        let mut v = Vec::new();
+        for id in &ids {
+            v.push(store.item_get(*id).await.unwrap().unwrap().state);
+        }
+        v
+    };
+    use tenure_core::ItemState::{Dead, Ready};
+    assert_eq!(states, [Dead, Dead, Ready]);
+    let layout: String = redis::cmd("GET")
+        .arg(format!("{root}:layout"))
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    assert_eq!(layout, "5");
+    let old: bool = redis::cmd("EXISTS")
+        .arg(format!("{root}:x:layout"))
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    assert!(!old, "layout 4's dead set is gone");
+    assert_eq!(store.queue_counts(&q).await.unwrap().dead, 2);
+    forget(&store).await;
 }

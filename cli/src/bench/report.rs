@@ -49,8 +49,11 @@ pub(crate) struct ExactlyOnceReport {
 #[derive(Debug, Serialize)]
 pub(crate) struct Throughput {
     pub(crate) bucket_s: f64,
-    /// `[start of bucket in s, items/s]`.
+    /// `[start of bucket in s, items/s]`. The last bucket usually ends early, at
+    /// `end_s`: its rate is its items over the time it covered, not over a whole bucket.
     pub(crate) points: Vec<(f64, f64)>,
+    /// When the measurement ended, in s: the end of the last bucket.
+    pub(crate) end_s: f64,
 }
 
 /// What the run made and removed.
@@ -102,23 +105,36 @@ fn bucket_width(span: f64) -> f64 {
     nice
 }
 
-/// Buckets a timeline of `(seconds, items)` into items per second.
-pub(crate) fn throughput(timeline: &[(f64, u32)]) -> Throughput {
+/// Buckets a timeline of `(seconds, items)` into items per second, the measurement
+/// having ended at `end` seconds (at least the timeline's last second). The last bucket
+/// covers only up to `end`, and its rate is over that time.
+pub(crate) fn throughput(timeline: &[(f64, u32)], end: f64) -> Throughput {
     let span = timeline.iter().map(|(t, _)| *t).fold(0.0, f64::max);
-    let width = bucket_width(span);
+    let end = end.max(span);
+    let width = bucket_width(end);
     let buckets = (span / width) as usize + 1;
     let mut sums = vec![0u64; buckets];
     for (t, n) in timeline {
         let i = ((t / width) as usize).min(buckets - 1);
         sums[i] += u64::from(*n);
     }
+    let last = buckets - 1;
     Throughput {
         bucket_s: width,
         points: sums
             .iter()
             .enumerate()
-            .map(|(i, n)| ((i as f64 * width * 1e3).round() / 1e3, *n as f64 / width))
+            .map(|(i, n)| {
+                let start = i as f64 * width;
+                let covered = if i == last {
+                    (end - start).clamp(width / 100.0, width)
+                } else {
+                    width
+                };
+                ((start * 1e3).round() / 1e3, *n as f64 / covered)
+            })
             .collect(),
+        end_s: end,
     }
 }
 
@@ -164,7 +180,7 @@ impl Report {
                 completes_refused: e.refused,
                 left_in_queue: m.left.ready + m.left.running + m.left.dead,
             },
-            throughput: throughput(&m.timeline),
+            throughput: throughput(&m.timeline, m.elapsed.as_secs_f64()),
             plot: args.plot.as_ref().map(|p| p.display().to_string()),
             cleanup: Cleanup {
                 kind,
@@ -260,12 +276,29 @@ mod tests {
 
     #[test]
     fn the_timeline_is_bucketed_into_items_per_second() {
-        let t = throughput(&[(0.01, 10), (0.04, 10), (0.06, 5), (0.12, 1)]);
+        let t = throughput(&[(0.01, 10), (0.04, 10), (0.06, 5), (0.12, 1)], 0.15);
         assert_eq!(t.bucket_s, 0.05);
         assert_eq!(t.points.len(), 3);
         assert!((t.points[0].1 - 400.0).abs() < 1e-9);
         assert!((t.points[1].1 - 100.0).abs() < 1e-9);
         assert!((t.points[2].1 - 20.0).abs() < 1e-9);
+        assert_eq!(t.end_s, 0.15);
+    }
+
+    #[test]
+    fn a_partial_last_bucket_shows_the_rate_it_had_not_a_fall() {
+        // A steady 1000 items/s for 0.33 s, one item every millisecond: the last
+        // 50 ms bucket covers only 30 ms of it.
+        let timeline: Vec<(f64, u32)> = (1..=330).map(|ms| (f64::from(ms) / 1e3, 1)).collect();
+        let t = throughput(&timeline, 0.33);
+        assert_eq!(t.bucket_s, 0.05);
+        assert_eq!(t.points.len(), 7);
+        let (start, rate) = *t.points.last().unwrap();
+        assert_eq!(start, 0.3);
+        assert!((rate - 1000.0).abs() < 40.0, "last bucket {rate} items/s");
+        for (at, rate) in &t.points {
+            assert!((rate - 1000.0).abs() < 40.0, "{at}: {rate} items/s");
+        }
     }
 
     #[test]

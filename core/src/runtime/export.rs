@@ -29,6 +29,7 @@ pub(crate) const LOST: &str = "tenure_lost_total";
 pub(crate) const RENEWED: &str = "tenure_renewed_total";
 pub(crate) const SELF_STOPPED: &str = "tenure_self_stopped_total";
 pub(crate) const TIMED_OUT: &str = "tenure_timed_out_total";
+pub(crate) const HANDLER_FINALIZED: &str = "tenure_handler_finalized_total";
 pub(crate) const CLAIM_SECONDS: &str = "tenure_claim_seconds";
 pub(crate) const PICKUP_SECONDS: &str = "tenure_pickup_seconds";
 pub(crate) const HANDLER_SECONDS: &str = "tenure_handler_seconds";
@@ -59,6 +60,11 @@ pub fn describe_metrics() {
         TIMED_OUT,
         Unit::Count,
         "Attempts stopped by the handler timeout."
+    );
+    describe_counter!(
+        HANDLER_FINALIZED,
+        Unit::Count,
+        "Attempts their own handler finalized (Job::take_finalize); not in completed or failed."
     );
     describe_histogram!(
         CLAIM_SECONDS,
@@ -99,6 +105,7 @@ pub(crate) struct QueueHandles {
     pub(crate) renewed: Counter,
     pub(crate) self_stopped: Counter,
     pub(crate) timed_out: Counter,
+    pub(crate) handler_finalized: Counter,
     pub(crate) pickup: Histogram,
     pub(crate) handler: Histogram,
     pub(crate) in_flight: Gauge,
@@ -119,6 +126,7 @@ impl QueueHandles {
             renewed: counter!(RENEWED, "queue" => q.clone()),
             self_stopped: counter!(SELF_STOPPED, "queue" => q.clone()),
             timed_out: counter!(TIMED_OUT, "queue" => q.clone()),
+            handler_finalized: counter!(HANDLER_FINALIZED, "queue" => q.clone()),
             pickup: histogram!(PICKUP_SECONDS, "queue" => q.clone()),
             handler: histogram!(HANDLER_SECONDS, "queue" => q.clone()),
             in_flight: gauge!(IN_FLIGHT, "queue" => q.clone()),

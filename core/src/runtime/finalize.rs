@@ -367,6 +367,7 @@ async fn settle_taken(shared: &Shared, t: &LeaseToken) {
 
 fn finalized_by_handler(shared: &Shared, t: &LeaseToken) {
     add(&shared.metrics.handler_finalized, 1);
+    shared.queue_of(t).handler_finalized.increment(1);
     tracing::info!(event = "handler-finalized", item = %t.id, attempt = t.attempt, "the handler returned an error after its own finalize had taken effect; the runtime's failure was refused by the fence");
 }
 

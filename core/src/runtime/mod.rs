@@ -103,6 +103,7 @@
 //! | `tenure_renewed_total` | counter | `queue` | successful lease renewals, one per lease per renewal |
 //! | `tenure_self_stopped_total` | counter | `queue` | attempts cancelled by the self-stop |
 //! | `tenure_timed_out_total` | counter | `queue` | attempts stopped by the handler timeout |
+//! | `tenure_handler_finalized_total` | counter | `queue` | attempts finalized by their own handler ([`Job::take_finalize`]): it returned `Ok`, or its error's fenced failure was refused with the item found finished at that attempt; not in completed or failed |
 //! | `tenure_claim_seconds` | histogram | `queue` | one claim call, sent to answered; `queue` is the worker's queues joined by `,` |
 //! | `tenure_pickup_seconds` | histogram | `queue` | from the item's `run_at` (its enqueue, or the end of its delay or retry backoff) to its handler's start: this process's wall clock read once per claim answer, plus tokio's clock from the claim to the start (so a wait for a slot counts on the clock tests pause) |
 //! | `tenure_handler_seconds` | histogram | `queue` | handler run time, start to return (or drop) |

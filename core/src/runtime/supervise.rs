@@ -208,6 +208,11 @@ fn conclude(
         _running.ended();
         shared.remove(&token);
         add(&shared.metrics.handler_finalized, 1);
+        shared
+            .export
+            .at(_running.queue)
+            .handler_finalized
+            .increment(1);
         tracing::debug!(parent: span, event = "handler-finalized", "the handler finalized the attempt itself");
         // It says it succeeded: the next item of a stream run may start.
         return true;

@@ -37,10 +37,10 @@ pub use operate::{
 };
 
 use crate::error::Result;
-use crate::keys::QueueName;
+use crate::keys::{LeaderName, QueueName};
 use crate::model::{
-    Enqueued, Evicted, FailOutcome, Instance, Item, ItemId, LeaderStatus, Lease, Purged,
-    QueueCounts, Recovered, RenewOutcome, TokenOutcome,
+    Enqueued, Evicted, FailOutcome, Instance, Item, ItemId, LeaderInfo, LeaderStatus, Lease,
+    Purged, QueueCounts, Recovered, RenewOutcome, TokenOutcome,
 };
 use crate::operate::{CancelOutcome, ItemPage, LeasePage};
 
@@ -267,9 +267,14 @@ pub trait Store: Send + Sync + fmt::Debug + 'static {
     ///   additional_attempts`; `stalls` goes back to 0; `run_at = now`. So no token of
     ///   an earlier attempt can become valid again.
     /// - With [`RequeueParams::filter`] the items are the dead items of the filter's
-    ///   queue whose `updated_at <= filter.dead_before(now)`, earliest `updated_at`
-    ///   first, at most `filter.limit` of them; fewer than the limit means none is left
-    ///   (conformance group `op_control`).
+    ///   queue whose `updated_at <= filter.dead_before(now)` (`updated_at` of a dead
+    ///   item is when it last died), earliest `updated_at` first, ties in enqueue
+    ///   order, at most `filter.limit` of them; fewer than the limit means none is
+    ///   left. Only the filter's queue: never a queue whose name merely begins with
+    ///   it (conformance group `op_control`,
+    ///   `a_bounded_dead_filter_takes_the_earliest_dead_first`).
+    /// - A filtered call does work in proportion to `filter.limit`, not to the queue's
+    ///   dead items: it reads them in the order above and stops at the limit.
     async fn dead_requeue(&self, params: RequeueParams) -> Result<u64>;
 
     /// Deletes dead items, returning how many (G5; `g05_retry`). Other items are left
@@ -288,7 +293,9 @@ pub trait Store: Send + Sync + fmt::Debug + 'static {
     /// # Contract
     /// - `paused` is true while the queue is paused ([`Store::queue_pause`]).
     /// - `oldest_ready_age` is `now - run_at` of the due ready item with the smallest
-    ///   `run_at`, `None` without one (conformance group `op_inspection`).
+    ///   `run_at`, `None` without one: a delayed or retried item waits from its
+    ///   `run_at`, not from its enqueue or its failure (conformance group
+    ///   `op_inspection`).
     async fn queue_counts(&self, queue: &QueueName) -> Result<QueueCounts>;
 
     /// Registers `instance` on its first call and records a heartbeat at `now` on every
@@ -336,8 +343,23 @@ pub trait Store: Send + Sync + fmt::Debug + 'static {
     /// the next holder still gets a greater one (G13; `g13_leader`).
     async fn leader_resign(&self, params: LeaderParams) -> Result<bool>;
 
+    /// Reads who holds the leader lease `name`, writing nothing (G13; `g13_leader`).
+    ///
+    /// # Contract
+    /// - Answers the holder, term and expiry of a live lease (`expires_at > now`,
+    ///   exactly the lease [`Store::leader_acquire`] would answer `Follower` for to
+    ///   anyone else), and `None` when nobody holds it live: never acquired, resigned,
+    ///   or expired (`expires_at <= now`). An expired holder is never reported as the
+    ///   leader.
+    /// - MUST NOT change the lease: not its holder, term or expiry. Reading it any
+    ///   number of times leaves the next holder's term exactly as it would have been.
+    /// - An unreachable backend is `Err` ([`Error::Unavailable`](crate::Error)), never
+    ///   `None`.
+    async fn leader_get(&self, name: &LeaderName) -> Result<Option<LeaderInfo>>;
+
     /// One page of a queue's items in one listable state (conformance group
-    /// `op_inspection`).
+    /// `op_inspection`). Only that queue's: a queue whose name begins with this one's
+    /// is another queue.
     ///
     /// # Contract
     /// - Shows the items of `params.queue` that [`ListState::matches`](crate::ListState::matches)
@@ -355,7 +377,8 @@ pub trait Store: Send + Sync + fmt::Debug + 'static {
 
     /// One page of a queue's leases: its `running` items' owner, attempt, expiry and
     /// renewals, soonest expiry first (ties in an order of the store's choosing, the same
-    /// on every page), including expired leases not yet recovered (conformance group
+    /// on every page), including expired leases not yet recovered, which come first
+    /// with their expiry at or before the page's `as_of` (conformance group
     /// `op_inspection`).
     ///
     /// # Contract
@@ -379,7 +402,9 @@ pub trait Store: Send + Sync + fmt::Debug + 'static {
     ///   its attempt and owner; `dead` and kept `done` items answer so and are left
     ///   alone; an unknown id answers [`CancelOutcome::NotFound`].
     /// - Decided atomically per item against claims: a cancelled item is never also
-    ///   leased, and an item a concurrent claim leased answers `Running`.
+    ///   leased, and an item a concurrent claim leased answers `Running` naming the
+    ///   claim's owner and attempt (`op_control`,
+    ///   `a_cancel_racing_claims_never_leaves_an_item_both_cancelled_and_leased`).
     async fn item_cancel(&self, params: CancelParams) -> Result<Vec<CancelOutcome>>;
 
     /// Pauses a queue: from when this returns, no claim takes the queue's items until
@@ -468,6 +493,9 @@ impl<S: Store + ?Sized> Store for Arc<S> {
     }
     async fn leader_resign(&self, params: LeaderParams) -> Result<bool> {
         (**self).leader_resign(params).await
+    }
+    async fn leader_get(&self, name: &LeaderName) -> Result<Option<LeaderInfo>> {
+        (**self).leader_get(name).await
     }
     async fn item_list(&self, params: ItemListParams) -> Result<ItemPage> {
         (**self).item_list(params).await

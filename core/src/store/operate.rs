@@ -182,7 +182,8 @@ impl PauseParams {
 
 /// Which dead items a filtered [`Store::dead_requeue`](super::Store::dead_requeue) or
 /// [`Store::dead_discard`](super::Store::dead_discard) handles: those of `queue` (dead
-/// for at least `older_than`, when set), at most `limit` per call, the earliest dead first.
+/// for at least `older_than`, when set), at most `limit` per call, the earliest dead
+/// first (by when each last died; ties in enqueue order).
 #[derive(Clone, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct DeadFilter {

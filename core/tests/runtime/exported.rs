@@ -318,3 +318,51 @@ async fn the_pickup_latency_counts_the_wait_for_a_slot_on_tokios_clock() {
     );
     worker.shutdown(Duration::from_secs(5)).await;
 }
+
+#[tokio::test(start_paused = true)]
+async fn attempts_their_own_handler_finalized_are_counted_on_their_queue() {
+    let recorder = DebuggingRecorder::new();
+    let snap = recorder.snapshotter();
+    let store = Probe::new(memory());
+    let (a, b) = (QueueName::new("a").unwrap(), QueueName::new("b").unwrap());
+    let items = vec![
+        NewItem::new(a.clone(), b"own".to_vec()),
+        NewItem::new(b.clone(), b"own".to_vec()),
+        NewItem::new(b.clone(), b"runtime".to_vec()),
+    ];
+    enqueue_items(&store, items).await;
+    let own = store.clone();
+    let worker = spawn_recorded(
+        &recorder,
+        Worker::builder(store.clone())
+            .queues([a, b])
+            .maintenance(false)
+            .handler(move |job: Job| {
+                let own = own.clone();
+                async move {
+                    if job.payload() == b"own" {
+                        // Completed by the handler itself, as in its own transaction.
+                        let token = job.take_finalize();
+                        tenure_core::Store::complete(
+                            &own,
+                            tenure_core::CompleteParams::new(vec![token]),
+                        )
+                        .await
+                        .map_err(|e| JobError::retry(e.to_string()))?;
+                    }
+                    Ok(())
+                }
+            }),
+    );
+    until(Duration::from_secs(10), || {
+        let m = worker.metrics();
+        m.handler_finalized + m.completed == 3
+    })
+    .await;
+    let s = series(&snap);
+    assert_eq!(get(&s, "tenure_handler_finalized_total", "a"), 1.0, "{s:?}");
+    assert_eq!(get(&s, "tenure_handler_finalized_total", "b"), 1.0, "{s:?}");
+    assert_eq!(get(&s, "tenure_completed_total", "b"), 1.0, "{s:?}");
+    assert_eq!(get(&s, "tenure_completed_total", "a"), 0.0, "{s:?}");
+    assert_eq!(worker.metrics().handler_finalized, 2);
+}

@@ -49,7 +49,8 @@ local function k_sched(q) return P .. ':t:' .. q end           -- zset: schedule
 local function k_run(q) return P .. ':l:' .. q end             -- zset: running items by lease expiry
 local function k_count(q) return P .. ':a:' .. q end           -- hash: `d` and `p`, the queue's due bound and pause flag (below)
 local function k_hold(q) return P .. ':h:' .. q end            -- zset: ready items behind their stream's head, by run_at
-local function k_dead(q) return P .. ':x:' .. q end            -- set: dead items
+local function k_dead(q) return P .. ':z:' .. q end            -- zset: dead items by when they died (dead_member)
+local function k_dead4(q) return P .. ':x:' .. q end           -- set: layout 4's dead items (gone in 5)
 local function k_done(q) return P .. ':f:' .. q end            -- zset: kept finished items by finish time
 local function k_stream(s) return P .. ':s:' .. s end          -- zset: unfinished items of a stream by seq
 local function k_scope_run(sc) return P .. ':c:' .. sc end     -- string: the running item of a scope
@@ -71,6 +72,12 @@ local function order_member(ra, sq, id)
   return string.format('%016x%016x', ra, sq) .. id
 end
 local function member_id(m) return string.sub(m, 33) end
+
+-- The member of a dead item in its queue's dead set, scored by when it died: the
+-- enqueue sequence as fixed-width hex, then the id, so equal times sort in enqueue
+-- order.
+local function dead_member(h) return string.format('%016x', h.sq) .. h.id end
+local function dead_member_id(m) return string.sub(m, 17) end
 
 -- (score a, member a) < (score b, member b) in zset order.
 local function order_lt(sa, ma, sb, mb)
@@ -324,7 +331,7 @@ local function become_dead(h, now)
   h.ua = now
   redis.call('HSET', k_item(h.id), 's', state_of(h), 'n', numbers_of(h))
   redis.call('HDEL', k_item(h.id), 'l')
-  redis.call('SADD', k_dead(h.q), h.id)
+  redis.call('ZADD', k_dead(h.q), N(now), dead_member(h))
 end
 
 -- An expired or evicted lease (already unlinked): counts a stall; dead at max_stalls
@@ -426,7 +433,7 @@ end
 local function delete(h)
   redis.call('DEL', k_item(h.id))
   redis.call('ZREM', k_all(h.q), h.id)
-  redis.call('SREM', k_dead(h.q), h.id)
+  redis.call('ZREM', k_dead(h.q), dead_member(h))
   redis.call('ZREM', k_done(h.q), h.id)
 end
 
@@ -493,8 +500,11 @@ end
 --      above). From 3 the owner sets are deleted; nothing is rewritten: an `s` of
 --      four words reads as marked, so its fields are read, and the next transition
 --      writes it whole.
---   5: a running item's `s` ends with its lease id (the item layout above). From 4
---      nothing is rewritten: a running item without one is on NO_LEASE.
+--   5: a running item's `s` ends with its lease id (the item layout above), and a
+--      queue's dead items are a sorted set by when they died (`k_dead`), so a
+--      filtered requeue or discard reads only the items it takes. From 4 the dead
+--      sets of layout 4 are turned into it, dead items only, and deleted; nothing
+--      else is rewritten: a running item without a lease is on NO_LEASE.
 -- Every later write keeps the layout in step. Stores of two layouts do not share a
 -- prefix: an earlier version keeps neither `d` nor `p`, reads owner sets that layout
 -- 4 does not keep, and drops the lease of layout 5 when it renews.
@@ -510,9 +520,23 @@ local function drop_owner_sets()
   until cursor == '0'
 end
 
+-- Layout 5's dead sets from layout 4's (before it, dead items were in the same sets).
+local function sort_dead_sets()
+  for _, q in ipairs(redis.call('SMEMBERS', K_QUEUES)) do
+    for _, id in ipairs(redis.call('SMEMBERS', k_dead4(q))) do
+      local v = redis.call('HMGET', k_item(id), 's', 'n')
+      if v[1] and word(v[1], 1) == 'dead' then
+        redis.call('ZADD', k_dead(q), word(v[1], 4), string.format('%016x', tonumber(word(v[2], 8))) .. id)
+      end
+    end
+    redis.call('DEL', k_dead4(q))
+  end
+end
+
 local function ensure_layout()
   local was = redis.call('GET', K_LAYOUT)
   if was == LAYOUT then return end
+  sort_dead_sets()
   if was == '4' then
     redis.call('SET', K_LAYOUT, LAYOUT)
     return

@@ -13,5 +13,5 @@ local scheduled = redis.call('ZCOUNT', k_sched(q), later, '+inf')
 local first = redis.call('ZRANGE', k_readyat(q), 0, 0, 'WITHSCORES')
 local has_oldest, oldest = 0, 0
 if first[1] and tonumber(first[2]) <= now then has_oldest, oldest = 1, tonumber(first[2]) end
-return {all - scheduled, scheduled, redis.call('ZCARD', k_run(q)), redis.call('SCARD', k_dead(q)),
+return {all - scheduled, scheduled, redis.call('ZCARD', k_run(q)), redis.call('ZCARD', k_dead(q)),
   redis.call('ZCARD', k_done(q)), redis.call('HEXISTS', K_PAUSED, q), has_oldest, oldest}
