@@ -213,6 +213,7 @@
 #![deny(missing_docs)]
 
 mod config;
+mod connect;
 mod error;
 mod listen;
 mod rows;
