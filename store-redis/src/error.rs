@@ -34,7 +34,10 @@ pub(crate) fn classify(kind: ErrorKind, code: Option<&str>) -> Class {
         | ErrorKind::MasterDown
         | ErrorKind::ReadOnly
         | ErrorKind::Moved
-        | ErrorKind::Ask => Class::Retryable,
+        | ErrorKind::Ask
+        // The sentinels know no healthy primary: a failover is under way.
+        | ErrorKind::MasterNameNotFoundBySentinel
+        | ErrorKind::NoValidReplicasFoundBySentinel => Class::Retryable,
         _ => match code {
             Some("CONFLICT") => Class::Conflict,
             Some("NOTFOUND") => Class::NotFound,
@@ -110,6 +113,11 @@ mod tests {
                 Class::Retryable,
             ),
             (ErrorKind::Moved, Some("MOVED"), Class::Retryable),
+            (
+                ErrorKind::MasterNameNotFoundBySentinel,
+                None,
+                Class::Retryable,
+            ),
             (ErrorKind::ExtensionError, Some("CONFLICT"), Class::Conflict),
             (ErrorKind::ExtensionError, Some("NOTFOUND"), Class::NotFound),
             (ErrorKind::ResponseError, Some("ERR"), Class::Internal),
