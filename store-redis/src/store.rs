@@ -171,7 +171,12 @@ impl RedisStore {
     /// A connection for one call (slots in turn), opening it if there is none; the
     /// answer names the slot and the connection's generation for [`Self::broken`].
     async fn connection(&self) -> Result<((usize, u64), Conn)> {
-        let slot = self.inner.turn.fetch_add(1, Ordering::Relaxed) % self.inner.slots.len();
+        // A cluster connection holds one multiplexed connection per node already:
+        // the store keeps one.
+        let slot = match &*self.inner.target {
+            Target::Cluster(..) => 0,
+            _ => self.inner.turn.fetch_add(1, Ordering::Relaxed) % self.inner.slots.len(),
+        };
         if let Some(c) = self.current(slot) {
             return Ok(c);
         }
