@@ -82,13 +82,16 @@ async fn complete(store: &RedisStore, token: LeaseToken) -> tenure_core::Result<
     Ok(told[0])
 }
 
+/// Every lease the handler ran, per item, with when it started.
+type Runs = Arc<Mutex<HashMap<ItemId, Vec<(LeaseToken, Instant)>>>>;
+
 /// A Worker draining [`ITEMS`] items through a [`Ledger`], with what its handler ran.
 struct Drain {
     store: Ledger<RedisStore>,
     worker: Worker,
     ids: Vec<ItemId>,
     /// Every lease the handler ran, per item, with when it started.
-    ran: Arc<Mutex<HashMap<ItemId, Vec<(LeaseToken, Instant)>>>>,
+    ran: Runs,
     clock: ManualClock,
 }
 
@@ -113,7 +116,7 @@ impl Drain {
             .await;
         }
         let store = Ledger::new(store);
-        let ran: Arc<Mutex<HashMap<ItemId, Vec<(LeaseToken, Instant)>>>> = Arc::default();
+        let ran: Runs = Arc::default();
         let seen = ran.clone();
         let worker = Worker::builder(store.clone())
             .queue(queue())

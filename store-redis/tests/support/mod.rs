@@ -525,7 +525,7 @@ impl TempCluster {
     /// `CLUSTER SLOTS` sees it.
     pub async fn primary_of(&self, slot: u16) -> Option<u16> {
         for p in &self.ports {
-            if !self.nodes.get(p).is_some_and(|n| n.pid().is_some()) {
+            if self.nodes.get(p).is_none_or(|n| n.pid().is_none()) {
                 continue;
             }
             let Some(ranges) =
