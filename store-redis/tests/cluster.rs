@@ -154,7 +154,8 @@ async fn a_cluster_store_hears_a_peers_enqueue_over_the_prefixs_shard_channel() 
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn wait_replicas_waits_on_the_primary_of_the_prefixs_slot_alone() {
+async fn wait_replicas_waits_on_the_primary_of_the_prefixs_slot_alone_and_a_lost_library_is_loaded_again(
+) {
     let Some(mut cluster) = TempCluster::start(3, 1, NODE_TIMEOUT, &[]).await else {
         return;
     };
@@ -201,4 +202,22 @@ async fn wait_replicas_waits_on_the_primary_of_the_prefixs_slot_alone() {
     for p in others.iter().chain([&own_replica]) {
         cluster.node(*p).resume();
     }
+    // A primary without the function library gets it loaded by the next call.
+    let _: () = ask(owner, redis::cmd("FUNCTION").arg("FLUSH"))
+        .await
+        .unwrap();
+    let lease = store
+        .claim_one(
+            queue(),
+            tenure_core::OwnerId::new("w").unwrap(),
+            Duration::from_secs(30),
+        )
+        .await
+        .unwrap()
+        .expect("an item is ready");
+    store.complete_one(lease.token).await.unwrap();
+    let libraries: Vec<redis::Value> = ask(owner, redis::cmd("FUNCTION").arg("LIST"))
+        .await
+        .unwrap();
+    assert_eq!(libraries.len(), 1, "loaded again on the slot's primary");
 }

@@ -21,7 +21,7 @@ use common::support::{self, eventually, info_field, Ledger, SentinelSet, TempClu
 use tenure_core::runtime::{Job, Worker};
 use tenure_core::{
     CompleteParams, EnqueueParams, ErrorKind, ItemId, ItemState, LeaseToken, ManualClock, NewItem,
-    OwnerId, QueueName, Store, StoreExt, Timestamp, TokenOutcome,
+    OwnerId, QueueName, Store, StoreExt, Timestamp, TokenOutcome, WakeHealth,
 };
 use tenure_redis::{RedisConfig, RedisStore};
 
@@ -85,6 +85,18 @@ async fn complete(store: &RedisStore, token: LeaseToken) -> tenure_core::Result<
 /// Every lease the handler ran, per item, with when it started.
 type Runs = Arc<Mutex<HashMap<ItemId, Vec<(LeaseToken, Instant)>>>>;
 
+/// `FCALL`s the server on `port` ran or refused (`INFO commandstats`).
+async fn fcalls(port: u16) -> u64 {
+    let line = info_field(port, "commandstats", "cmdstat_fcall")
+        .await
+        .unwrap_or_default();
+    line.split(',')
+        .filter_map(|kv| kv.split_once('='))
+        .filter(|(k, _)| *k == "calls" || *k == "rejected_calls")
+        .map(|(_, v)| v.parse::<u64>().unwrap())
+        .sum()
+}
+
 /// A Worker draining [`ITEMS`] items through a [`Ledger`], with what its handler ran.
 struct Drain {
     store: Ledger<RedisStore>,
@@ -100,7 +112,7 @@ impl Drain {
     /// new primary has none left to wait for.
     async fn start(url: &str, kind: &str) -> Drain {
         let clock = clock();
-        let store = RedisStore::connect(config(url, &prefix(kind), &clock))
+        let store = RedisStore::connect(config(url, &prefix(kind), &clock).listen(true))
             .await
             .unwrap();
         let mut ids = Vec::with_capacity(ITEMS);
@@ -145,6 +157,45 @@ impl Drain {
             ids,
             ran,
             clock,
+        }
+    }
+
+    /// Waits until the wake-up listener is subscribed on the server on `port`.
+    async fn wait_listening_on(&self, port: u16) {
+        let signal = self.store.inner.wake_signal().unwrap();
+        let channel = format!("{{{}}}:wake", self.store.inner.prefix());
+        eventually(
+            Duration::from_secs(30),
+            &format!("the wake-up listener to subscribe on {port}"),
+            || async {
+                let subscribers: (String, i64) =
+                    support::ask(port, redis::cmd("PUBSUB").arg("SHARDNUMSUB").arg(&channel))
+                        .await?;
+                (signal.health() == WakeHealth::Healthy && subscribers.1 >= 1).then_some(())
+            },
+        )
+        .await;
+    }
+
+    /// Waits until the store answers a write again after a fault at `fault`, and
+    /// answers how long that took.
+    async fn store_answers_again(&self, fault: Instant) -> Duration {
+        let owner = OwnerId::new("probe").unwrap();
+        let probe = tenure_core::LeaderName::new("probe").unwrap();
+        loop {
+            let answer = self
+                .store
+                .inner
+                .leader_acquire(tenure_core::LeaderParams::new(
+                    probe.clone(),
+                    owner.clone(),
+                    LEASE,
+                ))
+                .await;
+            if answer.is_ok() {
+                return fault.elapsed();
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
         }
     }
 
@@ -285,16 +336,31 @@ async fn sentinel_a_primary_killed_mid_drain_is_followed_and_no_item_is_finished
     assert_eq!(primary, set.first_primary);
     let fault = Instant::now();
     set.node(primary).kill();
-    let back = drain.back_at_work(fault).await;
     let promoted = set.first_replica;
-    set.wait_primary(promoted, Duration::from_secs(30)).await;
+    let (back, failed_over, answers) = tokio::join!(
+        drain.back_at_work(fault),
+        async {
+            set.wait_primary(promoted, Duration::from_secs(30)).await;
+            fault.elapsed()
+        },
+        drain.store_answers_again(fault)
+    );
+    // The wake-ups follow the failover too.
+    drain.wait_listening_on(promoted).await;
     println!(
-        "sentinel: primary killed; the store completed items again {back:?} after the kill \
-         (down-after {DOWN_AFTER:?}, failover-timeout {FAILOVER_TIMEOUT:?})"
+        "sentinel: primary killed; the sentinels named the new primary {failed_over:?} after \
+         the kill, the store answered a write {answers:?} after it and completed items again \
+         {back:?} after it (down-after \
+         {DOWN_AFTER:?}, failover-timeout {FAILOVER_TIMEOUT:?})"
     );
     assert!(
-        back < 2 * (DOWN_AFTER + FAILOVER_TIMEOUT) + Duration::from_secs(2),
-        "the store took {back:?} to work again"
+        answers <= failed_over + 2 * FAILOVER_TIMEOUT,
+        "the store answered {answers:?} after the kill, the failover was done after \
+         {failed_over:?}"
+    );
+    assert!(
+        back < 2 * (DOWN_AFTER + FAILOVER_TIMEOUT) + Duration::from_secs(4),
+        "the Worker took {back:?} to complete items again"
     );
     assert!(
         drain.accepted() < ITEMS,
@@ -320,13 +386,22 @@ async fn cluster_the_primary_of_the_prefix_killed_mid_drain_is_followed_and_no_i
         .await;
     let fault = Instant::now();
     cluster.node(owner).kill();
-    let back = drain.back_at_work(fault).await;
+    let (back, failed_over) = tokio::join!(drain.back_at_work(fault), async {
+        eventually(
+            Duration::from_secs(30),
+            "the replica to take the slot",
+            || async { (cluster.primary_of(slot).await == Some(replicas[0])).then_some(()) },
+        )
+        .await;
+        fault.elapsed()
+    });
     println!(
-        "cluster: the slot's primary killed; the store completed items again {back:?} after \
-         the kill (cluster-node-timeout {NODE_TIMEOUT:?})"
+        "cluster: the slot's primary killed; its replica had the slot {failed_over:?} after the \
+         kill, and the store completed items again {back:?} after it (cluster-node-timeout \
+         {NODE_TIMEOUT:?})"
     );
     assert!(
-        back < 4 * NODE_TIMEOUT + Duration::from_secs(4),
+        back < 4 * NODE_TIMEOUT + Duration::from_secs(6),
         "the store took {back:?} to work again"
     );
     assert_eq!(
@@ -334,6 +409,7 @@ async fn cluster_the_primary_of_the_prefix_killed_mid_drain_is_followed_and_no_i
         Some(replicas[0]),
         "the replica took the slot over"
     );
+    drain.wait_listening_on(replicas[0]).await;
     assert!(
         drain.accepted() < ITEMS,
         "the fault came in the middle of the drain"
@@ -436,8 +512,11 @@ async fn a_stalled_primarys_queued_finish_run_after_the_failover_is_never_accept
     // The old owner waits for a replica after every write, and for answers longer
     // than the failover takes, so its queued call is still awaited when the stalled
     // primary runs it.
+    // One connection, so the late call goes down the one already open to the
+    // primary instead of asking the sentinels first.
     let a = RedisStore::connect(
         config(&set.url(), &prefix, &clock)
+            .connections(1)
             .wait_replicas(1, Duration::from_millis(500))
             .response_timeout(Duration::from_secs(20)),
     )
@@ -453,6 +532,7 @@ async fn a_stalled_primarys_queued_finish_run_after_the_failover_is_never_accept
         .unwrap();
 
     let (primary, replica) = (set.first_primary, set.first_replica);
+    let fcalls_before = fcalls(primary).await;
     set.node(primary).pause();
     let late = tokio::spawn({
         let a = a.clone();
@@ -481,6 +561,10 @@ async fn a_stalled_primarys_queued_finish_run_after_the_failover_is_never_accept
         .expect("the queued complete answers")
         .unwrap();
     println!("the stalled primary's queued complete was told {told_old:?}");
+    assert!(
+        fcalls(primary).await > fcalls_before,
+        "the queued complete reached the old primary"
+    );
     match told_old {
         Ok(TokenOutcome::Accepted) => {
             panic!("a superseded lease's finish was accepted by the stalled primary")
