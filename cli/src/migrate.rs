@@ -54,13 +54,14 @@ fn kind(url: &str) -> Result<Kind, CliError> {
             Kind::Postgres { schema }
         }
         "memory" => Kind::Other("memory"),
-        "redis" | "rediss" => Kind::Other("redis"),
+        "redis" | "rediss" | "redis+sentinel" | "redis+cluster" => Kind::Other("redis"),
         _ => {
             // Let the facade name what is wrong with the URL.
             return Err(tenure::Error::invalid(
                 "url",
                 format!(
-                    "{url:?}: expected memory://, sqlite://PATH, postgres://... or redis://..."
+                    "{url:?}: expected memory://, sqlite://PATH, postgres://..., redis://..., \
+                     redis+sentinel://... or redis+cluster://..."
                 ),
             )
             .into());

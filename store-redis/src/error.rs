@@ -34,15 +34,22 @@ pub(crate) fn classify(kind: ErrorKind, code: Option<&str>) -> Class {
         | ErrorKind::MasterDown
         | ErrorKind::ReadOnly
         | ErrorKind::Moved
-        | ErrorKind::Ask => Class::Retryable,
+        | ErrorKind::Ask
+        // The sentinels know no healthy primary: a failover is under way.
+        | ErrorKind::MasterNameNotFoundBySentinel
+        | ErrorKind::NoValidReplicasFoundBySentinel => Class::Retryable,
         _ => match code {
             Some("CONFLICT") => Class::Conflict,
             Some("NOTFOUND") => Class::NotFound,
             // A script running too long blocks the server (BUSY); the server is out of
             // memory (OOM); a replica was asked to write (READONLY), or cannot answer
             // while it syncs (MASTERDOWN): all transient on a healthy deployment.
+            // A primary that lost its replicas refuses writes under
+            // `min-replicas-to-write` (NOREPLICAS).
             Some("BUSY") | Some("OOM") | Some("READONLY") | Some("MASTERDOWN")
-            | Some("LOADING") | Some("TRYAGAIN") | Some("CLUSTERDOWN") => Class::Retryable,
+            | Some("LOADING") | Some("TRYAGAIN") | Some("CLUSTERDOWN") | Some("NOREPLICAS") => {
+                Class::Retryable
+            }
             _ => Class::Internal,
         },
     }
@@ -59,9 +66,17 @@ pub(crate) fn map(err: RedisError) -> Error {
 }
 
 /// True when the connection that answered `err` should be replaced: it failed on the
-/// wire or timed out, so later calls must not reuse it.
+/// wire or timed out, so later calls must not reuse it; or its server is no longer
+/// the primary (`READONLY`, `MASTERDOWN`, `NOREPLICAS`: behind Sentinel the new
+/// connection asks the sentinels where the primary is now).
 pub(crate) fn needs_reconnect(err: &RedisError) -> bool {
-    err.is_io_error() || err.is_unrecoverable_error() || err.kind() == ErrorKind::ClientError
+    err.is_io_error()
+        || err.is_unrecoverable_error()
+        || matches!(
+            err.kind(),
+            ErrorKind::ClientError | ErrorKind::ReadOnly | ErrorKind::MasterDown
+        )
+        || matches!(err.code(), Some("READONLY") | Some("NOREPLICAS"))
 }
 
 /// A decode failure: the server answered something our scripts never answer.
@@ -92,6 +107,17 @@ mod tests {
             (ErrorKind::ReadOnly, Some("READONLY"), Class::Retryable),
             (ErrorKind::ExtensionError, Some("BUSY"), Class::Retryable),
             (ErrorKind::ExtensionError, Some("OOM"), Class::Retryable),
+            (
+                ErrorKind::ExtensionError,
+                Some("NOREPLICAS"),
+                Class::Retryable,
+            ),
+            (ErrorKind::Moved, Some("MOVED"), Class::Retryable),
+            (
+                ErrorKind::MasterNameNotFoundBySentinel,
+                None,
+                Class::Retryable,
+            ),
             (ErrorKind::ExtensionError, Some("CONFLICT"), Class::Conflict),
             (ErrorKind::ExtensionError, Some("NOTFOUND"), Class::NotFound),
             (ErrorKind::ResponseError, Some("ERR"), Class::Internal),
@@ -106,6 +132,13 @@ mod tests {
         for (kind, code, class) in table {
             assert_eq!(classify(kind, code), class, "{kind:?} {code:?}");
         }
+    }
+
+    #[test]
+    fn a_server_that_is_no_longer_the_primary_replaces_the_connection() {
+        let readonly = RedisError::from((ErrorKind::ReadOnly, "READONLY"));
+        assert!(needs_reconnect(&readonly));
+        assert!(map(readonly).is_retryable());
     }
 
     #[test]

@@ -96,9 +96,30 @@
 //! it never spans Cluster nodes and its throughput is one node's. To spread work over
 //! a cluster, give independent workloads (tenants, queue families) prefixes of their
 //! own; each is a separate store whose slot lands wherever the cluster puts it.
-//! Stream, scope and dedup keys are per prefix. This crate connects to one node:
-//! with Cluster, point it at the primary that owns the prefix's slot
-//! (`CLUSTER KEYSLOT {<prefix>}`).
+//! Stream, scope and dedup keys are per prefix.
+//!
+//! **Spreading queue families over a cluster.** Give each independent family of
+//! queues (a tenant, a product area) a store of its own with its own prefix:
+//!
+//! ```no_run
+//! # async fn demo() -> tenure_core::Result<()> {
+//! use tenure_redis::{RedisConfig, RedisStore};
+//!
+//! let url = "redis+cluster://10.0.0.1:6379,10.0.0.2:6379,10.0.0.3:6379";
+//! let emails = RedisStore::connect(RedisConfig::new(url).prefix("emails")).await?;
+//! let billing = RedisStore::connect(RedisConfig::new(url).prefix("billing")).await?;
+//! # let _ = (emails, billing);
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! Each prefix's slot is `CLUSTER KEYSLOT {<prefix>}`, so which primary serves it is
+//! fixed by the name and the cluster's slot ranges; with a few families per primary
+//! they spread (a test drains six families on a 3-primary cluster and checks they
+//! landed on more than one). Families that must not share a primary can be given
+//! names whose slots differ, or moved with `redis-cli --cluster reshard`. Items of
+//! different prefixes never interact: a scope, a stream or a dedup key of one family
+//! does not reach another.
 //!
 //! The layout has a version (`{<prefix>}:layout`, 5 in this version, `lib.lua`
 //! describes each): the first operator call on a store written by an earlier layout
@@ -110,9 +131,15 @@
 //! index; the mark), and evicts only the leases in the owner sets layout 4 no longer
 //! keeps.
 //!
-//! The channel `{<prefix>}:wake` carries the wake-up hint: every enqueue that inserts
-//! publishes on it once, and [`RedisConfig::listen`] (on by default) subscribes, firing
-//! the store's [`wake_signal`](tenure_core::Store::wake_signal) in every process. The
+//! The shard channel `{<prefix>}:wake` carries the wake-up hint: every enqueue that
+//! inserts publishes on it once (`SPUBLISH`), and [`RedisConfig::listen`] (on by
+//! default) subscribes (`SSUBSCRIBE`, on a RESP3 connection of its own), firing the
+//! store's [`wake_signal`](tenure_core::Store::wake_signal) in every process. A shard
+//! channel hashes like a key, so on a cluster the hint stays on the shard of the
+//! prefix's slot (a plain `PUBLISH` is broadcast to every node); on one server and
+//! behind Sentinel it behaves like any channel. Stores of versions that published
+//! with `PUBLISH` do not hear this version's enqueues, and the other way round: mixed
+//! versions fall back to polling. The
 //! signal's [`WakeHealth`](tenure_core::WakeHealth) is `Down` until the subscription is
 //! in place and whenever its connection is lost (the listener reconnects on its own),
 //! `Healthy` otherwise, so workers relax their polling only while it works.
@@ -143,9 +170,91 @@
 //! store answers as [`Error::Unavailable`](tenure_core::Error).
 //!
 //! Replication is asynchronous: on a failover the new primary may miss the last
-//! writes. [`RedisConfig::wait_replicas`] sends `WAIT` after every write and answers
-//! [`Error::Unavailable`](tenure_core::Error) when too few replicas acknowledged it;
-//! the write stays applied, and retrying is safe because every finalize is fenced.
+//! writes. See the next section for what that means for fencing and for
+//! [`RedisConfig::wait_replicas`].
+//!
+//! # High availability: Sentinel and Cluster
+//!
+//! [`RedisConfig::new`] takes three kinds of URL (the table there has the full
+//! syntax):
+//!
+//! - `redis://host:6379/0`: one server. A failover behind it is not followed.
+//! - `redis+sentinel://s1:26379,s2:26379,s3:26379/mymaster`: the primary that the
+//!   sentinels name for `mymaster`, through the driver's `SentinelClient` (it asks
+//!   the sentinels in turn, then checks with `ROLE` that the server it was given is
+//!   a primary). A connection that breaks, times out, or finds its server no longer
+//!   the primary (`READONLY`, `MASTERDOWN`, `NOREPLICAS`) makes the store drop all of
+//!   its connections, and each new one asks the sentinels again.
+//! - `redis+cluster://n1:6379,n2:6379,n3:6379`: a Redis Cluster, through the
+//!   driver's async cluster client, found from any of the hosts. Every command of a
+//!   store goes to the primary owning its prefix's slot; a node that dies makes the
+//!   client reconnect and refresh its slot map, and a `MOVED` answer (sent to a node
+//!   that no longer has the slot: nothing was applied) is sent once more after the
+//!   refresh. The client's own retries are off, because it would send again a call
+//!   whose connection broke after it was sent, which may have been applied.
+//!
+//! During a failover calls answer [`Error::Unavailable`](tenure_core::Error)
+//! (retryable), never another answer; once the new primary is in place the next calls
+//! reach it without a restart, and a primary that lacks the function library (a
+//! replica promoted after a `FUNCTION FLUSH`, a node added empty) gets it loaded on
+//! the first call. Tests kill the primary in the middle of a Worker's drain, behind
+//! Sentinel (down-after 1 s, failover-timeout 1 s: the store completed items again
+//! 3.3 s after the kill) and on a 3-primary, 3-replica cluster (node timeout 1 s: 3.8
+//! s), and check that every item is done and no finish of a superseded lease was
+//! accepted.
+//!
+//! **What the fence does on a failover.** A claim, renewal or finalize the old
+//! primary acknowledged may not have reached the replica that is promoted. A lost
+//! claim hands the item out again, with the same attempt number; a lost complete
+//! makes the item run again; a lost finalize of a lease that expired meanwhile is
+//! taken again. Every transition after a failover checks the token against what the
+//! new primary holds, so the old owner's late calls are refused as lease lost once a
+//! new lease exists there (a test loses a claim that way and checks that the old
+//! token is refused and the new owner's accepted).
+//!
+//! **A primary that stalls** (a long pause, a frozen VM) and is failed over while
+//! calls wait in its socket runs them when it resumes, believing itself primary
+//! until the sentinels demote it. Its writes are then discarded by the resync, but a
+//! caller still waiting for the answer would be told it succeeded. With
+//! [`RedisConfig::wait_replicas`] such a call is told
+//! [`Error::Unavailable`](tenure_core::Error): the old primary's replica now follows
+//! someone else and never acknowledges the write (a test stalls the primary with
+//! SIGSTOP, fails over, finishes the item on the new primary, resumes the old one and
+//! checks its queued complete is not accepted). Without `WAIT`, a response timeout
+//! shorter than a failover and `min-replicas-to-write 1` with `min-replicas-max-lag`
+//! on the servers narrow that window; only `WAIT` closes it.
+//!
+//! **What `WAIT` buys.** With `wait_replicas(n, timeout)` every write is followed by
+//! `WAIT n timeout` on the same connection, sent to the primary of the prefix's slot
+//! alone (the cluster client would send it to every primary and take the smallest
+//! count). A write answered `Ok` then sits on `n` replicas, and Sentinel and Cluster
+//! promote the most up-to-date replica, so no acknowledged claim or finalize is lost
+//! to a failover of one primary, and the situations above are answered
+//! `Unavailable`, never `Ok`. A write that too few replicas acknowledged answers
+//! [`Error::Unavailable`](tenure_core::Error) and stays applied (retrying is safe:
+//! every finalize is fenced). `WAIT` is not a transaction: the replicas hold the
+//! write in memory, and a failover of the primary *and* those replicas at once can
+//! still lose it.
+//!
+//! **What it costs.** One more round trip to the primary and the replica's
+//! acknowledgement per write, with the call's connection held meanwhile. Measured with
+//! `cargo run --release -p tenure-redis --example wait_cost` (a primary and one replica
+//! on loopback, 10,000 items, 4 tasks, claim B then complete the batch in one call, the
+//! two settings taking turns, median of three rounds; one run on a 2-core machine that
+//! other jobs kept busy, load about 18, so read the ratios, not the rates):
+//!
+//! | B | no `WAIT`, items/s | `wait_replicas(1, 1 s)`, items/s | ratio |
+//! |---|---|---|---|
+//! | 1 | 4,271 | 1,487 | 0.35 |
+//! | 100 | 6,929 | 6,214 | 0.90 |
+//!
+//! Per-item calls pay it on every claim and every complete; batches share one `WAIT`
+//! among their items.
+//!
+//! And it needs replicas left after a failover: with one replica, the promoted
+//! primary has none, and every write answers `Unavailable` until a replica is linked
+//! to it again. Run two replicas per primary to keep `wait_replicas(1, ..)` working
+//! through a failover.
 //!
 //! # Performance
 //!
@@ -186,7 +295,9 @@
 //! # Errors and faults
 //!
 //! Connection loss, timeouts, and servers that are loading, read-only, failing over
-//! or out of memory answer [`Error::Unavailable`](tenure_core::Error) (retryable);
+//! or out of memory (and, behind Sentinel, no healthy primary known to the sentinels;
+//! on a cluster, `MOVED`, `ASK`, `TRYAGAIN` and `CLUSTERDOWN`) answer
+//! [`Error::Unavailable`](tenure_core::Error) (retryable);
 //! `error.rs` holds the table. A call that finds its connection broken drops it and
 //! the next call opens a new one, so the same store works again once the server is
 //! back, without a restart. A call whose connection broke mid-way may or may not have
@@ -205,15 +316,17 @@
 //! | file | holds |
 //! |---|---|
 //! | `lib.rs` | these docs: how the contract is encoded, the schema, durability, errors |
-//! | `config.rs` | [`RedisConfig`] |
+//! | `config.rs` | [`RedisConfig`], and the Sentinel and Cluster URLs |
+//! | `connect.rs` | the connection layer: one server, Sentinel, Cluster |
 //! | `error.rs` | the driver's errors mapped into [`tenure_core::Error`], in one table |
 //! | `store.rs` | [`RedisStore`] and its `Store` impl, the operations in contract order |
 //! | `scripts.rs`, `scripts/*.lua` | the schema: the function library, one function per operation, with `lib.lua` spelling out the key layout and the item hash |
 //! | `rows.rs` | decoding the functions' answers into the model |
-//! | `listen.rs` | the pub/sub wake-ups |
+//! | `listen.rs` | the sharded pub/sub wake-ups |
 #![deny(missing_docs)]
 
 mod config;
+mod connect;
 mod error;
 mod listen;
 mod rows;

@@ -5,8 +5,7 @@ use std::fmt;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 
-use redis::aio::MultiplexedConnection;
-use redis::{AsyncConnectionConfig, Client, Cmd, FromRedisValue, RedisResult, Value};
+use redis::{AsyncConnectionConfig, Cmd, FromRedisValue, RedisResult, Value};
 use tenure_core::machine;
 use tenure_core::partition::key_hash;
 use tenure_core::{
@@ -19,6 +18,8 @@ use tenure_core::{
 };
 use tokio::task::JoinHandle;
 
+use crate::config::topology;
+use crate::connect::{Conn, Target};
 use crate::error::{bad_reply, map, needs_reconnect};
 use crate::rows::{self, Flat};
 use crate::scripts::SCRIPTS;
@@ -36,11 +37,12 @@ pub struct RedisStore {
 }
 
 struct Inner {
-    client: Client,
+    target: Arc<Target>,
     connection_config: AsyncConnectionConfig,
+    connect_timeout: std::time::Duration,
     /// The multiplexed connections calls take turns on, each with its generation;
     /// `None` until its first call and after a call found it broken.
-    slots: Vec<RwLock<Option<(u64, MultiplexedConnection)>>>,
+    slots: Vec<RwLock<Option<(u64, Conn)>>>,
     /// The slot the next call uses (modulo the number of slots).
     turn: AtomicUsize,
     /// Serialises reconnects; holds the last generation handed out.
@@ -48,6 +50,8 @@ struct Inner {
     prefix: String,
     /// `{prefix}`: every script's one declared key, the hash tag of all others.
     root: String,
+    /// The cluster slot of `root`, where a cluster store sends every command.
+    slot: u16,
     clock: SharedClock,
     limits: Limits,
     keep_done: bool,
@@ -83,18 +87,23 @@ fn micros(t: Timestamp) -> i64 {
 }
 
 impl RedisStore {
-    /// Builds a store on `config.url`. No command is sent here: the connection opens
-    /// with the first call (and again after it breaks), so this succeeds while the
-    /// server is down and calls answer [`Error::Unavailable`] until it is back.
+    /// Builds a store on `config.url` (one server, Sentinel or Cluster: see
+    /// [`RedisConfig::new`]). No command is sent here: the connection opens with the
+    /// first call (and again after it breaks), so this succeeds while the server is
+    /// down and calls answer [`Error::Unavailable`] until it is back.
     ///
     /// The prefix is validated first: an unsafe one answers [`Error::InvalidInput`]
-    /// naming `prefix`; a malformed URL names `url`. With
+    /// naming `prefix`; a malformed URL names the field at fault (`url`, `hosts`,
+    /// `master_name`, `db`). With
     /// [`listen`](RedisConfig::listen) on (the default) this starts the pub/sub
     /// listener, so it must run inside a tokio runtime.
     pub async fn connect(config: RedisConfig) -> Result<RedisStore> {
         validate_identifier("prefix", &config.prefix)?;
-        let client =
-            Client::open(config.url.as_str()).map_err(|e| Error::invalid("url", e.to_string()))?;
+        let target = Arc::new(Target::new(
+            &topology(&config.url)?,
+            config.connect_timeout,
+            config.response_timeout,
+        )?);
         let connection_config = AsyncConnectionConfig::new()
             .set_connection_timeout(config.connect_timeout)
             .set_response_timeout(config.response_timeout);
@@ -102,8 +111,9 @@ impl RedisStore {
         let wake = WakeSignal::new();
         let store = RedisStore {
             inner: Arc::new(Inner {
-                client: client.clone(),
+                target: target.clone(),
                 connection_config,
+                connect_timeout: config.connect_timeout,
                 slots: (0..config.connections.max(1))
                     .map(|_| RwLock::new(None))
                     .collect(),
@@ -111,6 +121,7 @@ impl RedisStore {
                 connecting: tokio::sync::Mutex::new(0),
                 prefix: config.prefix.clone(),
                 root: root.clone(),
+                slot: crate::connect::slot(&root),
                 clock: config.clock.clone(),
                 limits: config.limits,
                 keep_done: config.keep_done,
@@ -123,7 +134,13 @@ impl RedisStore {
         if config.listen {
             // Not subscribed yet: workers poll at their base until the listener is up.
             wake.set_health(WakeHealth::Down);
-            let task = listen::spawn(client, format!("{root}:wake"), config.connect_timeout, wake);
+            let task = listen::spawn(
+                target,
+                format!("{root}:wake"),
+                crate::connect::slot(&root),
+                config.connect_timeout,
+                wake,
+            );
             if let Ok(mut guard) = store.inner.listener.lock() {
                 *guard = Some(task);
             }
@@ -140,13 +157,12 @@ impl RedisStore {
     /// cannot be reached. `tenure::open` calls it so a wrong URL fails at once.
     pub async fn ping(&self) -> Result<()> {
         let (generation, mut conn) = self.connection().await?;
-        let answer: redis::RedisResult<String> = redis::cmd("PING").query_async(&mut conn).await;
+        let answer: redis::RedisResult<String> =
+            conn.query(&redis::cmd("PING"), self.inner.slot).await;
         match answer {
             Ok(_) => Ok(()),
             Err(e) => {
-                if needs_reconnect(&e) {
-                    self.broken(generation);
-                }
+                self.failed(generation, &e);
                 Err(map(e))
             }
         }
@@ -154,8 +170,13 @@ impl RedisStore {
 
     /// A connection for one call (slots in turn), opening it if there is none; the
     /// answer names the slot and the connection's generation for [`Self::broken`].
-    async fn connection(&self) -> Result<((usize, u64), MultiplexedConnection)> {
-        let slot = self.inner.turn.fetch_add(1, Ordering::Relaxed) % self.inner.slots.len();
+    async fn connection(&self) -> Result<((usize, u64), Conn)> {
+        // A cluster connection holds one multiplexed connection per node already:
+        // the store keeps one.
+        let slot = match &*self.inner.target {
+            Target::Cluster(..) => 0,
+            _ => self.inner.turn.fetch_add(1, Ordering::Relaxed) % self.inner.slots.len(),
+        };
         if let Some(c) = self.current(slot) {
             return Ok(c);
         }
@@ -165,8 +186,8 @@ impl RedisStore {
         }
         let conn = self
             .inner
-            .client
-            .get_multiplexed_async_connection_with_config(&self.inner.connection_config)
+            .target
+            .open(&self.inner.connection_config, self.inner.connect_timeout)
             .await
             .map_err(map)?;
         *generation += 1;
@@ -176,14 +197,44 @@ impl RedisStore {
         Ok(((slot, *generation), conn))
     }
 
-    fn current(&self, slot: usize) -> Option<((usize, u64), MultiplexedConnection)> {
+    fn current(&self, slot: usize) -> Option<((usize, u64), Conn)> {
         let guard = self.inner.slots[slot].read().ok()?;
         guard.as_ref().map(|(g, c)| ((slot, *g), c.clone()))
     }
 
+    /// After a call on the connection `(slot, generation)` failed with `err`: replaces
+    /// the connection when the error says it is broken or on a server that is no
+    /// longer the primary. A cluster connection heals itself (it reconnects to a node
+    /// and refreshes its slot map on its own) and is replaced only when its driver
+    /// is gone.
+    fn failed(&self, generation: (usize, u64), err: &redis::RedisError) {
+        let replace = match &*self.inner.target {
+            Target::Cluster(..) => {
+                err.kind() == redis::ErrorKind::ClusterConnectionNotFound
+                    || err.to_string().contains("redis_cluster: Unable to")
+            }
+            _ => needs_reconnect(err),
+        };
+        if replace {
+            self.broken(generation);
+        }
+    }
+
     /// Forgets the connection `(slot, generation)` after it failed, so the next call
-    /// on that slot opens another.
+    /// on that slot opens another. Behind Sentinel it forgets every connection opened
+    /// up to that one: the primary may have moved, and each new connection asks the
+    /// sentinels where it is now.
     fn broken(&self, (slot, generation): (usize, u64)) {
+        if self.inner.target.forgets_all_on_failure() {
+            for s in &self.inner.slots {
+                if let Ok(mut w) = s.write() {
+                    if w.as_ref().is_some_and(|(g, _)| *g <= generation) {
+                        *w = None;
+                    }
+                }
+            }
+            return;
+        }
         if let Ok(mut w) = self.inner.slots[slot].write() {
             if w.as_ref().is_some_and(|(g, _)| *g == generation) {
                 *w = None;
@@ -199,21 +250,22 @@ impl RedisStore {
         cmd
     }
 
-    /// Sends `cmd` (an `FCALL`); when the server has no such function (restarted
-    /// without persistence, `FUNCTION FLUSH`), loads the library and sends it again.
-    async fn fcall<T: FromRedisValue>(
-        conn: &mut MultiplexedConnection,
-        cmd: &Cmd,
-    ) -> RedisResult<T> {
-        match cmd.query_async(conn).await {
+    /// Sends `cmd` (an `FCALL`) to the prefix's primary; when it has no such
+    /// function (restarted without persistence, `FUNCTION FLUSH`, a new primary that
+    /// never had it), loads the library there and sends the call again.
+    async fn fcall<T: FromRedisValue>(&self, conn: &mut Conn, cmd: &Cmd) -> RedisResult<T> {
+        let slot = self.inner.slot;
+        match conn.query(cmd, slot).await {
             Err(e) if function_missing(&e) => {
-                redis::cmd("FUNCTION")
-                    .arg("LOAD")
-                    .arg("REPLACE")
-                    .arg(&SCRIPTS.library)
-                    .query_async::<()>(conn)
-                    .await?;
-                cmd.query_async(conn).await
+                conn.query::<()>(
+                    redis::cmd("FUNCTION")
+                        .arg("LOAD")
+                        .arg("REPLACE")
+                        .arg(&SCRIPTS.library),
+                    slot,
+                )
+                .await?;
+                conn.query(cmd, slot).await
             }
             other => other,
         }
@@ -222,12 +274,10 @@ impl RedisStore {
     /// Runs a function that only reads.
     async fn read<T: FromRedisValue>(&self, inv: &Cmd) -> Result<T> {
         let (generation, mut conn) = self.connection().await?;
-        match Self::fcall(&mut conn, inv).await {
+        match self.fcall(&mut conn, inv).await {
             Ok(v) => Ok(v),
             Err(e) => {
-                if needs_reconnect(&e) {
-                    self.broken(generation);
-                }
+                self.failed(generation, &e);
                 Err(map(e))
             }
         }
@@ -236,12 +286,10 @@ impl RedisStore {
     /// Runs a function that writes, then the configured `WAIT` for replicas.
     async fn write<T: FromRedisValue>(&self, inv: &Cmd) -> Result<T> {
         let (generation, mut conn) = self.connection().await?;
-        let out = match Self::fcall(&mut conn, inv).await {
+        let out = match self.fcall(&mut conn, inv).await {
             Ok(v) => v,
             Err(e) => {
-                if needs_reconnect(&e) {
-                    self.broken(generation);
-                }
+                self.failed(generation, &e);
                 return Err(map(e));
             }
         };
@@ -249,17 +297,18 @@ impl RedisStore {
             let millis = u64::try_from(timeout.as_millis())
                 .unwrap_or(u64::MAX)
                 .max(1);
-            let acked: i64 = match redis::cmd("WAIT")
-                .arg(replicas)
-                .arg(millis)
-                .query_async(&mut conn)
+            // On the connection that carried the write (WAIT counts that client's
+            // writes), to the primary of the prefix's slot alone.
+            let acked: i64 = match conn
+                .query(
+                    redis::cmd("WAIT").arg(replicas).arg(millis),
+                    self.inner.slot,
+                )
                 .await
             {
                 Ok(n) => n,
                 Err(e) => {
-                    if needs_reconnect(&e) {
-                        self.broken(generation);
-                    }
+                    self.failed(generation, &e);
                     return Err(map(e));
                 }
             };

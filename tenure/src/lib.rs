@@ -11,6 +11,8 @@
 //! | `sqlite://data/work.db`, `sqlite:///var/lib/work.db` | `SqliteStore` (feature `sqlite`) |
 //! | `postgres://user@host/db?tenure_schema=jobs` | `PgStore` (feature `postgres`) |
 //! | `redis://host:6379/0?tenure_prefix=jobs`, `rediss://...` | `RedisStore` (feature `redis`) |
+//! | `redis+sentinel://host:26379,host:26379/mymaster?tenure_prefix=jobs` | `RedisStore` on the primary the sentinels name |
+//! | `redis+cluster://host:6379,host:6379?tenure_prefix=jobs` | `RedisStore` on a Redis Cluster |
 //!
 //! ```no_run
 //! # async fn demo() -> tenure::Result<()> {
@@ -40,8 +42,9 @@ pub type DynStore = Arc<dyn Store>;
 ///
 /// `sqlite://` creates and migrates the file; `postgres://` (or `postgresql://`)
 /// connects and migrates the schema given by the `tenure_schema` parameter (default
-/// `tenure`); `redis://` (or `rediss://`) uses the key prefix given by the
-/// `tenure_prefix` parameter (default `tenure`) and checks that the server answers;
+/// `tenure`); `redis://` (or `rediss://`, `redis+sentinel://`, `redis+cluster://`)
+/// uses the key prefix given by the `tenure_prefix` parameter (default `tenure`) and
+/// checks that the server answers;
 /// every other parameter goes to the driver, and one the driver does not understand is
 /// refused naming it. The scheme is matched without regard to case (`SQLite://` is
 /// `sqlite://`); the rest of the URL is passed on as written.
@@ -73,10 +76,13 @@ pub async fn open(url: &str) -> Result<DynStore> {
         }
         "sqlite" => open_sqlite(url).await,
         "postgres" | "postgresql" => open_postgres(url).await,
-        "redis" | "rediss" => open_redis(url).await,
+        "redis" | "rediss" | "redis+sentinel" | "redis+cluster" => open_redis(url).await,
         _ => Err(Error::invalid(
             "url",
-            format!("{url:?}: expected memory://, sqlite://PATH, postgres://... or redis://..."),
+            format!(
+                "{url:?}: expected memory://, sqlite://PATH, postgres://..., redis://..., \
+                 redis+sentinel://... or redis+cluster://..."
+            ),
         )),
     }
 }
@@ -231,6 +237,41 @@ mod tests {
             .err()
             .unwrap();
         assert_eq!(err.invalid_field(), Some("tenure_prefix"));
+    }
+
+    #[tokio::test]
+    async fn bad_sentinel_and_cluster_urls_name_the_field_before_connecting() {
+        let cases = [
+            ("redis+sentinel://127.0.0.1:1,127.0.0.1:2", "master_name"),
+            (
+                "redis+sentinel://127.0.0.1:1/m?tenure_prefix=a}b",
+                "tenure_prefix",
+            ),
+            ("redis+cluster://", "hosts"),
+            ("redis+cluster://?tenure_prefix=jobs", "hosts"),
+            ("Redis+Cluster://127.0.0.1:1,,127.0.0.1:2", "hosts"),
+        ];
+        for (url, field) in cases {
+            let err = open(url).await.err().unwrap();
+            assert_eq!(err.invalid_field(), Some(field), "{url}: {err}");
+        }
+        let err = open("redis+cluster://127.0.0.1:1?tenure_prefix=jobs&read_from=x")
+            .await
+            .err()
+            .unwrap();
+        assert_eq!(err.invalid_field(), Some("url"));
+        assert!(err.to_string().contains("read_from"), "{err}");
+    }
+
+    #[tokio::test]
+    async fn unreachable_sentinels_and_clusters_are_unavailable() {
+        for url in [
+            "redis+sentinel://127.0.0.1:1/mymaster?tenure_prefix=jobs",
+            "redis+cluster://127.0.0.1:1",
+        ] {
+            let err = open(url).await.err().unwrap();
+            assert!(err.is_retryable(), "{url}: {err}");
+        }
     }
 
     #[tokio::test]

@@ -6,7 +6,7 @@
 //! | `memory://` | a store in this process | never |
 //! | `sqlite://PATH` | the file `PATH` (created new) | `PATH`, `PATH-wal`, `PATH-shm` or `PATH-journal` exists |
 //! | `postgres://...` | a schema `tenure_bench_<random>`, or the one named by `tenure_schema` | that schema exists |
-//! | `redis://...`, `rediss://...` | a key prefix `tenure_bench_<random>`, or the one named by `tenure_prefix` | a key of that prefix exists |
+//! | `redis://...`, `rediss://...`, `redis+sentinel://...`, `redis+cluster://...` | a key prefix `tenure_bench_<random>`, or the one named by `tenure_prefix` | a key of that prefix exists |
 //! | any other scheme `tenure::open` knows | a fresh queue only (see [`Target::Other`]) | `--backlog` is asked for |
 //!
 //! Every run also uses a fresh queue name. The store itself is always opened with
@@ -161,7 +161,7 @@ impl Target {
             "memory" => Ok(Target::Memory),
             "sqlite" => Self::sqlite(url),
             "postgres" | "postgresql" => Self::postgres(url).await,
-            "redis" | "rediss" => Self::redis(url).await,
+            "redis" | "rediss" | "redis+sentinel" | "redis+cluster" => Self::redis(url).await,
             "" => Err(CliError::Usage(format!(
                 "url: {url:?} has no scheme; expected memory://, sqlite://PATH, postgres://... \
                  or redis://..."

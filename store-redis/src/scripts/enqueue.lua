@@ -89,5 +89,5 @@ for i = 1, count do
     answers[i] = {it.id, 0}
   end
 end
-if inserted > 0 then redis.call('PUBLISH', K_WAKE, '1') end
+if inserted > 0 then redis.call('SPUBLISH', K_WAKE, '1') end
 return answers

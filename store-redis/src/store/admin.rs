@@ -7,7 +7,7 @@ use redis::{Cmd, FromRedisValue};
 use tenure_core::Result;
 
 use super::RedisStore;
-use crate::error::{map, needs_reconnect};
+use crate::error::map;
 
 /// Keys asked for per `SCAN` step.
 const SCAN_COUNT: usize = 1_000;
@@ -17,10 +17,8 @@ impl RedisStore {
     /// broke, as every store call does.
     async fn plain<T: FromRedisValue>(&self, cmd: &Cmd) -> Result<T> {
         let (generation, mut conn) = self.connection().await?;
-        cmd.query_async(&mut conn).await.map_err(|e| {
-            if needs_reconnect(&e) {
-                self.broken(generation);
-            }
+        conn.query(cmd, self.inner.slot).await.map_err(|e| {
+            self.failed(generation, &e);
             map(e)
         })
     }
