@@ -121,6 +121,8 @@ pub struct WorkerBuilder {
     store: Arc<dyn Store>,
     handler: Option<Arc<dyn Handler>>,
     queues: Vec<QueueName>,
+    /// Typed tasks ([`WorkerBuilder::task`]), each serving its own queue.
+    pub(super) tasks: Vec<super::task::Registered>,
     instance: Option<OwnerId>,
     concurrency: usize,
     claim_batch: Option<usize>,
@@ -163,6 +165,7 @@ impl WorkerBuilder {
             store,
             handler: None,
             queues: Vec::new(),
+            tasks: Vec::new(),
             instance: None,
             concurrency: DEFAULT_CONCURRENCY,
             claim_batch: None,
@@ -420,11 +423,17 @@ impl WorkerBuilder {
         Ok(Worker::start(store, handler, settings))
     }
 
-    fn check(self) -> Result<Checked> {
+    fn check(mut self) -> Result<Checked> {
         let limits = self.store.limits();
-        let handler = self
-            .handler
-            .ok_or_else(|| Error::invalid("handler", "a worker needs a handler"))?;
+        let (handler, queues, lease) = super::task::combine(
+            std::mem::take(&mut self.tasks),
+            self.handler.take(),
+            std::mem::take(&mut self.queues),
+            self.lease,
+        )?;
+        (self.queues, self.lease) = (queues, lease);
+        let handler = handler
+            .ok_or_else(|| Error::invalid("handler", "a worker needs a handler or a task"))?;
         if self.queues.is_empty() {
             return Err(Error::invalid("queues", "must name at least one queue"));
         }

@@ -148,6 +148,7 @@ mod periodic;
 mod poll;
 mod renew;
 mod supervise;
+mod task;
 mod worker;
 
 pub use config::{
@@ -159,5 +160,6 @@ pub use handler::{Handler, Job, JobError, StopReason};
 pub use metrics::MetricsSnapshot;
 pub use periodic::{Missed, Periodic, Recurrence, MAX_PERIODIC_NAME_BYTES, PERIODIC_KEY_PREFIX};
 pub use poll::{PollPolicy, DEFAULT_RELAXED_POLL};
+pub use task::{RunTask, TaskHandler};
 pub use tokio_util::sync::CancellationToken;
 pub use worker::{Role, ShutdownReport, Worker};
