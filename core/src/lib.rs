@@ -2,8 +2,8 @@
 //!
 //! This crate holds the model ([`Item`], [`Lease`], [`LeaseToken`]), the validated keys,
 //! the lease state machine ([`machine`]), the [`Store`] contract every backend
-//! implements, the classified [`Error`], the [`Clock`], the [`RetryPolicy`] and the
-//! conveniences of [`StoreExt`].
+//! implements, the classified [`Error`], the [`Clock`], the [`RetryPolicy`], typed
+//! [`Task`]s and the conveniences of [`StoreExt`].
 //!
 //! # Guarantees
 //!

@@ -293,17 +293,28 @@ impl Handler for Router {
     }
 }
 
-/// The handler, queues and lease of a worker with `tasks`, its closure `handler` (if
-/// any) serving `queues`, and `lease` asked for; refuses an ambiguous combination.
-/// Without tasks, the handler and queues as they are (checked by the caller).
-pub(crate) fn combine(
-    tasks: Vec<Registered>,
-    handler: Option<Arc<dyn Handler>>,
-    queues: Vec<QueueName>,
-    lease: Duration,
-) -> Result<(Option<Arc<dyn Handler>>, Vec<QueueName>, Duration)> {
+/// What a worker serves: its handler, its queues and its lease.
+pub(crate) struct Served {
+    pub(crate) handler: Option<Arc<dyn Handler>>,
+    pub(crate) queues: Vec<QueueName>,
+    pub(crate) lease: Duration,
+}
+
+/// What a worker with `tasks` serves, beside its closure handler serving the queues
+/// named with `.queue` and the lease asked for (`asked`); refuses an ambiguous
+/// combination. Without tasks, `asked` as it is (checked by the caller).
+pub(crate) fn combine(tasks: Vec<Registered>, asked: Served) -> Result<Served> {
+    let Served {
+        handler,
+        queues,
+        lease,
+    } = asked;
     if tasks.is_empty() {
-        return Ok((handler, queues, lease));
+        return Ok(Served {
+            handler,
+            queues,
+            lease,
+        });
     }
     match (&handler, queues.is_empty()) {
         (Some(_), true) => {
@@ -369,7 +380,11 @@ pub(crate) fn combine(
         routes,
         fallback: handler,
     });
-    Ok((Some(router), all, lease))
+    Ok(Served {
+        handler: Some(router),
+        queues: all,
+        lease,
+    })
 }
 
 fn names(queues: &[QueueName]) -> String {
