@@ -6,7 +6,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
-use tenure_core::runtime::{Job, JobError, RunTask, Worker};
+use tenure_core::runtime::{Job, JobError, RunTask, StopReason, Worker};
 use tenure_core::{DedupKey, ItemState, NewItem, QueueName, Result, RetryPolicy, StoreExt, Task};
 
 use crate::support::{enqueue_items, item, memory, until, Probe};
@@ -355,4 +355,105 @@ async fn a_task_takes_the_finalize_over_through_its_job() {
         "the runtime wrote no completion"
     );
     assert_eq!(item(&store, id).await.state, ItemState::Done);
+}
+
+/// A task whose first attempt waits to be told to stop.
+#[derive(Serialize, Deserialize)]
+struct Patient;
+
+impl Task for Patient {
+    const QUEUE: &'static str = "patient";
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_task_is_renewed_while_it_runs_and_self_stops_when_renewals_fail_writing_nothing() {
+    let store = Probe::new(memory());
+    let lease = Duration::from_secs(4);
+    let id = store.enqueue_task(&Patient).await.unwrap().id;
+    let stopped: Arc<Mutex<Option<Option<StopReason>>>> = Arc::default();
+    let s = stopped.clone();
+    let worker = Worker::builder(store.clone())
+        .task_with(move |_p: Patient, job: Job| {
+            let s = s.clone();
+            async move {
+                job.cancelled().await;
+                *s.lock().unwrap() = Some(job.stop_reason());
+                Ok(())
+            }
+        })
+        .lease_duration(lease)
+        .maintenance(false)
+        .spawn()
+        .unwrap();
+    until(Duration::from_secs(10), || {
+        store.calls.lock().unwrap().renews.len() >= 2
+    })
+    .await;
+    assert!(stopped.lock().unwrap().is_none(), "renewed, still running");
+    store.inner.set_available(false);
+    until(Duration::from_secs(10), || {
+        stopped.lock().unwrap().is_some()
+    })
+    .await;
+    assert_eq!(*stopped.lock().unwrap(), Some(Some(StopReason::SelfStop)));
+    store.inner.set_available(true);
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let it = item(&store, id).await;
+    assert_eq!(
+        (it.state, it.attempt),
+        (ItemState::Running, 1),
+        "nothing written"
+    );
+    let m = worker.metrics();
+    assert_eq!((m.self_stopped, m.completed, m.failed), (1, 0, 0));
+}
+
+/// Entries of one account: a stream derived from the value.
+#[derive(Serialize, Deserialize)]
+struct Entry {
+    account: String,
+    seq: u32,
+}
+
+impl Task for Entry {
+    const QUEUE: &'static str = "ledger";
+
+    fn stream(&self) -> Result<Option<tenure_core::StreamKey>> {
+        Ok(Some(tenure_core::StreamKey::new(self.account.clone())?))
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_tasks_derived_stream_is_handled_in_enqueue_order_through_stream_runs() {
+    let store = Probe::new(memory());
+    for seq in 0..6 {
+        let entry = Entry {
+            account: "acct-1".into(),
+            seq,
+        };
+        store.enqueue_task(&entry).await.unwrap();
+    }
+    let order: Arc<Mutex<Vec<u32>>> = Arc::default();
+    let o = order.clone();
+    let worker = Worker::builder(store.clone())
+        .task_with(move |entry: Entry, _job: Job| {
+            let o = o.clone();
+            async move {
+                o.lock().unwrap().push(entry.seq);
+                Ok(())
+            }
+        })
+        .concurrency(4)
+        .stream_runs(6)
+        .maintenance(false)
+        .spawn()
+        .unwrap();
+    until(Duration::from_secs(5), || worker.metrics().completed == 6).await;
+    worker.shutdown(Duration::from_secs(1)).await;
+    assert_eq!(*order.lock().unwrap(), vec![0, 1, 2, 3, 4, 5]);
+    assert_eq!(
+        store.calls.lock().unwrap().claims.first().map(|c| c.2),
+        Some(6),
+        "one claim leased the whole run"
+    );
 }
