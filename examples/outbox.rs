@@ -8,12 +8,12 @@
 //! ```
 //!
 //! Each order is inserted into the application's own `orders` table and, in the same
-//! transaction, a "send the confirmation" item is enqueued with
-//! [`SqliteStore::enqueue_in_tx`]. One order fails validation after both writes and
-//! rolls back: neither its row nor its work item exists afterwards.
+//! transaction, a `Confirmation` task (a Rust value; [`Task`] names its queue) is
+//! enqueued with [`SqliteStore::enqueue_task_in_tx`]. One order fails validation after
+//! both writes and rolls back: neither its row nor its work item exists afterwards.
 //!
 //! A worker then sends each confirmation and marks the order confirmed. Its handler
-//! takes the finalize over ([`Job::take_finalize`]) and, in one `BEGIN IMMEDIATE`
+//! gets the decoded `Confirmation`, takes the finalize over ([`Job::take_finalize`]) and, in one `BEGIN IMMEDIATE`
 //! transaction, marks the order confirmed and completes the item with
 //! [`SqliteStore::complete_in_tx`], fenced on the attempt's token: it commits only if
 //! the store accepted the token, and rolls back if the lease was lost, so a worker
@@ -27,7 +27,7 @@
 //! so the runtime records a retry at once (rather than waiting for the lease to
 //! expire), and the second attempt confirms the order.
 //!
-//! (On PostgreSQL the same pattern uses `PgStore::enqueue_in_tx(&mut tx, ..)` and
+//! (On PostgreSQL the same pattern uses `PgStore::enqueue_task_in_tx(&mut tx, ..)` and
 //! `PgStore::complete_in_tx(&mut tx, ..)` inside an sqlx transaction.)
 
 use std::path::PathBuf;
@@ -38,8 +38,7 @@ use rusqlite::{params, TransactionBehavior};
 use serde::{Deserialize, Serialize};
 use tenure::runtime::{Job, JobError, Worker};
 use tenure::{
-    CompleteParams, EnqueueParams, NewItem, QueueName, RetryPolicy, SqliteConfig, SqliteStore,
-    Store, TokenOutcome,
+    CompleteParams, QueueName, RetryPolicy, SqliteConfig, SqliteStore, Store, Task, TokenOutcome,
 };
 use tenure_examples::args;
 
@@ -53,10 +52,15 @@ usage: outbox
   database, refused otherwise). Takes no arguments.
   -h, --help  print this help";
 
+/// The work item: a confirmation to send, stored as JSON on its task's queue.
 #[derive(Serialize, Deserialize)]
 struct Confirmation {
     order_id: i64,
     email: String,
+}
+
+impl Task for Confirmation {
+    const QUEUE: &'static str = "confirmations";
 }
 
 #[tokio::main]
@@ -69,7 +73,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     }
     println!("outbox example on SQLite, file {}", path.display());
     let store = SqliteStore::open(SqliteConfig::new(&path)).await?;
-    let queue = QueueName::new("confirmations")?;
+    let queue = QueueName::new(Confirmation::QUEUE)?;
 
     // The application's own table, in the same file as Tenure's tables.
     let mut conn = store.connection()?;
@@ -96,14 +100,11 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             params![email, total_cents],
         )?;
         let order_id = tx.last_insert_rowid();
-        let item = NewItem::json(
-            queue.clone(),
-            &Confirmation {
-                order_id,
-                email: email.to_owned(),
-            },
-        )?;
-        store.enqueue_in_tx(&tx, EnqueueParams::one(item))?;
+        let confirmation = Confirmation {
+            order_id,
+            email: email.to_owned(),
+        };
+        store.enqueue_task_in_tx(&tx, &confirmation)?;
         if total_cents < 0 {
             // Dropping the transaction rolls back the order and its work item together.
             drop(tx);
@@ -128,17 +129,15 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let db = Arc::new(Mutex::new(store.connection()?));
     let finalizing = store.clone();
     let worker = Worker::builder(store.clone())
-        .queue(queue.clone())
         .concurrency(2)
         .retry(RetryPolicy::exponential(
             Duration::from_millis(50),
             Duration::from_secs(1),
         ))
-        .handler(move |job: Job| {
+        .task_with(move |c: Confirmation, job: Job| {
             let db = Arc::clone(&db);
             let store = finalizing.clone();
             async move {
-                let c: Confirmation = job.json().map_err(|e| JobError::permanent(e.to_string()))?;
                 // This handler completes the item itself, with its own write.
                 let token = job.take_finalize();
                 println!(

@@ -1,4 +1,4 @@
-//! Quickstart: enqueue 1,000 items into an SQLite file and drain them with four
+//! Quickstart: enqueue 1,000 typed tasks into an SQLite file and drain them with four
 //! workers of the Tenure runtime. No server needed:
 //!
 //! ```text
@@ -16,9 +16,20 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use serde::{Deserialize, Serialize};
 use tenure::runtime::{Job, JobError, Worker};
-use tenure::{EnqueueParams, NewItem, QueueName, SqliteConfig, SqliteStore, Store};
+use tenure::{EnqueueParams, NewItem, QueueName, SqliteConfig, SqliteStore, Store, Task};
 use tenure_examples::args;
+
+/// The work: a Rust value, stored as JSON on the queue its type names.
+#[derive(Serialize, Deserialize)]
+struct Count {
+    n: usize,
+}
+
+impl Task for Count {
+    const QUEUE: &'static str = "quickstart";
+}
 
 const ITEMS: usize = 1_000;
 
@@ -51,18 +62,19 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     // 1. Open the store: creates the file and its schema. Finished items are kept (the
     //    purge removes them after a day), so `tenure status` can show them afterwards.
     let store = SqliteStore::open(SqliteConfig::new(&path).keep_done(true)).await?;
-    let queue = QueueName::new("quickstart")?;
 
-    // 2. Enqueue 1,000 items in one call; each payload is the item's number.
+    // 2. Enqueue 1,000 tasks in one call (`store.enqueue_task(&Count { n })` enqueues
+    //    one); each carries its number.
     let started = Instant::now();
     let items: Vec<NewItem> = (0..ITEMS)
-        .map(|n| NewItem::json(queue.clone(), &n))
+        .map(|n| NewItem::task(&Count { n }))
         .collect::<Result<_, _>>()?;
     store.enqueue(EnqueueParams::new(items)).await?;
     println!("enqueued {ITEMS} items in {:?}", started.elapsed());
 
-    // 3. Start four workers on the same store. The handler counts how often each item
-    //    ran, so the summary can show that none ran twice and none was lost.
+    // 3. Start four workers on the same store. Each runs `Count` tasks: the handler
+    //    gets the decoded value, and counts how often each number ran, so the summary
+    //    can show that none ran twice and none was lost.
     let runs: Arc<Mutex<Vec<u32>>> = Arc::new(Mutex::new(vec![0; ITEMS]));
     let processed = Arc::new(AtomicU64::new(0));
     let started = Instant::now();
@@ -70,13 +82,11 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     for _ in 0..WORKERS {
         let (runs, processed) = (Arc::clone(&runs), Arc::clone(&processed));
         let worker = Worker::builder(store.clone())
-            .queue(queue.clone())
             .concurrency(4)
             .lease_duration(Duration::from_secs(30))
-            .handler(move |job: Job| {
+            .task_with(move |Count { n }: Count, _job: Job| {
                 let (runs, processed) = (Arc::clone(&runs), Arc::clone(&processed));
                 async move {
-                    let n: usize = job.json().map_err(|e| JobError::permanent(e.to_string()))?;
                     if let Some(count) = runs
                         .lock()
                         .map_err(|_| JobError::retry("poisoned"))?
@@ -116,7 +126,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         totals.1 += report.metrics.completed;
         totals.2 += report.metrics.lost;
     }
-    let counts = store.queue_counts(&queue).await?;
+    let counts = store.queue_counts(&QueueName::new(Count::QUEUE)?).await?;
     let (duplicates, lost) = {
         let runs = runs.lock().map_err(|_| "poisoned")?;
         (

@@ -11,6 +11,7 @@ use crate::store::{
     ClaimParams, CompleteParams, EnqueueParams, FailParams, Failure, ReleaseParams, RenewParams,
     Store,
 };
+use crate::task::{Task, TaskOptions};
 
 fn single<T>(mut answers: Vec<T>, store: &'static str) -> Result<T> {
     match (answers.pop(), answers.is_empty()) {
@@ -37,6 +38,24 @@ pub trait StoreExt: Store {
         value: &T,
     ) -> Result<Enqueued> {
         self.enqueue_one(NewItem::json(queue, value)?).await
+    }
+
+    /// Enqueues one [`Task`] value: its JSON on [`Task::QUEUE`], with the task's
+    /// defaults (see [`NewItem::task`]).
+    ///
+    /// # Errors
+    /// [`Error::InvalidInput`] naming `payload` when the value does not encode as JSON
+    /// (or `queue`, or a key the task derives), and nothing is written; otherwise as
+    /// [`Store::enqueue`].
+    async fn enqueue_task<T: Task>(&self, task: &T) -> Result<Enqueued> {
+        self.enqueue_one(NewItem::task(task)?).await
+    }
+
+    /// Enqueues one [`Task`] value with `options` over the task's defaults: when it
+    /// runs, its keys, priority and attempts (see [`NewItem::task_with`]). Errors as
+    /// [`StoreExt::enqueue_task`].
+    async fn enqueue_task_with<T: Task>(&self, task: &T, options: TaskOptions) -> Result<Enqueued> {
+        self.enqueue_one(NewItem::task_with(task, options)?).await
     }
 
     /// Claims at most one item.

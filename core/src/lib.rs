@@ -2,8 +2,8 @@
 //!
 //! This crate holds the model ([`Item`], [`Lease`], [`LeaseToken`]), the validated keys,
 //! the lease state machine ([`machine`]), the [`Store`] contract every backend
-//! implements, the classified [`Error`], the [`Clock`], the [`RetryPolicy`] and the
-//! conveniences of [`StoreExt`].
+//! implements, the classified [`Error`], the [`Clock`], the [`RetryPolicy`], typed
+//! [`Task`]s and the conveniences of [`StoreExt`].
 //!
 //! # Guarantees
 //!
@@ -57,6 +57,7 @@ mod retry;
 #[cfg(feature = "runtime")]
 pub mod runtime;
 mod store;
+mod task;
 mod time;
 
 pub use error::{BoxError, Error, ErrorKind, Result};
@@ -78,8 +79,8 @@ pub use partition::Partitioning;
 pub use retry::RetryPolicy;
 #[cfg(feature = "runtime")]
 pub use runtime::{
-    Handler, Job, JobError, MetricsSnapshot, PollPolicy, Role, ShutdownReport, StopReason, Worker,
-    WorkerBuilder,
+    Handler, Job, JobError, MetricsSnapshot, PollPolicy, Role, RunTask, ShutdownReport, StopReason,
+    TaskHandler, Worker, WorkerBuilder,
 };
 pub use store::{
     CancelParams, DeadFilter, ItemListParams, LeaseListParams, PauseParams, DEFAULT_DEAD_BATCH,
@@ -92,6 +93,7 @@ pub use store::{
     DEFAULT_STALE_AFTER, MAX_ERROR_BYTES, MAX_STREAM_RUN,
 };
 pub use store::{DEFAULT_MAX_CLAIM_QUEUES, DEFAULT_SCHEDULE_WINDOW};
+pub use task::{task_queue, Task, TaskOptions};
 pub use time::{duration_micros, Clock, ManualClock, SharedClock, SystemClock, Timestamp};
 
 /// Re-exported so stores and tests name the same version.

@@ -8,8 +8,8 @@
 
 use sqlx::{Acquire, PgConnection};
 use tenure_core::{
-    CompleteParams, EnqueueParams, Enqueued, FailOutcome, FailParams, ReleaseParams, Result,
-    TokenOutcome,
+    CompleteParams, EnqueueParams, Enqueued, Error, FailOutcome, FailParams, NewItem,
+    ReleaseParams, Result, Task, TokenOutcome,
 };
 
 use crate::error::map;
@@ -40,6 +40,54 @@ impl PgStore {
         tx.commit().await.map_err(map)?;
         self.notify_local();
         Ok(out)
+    }
+
+    /// Enqueues one [`Task`] value inside the caller's transaction (or on the
+    /// caller's connection): its JSON on [`Task::QUEUE`] with the task's defaults
+    /// ([`NewItem::task`]), under the contract of [`PgStore::enqueue_in_tx`]. For
+    /// options of one enqueue (a delay, a stream), pass
+    /// `EnqueueParams::one(NewItem::task_with(&value, options)?)` to `enqueue_in_tx`.
+    ///
+    /// ```no_run
+    /// # async fn demo(store: tenure_postgres::PgStore) -> Result<(), Box<dyn std::error::Error>> {
+    /// use serde::{Deserialize, Serialize};
+    /// use tenure_core::Task;
+    ///
+    /// #[derive(Serialize, Deserialize)]
+    /// struct SendReceipt {
+    ///     order: i64,
+    /// }
+    ///
+    /// impl Task for SendReceipt {
+    ///     const QUEUE: &'static str = "receipts";
+    /// }
+    ///
+    /// let mut tx = store.pool().begin().await?;
+    /// sqlx::query("INSERT INTO orders (id) VALUES ($1)").bind(7_i64).execute(&mut *tx).await?;
+    /// store.enqueue_task_in_tx(&mut tx, &SendReceipt { order: 7 }).await?;
+    /// tx.commit().await?; // the order and its receipt task, or neither
+    /// # Ok(())
+    /// # }
+    /// ```
+    ///
+    /// # Errors
+    /// [`Error::InvalidInput`] naming `payload` when the value does not encode as JSON
+    /// (or `queue`, or a key the task derives), with nothing sent; otherwise as
+    /// [`PgStore::enqueue_in_tx`].
+    pub async fn enqueue_task_in_tx<T: Task>(
+        &self,
+        conn: &mut PgConnection,
+        task: &T,
+    ) -> Result<Enqueued> {
+        let item = NewItem::task(task)?;
+        let mut out = self.enqueue_in_tx(conn, EnqueueParams::one(item)).await?;
+        match (out.pop(), out.is_empty()) {
+            (Some(enqueued), true) => Ok(enqueued),
+            _ => Err(Error::internal(
+                "postgres",
+                "expected exactly one answer for one item",
+            )),
+        }
     }
 
     /// The former name of [`PgStore::enqueue_in_tx`], which it calls.

@@ -7,8 +7,8 @@
 //! statements, the same fence on `(id, attempt, lease)`, the same per-token answers.
 
 use tenure_core::{
-    CompleteParams, EnqueueParams, Enqueued, Error, FailOutcome, FailParams, ReleaseParams, Result,
-    TokenOutcome,
+    CompleteParams, EnqueueParams, Enqueued, Error, FailOutcome, FailParams, NewItem,
+    ReleaseParams, Result, Task, TokenOutcome,
 };
 
 use crate::error::{self, Phase};
@@ -47,6 +47,62 @@ impl SqliteStore {
             params.validate_schedule(&limits, cx.now)?;
             ops::enqueue(cx, &params)
         })
+    }
+
+    /// Enqueues one [`Task`] value inside the caller's transaction: its JSON on
+    /// [`Task::QUEUE`] with the task's defaults ([`NewItem::task`]), under the contract
+    /// of [`SqliteStore::enqueue_in_tx`]. For options of one enqueue (a delay, a
+    /// stream), pass `EnqueueParams::one(NewItem::task_with(&value, options)?)` to
+    /// `enqueue_in_tx`.
+    ///
+    /// ```
+    /// # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+    /// use rusqlite::TransactionBehavior;
+    /// use serde::{Deserialize, Serialize};
+    /// use tenure_core::Task;
+    /// use tenure_sqlite::{SqliteConfig, SqliteStore};
+    ///
+    /// #[derive(Serialize, Deserialize)]
+    /// struct SendReceipt {
+    ///     order: u64,
+    /// }
+    ///
+    /// impl Task for SendReceipt {
+    ///     const QUEUE: &'static str = "receipts";
+    /// }
+    ///
+    /// # let dir = tempfile::tempdir()?;
+    /// let store = SqliteStore::open(SqliteConfig::new(dir.path().join("work.db"))).await?;
+    /// let mut conn = store.connection()?;
+    /// # conn.execute_batch("CREATE TABLE orders (id INTEGER PRIMARY KEY)")?;
+    /// let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+    /// tx.execute("INSERT INTO orders (id) VALUES (7)", [])?;
+    /// store.enqueue_task_in_tx(&tx, &SendReceipt { order: 7 })?;
+    /// tx.commit()?; // the order and its receipt task, or neither
+    /// store.notify_enqueued();
+    /// # Ok(())
+    /// # }
+    /// # let rt = tokio::runtime::Builder::new_current_thread().build().unwrap();
+    /// # rt.block_on(demo()).unwrap();
+    /// ```
+    ///
+    /// # Errors
+    /// [`Error::InvalidInput`] naming `payload` when the value does not encode as JSON
+    /// (or `queue`, or a key the task derives), with nothing written; otherwise as
+    /// [`SqliteStore::enqueue_in_tx`].
+    pub fn enqueue_task_in_tx<T: Task>(
+        &self,
+        tx: &rusqlite::Transaction<'_>,
+        task: &T,
+    ) -> Result<Enqueued> {
+        let mut out = self.enqueue_in_tx(tx, EnqueueParams::one(NewItem::task(task)?))?;
+        match (out.pop(), out.is_empty()) {
+            (Some(enqueued), true) => Ok(enqueued),
+            _ => Err(Error::internal(
+                "sqlite",
+                "expected exactly one answer for one item",
+            )),
+        }
     }
 
     /// Completes leased items inside the caller's transaction: the business write and

@@ -121,6 +121,8 @@ pub struct WorkerBuilder {
     store: Arc<dyn Store>,
     handler: Option<Arc<dyn Handler>>,
     queues: Vec<QueueName>,
+    /// Typed tasks ([`WorkerBuilder::task`]), each serving its own queue.
+    pub(super) tasks: Vec<super::task::Registered>,
     instance: Option<OwnerId>,
     concurrency: usize,
     claim_batch: Option<usize>,
@@ -163,6 +165,7 @@ impl WorkerBuilder {
             store,
             handler: None,
             queues: Vec::new(),
+            tasks: Vec::new(),
             instance: None,
             concurrency: DEFAULT_CONCURRENCY,
             claim_batch: None,
@@ -202,7 +205,9 @@ impl WorkerBuilder {
     }
 
     /// The handler run for every claimed item: an async closure
-    /// (`|job: Job| async move { .. }`) or any [`Handler`].
+    /// (`|job: Job| async move { .. }`) or any [`Handler`]. Beside typed tasks
+    /// ([`task`](Self::task)) it serves only the queues named with
+    /// [`queue`](Self::queue).
     pub fn handler(mut self, handler: impl Handler) -> Self {
         self.handler = Some(Arc::new(handler));
         self
@@ -411,7 +416,8 @@ impl WorkerBuilder {
     /// Checks the settings and starts the worker on the current tokio runtime.
     ///
     /// Errors name the offending setting (`Error::InvalidInput`): no queue, no handler,
-    /// a concurrency of 0, a lease outside the store's limits, and so on.
+    /// two tasks on one queue (see [`task_with`](Self::task_with)), a concurrency of 0,
+    /// a lease outside the store's limits, and so on.
     ///
     /// # Panics
     /// When called outside a tokio runtime.
@@ -420,11 +426,20 @@ impl WorkerBuilder {
         Ok(Worker::start(store, handler, settings))
     }
 
-    fn check(self) -> Result<Checked> {
+    fn check(mut self) -> Result<Checked> {
         let limits = self.store.limits();
-        let handler = self
+        let served = super::task::combine(
+            std::mem::take(&mut self.tasks),
+            super::task::Served {
+                handler: self.handler.take(),
+                queues: std::mem::take(&mut self.queues),
+                lease: self.lease,
+            },
+        )?;
+        (self.queues, self.lease) = (served.queues, served.lease);
+        let handler = served
             .handler
-            .ok_or_else(|| Error::invalid("handler", "a worker needs a handler"))?;
+            .ok_or_else(|| Error::invalid("handler", "a worker needs a handler or a task"))?;
         if self.queues.is_empty() {
             return Err(Error::invalid("queues", "must name at least one queue"));
         }

@@ -50,6 +50,12 @@
 //!   panic message, and the worker lives on. With a
 //!   [`handler_timeout`](WorkerBuilder::handler_timeout), a handler still running when
 //!   it fires is cancelled and its attempt is a retryable failure too.
+//! - **Typed tasks.** [`WorkerBuilder::task`] runs a [`Task`](crate::Task) type
+//!   ([`RunTask`]), [`WorkerBuilder::task_with`] a closure of the decoded value
+//!   ([`TaskHandler`]). A worker claims its tasks' queues and its closure handler's in
+//!   one claim and hands each lease to its queue's handler; every guarantee here holds
+//!   for tasks unchanged. A payload that does not decode as its type is a permanent
+//!   failure naming the type and the serde error.
 //! - **Finalize in the handler's own transaction.** A handler that calls
 //!   [`Job::take_finalize`] gets the attempt's token to complete the item inside its
 //!   own database transaction, with its business write (`complete_in_tx` on the SQLite
@@ -151,6 +157,7 @@ mod periodic;
 mod poll;
 mod renew;
 mod supervise;
+mod task;
 mod worker;
 
 pub use config::{
@@ -162,5 +169,6 @@ pub use handler::{Handler, Job, JobError, StopReason};
 pub use metrics::MetricsSnapshot;
 pub use periodic::{Missed, Periodic, Recurrence, MAX_PERIODIC_NAME_BYTES, PERIODIC_KEY_PREFIX};
 pub use poll::{PollPolicy, DEFAULT_RELAXED_POLL, FAILED_CLAIM_RETRY_CAP};
+pub use task::{RunTask, TaskHandler};
 pub use tokio_util::sync::CancellationToken;
 pub use worker::{Role, ShutdownReport, Worker};

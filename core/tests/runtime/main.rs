@@ -22,5 +22,6 @@ mod renewal;
 mod self_stop;
 mod shutdown;
 mod stream_runs;
+mod tasks;
 mod timeout;
 mod wake_health;

@@ -657,7 +657,8 @@ impl<S: tenure_core::Store> tenure_core::Store for Ledger<S> {
                         tenure_core::TokenOutcome::Accepted => {
                             told.accepted.push((*t, Instant::now()))
                         }
-                        tenure_core::TokenOutcome::LeaseLost => told.lost.push(*t),
+                        tenure_core::TokenOutcome::LeaseLost
+                        | tenure_core::TokenOutcome::OutOfOrder => told.lost.push(*t),
                     }
                 }
             }
@@ -730,6 +731,12 @@ impl<S: tenure_core::Store> tenure_core::Store for Ledger<S> {
     }
     async fn leader_resign(&self, p: tenure_core::LeaderParams) -> tenure_core::Result<bool> {
         self.inner.leader_resign(p).await
+    }
+    async fn leader_get(
+        &self,
+        name: &tenure_core::LeaderName,
+    ) -> tenure_core::Result<Option<tenure_core::LeaderInfo>> {
+        self.inner.leader_get(name).await
     }
     async fn item_list(
         &self,
