@@ -385,19 +385,20 @@ pub(crate) async fn item(
         Ok(id) => id,
         Err(e) => return ctx.store_error(&state, &e),
     };
-    let item =
-        match state.store.item_get(id).await {
-            Ok(Some(item)) => item,
-            Ok(None) => return ctx.fail(
+    let item = match state.store.item_get(id).await {
+        Ok(Some(item)) => item,
+        Ok(None) => {
+            return ctx.fail(
                 &state,
                 StatusCode::NOT_FOUND,
                 "not_found",
                 &format!(
                     "No item {id}: never enqueued, cancelled, discarded, or finished and purged."
                 ),
-            ),
-            Err(e) => return ctx.store_error(&state, &e),
-        };
+            )
+        }
+        Err(e) => return ctx.store_error(&state, &e),
+    };
     let show = q.payload.as_deref() == Some("show");
     let now = state.config.clock.now();
     ctx.html_or_json(
