@@ -167,7 +167,12 @@ impl DashboardConfig {
     }
 
     /// The link to `path` (which starts with `/`) under the base path.
+    /// The overview is the base path itself (`/ops/tenure`, as a nested router answers
+    /// it), or `/` at the root.
     pub(crate) fn link(&self, path: &str) -> String {
+        if path == "/" && !self.base_path.is_empty() {
+            return self.base_path.clone();
+        }
         format!("{}{}", self.base_path, path)
     }
 }

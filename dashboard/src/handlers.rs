@@ -860,11 +860,12 @@ fn dead_done(
         "Discarded"
     };
     let text = match (asked, queue) {
-        (Some(asked), _) => {
-            format!("{verb} {n} of {asked} items (items that were not dead are left alone).")
-        }
-        (None, Some(q)) => format!("{verb} {n} dead items of queue {q}."),
-        (None, None) => format!("{verb} {n} items."),
+        (Some(asked), _) => format!(
+            "{verb} {n} of {} (items that were not dead are left alone).",
+            pages::items(asked as u64)
+        ),
+        (None, Some(q)) => format!("{verb} {} of queue {q}.", pages::items(n)),
+        (None, None) => format!("{verb} {}.", pages::items(n)),
     };
     ctx.html_or_json(
         || ctx.view(state).message(verb, &text, Some(("Back", back))),

@@ -232,7 +232,7 @@ impl View<'_> {
         };
         let body = html! {
             h1 { "Queue " code { (queue) } }
-            p.meta {
+            div.meta {
                 @if let Some(c) = counts { (paused_badge(c.paused)) " " }
                 (self.pause_form(queue, counts.is_some_and(|c| c.paused), &back))
             }
@@ -434,9 +434,9 @@ impl View<'_> {
                         p { "Discarded items are deleted for good. Type the queue's name, " code { (queue) } ", to confirm:" }
                         input type="text" name="confirm" required autocomplete="off" aria-label="queue name to confirm";
                         " "
-                        button.danger type="submit" { "Discard " (takes) " items" }
+                        button.danger type="submit" { "Discard " (items(takes)) }
                     } @else {
-                        button type="submit" { "Requeue " (takes) " items" }
+                        button type="submit" { "Requeue " (items(takes)) }
                     }
                     " "
                     a href=(format!("{}?state=dead", self.queue_link(queue))) { "Cancel" }
@@ -515,6 +515,15 @@ pub(crate) fn count_of(c: &QueueCounts, s: ListState) -> u64 {
         ListState::Scheduled => c.scheduled,
         ListState::Running => c.running,
         ListState::Dead => c.dead,
+    }
+}
+
+/// `1 item`, `2 items`.
+pub(crate) fn items(n: u64) -> String {
+    if n == 1 {
+        "1 item".to_owned()
+    } else {
+        format!("{n} items")
     }
 }
 

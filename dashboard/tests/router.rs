@@ -287,7 +287,7 @@ async fn requeue_case(store: &DynStore) {
     assert_eq!(counts(&app, "emails").await, (0, 0, 0, 1, false));
     let r = post(&app, "/items/requeue", &format!("id={id}")).await;
     assert_eq!(r.status, StatusCode::OK, "{}", r.body);
-    assert!(r.body.contains("Requeued 1 of 1 items"), "{}", r.body);
+    assert!(r.body.contains("Requeued 1 of 1 item "), "{}", r.body);
     assert_eq!(counts(&app, "emails").await, (1, 0, 0, 0, false));
     let item = store.item_get(id).await.unwrap().unwrap();
     assert_eq!(item.state, tenure::ItemState::Ready);
@@ -310,13 +310,17 @@ async fn discard_case(store: &DynStore) {
     .await;
     assert_eq!(r.status, StatusCode::OK, "{}", r.body);
     assert!(
-        r.body.contains("Discarded 1 dead items of queue emails."),
+        r.body.contains("Discarded 1 item of queue emails."),
         "{}",
         r.body
     );
     assert_eq!(counts(&app, "emails").await.3, 1);
     let r = post(&app, "/queues/emails/dead/requeue", "limit=10").await;
-    assert!(r.body.contains("Requeued 1 dead items"), "{}", r.body);
+    assert!(
+        r.body.contains("Requeued 1 item of queue emails."),
+        "{}",
+        r.body
+    );
     assert_eq!(counts(&app, "emails").await, (1, 0, 0, 0, false));
     assert_eq!(
         post(&app, "/queues/emails/dead/requeue", "limit=0")
@@ -470,6 +474,54 @@ async fn find_case(store: &DynStore) {
     let page = get(&app, "/").await;
     assert!(page.body.contains("action=\"/ops/tenure/find\""));
     assert!(page.body.contains("href=\"/ops/tenure/assets/app.css\""));
+}
+
+#[tokio::test]
+async fn nested_under_a_prefix_every_link_and_form_carries_it() {
+    let store: DynStore = std::sync::Arc::new(tenure::MemoryStore::default());
+    ready(&store, "emails", 1).await;
+    let app = Router::new().nest(
+        "/ops/tenure",
+        router(
+            store.clone(),
+            DashboardConfig::new().base_path("/ops/tenure/"),
+        ),
+    );
+    let page = get(&app, "/ops/tenure").await;
+    assert_eq!(page.status, StatusCode::OK, "{}", page.body);
+    assert!(page.body.contains("href=\"/ops/tenure/queues/emails\""));
+    assert!(page
+        .body
+        .contains("action=\"/ops/tenure/queues/emails/pause\""));
+    assert!(
+        page.body.contains("href=\"/ops/tenure\""),
+        "the overview link"
+    );
+    let r = post(
+        &app,
+        "/ops/tenure/queues/emails/pause",
+        "back=%2Fops%2Ftenure",
+    )
+    .await;
+    assert_eq!(
+        (r.status, r.location()),
+        (StatusCode::SEE_OTHER, "/ops/tenure")
+    );
+    let r = post(
+        &app,
+        "/ops/tenure/queues/emails/resume",
+        "back=%2Felsewhere",
+    )
+    .await;
+    assert_eq!(
+        r.location(),
+        "/ops/tenure/queues/emails",
+        "a back outside the prefix is not followed"
+    );
+    assert_eq!(
+        get(&app, "/ops/tenure/healthz").await.status,
+        StatusCode::OK
+    );
 }
 
 async fn leases_case(store: &DynStore) {
