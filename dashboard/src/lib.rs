@@ -132,6 +132,7 @@ pub fn router(store: Arc<dyn Store>, config: DashboardConfig) -> Router {
         .route("/find", get(handlers::find))
         .route("/assets/{name}", get(assets::serve))
         .fallback(handlers::not_found)
+        .layer(axum::middleware::from_fn(security::same_origin_only))
         .layer(axum::middleware::from_fn_with_state(
             state.clone(),
             security::basic_auth,

@@ -2,7 +2,7 @@
 
 use axum::body::Body;
 use axum::extract::{Request, State};
-use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
+use axum::http::{header, HeaderMap, HeaderValue, Method, StatusCode};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 
@@ -76,6 +76,26 @@ pub(crate) async fn basic_auth(
             res
         }
     }
+}
+
+/// Refuses (403) every request but GET and HEAD that is not [`same_origin`], before
+/// its body is read; the action handlers check again, with the authorizer.
+pub(crate) async fn same_origin_only(req: Request, next: Next) -> Response {
+    let safe = req.method() == Method::GET || req.method() == Method::HEAD;
+    if safe || same_origin(req.headers()) {
+        return next.run(req).await;
+    }
+    tracing::warn!(
+        target: "tenure_dashboard::audit",
+        method = %req.method(),
+        path = req.uri().path(),
+        "dashboard action refused: not same-origin"
+    );
+    (
+        StatusCode::FORBIDDEN,
+        "403 Forbidden: actions are accepted only from the dashboard's own pages (same origin).\n",
+    )
+        .into_response()
 }
 
 /// True when a state-changing request comes from the dashboard's own pages:

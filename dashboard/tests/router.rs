@@ -168,6 +168,11 @@ async fn cross_site_case(store: &DynStore) {
         let r = post_from(&app, "/items/requeue", &format!("id={dead_id}"), site).await;
         assert_eq!(r.status, StatusCode::FORBIDDEN, "{site:?}");
     }
+    // Refused before the body is read, whatever it is.
+    let bare = axum::http::Request::post("/queues/emails/pause")
+        .body(axum::body::Body::empty())
+        .unwrap();
+    assert_eq!(send(&app, bare).await.status, StatusCode::FORBIDDEN);
     assert_eq!(counts(&app, "emails").await, (0, 0, 0, 1, false));
     // An Origin that matches Host passes for browsers that send no Sec-Fetch-Site.
     let req = axum::http::Request::post("/queues/emails/pause")
