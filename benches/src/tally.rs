@@ -305,6 +305,12 @@ impl<S: Store> Store for Tallied<S> {
     async fn leader_resign(&self, params: LeaderParams) -> tenure_core::Result<bool> {
         self.inner.leader_resign(params).await
     }
+    async fn leader_get(
+        &self,
+        name: &tenure_core::LeaderName,
+    ) -> tenure_core::Result<Option<tenure_core::LeaderInfo>> {
+        self.inner.leader_get(name).await
+    }
 
     async fn item_list(
         &self,

@@ -1,11 +1,9 @@
 //! `tenure status <url>`: every queue's counts, the instances, and the leader.
 
-use std::time::Duration;
-
 use clap::Args;
 use serde_json::{json, Value};
 use tenure::runtime::DEFAULT_LEADER_NAME;
-use tenure::{LeaderName, LeaderParams, LeaderStatus, OwnerId, QueueName, Store};
+use tenure::{LeaderName, QueueName, Store};
 
 use crate::error::CliError;
 use crate::output::{self, print_json, relative, span, Table, Target};
@@ -15,9 +13,8 @@ use crate::output::{self, print_json, relative, span, Table, Target};
 #[command(after_help = "Examples:\n  \
     tenure status sqlite://work.db\n  \
     tenure status 'postgres://app@db/prod?tenure_schema=jobs' --queue emails --json\n\n\
-    The leader is read by asking for its lease: while a worker holds it nothing is \
-    written; when nobody does, status takes it for a moment and gives it back at once \
-    (its term goes up by one, as every new holder's does).")]
+    Status only reads: it changes nothing in the store, the leader lease included \
+    (an expired lease is shown as no leader).")]
 pub(crate) struct StatusArgs {
     #[command(flatten)]
     pub(crate) target: Target,
@@ -29,17 +26,6 @@ pub(crate) struct StatusArgs {
     /// The leader lease to report: the one the workers' maintenance uses.
     #[arg(long, value_name = "NAME", default_value = DEFAULT_LEADER_NAME)]
     pub(crate) leader: String,
-}
-
-/// Who holds the leader lease.
-enum Leader {
-    Held {
-        holder: OwnerId,
-        term: u64,
-        expires_at: tenure::Timestamp,
-    },
-    /// Nobody held it (or it had expired).
-    Free,
 }
 
 pub(crate) async fn run(args: StatusArgs) -> Result<(), CliError> {
@@ -60,7 +46,7 @@ pub(crate) async fn run(args: StatusArgs) -> Result<(), CliError> {
         counts.push((q.clone(), store.queue_counts(q).await?));
     }
     let instances = store.instance_list().await?;
-    let leader = read_leader(&*store, leader_name.clone()).await?;
+    let leader = store.leader_get(&leader_name).await?;
     let now = output::now();
 
     if args.target.json {
@@ -90,17 +76,13 @@ pub(crate) async fn run(args: StatusArgs) -> Result<(), CliError> {
             })
             .collect();
         let leader = match &leader {
-            Leader::Held {
-                holder,
-                term,
-                expires_at,
-            } => json!({
+            Some(l) => json!({
                 "name": leader_name.as_str(),
-                "holder": holder.as_str(),
-                "term": term,
-                "expires_at": output::iso(*expires_at),
+                "holder": l.holder.as_str(),
+                "term": l.term,
+                "expires_at": output::iso(l.expires_at),
             }),
-            Leader::Free => json!({ "name": leader_name.as_str(), "holder": null, "term": null }),
+            None => json!({ "name": leader_name.as_str(), "holder": null, "term": null }),
         };
         print_json(&json!({
             "store": store.name(),
@@ -149,40 +131,15 @@ pub(crate) async fn run(args: StatusArgs) -> Result<(), CliError> {
     print!("{}", t.render("No instances: no worker is registered."));
     println!();
     match leader {
-        Leader::Held {
-            holder,
-            term,
-            expires_at,
-        } => println!(
-            "Leader ({leader_name}): {holder}, term {term}, lease ends {}",
-            relative(expires_at, now)
+        Some(l) => println!(
+            "Leader ({leader_name}): {}, term {}, lease ends {}",
+            l.holder,
+            l.term,
+            relative(l.expires_at, now)
         ),
-        Leader::Free => {
+        None => {
             println!("Leader ({leader_name}): none; no worker holds the maintenance lease")
         }
     }
     Ok(())
-}
-
-/// The holder and term of `name`: a Follower answer reads them without writing; a
-/// Leader answer means nobody held it, and the lease is given back at once.
-async fn read_leader(store: &dyn Store, name: LeaderName) -> Result<Leader, CliError> {
-    let me = OwnerId::generate("tenure-status")?;
-    let lease = store.limits().min_lease.max(Duration::from_millis(100));
-    let params = LeaderParams::new(name, me, lease);
-    match store.leader_acquire(params.clone()).await? {
-        LeaderStatus::Follower {
-            holder,
-            term,
-            expires_at,
-        } => Ok(Leader::Held {
-            holder,
-            term,
-            expires_at,
-        }),
-        LeaderStatus::Leader { .. } => {
-            store.leader_resign(params).await?;
-            Ok(Leader::Free)
-        }
-    }
 }

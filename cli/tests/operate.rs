@@ -170,6 +170,7 @@ macro_rules! on_every_sql_store {
 
 on_every_sql_store! {
     status_shows_each_queue_its_instances_and_the_leader_with_its_term => status_case;
+    status_of_a_free_leader_lease_does_not_raise_its_term => status_free_leader_case;
     items_pages_by_state_with_a_cursor_and_shows_the_last_error => items_case;
     leases_show_owner_attempt_expiry_and_renewals => leases_case;
     cancel_deletes_scheduled_items_and_refuses_a_running_one_with_status_5 => cancel_case;
@@ -205,6 +206,39 @@ async fn dead(store: &DynStore, queue: &str, error: &str) -> ItemId {
         .await
         .unwrap();
     id
+}
+
+async fn status_free_leader_case(f: &Fixture) {
+    let store = f.store().await;
+    let leader = LeaderName::new("tenure.maintenance").unwrap();
+    let acquire = |who: &'static str| {
+        let params = LeaderParams::new(leader.clone(), OwnerId::new(who).unwrap(), LEASE);
+        let store = store.clone();
+        async move {
+            match store.leader_acquire(params.clone()).await.unwrap() {
+                tenure::LeaderStatus::Leader { term, .. } => (term, params),
+                other => panic!("{who} should lead a free lease: {other:?}"),
+            }
+        }
+    };
+    let (first, held) = acquire("worker-a").await;
+    assert!(store.leader_resign(held).await.unwrap());
+
+    for _ in 0..3 {
+        let doc = json(&["status", &f.url]);
+        assert_eq!(doc["leader"]["holder"], Value::Null, "{doc}");
+        assert_eq!(doc["leader"]["term"], Value::Null, "{doc}");
+        let text = human(&["status", &f.url]);
+        assert!(text.contains("Leader (tenure.maintenance): none"), "{text}");
+    }
+    assert_eq!(store.leader_get(&leader).await.unwrap(), None);
+    // Six reads later the next holder's term is the one right after worker-a's: no
+    // read took the lease.
+    let (next, _) = acquire("worker-b").await;
+    assert_eq!(next, first + 1, "status raised the leader term");
+    let doc = json(&["status", &f.url]);
+    assert_eq!(doc["leader"]["holder"], "worker-b", "{doc}");
+    assert_eq!(doc["leader"]["term"], next, "{doc}");
 }
 
 async fn status_case(f: &Fixture) {

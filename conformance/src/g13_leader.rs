@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use tenure_core::{LeaderName, LeaderParams, LeaderStatus, OwnerId, Store};
+use tenure_core::{LeaderInfo, LeaderName, LeaderParams, LeaderStatus, OwnerId, Store};
 
 use crate::case::{Case, CaseResult, Env, Failure, Verdict};
 use crate::check::{ensure, ensure_eq, expect_unavailable, pass, OrFail};
@@ -25,6 +25,10 @@ pub(crate) fn cases<H: Harness>() -> Vec<Case<H>> {
         leader_names_are_independent,
         sixteen_candidates_racing_elect_exactly_one_leader,
         an_unreachable_store_is_an_error_never_a_follower,
+        reading_the_leader_answers_the_live_holder_its_term_and_expiry,
+        reading_the_leader_never_changes_its_holder_or_term,
+        an_expired_or_resigned_lease_reads_as_no_leader,
+        reading_the_leader_of_an_unreachable_store_is_an_error_never_none,
     ]
 }
 
@@ -50,6 +54,13 @@ async fn resign<S: Store + ?Sized>(
         .leader_resign(LeaderParams::new(name.clone(), who.clone(), TERM))
         .await
         .or_fail("leader_resign")
+}
+
+async fn read<S: Store + ?Sized>(
+    store: &S,
+    name: &LeaderName,
+) -> Result<Option<LeaderInfo>, Failure> {
+    store.leader_get(name).await.or_fail("leader_get")
 }
 
 /// The term of a `Leader` answer; anything else fails with `what`.
@@ -330,5 +341,171 @@ async fn an_unreachable_store_is_an_error_never_a_follower<H: Harness>(
         .leader_acquire(LeaderParams::new(name, owner("a")?, TERM))
         .await;
     expect_unavailable(told, "leader_acquire")?;
+    pass()
+}
+
+async fn reading_the_leader_answers_the_live_holder_its_term_and_expiry<H: Harness>(
+    env: Env<'_, H>,
+) -> CaseResult {
+    let (name, other) = (leader("maintenance")?, leader("reports")?);
+    let a = owner("a")?;
+    ensure_eq(
+        read(env.store(), &name).await?,
+        None,
+        "the leader of a lease nobody ever held",
+    )?;
+    let term = led(&acquire(env.store(), &name, &a).await?, "a's acquisition")?;
+    let expires_at = env.now() + TERM;
+    let peer = env.peer().await?;
+    ensure_eq(
+        read(&*peer, &name).await?,
+        Some(LeaderInfo::new(a.clone(), term, expires_at)),
+        "the leader read through a peer right after a's acquisition",
+    )?;
+    env.advance(TERM - TICK);
+    ensure_eq(
+        read(env.store(), &name).await?,
+        Some(LeaderInfo::new(a.clone(), term, expires_at)),
+        "the leader one tick before a's lease ends",
+    )?;
+    ensure_eq(
+        read(env.store(), &other).await?,
+        None,
+        "the leader of another name",
+    )?;
+    // Extended by its holder: the new expiry, the same term.
+    ensure_eq(
+        acquire(env.store(), &name, &a).await?,
+        LeaderStatus::Leader {
+            term,
+            expires_at: env.now() + TERM,
+        },
+        "a's extension",
+    )?;
+    ensure_eq(
+        read(env.store(), &name).await?,
+        Some(LeaderInfo::new(a, term, env.now() + TERM)),
+        "the leader after a extended its lease",
+    )?;
+    pass()
+}
+
+async fn reading_the_leader_never_changes_its_holder_or_term<H: Harness>(
+    env: Env<'_, H>,
+) -> CaseResult {
+    // Two names with the same history, except that one is read many times while it is
+    // free and while it is held: the next holders' terms must have gone up alike.
+    let (control, read_one) = (leader("control")?, leader("read")?);
+    let (a, b) = (owner("a")?, owner("b")?);
+    let peer = env.peer().await?;
+    let c0 = led(
+        &acquire(env.store(), &control, &a).await?,
+        "a's acquisition of control",
+    )?;
+    let r0 = led(
+        &acquire(env.store(), &read_one, &a).await?,
+        "a's acquisition of read",
+    )?;
+    let expires_at = env.now() + TERM;
+    for _ in 0..3 {
+        ensure_eq(
+            read(&*peer, &read_one).await?,
+            Some(LeaderInfo::new(a.clone(), r0, expires_at)),
+            "the leader read while a holds it",
+        )?;
+    }
+    follows(
+        &acquire(env.store(), &read_one, &b).await?,
+        &a,
+        r0,
+        "b's acquisition after the reads",
+    )?;
+    ensure_eq(
+        resign(env.store(), &control, &a).await?,
+        true,
+        "a's resign of control",
+    )?;
+    ensure_eq(
+        resign(env.store(), &read_one, &a).await?,
+        true,
+        "a's resign of read",
+    )?;
+    for _ in 0..3 {
+        ensure_eq(
+            read(&*peer, &read_one).await?,
+            None,
+            "the leader read while nobody holds it",
+        )?;
+    }
+    let c1 = led(
+        &acquire(env.store(), &control, &b).await?,
+        "b's acquisition of control",
+    )?;
+    let r1 = led(
+        &acquire(env.store(), &read_one, &b).await?,
+        "b's acquisition of read",
+    )?;
+    ensure_eq(
+        r1.checked_sub(r0),
+        c1.checked_sub(c0),
+        &format!(
+            "the rise of the term of the lease read six times (terms {r0} then {r1}) to be \
+             the rise of an unread lease with the same history (terms {c0} then {c1})"
+        ),
+    )?;
+    ensure_eq(
+        read(env.store(), &read_one).await?,
+        Some(LeaderInfo::new(b, r1, env.now() + TERM)),
+        "the leader after b took it",
+    )?;
+    pass()
+}
+
+async fn an_expired_or_resigned_lease_reads_as_no_leader<H: Harness>(
+    env: Env<'_, H>,
+) -> CaseResult {
+    let name = leader("maintenance")?;
+    let (a, b) = (owner("a")?, owner("b")?);
+    let first = led(&acquire(env.store(), &name, &a).await?, "a's acquisition")?;
+    env.advance(TERM);
+    ensure_eq(
+        read(env.store(), &name).await?,
+        None,
+        "the leader at the instant a's lease ends",
+    )?;
+    env.advance(Duration::from_secs(60));
+    ensure_eq(
+        read(env.store(), &name).await?,
+        None,
+        "the leader a minute after a's lease ended",
+    )?;
+    let second = led(&acquire(env.store(), &name, &b).await?, "b's acquisition")?;
+    ensure(
+        second > first,
+        format!("b's term to be greater than a's {first}"),
+        second,
+    )?;
+    ensure_eq(resign(env.store(), &name, &b).await?, true, "b's resign")?;
+    ensure_eq(
+        read(env.store(), &name).await?,
+        None,
+        "the leader right after b resigned",
+    )?;
+    pass()
+}
+
+async fn reading_the_leader_of_an_unreachable_store_is_an_error_never_none<H: Harness>(
+    env: Env<'_, H>,
+) -> CaseResult {
+    let down = match env.unreachable().await? {
+        Unreachable::Store(down) => down,
+        Unreachable::NotOffered { reason } => {
+            return Ok(Verdict::DidNotApply {
+                reason: format!("the harness offers no unreachable store: {reason}"),
+            })
+        }
+    };
+    let told = down.leader_get(&leader("maintenance")?).await;
+    expect_unavailable(told, "leader_get")?;
     pass()
 }

@@ -122,6 +122,12 @@ impl<S: Store> Store for Guarded<S> {
     async fn leader_resign(&self, p: LeaderParams) -> Result<bool> {
         self.store.leader_resign(p).await
     }
+    async fn leader_get(
+        &self,
+        name: &tenure_core::LeaderName,
+    ) -> Result<Option<tenure_core::LeaderInfo>> {
+        self.store.leader_get(name).await
+    }
 
     async fn item_list(
         &self,

@@ -13,14 +13,14 @@ use tenure_conformance::{
 use tenure_core::{
     async_trait, Capabilities, ClaimParams, CompleteParams, DeregisterParams, DiscardParams,
     EnqueueParams, Enqueued, Error, EvictParams, Evicted, FailOutcome, FailParams, HeartbeatParams,
-    Instance, Item, ItemId, ItemState, LeaderParams, LeaderStatus, Lease, LeaseToken, Limits,
-    ManualClock, PurgeParams, Purged, QueueCounts, QueueName, RecoverParams, Recovered,
-    ReleaseParams, RenewOutcome, RenewParams, RequeueParams, Result, Retry, Schedule, ScopeKey,
-    Store, StreamKey, TokenOutcome, WakeSignal, MAX_ATTEMPTS_LIMIT,
+    Instance, Item, ItemId, ItemState, LeaderInfo, LeaderName, LeaderParams, LeaderStatus, Lease,
+    LeaseToken, Limits, ManualClock, PurgeParams, Purged, QueueCounts, QueueName, RecoverParams,
+    Recovered, ReleaseParams, RenewOutcome, RenewParams, RequeueParams, Result, Retry, Schedule,
+    ScopeKey, Store, StreamKey, TokenOutcome, WakeSignal, MAX_ATTEMPTS_LIMIT,
 };
 use tenure_core::{
     CancelOutcome, CancelParams, Clock, DeadFilter, DedupKey, ItemListParams, ItemPage,
-    LeaseListParams, LeasePage, ListState, PauseParams,
+    LeaseListParams, LeasePage, ListState, OwnerId, PauseParams,
 };
 use tenure_memory::MemoryStore;
 
@@ -164,6 +164,13 @@ enum Flaw {
     PausesOnlyItsOwnHandle,
     /// Requeues and discards dead items by filter whatever their age.
     FilterIgnoresAge,
+    /// Reads the leader by taking the lease and giving it back when nobody holds it,
+    /// so every read of a free lease raises its term (G13).
+    ReadsTheLeaderByAcquiring,
+    /// Reads the last holder it saw acquire the lease, expired or resigned (G13).
+    ReadsAnExpiredLeader,
+    /// Reads no leader when the backend is unreachable (G13).
+    NoLeaderWhenUnreachable,
 }
 
 /// What the wrapper hid from the inner store, to show it again on reads.
@@ -186,6 +193,8 @@ struct Hidden {
     /// Stalls shown on top of the real ones.
     extra_stalls: HashMap<ItemId, u32>,
     local_pauses: HashSet<QueueName>,
+    /// The last holder told Leader, per lease name.
+    leaders: HashMap<LeaderName, LeaderInfo>,
 }
 
 #[derive(Clone, Debug)]
@@ -688,6 +697,7 @@ impl Store for Flawed {
             params.lease_for = Duration::from_secs(15);
         }
         let holder = params.holder.clone();
+        let name = params.name.clone();
         match self.inner.leader_acquire(params).await {
             Err(Error::Unavailable { .. }) if self.flaw == Flaw::FollowerWhenUnreachable => {
                 Ok(LeaderStatus::Follower {
@@ -696,12 +706,47 @@ impl Store for Flawed {
                     expires_at: tenure_core::Timestamp::EPOCH,
                 })
             }
+            Ok(LeaderStatus::Leader { term, expires_at }) => {
+                self.hidden()
+                    .leaders
+                    .insert(name, LeaderInfo::new(holder, term, expires_at));
+                Ok(LeaderStatus::Leader { term, expires_at })
+            }
             other => other,
         }
     }
 
     async fn leader_resign(&self, params: LeaderParams) -> Result<bool> {
         self.inner.leader_resign(params).await
+    }
+
+    async fn leader_get(&self, name: &LeaderName) -> Result<Option<LeaderInfo>> {
+        match self.flaw {
+            Flaw::ReadsTheLeaderByAcquiring => {
+                let me = OwnerId::new("leader-reader")?;
+                let params = LeaderParams::new(name.clone(), me, self.limits().min_lease);
+                match self.inner.leader_acquire(params.clone()).await? {
+                    LeaderStatus::Follower {
+                        holder,
+                        term,
+                        expires_at,
+                    } => Ok(Some(LeaderInfo::new(holder, term, expires_at))),
+                    LeaderStatus::Leader { .. } => {
+                        self.inner.leader_resign(params).await?;
+                        Ok(None)
+                    }
+                }
+            }
+            Flaw::ReadsAnExpiredLeader => {
+                self.inner.leader_get(name).await?;
+                Ok(self.hidden().leaders.get(name).cloned())
+            }
+            Flaw::NoLeaderWhenUnreachable => match self.inner.leader_get(name).await {
+                Err(Error::Unavailable { .. }) => Ok(None),
+                other => other,
+            },
+            _ => self.inner.leader_get(name).await,
+        }
     }
 
     async fn item_list(&self, mut params: ItemListParams) -> Result<ItemPage> {
@@ -884,7 +929,11 @@ mod memory_store {
         assert!(report.is_success(), "{report}");
         assert_eq!(
             report.did_not_apply(),
-            vec!["g13_leader::an_unreachable_store_is_an_error_never_a_follower".to_owned()],
+            vec![
+                "g13_leader::an_unreachable_store_is_an_error_never_a_follower".to_owned(),
+                "g13_leader::reading_the_leader_of_an_unreachable_store_is_an_error_never_none"
+                    .to_owned(),
+            ],
         );
         assert!(
             report.to_string().contains("did not apply g13_leader::"),
@@ -1045,6 +1094,36 @@ mod broken_wrappers {
             Flaw::FollowerWhenUnreachable,
             "g13_leader",
             "an_unreachable_store_is_an_error_never_a_follower",
+        )
+        .await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn reading_the_leader_by_taking_and_giving_back_its_lease_fails_g13() {
+        must_fail(
+            Flaw::ReadsTheLeaderByAcquiring,
+            "g13_leader",
+            "reading_the_leader_never_changes_its_holder_or_term",
+        )
+        .await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn reading_an_expired_holder_as_the_leader_fails_g13() {
+        must_fail(
+            Flaw::ReadsAnExpiredLeader,
+            "g13_leader",
+            "an_expired_or_resigned_lease_reads_as_no_leader",
+        )
+        .await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn reading_no_leader_when_unreachable_fails_g13() {
+        must_fail(
+            Flaw::NoLeaderWhenUnreachable,
+            "g13_leader",
+            "reading_the_leader_of_an_unreachable_store_is_an_error_never_none",
         )
         .await;
     }

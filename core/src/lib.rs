@@ -66,10 +66,10 @@ pub use keys::{
     MAX_KEY_BYTES, MAX_NAME_BYTES,
 };
 pub use model::{
-    Enqueued, Evicted, FailOutcome, Instance, Item, ItemId, ItemState, LeaderStatus, Lease,
-    LeaseToken, NewItem, Purged, QueueCounts, Recovered, RenewOutcome, Schedule, TokenOutcome,
-    DEFAULT_DEDUP_WINDOW, DEFAULT_MAX_ATTEMPTS, DEFAULT_MAX_RENEWALS, DEFAULT_MAX_STALLS,
-    MAX_ATTEMPTS_LIMIT,
+    Enqueued, Evicted, FailOutcome, Instance, Item, ItemId, ItemState, LeaderInfo, LeaderStatus,
+    Lease, LeaseToken, NewItem, Purged, QueueCounts, Recovered, RenewOutcome, Schedule,
+    TokenOutcome, DEFAULT_DEDUP_WINDOW, DEFAULT_MAX_ATTEMPTS, DEFAULT_MAX_RENEWALS,
+    DEFAULT_MAX_STALLS, MAX_ATTEMPTS_LIMIT,
 };
 pub use operate::{
     CancelOutcome, Cursor, ItemPage, LeaseInfo, LeasePage, ListOrder, ListState, MAX_CURSOR_BYTES,

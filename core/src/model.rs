@@ -502,6 +502,30 @@ impl LeaderStatus {
     }
 }
 
+/// Who holds a leader lease now, as [`Store::leader_get`](crate::Store::leader_get)
+/// reads it (G13): only a live holder (`expires_at` after the store's `now`) is shown.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct LeaderInfo {
+    /// The current holder.
+    pub holder: OwnerId,
+    /// The holder's fencing term.
+    pub term: u64,
+    /// When the holder's lease ends unless acquired again; after the store's `now`.
+    pub expires_at: Timestamp,
+}
+
+impl LeaderInfo {
+    /// A live holder as a store read it.
+    pub fn new(holder: OwnerId, term: u64, expires_at: Timestamp) -> Self {
+        LeaderInfo {
+            holder,
+            term,
+            expires_at,
+        }
+    }
+}
+
 /// Counts of a queue's items by state, with its pause flag and the wait of its oldest
 /// due item.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]

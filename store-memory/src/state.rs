@@ -42,8 +42,8 @@ use tenure_core::machine::{self, Recovery};
 use tenure_core::partition::{self, Partitioning};
 use tenure_core::{
     DedupKey, Enqueued, Evicted, FailOutcome, Failure, Instance, Item, ItemId, ItemState,
-    LeaderName, LeaderStatus, Lease, LeaseToken, NewItem, OwnerId, Purged, QueueCounts, QueueName,
-    Recovered, RenewOutcome, ScopeKey, StreamKey, Timestamp, TokenOutcome,
+    LeaderInfo, LeaderName, LeaderStatus, Lease, LeaseToken, NewItem, OwnerId, Purged, QueueCounts,
+    QueueName, Recovered, RenewOutcome, ScopeKey, StreamKey, Timestamp, TokenOutcome,
 };
 
 /// A hash map with foldhash: every claim and complete looks up ids and keys, and
@@ -1416,6 +1416,15 @@ impl State {
         LeaderStatus::Leader {
             term: 1,
             expires_at,
+        }
+    }
+
+    /// `Store::leader_get`: the live holder, if any; changes nothing.
+    pub(crate) fn leader_get(&self, name: &LeaderName, now: Timestamp) -> Option<LeaderInfo> {
+        let l = self.leaders.get(name)?;
+        match &l.holder {
+            Some(h) if l.expires_at > now => Some(LeaderInfo::new(h.clone(), l.term, l.expires_at)),
+            _ => None,
         }
     }
 

@@ -9,10 +9,10 @@ use tenure_core::{
     async_trait, CancelOutcome, CancelParams, Capabilities, ClaimParams, Clock, CompleteParams,
     DeregisterParams, DiscardParams, EnqueueParams, Enqueued, Error, EvictParams, Evicted,
     FailOutcome, FailParams, HeartbeatParams, Instance, Item, ItemId, ItemListParams, ItemPage,
-    LeaderParams, LeaderStatus, Lease, LeaseListParams, LeasePage, Limits, PauseParams,
-    PurgeParams, Purged, QueueCounts, QueueName, RecoverParams, Recovered, ReleaseParams,
-    RenewOutcome, RenewParams, RequeueParams, Result, Store, SystemClock, Timestamp, TokenOutcome,
-    WakeSignal,
+    LeaderInfo, LeaderName, LeaderParams, LeaderStatus, Lease, LeaseListParams, LeasePage, Limits,
+    PauseParams, PurgeParams, Purged, QueueCounts, QueueName, RecoverParams, Recovered,
+    ReleaseParams, RenewOutcome, RenewParams, RequeueParams, Result, Store, SystemClock, Timestamp,
+    TokenOutcome, WakeSignal,
 };
 
 use crate::state::State;
@@ -265,6 +265,10 @@ impl Store for MemoryStore {
     async fn leader_resign(&self, params: LeaderParams) -> Result<bool> {
         params.validate(&self.inner.limits)?;
         self.with_state(|s, now| s.leader_resign(&params.name, &params.holder, now))
+    }
+
+    async fn leader_get(&self, name: &LeaderName) -> Result<Option<LeaderInfo>> {
+        self.with_state(|s, now| s.leader_get(name, now))
     }
 
     async fn item_list(&self, params: ItemListParams) -> Result<ItemPage> {

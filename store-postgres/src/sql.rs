@@ -54,6 +54,7 @@ pub(crate) struct Sql {
     pub(crate) deregister: String,
     pub(crate) leader_acquire: String,
     pub(crate) leader_read: String,
+    pub(crate) leader_live: String,
     pub(crate) leader_resign: String,
     pub(crate) claim_run_tails: String,
     pub(crate) put_back_expired: String,
@@ -504,6 +505,11 @@ impl Sql {
             ),
             leader_read: format!(
                 "SELECT holder, term, expires_at FROM {s}.leaders WHERE name = $1"
+            ),
+            // Read only: the holder of a live lease ($1 name, $2 now).
+            leader_live: format!(
+                "SELECT holder, term, expires_at FROM {s}.leaders \
+                 WHERE name = $1 AND expires_at > $2"
             ),
             leader_resign: format!(
                 "UPDATE {s}.leaders SET expires_at = $3 \

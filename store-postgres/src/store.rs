@@ -17,10 +17,10 @@ use tenure_core::partition::key_hash;
 use tenure_core::{
     async_trait, Capabilities, ClaimParams, CompleteParams, DeregisterParams, DiscardParams,
     EnqueueParams, Enqueued, Error, EvictParams, Evicted, FailOutcome, FailParams, HeartbeatParams,
-    Instance, Item, ItemId, ItemState, LeaderParams, LeaderStatus, Lease, Limits, NewItem, OwnerId,
-    PurgeParams, Purged, QueueCounts, QueueName, RecoverParams, Recovered, ReleaseParams,
-    RenewOutcome, RenewParams, RequeueParams, Result, Retry, SharedClock, Store, Timestamp,
-    TokenOutcome, WakeHealth, WakeSignal,
+    Instance, Item, ItemId, ItemState, LeaderInfo, LeaderName, LeaderParams, LeaderStatus, Lease,
+    Limits, NewItem, OwnerId, PurgeParams, Purged, QueueCounts, QueueName, RecoverParams,
+    Recovered, ReleaseParams, RenewOutcome, RenewParams, RequeueParams, Result, Retry, SharedClock,
+    Store, Timestamp, TokenOutcome, WakeHealth, WakeSignal,
 };
 use tokio::task::JoinHandle;
 use uuid::Uuid;
@@ -1443,6 +1443,29 @@ impl Store for PgStore {
             )
             .await?;
         Ok(row.is_some())
+    }
+
+    async fn leader_get(&self, name: &LeaderName) -> Result<Option<LeaderInfo>> {
+        let now = self.inner.clock.now();
+        let Some(r) = self
+            .fetch_optional(
+                self.query(&self.inner.sql.leader_live)
+                    .bind(name.as_str())
+                    .bind(now.as_micros()),
+            )
+            .await?
+        else {
+            return Ok(None);
+        };
+        let holder: String = r.try_get(0).map_err(map)?;
+        let term: i64 = r.try_get(1).map_err(map)?;
+        let at: i64 = r.try_get(2).map_err(map)?;
+        Ok(Some(LeaderInfo::new(
+            OwnerId::new(holder)
+                .map_err(|e| Error::internal(STORE, format!("corrupt leader: {e}")))?,
+            u64::try_from(term).unwrap_or(0),
+            Timestamp::from_micros(at),
+        )))
     }
 
     async fn item_list(

@@ -21,7 +21,7 @@ const LIB: &str = include_str!("scripts/lib.lua");
 
 /// The operations, by the name their function is registered under (after the
 /// library's tag), with their Lua bodies.
-const OPS: [(&str, &str); 24] = [
+const OPS: [(&str, &str); 25] = [
     ("enqueue", include_str!("scripts/enqueue.lua")),
     ("claim", include_str!("scripts/claim.lua")),
     ("renew", include_str!("scripts/renew.lua")),
@@ -40,6 +40,7 @@ const OPS: [(&str, &str); 24] = [
     ("deregister", include_str!("scripts/deregister.lua")),
     ("leader_acquire", include_str!("scripts/leader_acquire.lua")),
     ("leader_resign", include_str!("scripts/leader_resign.lua")),
+    ("leader_get", include_str!("scripts/leader_get.lua")),
     ("item_list", include_str!("scripts/item_list.lua")),
     ("lease_list", include_str!("scripts/lease_list.lua")),
     ("queue_list", include_str!("scripts/queue_list.lua")),
@@ -73,6 +74,7 @@ pub(crate) struct Scripts {
     pub(crate) deregister: String,
     pub(crate) leader_acquire: String,
     pub(crate) leader_resign: String,
+    pub(crate) leader_get: String,
     pub(crate) item_list: String,
     pub(crate) lease_list: String,
     pub(crate) queue_list: String,
@@ -127,6 +129,7 @@ pub(crate) static SCRIPTS: LazyLock<Scripts> = LazyLock::new(|| {
         deregister: next(),
         leader_acquire: next(),
         leader_resign: next(),
+        leader_get: next(),
         item_list: next(),
         lease_list: next(),
         queue_list: next(),

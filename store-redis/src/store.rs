@@ -12,10 +12,10 @@ use tenure_core::partition::key_hash;
 use tenure_core::{
     async_trait, duration_micros, validate_identifier, Capabilities, ClaimParams, CompleteParams,
     DeregisterParams, DiscardParams, EnqueueParams, Enqueued, Error, EvictParams, Evicted,
-    FailOutcome, FailParams, HeartbeatParams, Instance, Item, ItemId, LeaderParams, LeaderStatus,
-    Lease, Limits, OwnerId, PurgeParams, Purged, QueueCounts, QueueName, RecoverParams, Recovered,
-    ReleaseParams, RenewOutcome, RenewParams, RequeueParams, Result, Retry, SharedClock, Store,
-    Timestamp, TokenOutcome, WakeHealth, WakeSignal,
+    FailOutcome, FailParams, HeartbeatParams, Instance, Item, ItemId, LeaderInfo, LeaderName,
+    LeaderParams, LeaderStatus, Lease, Limits, OwnerId, PurgeParams, Purged, QueueCounts,
+    QueueName, RecoverParams, Recovered, ReleaseParams, RenewOutcome, RenewParams, RequeueParams,
+    Result, Retry, SharedClock, Store, Timestamp, TokenOutcome, WakeHealth, WakeSignal,
 };
 use tokio::task::JoinHandle;
 
@@ -680,6 +680,21 @@ impl Store for RedisStore {
             .arg(params.holder.as_str());
         let n: i64 = self.write(&inv).await?;
         Ok(n == 1)
+    }
+
+    async fn leader_get(&self, name: &LeaderName) -> Result<Option<LeaderInfo>> {
+        let mut inv = self.call(&SCRIPTS.leader_get);
+        inv.arg(self.now()).arg(name.as_str());
+        let answer: Vec<Value> = self.read(&inv).await?;
+        match answer.as_slice() {
+            [] => Ok(None),
+            [holder, term, expires] => Ok(Some(LeaderInfo::new(
+                OwnerId::new(string_of(holder)?)?,
+                u64_of(int_of(term)?),
+                Timestamp::from_micros(int_of(expires)?),
+            ))),
+            other => Err(bad_reply(format!("leader_get answered {other:?}"))),
+        }
     }
 
     async fn item_list(

@@ -14,9 +14,9 @@ use tenure_core::partition::key_hash;
 use tenure_core::{
     ClaimParams, CompleteParams, DedupKey, DeregisterParams, DiscardParams, EnqueueParams,
     Enqueued, Error, EvictParams, Evicted, FailOutcome, FailParams, HeartbeatParams, Instance,
-    Item, ItemId, ItemState, LeaderParams, LeaderStatus, Lease, OwnerId, PurgeParams, Purged,
-    QueueCounts, QueueName, RecoverParams, Recovered, ReleaseParams, RenewOutcome, RenewParams,
-    RequeueParams, ScopeKey, StreamKey, Timestamp, TokenOutcome,
+    Item, ItemId, ItemState, LeaderInfo, LeaderName, LeaderParams, LeaderStatus, Lease, OwnerId,
+    PurgeParams, Purged, QueueCounts, QueueName, RecoverParams, Recovered, ReleaseParams,
+    RenewOutcome, RenewParams, RequeueParams, ScopeKey, StreamKey, Timestamp, TokenOutcome,
 };
 
 use crate::error::STORE;
@@ -1232,6 +1232,28 @@ pub(crate) fn leader_acquire(cx: &Cx<'_>, params: &LeaderParams) -> OpResult<Lea
         term: u64::try_from(term).map_err(corrupt)?,
         expires_at: Timestamp::from_micros(expires),
     })
+}
+
+/// [`Store::leader_get`](tenure_core::Store::leader_get): the live holder, read only.
+pub(crate) fn leader_get(cx: &Cx<'_>, name: &LeaderName) -> OpResult<Option<LeaderInfo>> {
+    let row: Option<(String, i64, i64)> = cx
+        .conn
+        .prepare_cached(
+            "SELECT holder, term, expires_at FROM tenure_leaders
+             WHERE name = ?1 AND holder IS NOT NULL AND expires_at > ?2",
+        )?
+        .query_row(params![name.as_str(), cx.now.as_micros()], |r| {
+            Ok((r.get(0)?, r.get(1)?, r.get(2)?))
+        })
+        .optional()?;
+    row.map(|(holder, term, until)| {
+        Ok(LeaderInfo::new(
+            OwnerId::new(holder).map_err(corrupt)?,
+            u64::try_from(term).map_err(corrupt)?,
+            Timestamp::from_micros(until),
+        ))
+    })
+    .transpose()
 }
 
 /// [`Store::leader_resign`](tenure_core::Store::leader_resign): the term stays.

@@ -10,9 +10,9 @@ use std::sync::Arc;
 use tenure_core::{
     async_trait, Capabilities, ClaimParams, CompleteParams, DeregisterParams, DiscardParams,
     EnqueueParams, Enqueued, Error, EvictParams, Evicted, FailOutcome, FailParams, HeartbeatParams,
-    Instance, Item, ItemId, LeaderParams, LeaderStatus, Lease, Limits, PurgeParams, Purged,
-    QueueCounts, QueueName, RecoverParams, Recovered, ReleaseParams, RenewOutcome, RenewParams,
-    RequeueParams, Result, Store, TokenOutcome, WakeSignal,
+    Instance, Item, ItemId, LeaderInfo, LeaderName, LeaderParams, LeaderStatus, Lease, Limits,
+    PurgeParams, Purged, QueueCounts, QueueName, RecoverParams, Recovered, ReleaseParams,
+    RenewOutcome, RenewParams, RequeueParams, Result, Store, TokenOutcome, WakeSignal,
 };
 
 use crate::error::{Phase, STORE};
@@ -282,6 +282,14 @@ impl Store for SqliteStore {
         self.inner
             .writer
             .call(move |cx| ops::leader_resign(cx, &params))
+            .await
+    }
+
+    async fn leader_get(&self, name: &LeaderName) -> Result<Option<LeaderInfo>> {
+        let name = name.clone();
+        self.inner
+            .writer
+            .call(move |cx| ops::leader_get(cx, &name))
             .await
     }
 

@@ -37,10 +37,10 @@ pub use operate::{
 };
 
 use crate::error::Result;
-use crate::keys::QueueName;
+use crate::keys::{LeaderName, QueueName};
 use crate::model::{
-    Enqueued, Evicted, FailOutcome, Instance, Item, ItemId, LeaderStatus, Lease, Purged,
-    QueueCounts, Recovered, RenewOutcome, TokenOutcome,
+    Enqueued, Evicted, FailOutcome, Instance, Item, ItemId, LeaderInfo, LeaderStatus, Lease,
+    Purged, QueueCounts, Recovered, RenewOutcome, TokenOutcome,
 };
 use crate::operate::{CancelOutcome, ItemPage, LeasePage};
 
@@ -317,6 +317,20 @@ pub trait Store: Send + Sync + fmt::Debug + 'static {
     /// the next holder still gets a greater one (G13; `g13_leader`).
     async fn leader_resign(&self, params: LeaderParams) -> Result<bool>;
 
+    /// Reads who holds the leader lease `name`, writing nothing (G13; `g13_leader`).
+    ///
+    /// # Contract
+    /// - Answers the holder, term and expiry of a live lease (`expires_at > now`,
+    ///   exactly the lease [`Store::leader_acquire`] would answer `Follower` for to
+    ///   anyone else), and `None` when nobody holds it live: never acquired, resigned,
+    ///   or expired (`expires_at <= now`). An expired holder is never reported as the
+    ///   leader.
+    /// - MUST NOT change the lease: not its holder, term or expiry. Reading it any
+    ///   number of times leaves the next holder's term exactly as it would have been.
+    /// - An unreachable backend is `Err` ([`Error::Unavailable`](crate::Error)), never
+    ///   `None`.
+    async fn leader_get(&self, name: &LeaderName) -> Result<Option<LeaderInfo>>;
+
     /// One page of a queue's items in one listable state (conformance group
     /// `op_inspection`).
     ///
@@ -449,6 +463,9 @@ impl<S: Store + ?Sized> Store for Arc<S> {
     }
     async fn leader_resign(&self, params: LeaderParams) -> Result<bool> {
         (**self).leader_resign(params).await
+    }
+    async fn leader_get(&self, name: &LeaderName) -> Result<Option<LeaderInfo>> {
+        (**self).leader_get(name).await
     }
     async fn item_list(&self, params: ItemListParams) -> Result<ItemPage> {
         (**self).item_list(params).await

@@ -365,6 +365,12 @@ impl<S: Store> Store for Probe<S> {
     async fn leader_resign(&self, params: LeaderParams) -> Result<bool> {
         self.inner.leader_resign(params).await
     }
+    async fn leader_get(
+        &self,
+        name: &tenure_core::LeaderName,
+    ) -> Result<Option<tenure_core::LeaderInfo>> {
+        self.inner.leader_get(name).await
+    }
 
     async fn item_list(
         &self,

@@ -340,6 +340,12 @@ impl Store for LedgerStore {
     async fn leader_resign(&self, p: LeaderParams) -> tenure::Result<bool> {
         self.inner.leader_resign(p).await
     }
+    async fn leader_get(
+        &self,
+        name: &tenure::LeaderName,
+    ) -> tenure::Result<Option<tenure::LeaderInfo>> {
+        self.inner.leader_get(name).await
+    }
 
     async fn item_list(&self, params: tenure::ItemListParams) -> tenure::Result<tenure::ItemPage> {
         self.inner.item_list(params).await
