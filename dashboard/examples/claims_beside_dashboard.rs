@@ -40,7 +40,11 @@ fn env_usize(name: &str, default: usize) -> usize {
 }
 
 /// Ten tabs refreshing every second until `stop`; answers how many pages they loaded.
-fn tabs(app: axum::Router, queue: &QueueName, stop: Arc<AtomicBool>) -> Vec<tokio::task::JoinHandle<u64>> {
+fn tabs(
+    app: axum::Router,
+    queue: &QueueName,
+    stop: Arc<AtomicBool>,
+) -> Vec<tokio::task::JoinHandle<u64>> {
     let pages = [
         "/".to_owned(),
         format!("/queues/{queue}?state=ready"),
@@ -117,7 +121,11 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         println!(
             "round {}: {} {:>9.0} claims/s ({items} items in {:.2?})",
             round + 1,
-            if with_dashboard { "beside the dashboard" } else { "alone               " },
+            if with_dashboard {
+                "beside the dashboard"
+            } else {
+                "alone               "
+            },
             rate,
             d.elapsed
         );

@@ -19,8 +19,6 @@ pub(crate) enum LeaderView {
     },
     /// Nobody holds it (or the last lease expired).
     Free,
-    /// This store cannot read the leader without taking it, so it is not shown.
-    Unknown,
 }
 
 /// What the overview shows, as read at `as_of`.
@@ -102,8 +100,16 @@ async fn read(store: &dyn Store, leader: &str, now: Timestamp) -> tenure_core::R
     })
 }
 
-/// The leader, read without taking it.
-async fn read_leader(_store: &dyn Store, name: &str) -> tenure_core::Result<LeaderView> {
-    let _name = LeaderName::new(name)?;
-    Ok(LeaderView::Unknown)
+/// The leader, read without taking it (`Store::leader_get` writes nothing, so polling
+/// it never raises the term).
+async fn read_leader(store: &dyn Store, name: &str) -> tenure_core::Result<LeaderView> {
+    let name = LeaderName::new(name)?;
+    Ok(match store.leader_get(&name).await? {
+        Some(info) => LeaderView::Held {
+            holder: info.holder,
+            term: info.term,
+            expires_at: info.expires_at,
+        },
+        None => LeaderView::Free,
+    })
 }

@@ -278,7 +278,6 @@ pub(crate) async fn overview(State(state): State<AppState>, ctx: Ctx) -> Respons
                 LeaderView::Free => {
                     json!({ "name": state.config.leader_name, "holder": null, "term": null })
                 }
-                LeaderView::Unknown => Value::Null,
             };
             json!({
                 "store": store,

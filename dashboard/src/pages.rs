@@ -172,7 +172,6 @@ impl View<'_> {
                         span title=(iso(*expires_at)) { (relative(*expires_at, now)) }
                     }
                     LeaderView::Free => { "none: no worker holds the maintenance lease." }
-                    LeaderView::Unknown => { "not shown: this store cannot read the leader without taking it." }
                 }
             }
         };

@@ -68,6 +68,7 @@ macro_rules! on_every_store {
 
 on_every_store! {
     overview_shows_every_queue_with_its_counts_and_a_json_twin => overview_case;
+    the_overview_shows_the_leader_and_its_term_without_taking_the_lease => leader_case;
     every_page_answers_200_with_the_strict_headers => pages_case;
     actions_from_another_site_or_without_origin_are_refused_with_403_and_change_nothing => cross_site_case;
     a_read_only_dashboard_refuses_every_action_with_403_and_shows_no_buttons => read_only_case;
@@ -115,6 +116,46 @@ async fn overview_case(store: &DynStore) {
         .find(|r| r["queue"] == "emails")
         .unwrap();
     assert!(emails["oldest_ready_age_s"].as_f64().is_some(), "{emails}");
+    assert_eq!(
+        v["leader"]["holder"],
+        serde_json::Value::Null,
+        "nobody leads yet"
+    );
+    assert!(page
+        .body
+        .contains("none: no worker holds the maintenance lease"));
+}
+
+async fn leader_case(store: &DynStore) {
+    let name = tenure::LeaderName::new("tenure.maintenance").unwrap();
+    let term = match store
+        .leader_acquire(tenure::LeaderParams::new(name.clone(), me(), LEASE))
+        .await
+        .unwrap()
+    {
+        tenure::LeaderStatus::Leader { term, .. } => term,
+        other => panic!("worker-a should lead: {other:?}"),
+    };
+    // Three dashboards, so three reads of the store: none may take the lease.
+    for _ in 0..3 {
+        let app = app(store);
+        let v = get(&app, "/?format=json").await.json();
+        assert_eq!(v["leader"]["holder"], "worker-a");
+        assert_eq!(v["leader"]["term"], term);
+        let page = get(&app, "/").await;
+        assert!(
+            page.body
+                .contains(&format!("<strong class=\"term\">{term}</strong>")),
+            "{}",
+            page.body
+        );
+    }
+    let info = store.leader_get(&name).await.unwrap().unwrap();
+    assert_eq!(
+        (info.holder.as_str(), info.term),
+        ("worker-a", term),
+        "reading changed nothing"
+    );
 }
 
 async fn pages_case(store: &DynStore) {
