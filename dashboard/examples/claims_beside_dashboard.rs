@@ -41,9 +41,9 @@ fn env_usize(name: &str, default: usize) -> usize {
 
 /// Ten tabs refreshing every second until `stop`; answers how many pages they loaded.
 fn tabs(
-    app: axum::Router,
+    app: &axum::Router,
     queue: &QueueName,
-    stop: Arc<AtomicBool>,
+    stop: &Arc<AtomicBool>,
 ) -> Vec<tokio::task::JoinHandle<u64>> {
     let pages = [
         "/".to_owned(),
@@ -107,7 +107,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         seed(&store, &queue, items).await?;
         let stop = Arc::new(AtomicBool::new(false));
         let open = if with_dashboard {
-            tabs(app.clone(), &queue, stop.clone())
+            tabs(&app, &queue, &stop)
         } else {
             Vec::new()
         };

@@ -38,6 +38,7 @@ impl View<'_> {
     }
 
     /// The whole page around `body`; `refresh` marks pages the script may reload.
+    #[allow(clippy::needless_pass_by_value)] // every caller hands its body over
     pub(crate) fn page(&self, title: &str, refresh: bool, body: Markup) -> Markup {
         html! {
             (DOCTYPE)
