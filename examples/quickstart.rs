@@ -159,5 +159,9 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         "see it as an operator: tenure status 'sqlite://{}'",
         path.display()
     );
+    println!(
+        "or in a browser: tenure dashboard 'sqlite://{}' and open http://127.0.0.1:8080/queues/{queue}",
+        path.display()
+    );
     Ok(())
 }

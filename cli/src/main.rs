@@ -9,6 +9,7 @@
 //!   ([`items`]).
 //! - `cancel`, `pause`, `resume`, `requeue`, `discard`: steer the work ([`control`]).
 //! - `migrate`: apply the schema, or print it as SQL ([`migrate`]).
+//! - `dashboard`: the web dashboard on its own ([`dashboard`]).
 //! - `bench`: claim throughput and latency on the user's own database ([`mod@bench`]).
 //!
 //! Every store by URL, through `tenure::open`. Tables for people, `--json` for
@@ -17,6 +18,7 @@
 mod bench;
 mod connect;
 mod control;
+mod dashboard;
 mod error;
 mod items;
 mod migrate;
@@ -60,6 +62,9 @@ enum Command {
     Discard(control::DiscardArgs),
     /// Create or upgrade the store's schema, or print it as SQL (--print).
     Migrate(migrate::MigrateArgs),
+    /// Serve the web dashboard: queues, items, leases and actions in a browser
+    /// (loopback only unless basic auth is set).
+    Dashboard(dashboard::DashboardArgs),
     /// Measure claim throughput and latency on a store, through the worker or the
     /// store API, in data of its own that it removes afterwards.
     Bench(bench::BenchArgs),
@@ -78,6 +83,7 @@ impl Command {
             Command::Discard(a) => a.which.target.json,
             Command::Migrate(a) => a.target.json,
             Command::Bench(a) => a.json,
+            Command::Dashboard(_) => false,
         }
     }
 }
@@ -107,6 +113,7 @@ fn main() -> ExitCode {
             Command::Discard(args) => control::discard(args).await,
             Command::Migrate(args) => migrate::run(args).await,
             Command::Bench(args) => bench::run(args).await,
+            Command::Dashboard(args) => dashboard::run(args).await,
         }
     });
     // Store handles close their pools as the runtime shuts down.

@@ -1,0 +1,115 @@
+//! The one cache of counts per router: the overview's queues, instances and leader,
+//! read from the store at most once per TTL however many requests ask.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tenure_core::{Instance, LeaderName, OwnerId, QueueCounts, QueueName, Store, Timestamp};
+use tokio::sync::Mutex;
+use tokio::time::Instant;
+
+/// Who holds the leader lease, as read without side effects.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) enum LeaderView {
+    /// Held by `holder` with `term` until `expires_at`.
+    Held {
+        holder: OwnerId,
+        term: u64,
+        expires_at: Timestamp,
+    },
+    /// Nobody holds it (or the last lease expired).
+    Free,
+}
+
+/// What the overview shows, as read at `as_of`.
+#[derive(Debug)]
+pub(crate) struct Snapshot {
+    pub(crate) queues: Vec<(QueueName, QueueCounts)>,
+    pub(crate) instances: Vec<Instance>,
+    pub(crate) leader: LeaderView,
+    pub(crate) as_of: Timestamp,
+    read_at: Instant,
+}
+
+impl Snapshot {
+    /// The counts of `queue`, when the store knows it.
+    pub(crate) fn counts(&self, queue: &QueueName) -> Option<&QueueCounts> {
+        self.queues.iter().find(|(q, _)| q == queue).map(|(_, c)| c)
+    }
+
+    /// How long ago the store was read.
+    pub(crate) fn age(&self) -> Duration {
+        self.read_at.elapsed()
+    }
+}
+
+/// A snapshot reused for `ttl`; one refresh at a time while the others wait for it.
+pub(crate) struct CountsCache {
+    ttl: Duration,
+    slot: Mutex<Option<Arc<Snapshot>>>,
+}
+
+impl CountsCache {
+    pub(crate) fn new(ttl: Duration) -> Self {
+        CountsCache {
+            ttl,
+            slot: Mutex::new(None),
+        }
+    }
+
+    /// The cached snapshot, or a fresh one when it is older than the TTL. Requests that
+    /// arrive during a refresh wait for it and share its answer.
+    pub(crate) async fn get(
+        &self,
+        store: &dyn Store,
+        leader: &str,
+        now: Timestamp,
+    ) -> tenure_core::Result<Arc<Snapshot>> {
+        let mut slot = self.slot.lock().await;
+        if let Some(snap) = slot.as_ref() {
+            if snap.read_at.elapsed() < self.ttl {
+                return Ok(snap.clone());
+            }
+        }
+        let snap = Arc::new(read(store, leader, now).await?);
+        *slot = Some(snap.clone());
+        Ok(snap)
+    }
+
+    /// Forgets the snapshot, so the next request reads the store (after an action).
+    pub(crate) async fn invalidate(&self) {
+        *self.slot.lock().await = None;
+    }
+}
+
+async fn read(store: &dyn Store, leader: &str, now: Timestamp) -> tenure_core::Result<Snapshot> {
+    let names = store.queue_list().await?;
+    let mut queues = Vec::with_capacity(names.len());
+    for q in names {
+        let counts = store.queue_counts(&q).await?;
+        queues.push((q, counts));
+    }
+    let instances = store.instance_list().await?;
+    let leader = read_leader(store, leader).await?;
+    Ok(Snapshot {
+        queues,
+        instances,
+        leader,
+        as_of: now,
+        read_at: Instant::now(),
+    })
+}
+
+/// The leader, read without taking it (`Store::leader_get` writes nothing, so polling
+/// it never raises the term).
+async fn read_leader(store: &dyn Store, name: &str) -> tenure_core::Result<LeaderView> {
+    let name = LeaderName::new(name)?;
+    Ok(match store.leader_get(&name).await? {
+        Some(info) => LeaderView::Held {
+            holder: info.holder,
+            term: info.term,
+            expires_at: info.expires_at,
+        },
+        None => LeaderView::Free,
+    })
+}

@@ -1,0 +1,145 @@
+//! A web dashboard over any Tenure store: see every queue, steer the work.
+//!
+//! [`router`] returns an [`axum::Router`] that an application mounts under any prefix,
+//! or that `tenure dashboard URL` serves on its own. Pages are rendered on the server
+//! (maud, every value escaped); the one stylesheet and the one small script are
+//! compiled into the binary; every action is a plain form POST that works with
+//! JavaScript off. The script only refreshes the page's content at the interval the
+//! user picks, and stops while the tab is hidden.
+//!
+//! # Pages
+//!
+//! | path | page | JSON twin |
+//! |---|---|---|
+//! | `/` | every queue's ready / scheduled / running / dead counts, paused flag and oldest ready age; the instances and their last heartbeat; the leader and its term | `/?format=json` |
+//! | `/queues/{queue}?state=&order=&after=` | a queue's items in one state, oldest or newest first, paged by cursor | `?format=json` |
+//! | `/items/{id}?payload=show` | one item: attempt of max, stalls, renewals, owner, lease expiry, run_at, keys, last error; the payload preview only when asked for | `?format=json` |
+//! | `/leases?queue=&after=` | live leases, soonest expiry first; expired leases nobody recovered yet are marked | `?format=json` |
+//! | `/find?id=` | find an item by id (the box on every page) | `?format=json` |
+//! | `/queues/{queue}/dead?action=&older_than=&limit=` | what a requeue or discard by filter would take, counted before it runs | `?format=json` |
+//! | `/healthz` | `200 ok` when the store answers, `503` when it does not | text |
+//!
+//! A request asks for JSON with `?format=json` or `Accept: application/json`.
+//!
+//! # Actions
+//!
+//! All by POST, each refused (403) unless the request is same-origin
+//! (`Sec-Fetch-Site: same-origin`, or an `Origin` that matches `Host`), unless the
+//! dashboard is read-only, and unless the [`Authorizer`] allows that [`Action`]:
+//!
+//! | path | action |
+//! |---|---|
+//! | `/queues/{queue}/pause`, `/queues/{queue}/resume` | [`Action::Pause`], [`Action::Resume`] |
+//! | `/items/cancel` (`id` repeated) | [`Action::Cancel`]: ready or scheduled items, an outcome per id |
+//! | `/items/requeue`, `/items/discard` (`id` repeated) | [`Action::Requeue`], [`Action::Discard`] of dead items by id |
+//! | `/queues/{queue}/dead/requeue`, `/queues/{queue}/dead/discard` (`older_than`, `limit`) | by filter, one bounded batch; a discard needs the queue's name typed in `confirm` (else 400) |
+//!
+//! Each action emits one `tracing` event (target `tenure_dashboard::audit`) and bumps
+//! the `tenure_dashboard_actions_total` counter (labels `action`, `actor`, `outcome`).
+//!
+//! # Load on the store
+//!
+//! The overview's counts, instances and leader are read at most once per
+//! [`DashboardConfig::counts_ttl`] per router, however many tabs are open: one shared
+//! cache, refreshed by one request while the others wait for it. Listings are bounded
+//! pages ([`DashboardConfig::page_size`]). An action clears the cache, so its effect
+//! shows at once.
+//!
+//! # Safety
+//!
+//! Responses carry a strict content security policy (`default-src 'none'`, scripts and
+//! styles from the dashboard only, no inline script, `frame-ancestors 'none'`),
+//! `X-Content-Type-Options: nosniff`, `Cache-Control: no-store`, `Referrer-Policy:
+//! same-origin` and `X-Robots-Tag: noindex`. Mounted in an application, put the
+//! application's own auth layer in front and give an [`Authorizer`]; standalone,
+//! [`BasicAuth`] guards every page but `/healthz`.
+//!
+//! # Example
+//!
+//! ```no_run
+//! # async fn demo(store: std::sync::Arc<dyn tenure_core::Store>) -> std::io::Result<()> {
+//! use tenure_dashboard::{Access, DashboardConfig};
+//!
+//! let config = DashboardConfig::new()
+//!     .base_path("/ops/tenure")
+//!     .environment("production")
+//!     .authorizer(|parts: &axum::http::request::Parts| {
+//!         // The host's auth layer put its user in the extensions; look at it here.
+//!         if parts.headers.contains_key("x-admin") { Access::Full } else { Access::ReadOnly }
+//!     });
+//! let app = axum::Router::new().nest("/ops/tenure", tenure_dashboard::router(store, config));
+//! let listener = tokio::net::TcpListener::bind("127.0.0.1:8080").await?;
+//! axum::serve(listener, app).await
+//! # }
+//! ```
+#![deny(missing_docs)]
+
+mod access;
+mod assets;
+mod cache;
+mod config;
+mod handlers;
+mod pages;
+mod security;
+mod text;
+
+use std::sync::Arc;
+
+use axum::routing::{get, post};
+use axum::Router;
+use tenure_core::Store;
+
+pub use access::{Access, Action, Authorizer};
+pub use config::{BasicAuth, DashboardConfig};
+
+/// What every handler shares: the store, the configuration and the one counts cache.
+pub(crate) struct Shared {
+    pub(crate) store: Arc<dyn Store>,
+    pub(crate) config: DashboardConfig,
+    pub(crate) cache: cache::CountsCache,
+}
+
+pub(crate) type AppState = Arc<Shared>;
+
+/// The dashboard over `store`, to mount under [`DashboardConfig::base_path`] (or serve
+/// at the root). Every request of this router shares one counts cache.
+pub fn router(store: Arc<dyn Store>, config: DashboardConfig) -> Router {
+    let cache = cache::CountsCache::new(config.counts_ttl);
+    let state: AppState = Arc::new(Shared {
+        store,
+        config,
+        cache,
+    });
+    let guarded = Router::new()
+        .route("/", get(handlers::overview))
+        .route("/queues/{queue}", get(handlers::queue))
+        .route("/queues/{queue}/dead", get(handlers::dead_preview))
+        .route("/queues/{queue}/pause", post(handlers::pause))
+        .route("/queues/{queue}/resume", post(handlers::resume))
+        .route(
+            "/queues/{queue}/dead/requeue",
+            post(handlers::requeue_filter),
+        )
+        .route(
+            "/queues/{queue}/dead/discard",
+            post(handlers::discard_filter),
+        )
+        .route("/items/cancel", post(handlers::cancel))
+        .route("/items/requeue", post(handlers::requeue_ids))
+        .route("/items/discard", post(handlers::discard_ids))
+        .route("/items/{id}", get(handlers::item))
+        .route("/leases", get(handlers::leases))
+        .route("/find", get(handlers::find))
+        .route("/assets/{name}", get(assets::serve))
+        .fallback(handlers::not_found)
+        .layer(axum::middleware::from_fn(security::same_origin_only))
+        .layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            security::basic_auth,
+        ));
+    Router::new()
+        .route("/healthz", get(handlers::healthz))
+        .merge(guarded)
+        .layer(axum::middleware::from_fn(security::headers))
+        .with_state(state)
+}

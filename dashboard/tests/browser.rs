@@ -1,0 +1,326 @@
+//! The dashboard in a real browser: Debian's Chromium driven through `chromedriver`
+//! over WebDriver (fantoccini; nothing is downloaded). Opens the overview, pauses a
+//! queue, requeues a dead item, sees the counts change (also by the refresher alone),
+//! and saves a screenshot of each page under `target/tmp/dashboard-screens/`.
+//!
+//! Without `chromedriver` and `chromium` on the machine the test skips, saying why;
+//! under CI (`CI` set, as `.ci/run` does) a missing browser is a failure.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use std::net::TcpListener as StdListener;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use common::*;
+use fantoccini::{Client, ClientBuilder, Locator};
+use serde_json::json;
+use tenure::{DynStore, HeartbeatParams, MemoryStore, NewItem, StoreExt};
+use tenure_dashboard::{router, DashboardConfig};
+
+const CHROMIUM: &str = "/usr/bin/chromium";
+
+/// A `chromedriver` of our own on a free port, killed when dropped.
+struct Driver {
+    child: Child,
+    port: u16,
+    _profile: tempfile::TempDir,
+}
+
+impl Drop for Driver {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn under_ci() -> bool {
+    std::env::var("CI").is_ok_and(|v| !v.is_empty() && v != "false" && v != "0")
+}
+
+fn free_port() -> u16 {
+    StdListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// Starts `chromedriver`, or answers why it cannot (then the test skips, or fails
+/// under CI).
+fn start_driver() -> Result<Driver, String> {
+    let has = |bin: &str| {
+        Command::new(bin)
+            .arg("--version")
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success())
+    };
+    if !has("chromedriver") {
+        return Err("no chromedriver on PATH (apt-get install chromium-driver)".to_owned());
+    }
+    if !std::path::Path::new(CHROMIUM).exists() {
+        return Err(format!(
+            "no Chromium at {CHROMIUM} (apt-get install chromium)"
+        ));
+    }
+    let port = free_port();
+    let child = Command::new("chromedriver")
+        .arg(format!("--port={port}"))
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .map_err(|e| format!("chromedriver does not start: {e}"))?;
+    Ok(Driver {
+        child,
+        port,
+        _profile: tempfile::tempdir().unwrap(),
+    })
+}
+
+/// A headless Chromium session through `driver`, retried until the driver listens.
+async fn browser(driver: &Driver) -> Client {
+    let profile = driver._profile.path().display().to_string();
+    let mut caps = serde_json::Map::new();
+    caps.insert(
+        "goog:chromeOptions".to_owned(),
+        json!({
+            "binary": CHROMIUM,
+            "args": [
+                "--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
+                "--disable-background-networking", "--disable-component-update",
+                "--no-first-run", "--window-size=1280,900",
+                format!("--user-data-dir={profile}"),
+            ],
+        }),
+    );
+    let url = format!("http://127.0.0.1:{}", driver.port);
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let connector = hyper_util::client::legacy::connect::HttpConnector::new();
+        match ClientBuilder::new(connector)
+            .capabilities(caps.clone())
+            .connect(&url)
+            .await
+        {
+            Ok(c) => return c,
+            Err(e) if Instant::now() > deadline => panic!("no WebDriver session: {e}"),
+            Err(_) => tokio::time::sleep(Duration::from_millis(200)).await,
+        }
+    }
+}
+
+fn screens() -> PathBuf {
+    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("dashboard-screens");
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+async fn shot(c: &Client, name: &str) {
+    let png = c.screenshot().await.unwrap();
+    let path = screens().join(format!("{name}.png"));
+    std::fs::write(&path, png).unwrap();
+    eprintln!("screenshot: {}", path.display());
+}
+
+async fn text(c: &Client, css: &str) -> String {
+    c.find(Locator::Css(css))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap()
+}
+
+/// Waits (up to 10 s) until the text of `css` is `want`.
+async fn until_text(c: &Client, css: &str, want: &str) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let got = match c.find(Locator::Css(css)).await {
+            Ok(e) => e.text().await.unwrap_or_default(),
+            Err(_) => String::new(),
+        };
+        if got.trim() == want {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{css}: wanted {want:?}, still {got:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_operator_pauses_a_queue_and_requeues_a_dead_item_in_chromium() {
+    let driver = match start_driver() {
+        Ok(d) => d,
+        Err(why) if !under_ci() => {
+            eprintln!("skipped: {why}");
+            return;
+        }
+        Err(why) => panic!("the browser is required under CI: {why}"),
+    };
+
+    let store: DynStore = Arc::new(MemoryStore::default());
+    let first_dead = dead(&store, "emails", "smtp: 550 mailbox unavailable").await;
+    dead(&store, "emails", "smtp: connection reset").await;
+    ready(&store, "emails", 3).await;
+    store
+        .claim_one(q("emails"), me(), LEASE)
+        .await
+        .unwrap()
+        .unwrap();
+    store
+        .enqueue_one(
+            NewItem::new(
+                q("emails"),
+                br#"{"to":"ada@example.com","subject":"Welcome"}"#.to_vec(),
+            )
+            .delay(Duration::from_secs(600)),
+        )
+        .await
+        .unwrap();
+    ready(&store, "thumbnails", 2).await;
+    store
+        .instance_heartbeat(HeartbeatParams::new(me()))
+        .await
+        .unwrap();
+
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let app = axum::Router::new().nest(
+        "/ops/tenure",
+        router(
+            store.clone(),
+            DashboardConfig::new()
+                .base_path("/ops/tenure")
+                .environment("staging")
+                .counts_ttl(Duration::from_millis(200)),
+        ),
+    );
+    let server = tokio::spawn(async move { axum::serve(listener, app).await });
+    let base = format!("http://{addr}/ops/tenure");
+
+    let c = browser(&driver).await;
+    c.goto(&base).await.unwrap();
+    c.wait().for_element(Locator::Css("#queues")).await.unwrap();
+    let emails = "tr[data-queue='emails']";
+    assert_eq!(text(&c, &format!("{emails} td.dead")).await, "2");
+    assert_eq!(text(&c, &format!("{emails} td.ready")).await, "2");
+    // The refresher ran under the strict CSP: it shows the interval picker.
+    let picker = c.find(Locator::Css("label.refresh")).await.unwrap();
+    assert!(picker.is_displayed().await.unwrap(), "the script loaded");
+    shot(&c, "1-overview").await;
+
+    // Pause: a plain form POST, same-origin, redirected back to the overview.
+    c.find(Locator::Css(&format!("{emails} button[name='do']")))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    until_text(&c, &format!("{emails} td.state"), "paused").await;
+    shot(&c, "2-overview-paused").await;
+
+    // Requeue one dead item from the queue's dead listing.
+    c.find(Locator::Css(&format!("{emails} td.dead a")))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    c.wait()
+        .for_element(Locator::Css(&format!("input[value='{first_dead}']")))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    shot(&c, "3-queue-dead").await;
+    c.find(Locator::Css("button[formaction$='/items/requeue']"))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    until_text(
+        &c,
+        "p.message",
+        "Requeued 1 of 1 item (items that were not dead are left alone).",
+    )
+    .await;
+    shot(&c, "4-requeued").await;
+
+    // The counts changed: one dead fewer, one ready more.
+    c.goto(&base).await.unwrap();
+    until_text(&c, &format!("{emails} td.dead"), "1").await;
+    until_text(&c, &format!("{emails} td.ready"), "3").await;
+
+    // The refresher alone shows new work: pick 1 s, enqueue behind the page's back.
+    c.find(Locator::Css("#refresh"))
+        .await
+        .unwrap()
+        .select_by_value("1")
+        .await
+        .unwrap();
+    ready(&store, "thumbnails", 5).await;
+    until_text(&c, "tr[data-queue='thumbnails'] td.ready", "7").await;
+
+    // The other pages, for the record.
+    c.goto(&format!("{base}/queues/emails?state=ready&order=newest"))
+        .await
+        .unwrap();
+    c.wait().for_element(Locator::Css("#items")).await.unwrap();
+    shot(&c, "5-queue-ready").await;
+    c.goto(&format!("{base}/items/{first_dead}?payload=show"))
+        .await
+        .unwrap();
+    c.wait()
+        .for_element(Locator::Css("#payload"))
+        .await
+        .unwrap();
+    assert_eq!(text(&c, "#state").await, "ready");
+    shot(&c, "6-item").await;
+    c.goto(&format!("{base}/leases")).await.unwrap();
+    c.wait().for_element(Locator::Css("#leases")).await.unwrap();
+    shot(&c, "7-leases").await;
+    c.goto(&format!(
+        "{base}/queues/emails/dead?action=discard&older_than=&limit=100"
+    ))
+    .await
+    .unwrap();
+    assert_eq!(text(&c, "#takes").await, "1");
+    shot(&c, "8-discard-preview").await;
+    // The typed confirmation: the wrong name is refused and nothing is discarded.
+    c.find(Locator::Css("input[name='confirm']"))
+        .await
+        .unwrap()
+        .send_keys("email")
+        .await
+        .unwrap();
+    c.find(Locator::Css("button.danger"))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    c.wait()
+        .for_element(Locator::Css("p.message"))
+        .await
+        .unwrap();
+    assert!(
+        text(&c, "h1").await.starts_with("400"),
+        "unconfirmed discard refused"
+    );
+    shot(&c, "9-discard-refused").await;
+    assert_eq!(store.queue_counts(&q("emails")).await.unwrap().dead, 1);
+
+    c.close().await.unwrap();
+    server.abort();
+    drop(driver);
+}

@@ -1,0 +1,238 @@
+//! What the dashboard's tests share: stores of their own on every backend, requests
+//! sent to the router without a socket, and items put in each state.
+#![allow(dead_code, unreachable_pub, clippy::unwrap_used, clippy::expect_used)]
+
+use std::time::Duration;
+
+use axum::body::Body;
+use axum::http::{header, HeaderMap, Request, StatusCode};
+use axum::Router;
+use http_body_util::BodyExt;
+use sqlx::{Connection, PgConnection};
+use tenure::{DynStore, Failure, ItemId, NewItem, OwnerId, QueueName, StoreExt};
+use tower::ServiceExt;
+
+/// True when a missing server must fail the run (CI sets `TENURE_REQUIRE_STORES=1`).
+pub fn required() -> bool {
+    std::env::var("TENURE_REQUIRE_STORES").is_ok_and(|v| v == "1")
+}
+
+pub fn pg_url() -> String {
+    std::env::var("TENURE_POSTGRES_URL")
+        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".to_owned())
+}
+
+pub fn redis_url() -> String {
+    std::env::var("TENURE_REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1:6379".to_owned())
+}
+
+/// A store of a test's own, and what to remove afterwards.
+pub enum Place {
+    Memory,
+    Sqlite(tempfile::TempDir),
+    Postgres(String),
+    Redis(String),
+}
+
+pub struct Fixture {
+    pub store: DynStore,
+    place: Place,
+}
+
+impl Fixture {
+    pub fn memory() -> Fixture {
+        Fixture {
+            store: std::sync::Arc::new(tenure::MemoryStore::default()),
+            place: Place::Memory,
+        }
+    }
+
+    pub async fn sqlite() -> Fixture {
+        let dir = tempfile::tempdir().unwrap();
+        let url = format!("sqlite://{}", dir.path().join("work.db").display());
+        Fixture {
+            store: tenure::open(&url).await.unwrap(),
+            place: Place::Sqlite(dir),
+        }
+    }
+
+    /// A fresh schema, or `None` (the case skips) when the server is down and stores
+    /// are not required.
+    pub async fn postgres() -> Option<Fixture> {
+        match PgConnection::connect(&pg_url()).await {
+            Ok(c) => drop(c),
+            Err(e) if !required() => {
+                eprintln!("skipped: PostgreSQL at {} is unreachable: {e}", pg_url());
+                return None;
+            }
+            Err(e) => panic!("PostgreSQL at {} is required: {e}", pg_url()),
+        }
+        let schema = format!("tenure_dash_{}", uuid::Uuid::now_v7().simple());
+        let url = format!("{}?tenure_schema={schema}", pg_url());
+        Some(Fixture {
+            store: tenure::open(&url).await.unwrap(),
+            place: Place::Postgres(schema),
+        })
+    }
+
+    /// A fresh key prefix, or `None` (the case skips) when the server is down and
+    /// stores are not required.
+    pub async fn redis() -> Option<Fixture> {
+        let prefix = format!("tenure_dash_{}", uuid::Uuid::now_v7().simple());
+        let url = format!("{}?tenure_prefix={prefix}", redis_url());
+        match tenure::open(&url).await {
+            Ok(store) => Some(Fixture {
+                store,
+                place: Place::Redis(prefix),
+            }),
+            Err(e) if !required() => {
+                eprintln!("skipped: Redis at {} is unreachable: {e}", redis_url());
+                None
+            }
+            Err(e) => panic!("Redis at {} is required: {e}", redis_url()),
+        }
+    }
+
+    pub async fn remove(self) {
+        drop(self.store);
+        match self.place {
+            Place::Memory => {}
+            Place::Sqlite(dir) => drop(dir),
+            Place::Postgres(schema) => {
+                let mut c = PgConnection::connect(&pg_url()).await.unwrap();
+                sqlx::query(&format!("DROP SCHEMA IF EXISTS {schema} CASCADE"))
+                    .execute(&mut c)
+                    .await
+                    .unwrap();
+            }
+            Place::Redis(prefix) => {
+                let client = redis::Client::open(redis_url()).unwrap();
+                let mut c = client.get_multiplexed_async_connection().await.unwrap();
+                let keys: Vec<String> = redis::cmd("KEYS")
+                    .arg(format!("{{{prefix}}}*"))
+                    .query_async(&mut c)
+                    .await
+                    .unwrap();
+                if !keys.is_empty() {
+                    let _: () = redis::cmd("DEL")
+                        .arg(keys)
+                        .query_async(&mut c)
+                        .await
+                        .unwrap();
+                }
+            }
+        }
+    }
+}
+
+pub fn q(name: &str) -> QueueName {
+    QueueName::new(name).unwrap()
+}
+
+pub fn me() -> OwnerId {
+    OwnerId::new("worker-a").unwrap()
+}
+
+pub const LEASE: Duration = Duration::from_secs(60);
+
+/// Enqueues `n` ready items of `queue`; their ids in enqueue order.
+pub async fn ready(store: &DynStore, queue: &str, n: usize) -> Vec<ItemId> {
+    let mut ids = Vec::new();
+    for i in 0..n {
+        let e = store
+            .enqueue_one(NewItem::new(q(queue), format!("item {i}").into_bytes()))
+            .await
+            .unwrap();
+        ids.push(e.id);
+    }
+    ids
+}
+
+/// Makes one item of `queue` dead with `error` (the queue must hold no other ready
+/// item); its id.
+pub async fn dead(store: &DynStore, queue: &str, error: &str) -> ItemId {
+    let id = ready(store, queue, 1).await[0];
+    let lease = store
+        .claim_one(q(queue), me(), LEASE)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(lease.token.id, id, "the queue held only this ready item");
+    store
+        .fail_one(Failure::permanent(lease.token, error))
+        .await
+        .unwrap();
+    id
+}
+
+/// A response, read whole.
+pub struct Reply {
+    pub status: StatusCode,
+    pub headers: HeaderMap,
+    pub body: String,
+}
+
+impl Reply {
+    pub fn json(&self) -> serde_json::Value {
+        serde_json::from_str(&self.body).unwrap_or_else(|e| panic!("JSON ({e}): {}", self.body))
+    }
+
+    pub fn location(&self) -> &str {
+        self.headers
+            .get(header::LOCATION)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or("")
+    }
+}
+
+pub async fn send(app: &Router, req: Request<Body>) -> Reply {
+    let res = app.clone().oneshot(req).await.unwrap();
+    let status = res.status();
+    let headers = res.headers().clone();
+    let bytes = res.into_body().collect().await.unwrap().to_bytes();
+    Reply {
+        status,
+        headers,
+        body: String::from_utf8_lossy(&bytes).into_owned(),
+    }
+}
+
+pub async fn get(app: &Router, path: &str) -> Reply {
+    send(app, Request::get(path).body(Body::empty()).unwrap()).await
+}
+
+/// A form POST as the dashboard's own pages send it (`Sec-Fetch-Site: same-origin`).
+pub async fn post(app: &Router, path: &str, form: &str) -> Reply {
+    post_from(app, path, form, Some("same-origin")).await
+}
+
+/// A form POST with this `Sec-Fetch-Site` (or none).
+pub async fn post_from(app: &Router, path: &str, form: &str, site: Option<&str>) -> Reply {
+    let mut req =
+        Request::post(path).header(header::CONTENT_TYPE, "application/x-www-form-urlencoded");
+    if let Some(site) = site {
+        req = req.header("sec-fetch-site", site);
+    }
+    send(app, req.body(Body::from(form.to_owned())).unwrap()).await
+}
+
+/// The overview's JSON counts of `queue`: (ready, scheduled, running, dead, paused).
+pub async fn counts(app: &Router, queue: &str) -> (u64, u64, u64, u64, bool) {
+    let r = get(app, "/?format=json").await;
+    assert_eq!(r.status, StatusCode::OK, "{}", r.body);
+    let v = r.json();
+    let row = v["queues"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|row| row["queue"] == queue)
+        .unwrap_or_else(|| panic!("queue {queue} in {v}"))
+        .clone();
+    (
+        row["ready"].as_u64().unwrap(),
+        row["scheduled"].as_u64().unwrap(),
+        row["running"].as_u64().unwrap(),
+        row["dead"].as_u64().unwrap(),
+        row["paused"].as_bool().unwrap(),
+    )
+}

@@ -1,0 +1,808 @@
+//! The dashboard's router without a socket (`tower::ServiceExt::oneshot`): pages,
+//! JSON twins, actions and their refusals, on the memory store, a SQLite file, a
+//! PostgreSQL schema and a Redis key prefix of each test's own.
+//!
+//! PostgreSQL and Redis run at `TENURE_POSTGRES_URL` and `TENURE_REDIS_URL`; without a
+//! server those cases skip, unless `TENURE_REQUIRE_STORES=1`, when they fail.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use std::time::Duration;
+
+use axum::http::StatusCode;
+use axum::Router;
+use common::*;
+use tenure::{DynStore, NewItem, Store, StoreExt};
+use tenure_dashboard::{router, Access, Action, DashboardConfig};
+
+fn app(store: &DynStore) -> Router {
+    router(store.clone(), DashboardConfig::new().environment("test"))
+}
+
+/// Runs each case on every store: memory, SQLite, PostgreSQL, Redis.
+macro_rules! on_every_store {
+    ($($name:ident => $case:ident;)*) => {
+        mod memory {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $name() {
+                    let f = crate::Fixture::memory();
+                    super::$case(&f.store).await;
+                    f.remove().await;
+                }
+            )*
+        }
+        mod sqlite {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $name() {
+                    let f = crate::Fixture::sqlite().await;
+                    super::$case(&f.store).await;
+                    f.remove().await;
+                }
+            )*
+        }
+        mod postgres {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $name() {
+                    let Some(f) = crate::Fixture::postgres().await else { return };
+                    super::$case(&f.store).await;
+                    f.remove().await;
+                }
+            )*
+        }
+        mod redis {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $name() {
+                    let Some(f) = crate::Fixture::redis().await else { return };
+                    super::$case(&f.store).await;
+                    f.remove().await;
+                }
+            )*
+        }
+    };
+}
+
+on_every_store! {
+    overview_shows_every_queue_with_its_counts_and_a_json_twin => overview_case;
+    the_overview_shows_the_leader_and_its_term_without_taking_the_lease => leader_case;
+    every_page_answers_200_with_the_strict_headers => pages_case;
+    actions_from_another_site_or_without_origin_are_refused_with_403_and_change_nothing => cross_site_case;
+    a_read_only_dashboard_refuses_every_action_with_403_and_shows_no_buttons => read_only_case;
+    pause_and_resume_by_form_post_redirect_back_and_show_at_once => pause_case;
+    cancel_answers_an_outcome_per_id => cancel_case;
+    requeue_by_id_moves_a_dead_item_back_to_ready => requeue_case;
+    discard_by_filter_without_the_typed_queue_name_is_400_and_discards_nothing => discard_case;
+    the_dead_preview_counts_what_a_filter_takes_before_it_runs => preview_case;
+    a_queue_pages_by_cursor_oldest_or_newest_first => paging_case;
+    the_item_page_hides_the_payload_unless_asked_and_escapes_it => item_case;
+    find_by_id_redirects_to_the_item_or_answers_404_or_400 => find_case;
+    leases_are_listed_soonest_expiry_first => leases_case;
+    healthz_answers_ok_when_the_store_answers => healthz_case;
+}
+
+async fn overview_case(store: &DynStore) {
+    dead(store, "emails", "smtp refused").await;
+    ready(store, "emails", 3).await;
+    store
+        .enqueue_one(NewItem::new(q("emails"), b"later".to_vec()).delay(Duration::from_secs(3600)))
+        .await
+        .unwrap();
+    store
+        .claim_one(q("emails"), me(), LEASE)
+        .await
+        .unwrap()
+        .unwrap();
+    ready(store, "thumbnails", 1).await;
+    let app = app(store);
+    let page = get(&app, "/").await;
+    assert_eq!(page.status, StatusCode::OK);
+    assert!(page.body.contains("emails") && page.body.contains("thumbnails"));
+    assert!(page
+        .body
+        .contains(r#"<span class="env" title="environment">test</span>"#));
+    assert_eq!(counts(&app, "emails").await, (2, 1, 1, 1, false));
+    assert_eq!(counts(&app, "thumbnails").await, (1, 0, 0, 0, false));
+    let v = get(&app, "/?format=json").await.json();
+    assert_eq!(v["environment"], "test");
+    assert_eq!(v["store"], store.name());
+    let emails = v["queues"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["queue"] == "emails")
+        .unwrap();
+    assert!(emails["oldest_ready_age_s"].as_f64().is_some(), "{emails}");
+    assert_eq!(
+        v["leader"]["holder"],
+        serde_json::Value::Null,
+        "nobody leads yet"
+    );
+    assert!(page
+        .body
+        .contains("none: no worker holds the maintenance lease"));
+}
+
+async fn leader_case(store: &DynStore) {
+    let name = tenure::LeaderName::new("tenure.maintenance").unwrap();
+    let term = match store
+        .leader_acquire(tenure::LeaderParams::new(name.clone(), me(), LEASE))
+        .await
+        .unwrap()
+    {
+        tenure::LeaderStatus::Leader { term, .. } => term,
+        other => panic!("worker-a should lead: {other:?}"),
+    };
+    // Three dashboards, so three reads of the store: none may take the lease.
+    for _ in 0..3 {
+        let app = app(store);
+        let v = get(&app, "/?format=json").await.json();
+        assert_eq!(v["leader"]["holder"], "worker-a");
+        assert_eq!(v["leader"]["term"], term);
+        let page = get(&app, "/").await;
+        assert!(
+            page.body
+                .contains(&format!("<strong class=\"term\">{term}</strong>")),
+            "{}",
+            page.body
+        );
+    }
+    let info = store.leader_get(&name).await.unwrap().unwrap();
+    assert_eq!(
+        (info.holder.as_str(), info.term),
+        ("worker-a", term),
+        "reading changed nothing"
+    );
+}
+
+async fn pages_case(store: &DynStore) {
+    let id = ready(store, "emails", 1).await[0];
+    let app = app(store);
+    for path in [
+        "/".to_owned(),
+        "/queues/emails".to_owned(),
+        "/queues/emails?state=dead&order=newest".to_owned(),
+        format!("/items/{id}"),
+        "/leases".to_owned(),
+        "/leases?queue=emails".to_owned(),
+        "/queues/emails/dead?action=requeue".to_owned(),
+        "/assets/app.css".to_owned(),
+        "/assets/app.js".to_owned(),
+    ] {
+        let r = get(&app, &path).await;
+        assert_eq!(r.status, StatusCode::OK, "{path}: {}", r.body);
+        let csp = r.headers["content-security-policy"].to_str().unwrap();
+        assert!(
+            csp.contains("frame-ancestors 'none'") && csp.contains("script-src 'self'"),
+            "{csp}"
+        );
+        assert!(
+            !csp.contains("unsafe-inline") && !csp.contains("unsafe-eval"),
+            "{csp}"
+        );
+        assert_eq!(r.headers["x-content-type-options"], "nosniff");
+        assert_eq!(r.headers["cache-control"], "no-store");
+        if !path.starts_with("/assets") {
+            assert!(!r.body.contains("<script>"), "{path}: no inline script");
+        }
+    }
+    assert_eq!(get(&app, "/nowhere").await.status, StatusCode::NOT_FOUND);
+    assert_eq!(
+        get(&app, "/queues/emails?state=sleeping").await.status,
+        StatusCode::BAD_REQUEST
+    );
+    assert_eq!(
+        get(&app, "/queues/bad%20name").await.status,
+        StatusCode::BAD_REQUEST
+    );
+}
+
+async fn cross_site_case(store: &DynStore) {
+    let dead_id = dead(store, "emails", "boom").await;
+    let app = app(store);
+    for site in [Some("cross-site"), Some("same-site"), None] {
+        let r = post_from(&app, "/queues/emails/pause", "", site).await;
+        assert_eq!(r.status, StatusCode::FORBIDDEN, "{site:?}");
+        let r = post_from(&app, "/items/requeue", &format!("id={dead_id}"), site).await;
+        assert_eq!(r.status, StatusCode::FORBIDDEN, "{site:?}");
+    }
+    // Refused before the body is read, whatever it is.
+    let bare = axum::http::Request::post("/queues/emails/pause")
+        .body(axum::body::Body::empty())
+        .unwrap();
+    assert_eq!(send(&app, bare).await.status, StatusCode::FORBIDDEN);
+    assert_eq!(counts(&app, "emails").await, (0, 0, 0, 1, false));
+    // An Origin that matches Host passes for browsers that send no Sec-Fetch-Site.
+    let req = axum::http::Request::post("/queues/emails/pause")
+        .header("origin", "http://dash.local:8080")
+        .header("host", "dash.local:8080")
+        .header("content-type", "application/x-www-form-urlencoded")
+        .body(axum::body::Body::empty())
+        .unwrap();
+    assert_eq!(send(&app, req).await.status, StatusCode::SEE_OTHER);
+    assert!(counts(&app, "emails").await.4);
+    // Actions are POST only.
+    assert_eq!(
+        get(&app, "/queues/emails/resume").await.status,
+        StatusCode::METHOD_NOT_ALLOWED
+    );
+}
+
+async fn read_only_case(store: &DynStore) {
+    let dead_id = dead(store, "emails", "boom").await;
+    let ready_id = ready(store, "emails", 1).await[0];
+    let app = router(store.clone(), DashboardConfig::new().read_only(true));
+    let page = get(&app, "/").await;
+    assert_eq!(page.status, StatusCode::OK);
+    assert!(
+        !page.body.contains("<button type=\"submit\" name=\"do\""),
+        "no pause button"
+    );
+    let dead_page = get(&app, "/queues/emails?state=dead").await;
+    assert!(!dead_page.body.contains("Requeue selected"));
+    for (path, form) in [
+        ("/queues/emails/pause", String::new()),
+        ("/items/requeue", format!("id={dead_id}")),
+        ("/items/discard", format!("id={dead_id}")),
+        ("/items/cancel", format!("id={ready_id}")),
+        ("/queues/emails/dead/discard", "confirm=emails".to_owned()),
+    ] {
+        let r = post(&app, path, &form).await;
+        assert_eq!(r.status, StatusCode::FORBIDDEN, "{path}");
+    }
+    assert_eq!(counts(&app, "emails").await, (1, 0, 0, 1, false));
+}
+
+async fn pause_case(store: &DynStore) {
+    ready(store, "emails", 1).await;
+    let app = app(store);
+    assert!(!counts(&app, "emails").await.4);
+    let r = post(
+        &app,
+        "/queues/emails/pause",
+        "back=%2Fqueues%2Femails%3Fstate%3Dready",
+    )
+    .await;
+    assert_eq!(r.status, StatusCode::SEE_OTHER);
+    assert_eq!(r.location(), "/queues/emails?state=ready");
+    assert!(
+        counts(&app, "emails").await.4,
+        "the cache was cleared by the action"
+    );
+    assert!(store
+        .claim_one(q("emails"), me(), LEASE)
+        .await
+        .unwrap()
+        .is_none());
+    // A `back` that leaves the dashboard is not followed.
+    let r = post(&app, "/queues/emails/resume", "back=%2F%2Fevil.example%2F").await;
+    assert_eq!(r.status, StatusCode::SEE_OTHER);
+    assert_eq!(r.location(), "/queues/emails");
+    assert!(!counts(&app, "emails").await.4);
+    let v = send(
+        &app,
+        axum::http::Request::post("/queues/emails/pause?format=json")
+            .header("sec-fetch-site", "same-origin")
+            .header("content-type", "application/x-www-form-urlencoded")
+            .body(axum::body::Body::empty())
+            .unwrap(),
+    )
+    .await
+    .json();
+    assert_eq!(v["paused"], true);
+    assert_eq!(v["changed"], true);
+}
+
+async fn cancel_case(store: &DynStore) {
+    let ids = ready(store, "emails", 2).await;
+    let running = store
+        .claim_one(q("emails"), me(), LEASE)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(running.token.id, ids[0]);
+    let unknown = tenure::ItemId::new();
+    let app = app(store);
+    let form = format!("id={}&id={}&id={unknown}&back=%2F", ids[0], ids[1]);
+    let r = post(&app, "/items/cancel", &form).await;
+    assert_eq!(r.status, StatusCode::OK, "{}", r.body);
+    assert!(r.body.contains("Cancelled 1 of 3 items."), "{}", r.body);
+    assert!(r
+        .body
+        .contains("not cancelled: running (attempt 1, owner worker-a)"));
+    assert!(r.body.contains("not found"));
+    let r = post(&app, "/items/cancel?format=json", &format!("id={}", ids[0])).await;
+    assert_eq!(r.json()["results"][0]["outcome"], "running");
+    assert_eq!(counts(&app, "emails").await, (0, 0, 1, 0, false));
+    assert_eq!(
+        post(&app, "/items/cancel", "").await.status,
+        StatusCode::BAD_REQUEST
+    );
+    assert_eq!(
+        post(&app, "/items/cancel", "id=nope").await.status,
+        StatusCode::BAD_REQUEST
+    );
+}
+
+async fn requeue_case(store: &DynStore) {
+    let id = dead(store, "emails", "boom").await;
+    let app = app(store);
+    assert_eq!(counts(&app, "emails").await, (0, 0, 0, 1, false));
+    let r = post(&app, "/items/requeue", &format!("id={id}")).await;
+    assert_eq!(r.status, StatusCode::OK, "{}", r.body);
+    assert!(r.body.contains("Requeued 1 of 1 item "), "{}", r.body);
+    assert_eq!(counts(&app, "emails").await, (1, 0, 0, 0, false));
+    let item = store.item_get(id).await.unwrap().unwrap();
+    assert_eq!(item.state, tenure::ItemState::Ready);
+}
+
+async fn discard_case(store: &DynStore) {
+    dead(store, "emails", "one").await;
+    dead(store, "emails", "two").await;
+    let app = app(store);
+    for form in ["", "confirm=", "confirm=other", "confirm=email"] {
+        let r = post(&app, "/queues/emails/dead/discard", form).await;
+        assert_eq!(r.status, StatusCode::BAD_REQUEST, "{form:?}");
+    }
+    assert_eq!(counts(&app, "emails").await.3, 2, "nothing discarded");
+    let r = post(
+        &app,
+        "/queues/emails/dead/discard",
+        "confirm=emails&limit=1",
+    )
+    .await;
+    assert_eq!(r.status, StatusCode::OK, "{}", r.body);
+    assert!(
+        r.body.contains("Discarded 1 item of queue emails."),
+        "{}",
+        r.body
+    );
+    assert_eq!(counts(&app, "emails").await.3, 1);
+    let r = post(&app, "/queues/emails/dead/requeue", "limit=10").await;
+    assert!(
+        r.body.contains("Requeued 1 item of queue emails."),
+        "{}",
+        r.body
+    );
+    assert_eq!(counts(&app, "emails").await, (1, 0, 0, 0, false));
+    assert_eq!(
+        post(&app, "/queues/emails/dead/requeue", "limit=0")
+            .await
+            .status,
+        StatusCode::BAD_REQUEST
+    );
+    assert_eq!(
+        post(&app, "/queues/emails/dead/requeue", "older_than=5w")
+            .await
+            .status,
+        StatusCode::BAD_REQUEST
+    );
+}
+
+async fn preview_case(store: &DynStore) {
+    for e in ["a", "b", "c"] {
+        dead(store, "emails", e).await;
+    }
+    let app = app(store);
+    let v = get(
+        &app,
+        "/queues/emails/dead?action=discard&limit=2&format=json",
+    )
+    .await
+    .json();
+    assert_eq!(
+        (
+            v["matching"].as_u64(),
+            v["takes"].as_u64(),
+            v["exact"].as_bool()
+        ),
+        (Some(3), Some(2), Some(true))
+    );
+    let page = get(&app, "/queues/emails/dead?action=discard&limit=2").await;
+    assert!(
+        page.body.contains("takes <strong id=\"takes\">2</strong>"),
+        "{}",
+        page.body
+    );
+    assert!(
+        page.body.contains("name=\"confirm\""),
+        "a typed confirmation"
+    );
+    // Nothing has been dead for a day yet.
+    let v = get(
+        &app,
+        "/queues/emails/dead?action=requeue&older_than=1d&format=json",
+    )
+    .await
+    .json();
+    assert_eq!(v["matching"], 0);
+    assert_eq!(
+        counts(&app, "emails").await.3,
+        3,
+        "a preview changes nothing"
+    );
+}
+
+async fn paging_case(store: &DynStore) {
+    let ids = ready(store, "emails", 5).await;
+    let app = router(store.clone(), DashboardConfig::new().page_size(2));
+    let mut seen = Vec::new();
+    let mut path = "/queues/emails?state=ready&format=json".to_owned();
+    loop {
+        let v = get(&app, &path).await.json();
+        for i in v["items"].as_array().unwrap() {
+            seen.push(i["id"].as_str().unwrap().to_owned());
+        }
+        match v["next"].as_str() {
+            Some(c) => path = format!("/queues/emails?state=ready&format=json&after={c}"),
+            None => break,
+        }
+        assert!(seen.len() <= 5, "paging ends");
+    }
+    let want: Vec<String> = ids.iter().map(ToString::to_string).collect();
+    assert_eq!(seen, want, "oldest first, each once");
+    let v = get(&app, "/queues/emails?state=ready&order=newest&format=json")
+        .await
+        .json();
+    assert_eq!(v["items"][0]["id"], want[4]);
+    let page = get(&app, "/queues/emails?state=ready").await;
+    assert!(page.body.contains("id=\"next\""), "a next link");
+}
+
+async fn item_case(store: &DynStore) {
+    let id = store
+        .enqueue_one(NewItem::new(
+            q("emails"),
+            b"<script>alert(1)</script>".to_vec(),
+        ))
+        .await
+        .unwrap()
+        .id;
+    let app = app(store);
+    let hidden = get(&app, &format!("/items/{id}")).await;
+    assert_eq!(hidden.status, StatusCode::OK);
+    assert!(!hidden.body.contains("alert(1)"), "hidden unless asked");
+    assert!(hidden.body.contains("Show payload (25 bytes)"));
+    assert!(hidden.body.contains("0 of 20"), "attempt of max");
+    let shown = get(&app, &format!("/items/{id}?payload=show")).await;
+    assert!(
+        shown.body.contains("&lt;script&gt;alert(1)&lt;/script&gt;"),
+        "{}",
+        shown.body
+    );
+    assert!(!shown.body.contains("<script>alert"));
+    let v = get(&app, &format!("/items/{id}?payload=show&format=json"))
+        .await
+        .json();
+    assert_eq!(v["payload_preview"], "<script>alert(1)</script>");
+    assert_eq!(v["listing"], "ready");
+    let capped = router(store.clone(), DashboardConfig::new().preview_bytes(8));
+    let v = get(&capped, &format!("/items/{id}?payload=show&format=json"))
+        .await
+        .json();
+    assert_eq!(
+        (
+            v["payload_preview"].as_str(),
+            v["payload_truncated"].as_bool()
+        ),
+        (Some("<script>"), Some(true))
+    );
+    let missing = get(&app, &format!("/items/{}", tenure::ItemId::new())).await;
+    assert_eq!(missing.status, StatusCode::NOT_FOUND);
+}
+
+async fn find_case(store: &DynStore) {
+    let id = ready(store, "emails", 1).await[0];
+    let app = router(
+        store.clone(),
+        DashboardConfig::new().base_path("/ops/tenure"),
+    );
+    let r = get(&app, &format!("/find?id=+{id}+")).await;
+    assert_eq!(r.status, StatusCode::SEE_OTHER);
+    assert_eq!(
+        r.location(),
+        format!("/ops/tenure/items/{id}"),
+        "links carry the base path"
+    );
+    assert_eq!(
+        get(&app, &format!("/find?id={}", tenure::ItemId::new()))
+            .await
+            .status,
+        StatusCode::NOT_FOUND
+    );
+    assert_eq!(
+        get(&app, "/find?id=%3Cb%3E").await.status,
+        StatusCode::BAD_REQUEST
+    );
+    let page = get(&app, "/").await;
+    assert!(page.body.contains("action=\"/ops/tenure/find\""));
+    assert!(page.body.contains("href=\"/ops/tenure/assets/app.css\""));
+}
+
+#[tokio::test]
+async fn nested_under_a_prefix_every_link_and_form_carries_it() {
+    let store: DynStore = std::sync::Arc::new(tenure::MemoryStore::default());
+    ready(&store, "emails", 1).await;
+    let app = Router::new().nest(
+        "/ops/tenure",
+        router(
+            store.clone(),
+            DashboardConfig::new().base_path("/ops/tenure/"),
+        ),
+    );
+    let page = get(&app, "/ops/tenure").await;
+    assert_eq!(page.status, StatusCode::OK, "{}", page.body);
+    assert!(page.body.contains("href=\"/ops/tenure/queues/emails\""));
+    assert!(page
+        .body
+        .contains("action=\"/ops/tenure/queues/emails/pause\""));
+    assert!(
+        page.body.contains("href=\"/ops/tenure\""),
+        "the overview link"
+    );
+    let r = post(
+        &app,
+        "/ops/tenure/queues/emails/pause",
+        "back=%2Fops%2Ftenure",
+    )
+    .await;
+    assert_eq!(
+        (r.status, r.location()),
+        (StatusCode::SEE_OTHER, "/ops/tenure")
+    );
+    let r = post(
+        &app,
+        "/ops/tenure/queues/emails/resume",
+        "back=%2Felsewhere",
+    )
+    .await;
+    assert_eq!(
+        r.location(),
+        "/ops/tenure/queues/emails",
+        "a back outside the prefix is not followed"
+    );
+    assert_eq!(
+        get(&app, "/ops/tenure/healthz").await.status,
+        StatusCode::OK
+    );
+}
+
+async fn leases_case(store: &DynStore) {
+    ready(store, "emails", 2).await;
+    ready(store, "thumbs", 1).await;
+    let long = store
+        .claim_one(q("emails"), me(), Duration::from_secs(600))
+        .await
+        .unwrap()
+        .unwrap();
+    let short = store
+        .claim_one(q("thumbs"), me(), Duration::from_secs(30))
+        .await
+        .unwrap()
+        .unwrap();
+    let app = app(store);
+    let v = get(&app, "/leases?format=json").await.json();
+    let ids: Vec<&str> = v["leases"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|l| l["id"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        ids,
+        [short.token.id.to_string(), long.token.id.to_string()],
+        "soonest first"
+    );
+    assert_eq!(v["leases"][0]["expired"], false);
+    let v = get(&app, "/leases?queue=emails&format=json").await.json();
+    assert_eq!(v["leases"].as_array().unwrap().len(), 1);
+    assert_eq!(v["leases"][0]["owner"], "worker-a");
+}
+
+async fn healthz_case(store: &DynStore) {
+    let app = app(store);
+    let r = get(&app, "/healthz").await;
+    assert_eq!((r.status, r.body.as_str()), (StatusCode::OK, "ok\n"));
+}
+
+// Memory-store cases: auth, the authorizer, the shared cache, expired leases.
+
+mod memory_only {
+    use std::sync::Arc;
+
+    use tenure::{Clock, ManualClock, MemoryStore, Timestamp};
+
+    use super::*;
+
+    fn basic(user: &str, pw: &str) -> String {
+        use base64::Engine as _;
+        format!(
+            "Basic {}",
+            base64::engine::general_purpose::STANDARD.encode(format!("{user}:{pw}"))
+        )
+    }
+
+    #[tokio::test]
+    async fn basic_auth_answers_401_without_the_credentials_and_leaves_healthz_open() {
+        let store: DynStore = Arc::new(MemoryStore::default());
+        let auth = tenure_dashboard::BasicAuth::new("ops", "s3cret").unwrap();
+        let app = router(store.clone(), DashboardConfig::new().basic_auth(auth));
+        let r = get(&app, "/").await;
+        assert_eq!(r.status, StatusCode::UNAUTHORIZED);
+        assert!(r.headers["www-authenticate"]
+            .to_str()
+            .unwrap()
+            .starts_with("Basic "));
+        assert_eq!(r.headers["x-content-type-options"], "nosniff");
+        for header in [
+            basic("ops", "wrong"),
+            basic("other", "s3cret"),
+            "Bearer x".into(),
+        ] {
+            let req = axum::http::Request::get("/")
+                .header("authorization", header)
+                .body(axum::body::Body::empty())
+                .unwrap();
+            assert_eq!(send(&app, req).await.status, StatusCode::UNAUTHORIZED);
+        }
+        let post = axum::http::Request::post("/queues/q/pause")
+            .header("sec-fetch-site", "same-origin")
+            .body(axum::body::Body::empty())
+            .unwrap();
+        assert_eq!(send(&app, post).await.status, StatusCode::UNAUTHORIZED);
+        let req = axum::http::Request::get("/")
+            .header("authorization", basic("ops", "s3cret"))
+            .body(axum::body::Body::empty())
+            .unwrap();
+        assert_eq!(send(&app, req).await.status, StatusCode::OK);
+        assert_eq!(get(&app, "/healthz").await.status, StatusCode::OK);
+    }
+
+    #[tokio::test]
+    async fn the_authorizer_decides_each_action_on_the_server() {
+        let store: DynStore = Arc::new(MemoryStore::default());
+        let id = dead(&store, "emails", "boom").await;
+        let app = router(
+            store.clone(),
+            DashboardConfig::new().authorizer(|parts| {
+                match parts.headers.get("x-role").map(|v| v.as_bytes()) {
+                    Some(b"admin") => Access::Full,
+                    Some(b"support") => Access::Actions([Action::Requeue].into()),
+                    Some(b"viewer") => Access::ReadOnly,
+                    _ => Access::Forbidden,
+                }
+            }),
+        );
+        let req = |role: &str, path: &str, body: String| {
+            axum::http::Request::post(path)
+                .header("x-role", role)
+                .header("sec-fetch-site", "same-origin")
+                .header("content-type", "application/x-www-form-urlencoded")
+                .body(axum::body::Body::from(body))
+                .unwrap()
+        };
+        assert_eq!(
+            get(&app, "/").await.status,
+            StatusCode::FORBIDDEN,
+            "no role: forbidden"
+        );
+        let viewer = axum::http::Request::get("/")
+            .header("x-role", "viewer")
+            .body(axum::body::Body::empty())
+            .unwrap();
+        assert_eq!(send(&app, viewer).await.status, StatusCode::OK);
+        assert_eq!(
+            send(&app, req("viewer", "/items/requeue", format!("id={id}")))
+                .await
+                .status,
+            StatusCode::FORBIDDEN
+        );
+        assert_eq!(
+            send(&app, req("support", "/items/discard", format!("id={id}")))
+                .await
+                .status,
+            StatusCode::FORBIDDEN
+        );
+        assert_eq!(
+            send(&app, req("support", "/queues/emails/pause", String::new()))
+                .await
+                .status,
+            StatusCode::FORBIDDEN
+        );
+        assert_eq!(
+            store.item_get(id).await.unwrap().unwrap().state,
+            tenure::ItemState::Dead,
+            "refusals change nothing"
+        );
+        assert_eq!(
+            send(&app, req("support", "/items/requeue", format!("id={id}")))
+                .await
+                .status,
+            StatusCode::OK
+        );
+        assert_eq!(
+            store.item_get(id).await.unwrap().unwrap().state,
+            tenure::ItemState::Ready
+        );
+        let page = send(
+            &app,
+            axum::http::Request::get("/queues/emails?state=ready")
+                .header("x-role", "support")
+                .body(axum::body::Body::empty())
+                .unwrap(),
+        )
+        .await;
+        assert!(
+            !page.body.contains("Cancel selected"),
+            "support may not cancel: no button"
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn ten_tabs_share_one_read_of_the_counts_per_ttl() {
+        let memory = Arc::new(MemoryStore::default());
+        let store: DynStore = memory.clone();
+        ready(&store, "emails", 1).await;
+        let app = router(
+            store.clone(),
+            DashboardConfig::new().counts_ttl(Duration::from_secs(5)),
+        );
+        assert_eq!(counts(&app, "emails").await.0, 1);
+        // The store stops answering: within the TTL every tab is still served, from the
+        // one cached read, so none of them asked the store.
+        memory.set_available(false);
+        let tabs: Vec<_> = (0..10)
+            .map(|_| {
+                let app = app.clone();
+                tokio::spawn(async move { get(&app, "/?format=json").await.status })
+            })
+            .collect();
+        for t in tabs {
+            assert_eq!(t.await.unwrap(), StatusCode::OK);
+        }
+        tokio::time::advance(Duration::from_secs(6)).await;
+        assert_eq!(
+            get(&app, "/?format=json").await.status,
+            StatusCode::SERVICE_UNAVAILABLE,
+            "past the TTL the store is read again"
+        );
+        assert_eq!(
+            get(&app, "/healthz").await.status,
+            StatusCode::SERVICE_UNAVAILABLE
+        );
+        memory.set_available(true);
+        assert_eq!(get(&app, "/?format=json").await.status, StatusCode::OK);
+    }
+
+    #[tokio::test]
+    async fn a_lease_past_its_expiry_that_nobody_recovered_is_marked() {
+        let clock = ManualClock::new(Timestamp::from_micros(1_700_000_000_000_000));
+        let store: DynStore = Arc::new(MemoryStore::new(clock.clone()));
+        ready(&store, "emails", 1).await;
+        let lease = store
+            .claim_one(q("emails"), me(), Duration::from_secs(30))
+            .await
+            .unwrap()
+            .unwrap();
+        clock.advance(Duration::from_secs(31));
+        let app = router(
+            store.clone(),
+            DashboardConfig::new().clock(Arc::new(clock.clone())),
+        );
+        let v = get(&app, "/leases?format=json").await.json();
+        assert_eq!(v["leases"][0]["id"], lease.token.id.to_string());
+        assert_eq!(v["leases"][0]["expired"], true);
+        let page = get(&app, "/leases").await;
+        assert!(
+            page.body.contains("expired, not recovered"),
+            "{}",
+            page.body
+        );
+        let item = get(&app, &format!("/items/{}", lease.token.id)).await;
+        assert!(item.body.contains("expired, not recovered"));
+        assert!(clock.now() > lease.expires_at);
+    }
+}
