@@ -21,9 +21,9 @@
 //!   beside 4 store loops polling every millisecond; pickup latency.
 //!
 //! `--scale` (default 1) multiplies every item count and the sustained run's length
-//! (at least 2 s): 1 makes each cell run about 3 s on a quiet 2-core machine, the whole
-//! page about half an hour. `--rounds` (default 1) runs every cell that many times and
-//! reports medians. PostgreSQL is read at `TENURE_POSTGRES_URL` (default
+//! (at least 2 s): 1 makes each cell run about 3 s on a quiet 2-core machine; 0.2 is a
+//! modest run for a busy one (about a quarter of an hour). `--rounds` (default 1) runs
+//! every cell that many times and reports medians. PostgreSQL is read at `TENURE_POSTGRES_URL` (default
 //! `postgres://postgres@127.0.0.1:5432/test`), Redis at `TENURE_REDIS_URL` (default
 //! `redis://127.0.0.1:6379`); each cell's schema or prefix is removed after it. A store
 //! that cannot be reached stops the run before anything is written: leave it out with
@@ -875,7 +875,7 @@ fn page(run: &Run, stores: &[Measured]) -> String {
         );
     }
 
-    let _ = writeln!(w, "\n## A large table costs nothing more\n");
+    let _ = writeln!(w, "\n## The top of a large backlog\n");
     let _ = writeln!(
         w,
         "The same drains of `N` items from the top of a backlog of {} and of a big one \
@@ -953,7 +953,9 @@ fn page(run: &Run, stores: &[Measured]) -> String {
          slots with its default poll policy on a store set up as an application runs it \
          (LISTEN/NOTIFY and pub/sub wake-ups on), the producer on the same handle. \
          Beside it, {} store loops claim {} item at a time and sleep {} ms after an empty \
-         claim: a lower bound for polling, not a setting to run. Every run checks that each \
+         claim: a lower bound for polling, not a setting to run. Items/s is the items counted \
+         over the time from the first one's enqueue to the last one's pickup: the \
+         producer's rate while enqueues and pickups keep up. Every run checks that each \
          item was picked up exactly once.\n",
         WARMUP.as_secs(),
         sustained_length(run.scale).as_secs_f64(),
