@@ -204,21 +204,11 @@
 //! `cargo bench -p tenure-benches --bench postgres` drains N ready items with W
 //! workers claiming B at a time and completing each batch in one call, beside a raw
 //! sqlx loop issuing the same `SKIP LOCKED` claim and fenced delete on dedicated
-//! connections, in the same run. One run on the shared 2-core development machine
-//! (client and PostgreSQL 15 on the same cores, other builds running; figures move
-//! by ±30 % between runs), items/s:
-//!
-//! | B, W | tenure | raw SQL | ratio |
-//! |---|---|---|---|
-//! | 1, 1 | 1,016 | 1,371 | 0.74 |
-//! | 1, 4 | 2,242 | 2,210 | 1.01 |
-//! | 1, 16 | 2,766 | 3,249 | 0.85 |
-//! | 100, 1 | 31,753 | 40,690 | 0.78 |
-//! | 100, 4 | 46,408 | 50,265 | 0.92 |
-//! | 100, 16 | 34,978 | 39,028 | 0.90 |
-//!
-//! With strict FIFO over 1,000 streams (100,000 items, B = 100, W = 4) the store
-//! drains 23,948 items/s in the same run.
+//! connections, in the same run, so the store's overhead reads as a ratio; the
+//! `postgres_streams` group drains 100,000 items over 1,000 streams beside a raw
+//! head-marker loop. Figures from one run of every cell on every store are on the
+//! benchmarks page of the repository (`docs/benchmarks.md`), which
+//! `cargo run --release -p tenure-benches --example bench_page` writes.
 //!
 //! # Faults
 //!

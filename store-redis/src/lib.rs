@@ -261,17 +261,9 @@
 //! `cargo bench -p tenure-benches --bench redis` drains N ready items (20,000 a cell)
 //! with W workers claiming B at a time and completing each batch in one call, beside a
 //! raw Lua loop (LPOP off a list, a lease hash and an expiry zset, a finalize fenced on
-//! `owner:attempt`) in the same run. One run on a quiet 2-core machine (client and
-//! server share the cores), key layout 4, items/s:
-//!
-//! | B, W | tenure | raw Lua | ratio |
-//! |---|---|---|---|
-//! | 1, 1 | 5,519 | 6,294 | 0.88 |
-//! | 1, 4 | 17,851 | 21,074 | 0.85 |
-//! | 1, 16 | 38,565 | 51,650 | 0.75 |
-//! | 100, 1 | 76,333 | 91,988 | 0.83 |
-//! | 100, 4 | 106,890 | 99,646 | 1.07 |
-//! | 100, 16 | 108,980 | 160,700 | 0.68 |
+//! `owner:attempt`) in the same run. Figures from one run of every cell on every store
+//! are on the benchmarks page of the repository (`docs/benchmarks.md`), which
+//! `cargo run --release -p tenure-benches --example bench_page` writes.
 //!
 //! Where the difference goes. At W = 16 the server is busy the whole drain, so its time
 //! per item decides (`INFO commandstats` after `CONFIG RESETSTAT`, 100,000 items, B =

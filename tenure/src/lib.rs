@@ -341,3 +341,13 @@ mod tests {
 #[cfg(doctest)]
 #[doc = include_str!("../../README.md")]
 struct ReadmeDoctests;
+
+/// The code blocks of the guides under `docs/`, compiled as doctests like the README's.
+#[cfg(doctest)]
+#[doc = include_str!("../../docs/guide.md")]
+#[doc = include_str!("../../docs/operating.md")]
+#[doc = include_str!("../../docs/stores/memory.md")]
+#[doc = include_str!("../../docs/stores/sqlite.md")]
+#[doc = include_str!("../../docs/stores/postgres.md")]
+#[doc = include_str!("../../docs/stores/redis.md")]
+struct DocsDoctests;
