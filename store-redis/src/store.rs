@@ -483,13 +483,22 @@ impl Store for RedisStore {
             return Err(bad_reply("claim did not answer an array"));
         };
         // The function answers each item as it was before the claim; the claim's
-        // changes are exactly those of `machine::claim`, applied here.
+        // changes are exactly those of `machine::claim`, applied here. An item the
+        // function took was in `ready`, so it was due on the server: an enqueue that
+        // read a later clock (another process's, or this one's on another connection)
+        // and reached the server first put it there with a `run_at` after this claim's
+        // `now`. The server's order stands, so the transition is applied as of `now`
+        // with `run_at` kept; refusing the answer would leave the items leased to
+        // nobody until their leases expired.
         rows::claimed_items(answers, &params.queues)?
             .into_iter()
             .map(|mut item| {
-                if !machine::claim(&mut item, &params.owner, lease, now, params.lease_for)
-                    || item.lease_expires_at != Some(expires_at)
-                {
+                let run_at = item.run_at;
+                item.run_at = run_at.min(now);
+                let claimed =
+                    machine::claim(&mut item, &params.owner, lease, now, params.lease_for);
+                item.run_at = run_at;
+                if !claimed || item.lease_expires_at != Some(expires_at) {
                     return Err(bad_reply(format!(
                         "claim answered item {} that was not claimable",
                         item.id

@@ -11,7 +11,7 @@ mod common;
 use std::time::Duration;
 
 use tenure_core::{
-    FailOutcome, Failure, ManualClock, NewItem, OwnerId, QueueName, StoreExt, Timestamp,
+    Clock, FailOutcome, Failure, ManualClock, NewItem, OwnerId, QueueName, StoreExt, Timestamp,
 };
 use tenure_redis::RedisStore;
 
@@ -157,4 +157,38 @@ async fn a_retry_is_claimed_once_its_delay_has_passed() {
         .expect("the retry came due and was not claimed");
     assert_eq!(retry.token.attempt, lease.token.attempt + 1);
     store.remove_prefix().await.unwrap();
+}
+
+/// An item an enqueue put in `ready` at its own clock reading is claimable by a claim
+/// that reached the server after it with an earlier reading (another process's clock, or
+/// this process's on another connection): the claim takes it and answers it, as the
+/// server ordered them, instead of leasing it to nobody until the lease runs out.
+#[tokio::test]
+async fn a_claim_whose_clock_reads_before_the_enqueue_it_follows_takes_the_item() {
+    let Some((claimer, clock, q)) = open().await else {
+        return;
+    };
+    let ahead = ManualClock::new(clock.now() + SECOND);
+    let producer = common::on_shared_server(
+        tenure_redis::RedisConfig::new(common::url())
+            .prefix(claimer.prefix())
+            .clock(ahead)
+            .listen(false),
+    )
+    .await
+    .unwrap();
+    let id = producer
+        .enqueue_one(NewItem::new(q.clone(), b"x".to_vec()))
+        .await
+        .unwrap()
+        .id;
+    let lease = claimer
+        .claim_one(q.clone(), owner(), SECOND * 30)
+        .await
+        .unwrap()
+        .expect("the item the enqueue made ready");
+    assert_eq!(lease.item.id, id);
+    assert_eq!(lease.item.run_at, clock.now() + SECOND, "run_at is kept");
+    assert_eq!(lease.expires_at, clock.now() + SECOND * 30);
+    claimer.complete_one(lease.token).await.unwrap();
 }
