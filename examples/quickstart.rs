@@ -160,8 +160,9 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         path.display()
     );
     println!(
-        "or in a browser: tenure dashboard 'sqlite://{}' and open http://127.0.0.1:8080/queues/{queue}",
-        path.display()
+        "or in a browser: tenure dashboard 'sqlite://{}' and open http://127.0.0.1:8080/queues/{}",
+        path.display(),
+        Count::QUEUE
     );
     Ok(())
 }

@@ -521,7 +521,7 @@ async fn a_claim_lost_in_a_failover_leaves_its_token_refused<H: Harness>(
             RenewOutcome::Renewed { .. }
         ),
         "the new lease's renew to be accepted",
-        &new.token,
+        new.token,
     )?;
     ensure_eq(
         complete(&*peer, new.token).await?,
