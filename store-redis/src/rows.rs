@@ -177,10 +177,10 @@ pub(crate) fn item(id: ItemId, flat: Flat) -> Result<Item> {
     let attempt = state.u32()?;
     let renewals = state.u32()?;
     let updated_at = state.time()?;
-    // Then the mark and the queue (layout 4), and while running the lease (layout 5;
-    // none, `LeaseId::NONE`, on an item a layout-4 claim wrote).
+    // Then the mark and the queue (layout 4), and once claimed the lease of the latest
+    // claim (layout 5; none, `LeaseId::NONE`, on an item last written by layout 4).
     let lease = match (state.word(), state.word(), state.word()) {
-        (Ok(_), Ok(_), Ok(lid)) if state_word == ItemState::Running => std::str::from_utf8(lid)
+        (Ok(_), Ok(_), Ok(lid)) => std::str::from_utf8(lid)
             .ok()
             .and_then(|w| w.parse::<LeaseId>().ok())
             .ok_or_else(|| bad_reply("item field s has a lease that is not hex"))?,

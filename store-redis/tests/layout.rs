@@ -212,9 +212,9 @@ async fn back_to_layout_3(
         if words.len() == 4 {
             continue;
         }
-        // Six words, and a seventh, the lease, while running (layout 5).
+        // Six words, and a seventh, the lease, once claimed (layout 5).
         assert!(
-            words.len() == 6 || (words.len() == 7 && words[0] == "running"),
+            words.len() == 6 || words.len() == 7,
             "a layout 5 `s` has six or seven words: {s:?}"
         );
         let _: () = redis::cmd("HSET")

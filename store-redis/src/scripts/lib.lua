@@ -91,8 +91,8 @@ end
 --   pl          the payload
 --   st, sc, dk  the stream, scope and dedup keys (absent when none)
 --   e           the last error (absent when none)
---   s           "<state> <attempt> <renewals> <updated_at> <mark> <queue>", and while
---               running " <lease>" after them: what every transition writes, and the
+--   s           "<state> <attempt> <renewals> <updated_at> <mark> <queue>", and once
+--               claimed " <lease>" after them: what every transition writes, and the
 --               fence reads. The lease is the id the claim minted (16 hex digits, as
 --               the client sent it; G3): the fence compares it with the token's as
 --               well as the attempt, because a failover that lost a claim hands the
@@ -117,17 +117,18 @@ end
 -- The `s` field of h.
 local function state_of(h)
   local s = h.s .. ' ' .. N(h.a) .. ' ' .. N(h.rn) .. ' ' .. N(h.ua) .. ' ' .. mark_of(h) .. ' ' .. h.q
-  if h.s == 'running' and h.lid then s = s .. ' ' .. h.lid end
+  if h.lid then s = s .. ' ' .. h.lid end
   return s
 end
 
 -- The lease of a running item written by layout 4, which minted none (G3).
 local NO_LEASE = '0000000000000000'
 
--- The lease word of a running item's `s`, or nil when it has none (layout 4). The
--- whole field is matched: a queue's name may itself look like a lease.
+-- The lease word of an item's `s`, or nil when it has none (never claimed, or last
+-- written by layout 4). The whole field is matched: a queue's name may itself look
+-- like a lease.
 local function lease_of(s)
-  return string.match(s, '^running %d+ %d+ %-?%d+ [%+%-] %S+ (%x+)$')
+  return string.match(s, '^%a+ %d+ %d+ %-?%d+ [%+%-] %S+ (%x+)$')
 end
 
 -- The `n` field of h.
