@@ -313,6 +313,7 @@ impl Job {
     ///     match complete_in_my_tx(CompleteParams::new(vec![token]))? {
     ///         TokenOutcome::Accepted => Ok(()), // committed
     ///         TokenOutcome::LeaseLost => Err(JobError::retry("lease lost; rolled back")),
+    ///         TokenOutcome::OutOfOrder => Err(JobError::retry("behind its stream; rolled back")),
     ///     }
     /// }
     /// ```
