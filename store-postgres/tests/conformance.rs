@@ -114,14 +114,7 @@ impl tenure_conformance::Harness for PgHarness {
         if let Ok(mut s) = self.schemas.lock() {
             s.push(snap.clone());
         }
-        // A pool of one: `&PgPool` is an executor for every lifetime, as the async
-        // trait's `Send` future needs.
-        let conn = sqlx::postgres::PgPoolOptions::new()
-            .max_connections(1)
-            .connect(&url())
-            .await
-            .map_err(internal)?;
-        sqlx::raw_sql(&format!(
+        run_script(&format!(
             "DO $$ DECLARE t text; BEGIN
                  CREATE SCHEMA {snap};
                  FOR t IN SELECT tablename FROM pg_tables WHERE schemaname = '{schema}' LOOP
@@ -130,16 +123,27 @@ impl tenure_conformance::Harness for PgHarness {
                  END LOOP;
              END $$"
         ))
-        .execute(&conn)
-        .await
-        .map_err(internal)?;
-        conn.close().await;
+        .await?;
         Ok(Snapshot::taken(Rewind { schema, snap }))
     }
 }
 
 fn internal(e: impl std::fmt::Display) -> tenure_core::Error {
     tenure_core::Error::internal("postgres", e.to_string())
+}
+
+/// Runs an SQL script on a connection of its own (the snapshot and its restore).
+async fn run_script(sql: &str) -> Result<()> {
+    // A pool of one: `&PgPool` is an executor for every lifetime, as the async trait's
+    // `Send` future needs.
+    let conn = sqlx::postgres::PgPoolOptions::new()
+        .max_connections(1)
+        .connect(&url())
+        .await
+        .map_err(internal)?;
+    sqlx::raw_sql(sql).execute(&conn).await.map_err(internal)?;
+    conn.close().await;
+    Ok(())
 }
 
 /// Puts a schema's rows back as its snapshot schema holds them, in one transaction.
@@ -152,14 +156,7 @@ struct Rewind {
 impl Restore for Rewind {
     async fn restore(self: Box<Self>) -> Result<()> {
         let (schema, snap) = (&self.schema, &self.snap);
-        // A pool of one: `&PgPool` is an executor for every lifetime, as the async
-        // trait's `Send` future needs.
-        let conn = sqlx::postgres::PgPoolOptions::new()
-            .max_connections(1)
-            .connect(&url())
-            .await
-            .map_err(internal)?;
-        sqlx::raw_sql(&format!(
+        run_script(&format!(
             "DO $$ DECLARE t text; BEGIN
                  EXECUTE (SELECT 'TRUNCATE ' || string_agg(format('%I.%I', '{schema}', tablename), ', ')
                           FROM pg_tables WHERE schemaname = '{snap}');
@@ -169,10 +166,7 @@ impl Restore for Rewind {
                  END LOOP;
              END $$"
         ))
-        .execute(&conn)
-        .await
-        .map_err(internal)?;
-        conn.close().await;
+        .await?;
         Ok(())
     }
 }
