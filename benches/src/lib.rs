@@ -30,6 +30,7 @@
 #![deny(missing_docs)]
 
 pub mod cells;
+pub mod page;
 pub mod raw;
 pub mod streams;
 pub mod sustained;
