@@ -145,22 +145,39 @@
 //! # }
 //! ```
 
-mod claim;
-mod config;
-mod dispatch;
+// The runtime in layers: a file names only files of the layers below it (never one
+// that names it back; `core/tests/runtime_layers.rs` checks it).
+//
+// Vocabulary: what a worker runs and reports, with no state of its own.
 mod export;
-mod finalize;
 mod handler;
-mod instance;
 mod metrics;
+mod panic;
 mod periodic;
 mod poll;
+mod settings;
+mod task;
+// State: one module per loop's own state, and the `Shared` that holds them all.
+mod inflight;
+mod outbox;
+mod room;
+mod shared;
+mod slots;
+mod standing;
+// Loops: each owns one job.
+mod claim;
+mod dispatch;
+mod finalize;
+mod instance;
+mod periodic_pass;
+mod release;
 mod renew;
 mod supervise;
-mod task;
+// The handle and its builder.
+mod builder;
 mod worker;
 
-pub use config::{
+pub use builder::{
     WorkerBuilder, DEFAULT_CLAIMS_IN_FLIGHT, DEFAULT_CONCURRENCY, DEFAULT_LEADER_NAME,
     DEFAULT_LEASE, WIDE_CLAIMS_IN_FLIGHT, WIDE_FROM, WIDE_PREFETCH_BATCHES, WIDE_PREFETCH_MAX,
 };
@@ -169,6 +186,7 @@ pub use handler::{Handler, Job, JobError, StopReason};
 pub use metrics::MetricsSnapshot;
 pub use periodic::{Missed, Periodic, Recurrence, MAX_PERIODIC_NAME_BYTES, PERIODIC_KEY_PREFIX};
 pub use poll::{PollPolicy, DEFAULT_RELAXED_POLL, FAILED_CLAIM_RETRY_CAP};
+pub use standing::Role;
 pub use task::{RunTask, TaskHandler};
 pub use tokio_util::sync::CancellationToken;
-pub use worker::{Role, ShutdownReport, Worker};
+pub use worker::{ShutdownReport, Worker};
