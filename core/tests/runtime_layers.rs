@@ -3,7 +3,8 @@
 //!
 //! A file *names* a sibling when its text (code or doc links) says `super::x`,
 //! `crate::runtime::x`, or lists `x` in `use super::{..}`, for a sibling module `x`.
-//! `mod.rs` is the root that declares and re-exports every file; it is not a layer.
+//! `mod.rs` is the root that declares and re-exports every file; it is not a layer. It
+//! declares the files top down, so each file names only files declared after it.
 //! Code may not reach a sibling through the root's re-exports (`super::Worker`), which
 //! would hide the edge; doc links may, to point at a public item by its public path.
 
@@ -186,19 +187,43 @@ fn no_file_of_the_runtime_names_a_file_that_names_it_back() {
     }
 }
 
+/// The modules `mod.rs` declares, in its order.
+fn declared(root: &str) -> Vec<&str> {
+    root.lines()
+        .filter_map(|line| line.trim().strip_prefix("mod "))
+        .map(|rest| rest.trim_end_matches(';'))
+        .collect()
+}
+
 #[test]
-fn every_module_the_root_declares_is_a_file_the_check_reads() {
+fn every_file_is_declared_and_names_only_files_declared_after_it() {
     let files = sources();
-    let root = &files["mod"];
-    for line in root.lines() {
-        if let Some(rest) = line.trim().strip_prefix("mod ") {
-            let name = rest.trim_end_matches(';');
-            assert!(
-                files.contains_key(name),
-                "mod.rs declares `{name}`, which is not a file of src/runtime/"
-            );
-        }
+    let order = declared(&files["mod"]);
+    for name in files.keys().filter(|n| *n != "mod") {
+        assert!(
+            order.contains(&name.as_str()),
+            "{name}.rs is not declared in mod.rs"
+        );
     }
+    for name in &order {
+        assert!(
+            files.contains_key(*name),
+            "mod.rs declares `{name}`, which is not a file of src/runtime/"
+        );
+    }
+    let at = |m: &str| order.iter().position(|d| *d == m);
+    let (edges, _) = graph(&files);
+    let upward: Vec<String> = edges
+        .iter()
+        .flat_map(|(a, named)| named.iter().map(move |b| (*a, *b)))
+        .filter(|(a, b)| at(b) < at(a))
+        .map(|(a, b)| format!("{a}.rs names {b}.rs, declared before it"))
+        .collect();
+    assert!(
+        upward.is_empty(),
+        "mod.rs declares the files top down; these name a file above them:\n{}",
+        upward.join("\n")
+    );
 }
 
 #[test]

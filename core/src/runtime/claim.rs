@@ -1,5 +1,10 @@
 //! The claim loop: claims only up to free slots, keeps claims ahead of the handlers
 //! while there is work, polls adaptively, wakes on a signal.
+//!
+//! State: reads `standing` (it waits for the first registration, and registers again
+//! only while the heartbeat is on) and `room` (how much to ask for); writes `room`
+//! (holds what it asks for, lets go of what an answer did not fill). Each answer goes
+//! to [`dispatch`](super::dispatch); at shutdown it gives back what is still queued.
 
 use std::future::Future;
 use std::sync::Arc;

@@ -2,10 +2,10 @@
 //! the runner tasks that work the queue.
 //!
 //! A claim's leases are recorded and queued at once, each as the [`Job`] its handler
-//! will receive (one shared [`Control`] per attempt: its stop reason and a cancellation
-//! token made only when asked for). At most `concurrency` runs (an attempt, or the
-//! attempts of one stream run) are started at once: a slot is taken from the count of
-//! running runs, not from a task of its own.
+//! will receive (one shared [`Control`](super::handler::Control) per attempt: its stop
+//! reason and a cancellation token made only when asked for). At most `concurrency`
+//! runs (an attempt, or the attempts of one stream run) are started at once: a slot is
+//! taken from the count of running runs, not from a task of its own.
 //!
 //! The queue is worked by a few *runner* tasks (at most one per thread of the tokio
 //! runtime, and no more than the concurrency), started as claims come in and alive
@@ -23,6 +23,10 @@
 //! hold as they do for running items; it waits in the queue for a slot, and one still
 //! waiting when its renewal comes due is given back instead of renewed (see the
 //! renewal loop), so a worker never renews a lease it has not started.
+//!
+//! State: writes `inflight` (records each claim's attempts, forgets the rest of a
+//! stream run), `slots` (the queue, the slot and runner counts) and `room` (lets go
+//! of a lease when its run ends).
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;

@@ -1,8 +1,9 @@
 //! Batched, fenced finalize: outcomes are coalesced and written with at most one
 //! `complete` and one `fail` call per flush.
 //!
-//! Takes from the [`Outbox`](super::outbox::Outbox); forgets each answered attempt in
-//! the in-flight table and counts it out of the room ([`Room::flushed`]).
+//! State: takes from `outbox` ([`Outbox`](super::outbox::Outbox)); writes `inflight`
+//! (forgets each answered attempt, marks those of a call that got no answer) and
+//! `room` (counts the answered outcomes out, [`Room::flushed`]).
 //!
 //! [`Room::flushed`]: super::room::Room::flushed
 

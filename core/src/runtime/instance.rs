@@ -1,7 +1,10 @@
 //! The instance heartbeat (its own timer) and leader-gated maintenance: recovery,
 //! the purge, eviction of stale instances, the queue depth sample, and (through the
-//! periodic pass) the periodic jobs. Writes the instance's
-//! [`Standing`](super::standing::Standing): its first registration and its role.
+//! periodic pass) the periodic jobs.
+//!
+//! State: reads the heartbeat switch of `standing`
+//! ([`Standing`](super::standing::Standing)); writes its first registration and the
+//! role.
 
 use std::sync::Arc;
 use std::time::Duration;

@@ -2,6 +2,8 @@
 //! periodic job's due ticks ahead of time, as scheduled items with a dedup key per
 //! tick, and records how far each job is covered in its term (the jobs and their
 //! rules are [`Periodic`]'s).
+//!
+//! State: reads the settings' periodic jobs and clock; writes their coverage.
 
 use std::time::Duration;
 

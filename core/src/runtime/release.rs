@@ -1,6 +1,8 @@
 //! Giving leases back unfinished, so peers take the items at once: leases claimed
 //! after shutdown began, prefetched ones whose renewal came before their slot, the rest
 //! of a stream run on shutdown, and the attempts shutdown stopped.
+//!
+//! State: writes `inflight` (forgets the attempts given back).
 
 use std::time::Duration;
 

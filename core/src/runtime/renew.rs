@@ -1,8 +1,9 @@
 //! Coalesced lease renewal: one `renew` call per flush, each with its own timeout.
 //!
-//! Works from the renewal schedule of the in-flight table
-//! ([`InFlight`](super::inflight::InFlight)); gives back prefetched leases still
-//! waiting for a slot (room and release), and stops attempts whose lease was lost.
+//! State: reads and writes `inflight`: the renewal schedule
+//! ([`InFlight`](super::inflight::InFlight)), each attempt's last renewal and cap, the
+//! stop of an attempt whose lease was lost. Gives back prefetched leases still waiting
+//! for a slot, letting them go from `room`.
 
 use std::sync::Arc;
 

@@ -1,5 +1,10 @@
 //! One attempt from claim to outcome: runs the handler on the attempt's task, fires
 //! the self-stop on a timer of its own, and turns the handler's answer into an outcome.
+//!
+//! State: reads `inflight` (the last renewal, for the self-stop) and `slots` (the
+//! abort of shutdown); writes the attempt's control (its stop and phase), `inflight`
+//! (forgets an attempt whose outcome is discarded), `room` (the handler's run time,
+//! for the prefetch) and `outbox` (the outcome).
 
 use std::any::Any;
 use std::future::Future;
