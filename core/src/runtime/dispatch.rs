@@ -44,7 +44,7 @@ use super::supervise::{begin, supervise, Begun};
 
 /// What one slot runs: an attempt, or the attempts of one stream run in stream order
 /// (G9). `rest` is empty (and unallocated) for a lone attempt.
-pub(crate) struct Run<'a> {
+struct Run<'a> {
     /// The first attempt, begun as it was taken from the queue.
     first: Begun<'a>,
     rest: Vec<Queued>,

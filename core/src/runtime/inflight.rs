@@ -336,6 +336,7 @@ pub(crate) struct Attempts {
 }
 
 impl Attempts {
+    /// The in-flight table and renewal schedule, locked.
     pub(crate) fn lock(&self) -> MutexGuard<'_, InFlight> {
         // A panic while the lock is held cannot leave the map inconsistent (every
         // update is a single insert, remove or field write), so poisoning is ignored.

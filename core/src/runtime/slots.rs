@@ -72,6 +72,7 @@ impl Slots {
         }
     }
 
+    /// The ready queue, locked.
     pub(crate) fn ready(&self) -> MutexGuard<'_, VecDeque<Queued>> {
         // Each update is a single push or pop: poisoning cannot leave it inconsistent.
         self.ready
