@@ -1,5 +1,10 @@
 //! The claim loop: claims only up to free slots, keeps claims ahead of the handlers
 //! while there is work, polls adaptively, wakes on a signal.
+//!
+//! State: reads `standing` (it waits for the first registration, and registers again
+//! only while the heartbeat is on) and `room` (how much to ask for); writes `room`
+//! (holds what it asks for, lets go of what an answer did not fill). Each answer goes
+//! to [`dispatch`](super::dispatch); at shutdown it gives back what is still queued.
 
 use std::future::Future;
 use std::sync::Arc;
@@ -14,11 +19,13 @@ use crate::model::Lease;
 use crate::store::{ClaimParams, HeartbeatParams, WakeHealth, WakeSignal};
 use crate::time::{Clock, SystemClock};
 
-use super::config::Settings;
-use super::dispatch::Sent;
+use super::dispatch::{dispatch, take_queued};
 use super::metrics::add;
-use super::supervise::CatchPanic;
-use super::worker::{release, release_unstarted, Shared};
+use super::panic::CatchPanic;
+use super::release::{release, release_unstarted};
+use super::settings::Settings;
+use super::shared::Shared;
+use super::slots::Sent;
 
 /// When the next claim is due after `failures` consecutive failed claims (at least 1).
 fn next_retry(s: &Settings, failures: u32) -> Option<Instant> {
@@ -75,23 +82,24 @@ struct Answer {
 /// Claims until shutdown, keeping the handler slots full.
 ///
 /// A claim asks for as many leases as the worker has room for (see
-/// [`Shared::room`]: the free slots, plus the prefetch while handlers are short), up
-/// to `claim_batch`. While the queue has work (the last answer filled what it asked),
-/// up to `claims_in_flight` claims are out at once, so claim round trips overlap the
-/// handlers and each other. After an answer that did not fill what it asked, the loop
-/// sends nothing new until [`PollPolicy::wait_for`](super::PollPolicy::wait_for) for
-/// the count of consecutive empty polls and the store's wake-up health has passed
-/// (NOTIFY-only mode may wait for a wake-up alone; after a failed claim,
-/// [`PollPolicy::wait_after_failure`](super::PollPolicy::wait_after_failure)), or
-/// less if the store's wake signal fires (a change of health fires it too); an idle
-/// queue thus sees one poll at a time.
+/// [`Room::available`](super::room::Room::available): the free slots, plus the
+/// prefetch while handlers are short), up to `claim_batch`. While the queue has work
+/// (the last answer filled what it asked), up to `claims_in_flight` claims are out at
+/// once, so claim round trips overlap the handlers and each other. After an answer
+/// that did not fill what it asked, the loop sends nothing new until
+/// [`PollPolicy::wait_for`](super::poll::PollPolicy::wait_for) for the count of
+/// consecutive empty polls and the store's wake-up health has passed (NOTIFY-only
+/// mode may wait for a wake-up alone; after a failed claim,
+/// [`PollPolicy::wait_after_failure`](super::poll::PollPolicy::wait_after_failure)),
+/// or less if the store's wake signal fires (a change of health fires it too); an
+/// idle queue thus sees one poll at a time.
 pub(crate) async fn claim_loop(shared: Arc<Shared>) {
     let s = &shared.settings;
     let stop = shared.stop_claiming.clone();
     let wake = shared.store.wake_signal();
     // Register before the first claim (G12), but never wait long for it.
     tokio::select! {
-        _ = shared.first_heartbeat.cancelled() => {}
+        _ = shared.standing.first_heartbeat.cancelled() => {}
         _ = stop.cancelled() => return,
         _ = sleep(s.heartbeat_interval) => {}
     }
@@ -124,7 +132,9 @@ pub(crate) async fn claim_loop(shared: Arc<Shared>) {
         let waits_for_room = poll_now && calls.len() < out;
         // Finished leases wake this loop only when it waits for room, and only once
         // there is room for `want`.
-        let room = shared.wake_at_room(if waits_for_room { want } else { usize::MAX });
+        let room = shared
+            .room
+            .wake_at_room(if waits_for_room { want } else { usize::MAX });
         let may_send = waits_for_room && room >= want;
         tokio::select! {
             biased;
@@ -147,7 +157,7 @@ pub(crate) async fn claim_loop(shared: Arc<Shared>) {
                         registered_again = false;
                         failures = 0;
                         if stop.is_cancelled() {
-                            shared.let_go(asked);
+                            shared.room.let_go(asked);
                             release_claimed(&shared, leases).await;
                             break;
                         }
@@ -193,7 +203,7 @@ pub(crate) async fn claim_loop(shared: Arc<Shared>) {
                         // instance was evicted (a long pause, say): it registered again
                         // at once instead of waiting for its next heartbeat, and claims
                         // again.
-                        shared.let_go(asked);
+                        shared.room.let_go(asked);
                         add(&shared.metrics.store_errors, 1);
                         registered_again = true;
                         poll_now = true;
@@ -203,7 +213,7 @@ pub(crate) async fn claim_loop(shared: Arc<Shared>) {
                         );
                     }
                     Err(e) => {
-                        shared.let_go(asked);
+                        shared.room.let_go(asked);
                         registered_again = false;
                         add(&shared.metrics.store_errors, 1);
                         round_got = round_got && !calls.is_empty();
@@ -218,7 +228,7 @@ pub(crate) async fn claim_loop(shared: Arc<Shared>) {
             _ = std::future::ready(()), if may_send => {
                 send(&shared, &mut calls, wake.as_ref(), busy).await;
             }
-            _ = shared.room_freed.notified(), if waits_for_room && room < want => {}
+            _ = shared.room.room_freed.notified(), if waits_for_room && room < want => {}
             _ = sleep_until_some(poll_at), if !poll_now => {
                 poll_now = true;
             }
@@ -232,19 +242,19 @@ pub(crate) async fn claim_loop(shared: Arc<Shared>) {
     // and every lease still waiting for a slot.
     while let Some(joined) = calls.join_next().await {
         if let Ok(answer) = joined {
-            shared.let_go(answer.asked);
+            shared.room.let_go(answer.asked);
             if let Ok(leases) = answer.leases {
                 release_claimed(&shared, leases).await;
             }
         }
     }
-    let queued = shared.take_queued();
+    let queued = take_queued(&shared);
     if !queued.is_empty() {
         tracing::info!(
             count = queued.len(),
             "shutdown: giving back leases no slot had started"
         );
-        shared.let_go(queued.len());
+        shared.room.let_go(queued.len());
         release(&shared, &queued).await;
     }
 }
@@ -257,7 +267,7 @@ async fn send(
     busy: bool,
 ) {
     let s = &shared.settings;
-    if !busy && s.claim_batch > 1 && shared.room() < s.claim_batch {
+    if !busy && s.claim_batch > 1 && shared.room.available() < s.claim_batch {
         // Handlers that are returning now free their slots within this turn of the
         // scheduler: let them, so this claim asks for them too instead of leaving them
         // to a claim of their own.
@@ -265,11 +275,11 @@ async fn send(
     }
     // A run of the stream runs option may hold k - 1 leases beyond the slots.
     let batch = s.claim_batch + usize::try_from(s.stream_run).unwrap_or(1) - 1;
-    let asked = shared.room().min(batch).min(s.limits.max_batch);
+    let asked = shared.room.available().min(batch).min(s.limits.max_batch);
     if asked == 0 {
         return;
     }
-    shared.hold(asked);
+    shared.room.hold(asked);
     let limit = u32::try_from(asked).unwrap_or(u32::MAX);
     let mut params = ClaimParams::new(s.queues[0].clone(), s.instance.clone(), limit, s.lease)
         .queues(s.queues.clone());
@@ -333,9 +343,9 @@ async fn start(shared: &Arc<Shared>, mut leases: Vec<Lease>, asked: usize, sent:
             shared.export.at(queue).claimed.increment(1);
         }
     }
-    shared.let_go(asked - got);
+    shared.room.let_go(asked - got);
     if got > 0 {
-        shared.dispatch(leases, sent);
+        dispatch(shared, leases, sent);
     }
     got
 }
@@ -355,7 +365,7 @@ async fn release_claimed(shared: &Shared, leases: Vec<Lease>) {
 /// true when the store recorded it. Never while the heartbeat is switched off.
 async fn register_again(shared: &Shared) -> bool {
     let s = &shared.settings;
-    if !*shared.heartbeat_on.borrow() {
+    if !*shared.standing.heartbeat_on.borrow() {
         // Draining: the instance is meant to stay evicted.
         return false;
     }

@@ -5,7 +5,7 @@
 //! recorder before spawning workers; handles registered before it are no-ops.
 //!
 //! The names, kinds and labels are documented in one table, in the module docs of
-//! [`runtime`](super).
+//! [`runtime`](crate::runtime).
 
 use std::time::Duration;
 
@@ -16,10 +16,10 @@ use metrics::{
 
 use crate::keys::QueueName;
 use crate::model::{Item, QueueCounts};
+use crate::store::Store;
 use crate::time::Timestamp;
 
-use super::metrics::add;
-use super::worker::Shared;
+use super::metrics::{add, Metrics};
 
 // Every metric name the runtime records.
 pub(crate) const CLAIMED: &str = "tenure_claimed_total";
@@ -219,16 +219,21 @@ impl Exported {
 /// The leader's sample of every served queue's counts into the depth gauges, each
 /// call limited to `call_timeout`. A queue whose counts the store cannot answer keeps
 /// its last sample.
-pub(crate) async fn sample_queues(shared: &Shared, call_timeout: Duration) {
-    for (queue, handles) in shared.export.queues() {
-        match tokio::time::timeout(call_timeout, shared.store.queue_counts(queue)).await {
+pub(crate) async fn sample_queues(
+    export: &Exported,
+    store: &dyn Store,
+    metrics: &Metrics,
+    call_timeout: Duration,
+) {
+    for (queue, handles) in export.queues() {
+        match tokio::time::timeout(call_timeout, store.queue_counts(queue)).await {
             Ok(Ok(counts)) => handles.sampled(&counts),
             Ok(Err(e)) => {
-                add(&shared.metrics.store_errors, 1);
+                add(&metrics.store_errors, 1);
                 tracing::warn!(event = "sample", %queue, error = %e, "queue counts failed");
             }
             Err(_) => {
-                add(&shared.metrics.store_errors, 1);
+                add(&metrics.store_errors, 1);
                 tracing::warn!(event = "sample", %queue, "queue counts timed out");
             }
         }

@@ -1,5 +1,11 @@
 //! Batched, fenced finalize: outcomes are coalesced and written with at most one
 //! `complete` and one `fail` call per flush.
+//!
+//! State: takes from `outbox` ([`Outbox`](super::outbox::Outbox)); writes `inflight`
+//! (forgets each answered attempt, marks those of a call that got no answer) and
+//! `room` (counts the answered outcomes out, [`Room::flushed`]).
+//!
+//! [`Room::flushed`]: super::room::Room::flushed
 
 use std::collections::VecDeque;
 use std::sync::Arc;
@@ -11,46 +17,18 @@ use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
 use crate::model::{FailOutcome, ItemState, LeaseToken, TokenOutcome};
-use crate::store::{CompleteParams, FailParams, Failure};
+use crate::store::{CompleteParams, FailParams};
 
 use super::metrics::add;
-use super::supervise::CatchPanic;
-use super::worker::Shared;
-
-/// What a finished handler asks the store to record.
-#[derive(Debug)]
-pub(crate) enum Outcome {
-    Complete(LeaseToken),
-    Fail {
-        failure: Failure,
-    },
-    /// The failure of an attempt whose handler took the finalize over
-    /// (`Job::take_finalize`) and then returned an error: a "lease lost" answer may
-    /// mean the handler's own finalize committed (see [`settle_taken`]).
-    FailTaken {
-        failure: Failure,
-    },
-}
-
-impl Outcome {
-    /// The failure `failure`, marked as an attempt the handler took over if `taken`.
-    pub(crate) fn fail(failure: Failure, taken: bool) -> Outcome {
-        if taken {
-            Outcome::FailTaken { failure }
-        } else {
-            Outcome::Fail { failure }
-        }
-    }
-}
+use super::outbox::{Outcome, FLUSHES_IN_FLIGHT};
+use super::panic::CatchPanic;
+use super::shared::Shared;
 
 const RETRY_FIRST: Duration = Duration::from_millis(50);
 /// A flush the store could not take is retried within this long, so finalizes go on
 /// within half a second of the store's return (the claim loop's
-/// [`FAILED_CLAIM_RETRY_CAP`](super::FAILED_CLAIM_RETRY_CAP) likewise).
+/// [`FAILED_CLAIM_RETRY_CAP`](super::poll::FAILED_CLAIM_RETRY_CAP) likewise).
 const RETRY_MAX: Duration = Duration::from_millis(500);
-/// How many flushes may be out at once: the next batch is written while the last one's
-/// answer is on its way back.
-pub(crate) const FLUSHES_IN_FLIGHT: usize = 2;
 
 /// Collects outcomes until `finalize_batch` wait or `finalize_window` has passed since
 /// the first, then flushes, with up to [`FLUSHES_IN_FLIGHT`] flushes out at once.
@@ -75,10 +53,10 @@ pub(crate) async fn finalize_loop(shared: Arc<Shared>, drain: CancellationToken)
         if batch.is_empty() {
             // Registered before the outbox is looked at, so an outcome left from here
             // on wakes the loop.
-            let posted = shared.outbox_posted.notified();
+            let posted = shared.outbox.posted.notified();
             tokio::pin!(posted);
             posted.as_mut().enable();
-            shared.take_outcomes(&mut batch);
+            shared.outbox.take(&mut batch);
             if batch.is_empty() {
                 if drain.is_cancelled() {
                     if flushes.is_empty() {
@@ -99,10 +77,10 @@ pub(crate) async fn finalize_loop(shared: Arc<Shared>, drain: CancellationToken)
         }
         let until = Instant::now() + window;
         while batch.len() < max && !drain.is_cancelled() {
-            let posted = shared.outbox_posted.notified();
+            let posted = shared.outbox.posted.notified();
             tokio::pin!(posted);
             posted.as_mut().enable();
-            if shared.take_outcomes(&mut batch) && batch.len() >= max {
+            if shared.outbox.take(&mut batch) && batch.len() >= max {
                 break;
             }
             tokio::select! {
@@ -112,7 +90,7 @@ pub(crate) async fn finalize_loop(shared: Arc<Shared>, drain: CancellationToken)
                 _ = drain.cancelled() => break,
             }
         }
-        shared.take_outcomes(&mut batch);
+        shared.outbox.take(&mut batch);
         while flushes.len() >= FLUSHES_IN_FLIGHT {
             take_back(&shared, flushes.join_next().await, &mut batch, &mut backoff);
         }
@@ -144,7 +122,7 @@ fn take_back(
     // Only an aborted flush answers nothing (panics are caught inside it): its leases
     // expire and are recovered.
     if let Some(Ok((count, kept))) = joined {
-        shared.flushed(count - kept.len().min(count));
+        shared.room.flushed(count - kept.len().min(count));
         if kept.is_empty() {
             *backoff = None;
         } else {
@@ -192,7 +170,7 @@ async fn flush(shared: &Shared, batch: Vec<Outcome>) -> Vec<Outcome> {
                             accepted.push(*t);
                             tracing::debug!(event = "complete", item = %t.id, attempt = t.attempt, "completed");
                         }
-                        TokenOutcome::LeaseLost if shared.was_unanswered(t) => {
+                        TokenOutcome::LeaseLost if shared.inflight.was_unanswered(t) => {
                             settle(shared, t, Finalize::Complete).await;
                         }
                         TokenOutcome::LeaseLost => {
@@ -208,7 +186,9 @@ async fn flush(shared: &Shared, batch: Vec<Outcome>) -> Vec<Outcome> {
                     }
                 }
                 shared.tally(&accepted, |q| &q.completed);
-                shared.remove_all(completes.iter().filter(|t| !later.contains(t)));
+                shared
+                    .inflight
+                    .remove_all(completes.iter().filter(|t| !later.contains(t)));
                 kept.extend(later.into_iter().map(Outcome::Complete));
                 tracing::debug!(event = "complete", count, "completions flushed");
             }
@@ -222,7 +202,7 @@ async fn flush(shared: &Shared, batch: Vec<Outcome>) -> Vec<Outcome> {
             Err(e) if e.is_retryable() => {
                 add(&shared.metrics.store_errors, 1);
                 tracing::warn!(error = %e, count, "completion flush failed; retrying");
-                shared.mark_unanswered(&completes);
+                shared.inflight.mark_unanswered(&completes);
                 kept.extend(completes.into_iter().map(Outcome::Complete));
             }
             Err(e) => give_up(shared, &completes, &e.to_string()),
@@ -248,7 +228,7 @@ async fn flush(shared: &Shared, batch: Vec<Outcome>) -> Vec<Outcome> {
                             accepted.push(*t);
                             tracing::warn!(event = "fail", item = %t.id, attempt = t.attempt, error = %f.error, "failed; dead");
                         }
-                        FailOutcome::LeaseLost if shared.was_unanswered(t) => {
+                        FailOutcome::LeaseLost if shared.inflight.was_unanswered(t) => {
                             settle(shared, t, Finalize::Fail).await;
                         }
                         FailOutcome::LeaseLost if taken.contains(t) => {
@@ -261,7 +241,9 @@ async fn flush(shared: &Shared, batch: Vec<Outcome>) -> Vec<Outcome> {
                     }
                 }
                 shared.tally(&accepted, |q| &q.failed);
-                shared.remove_all(failures.iter().map(|f| &f.token));
+                shared
+                    .inflight
+                    .remove_all(failures.iter().map(|f| &f.token));
             }
             Ok(answers) => {
                 let tokens: Vec<LeaseToken> = failures.iter().map(|f| f.token).collect();
@@ -275,7 +257,7 @@ async fn flush(shared: &Shared, batch: Vec<Outcome>) -> Vec<Outcome> {
                 add(&shared.metrics.store_errors, 1);
                 tracing::warn!(error = %e, count, "failure flush failed; retrying");
                 let tokens: Vec<LeaseToken> = failures.iter().map(|f| f.token).collect();
-                shared.mark_unanswered(&tokens);
+                shared.inflight.mark_unanswered(&tokens);
                 kept.extend(failures.into_iter().map(|failure| {
                     let handed = taken.contains(&failure.token);
                     Outcome::fail(failure, handed)
@@ -392,5 +374,5 @@ async fn caught<T>(
 fn give_up(shared: &Shared, tokens: &[LeaseToken], error: &str) {
     add(&shared.metrics.store_errors, 1);
     tracing::error!(%error, count = tokens.len(), "finalize refused; the leases will expire and be recovered");
-    shared.remove_all(tokens);
+    shared.inflight.remove_all(tokens);
 }

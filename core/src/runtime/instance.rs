@@ -1,4 +1,10 @@
-//! The instance heartbeat (its own timer) and leader-gated maintenance.
+//! The instance heartbeat (its own timer) and leader-gated maintenance: recovery,
+//! the purge, eviction of stale instances, the queue depth sample, and (through the
+//! periodic pass) the periodic jobs.
+//!
+//! State: reads the heartbeat switch of `standing`
+//! ([`Standing`](super::standing::Standing)); writes its first registration and the
+//! role.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -9,8 +15,11 @@ use tokio_util::sync::CancellationToken;
 use crate::model::LeaderStatus;
 use crate::store::{EvictParams, HeartbeatParams, LeaderParams, PurgeParams, RecoverParams};
 
+use super::export::sample_queues;
 use super::metrics::add;
-use super::worker::{Role, Shared};
+use super::periodic_pass::enqueue_due;
+use super::shared::Shared;
+use super::standing::Role;
 
 /// Most rows one maintenance step handles.
 const MAINTENANCE_LIMIT: u32 = 1_000;
@@ -20,11 +29,11 @@ const MAINTENANCE_LIMIT: u32 = 1_000;
 /// (peers may then evict the instance); switched on, it heartbeats at once.
 pub(crate) async fn heartbeat_loop(shared: Arc<Shared>, stop: CancellationToken) {
     let s = &shared.settings;
-    let mut on = shared.heartbeat_on.subscribe();
+    let mut on = shared.standing.heartbeat_on.subscribe();
     loop {
         if !*on.borrow_and_update() {
             // The claim loop must not wait for a registration that is not coming.
-            shared.first_heartbeat.cancel();
+            shared.standing.first_heartbeat.cancel();
             tracing::info!(
                 event = "heartbeat",
                 stale_after = ?s.stale_after,
@@ -54,7 +63,7 @@ pub(crate) async fn heartbeat_loop(shared: Arc<Shared>, stop: CancellationToken)
                 tracing::warn!(event = "heartbeat", "heartbeat timed out");
             }
         }
-        shared.first_heartbeat.cancel();
+        shared.standing.first_heartbeat.cancel();
         tokio::select! {
             _ = stop.cancelled() => return,
             _ = sleep(s.heartbeat_interval) => {}
@@ -88,7 +97,7 @@ pub(crate) async fn maintenance_loop(shared: Arc<Shared>, stop: CancellationToke
                 }
             }
         };
-        shared.role.send_if_modified(|current| {
+        shared.standing.role.send_if_modified(|current| {
             if *current == role {
                 return false;
             }
@@ -100,14 +109,14 @@ pub(crate) async fn maintenance_loop(shared: Arc<Shared>, stop: CancellationToke
             maintain(&shared, call_timeout).await;
         }
         if let Role::Leader { term } = role {
-            super::periodic::enqueue_due(&shared, term, call_timeout).await;
+            enqueue_due(&shared, term, call_timeout).await;
         }
         tokio::select! {
             _ = stop.cancelled() => break,
             _ = sleep(s.maintenance_interval) => {}
         }
     }
-    if matches!(*shared.role.borrow(), Role::Leader { .. }) {
+    if matches!(*shared.standing.role.borrow(), Role::Leader { .. }) {
         match timeout(call_timeout, shared.store.leader_resign(params)).await {
             Ok(Ok(_)) => tracing::info!(event = "role", "leader lease resigned"),
             Ok(Err(e)) => {
@@ -115,7 +124,7 @@ pub(crate) async fn maintenance_loop(shared: Arc<Shared>, stop: CancellationToke
             }
             Err(_) => tracing::warn!("resigning the leader lease timed out; it will expire"),
         }
-        shared.role.send_replace(Role::Starting);
+        shared.standing.role.send_replace(Role::Starting);
     }
 }
 
@@ -171,7 +180,13 @@ async fn maintain(shared: &Shared, call_timeout: Duration) {
         Ok(Err(e)) => failed(shared, "evict", &e.to_string()),
         Err(_) => failed(shared, "evict", "timed out"),
     }
-    super::export::sample_queues(shared, call_timeout).await;
+    sample_queues(
+        &shared.export,
+        &*shared.store,
+        &shared.metrics,
+        call_timeout,
+    )
+    .await;
 }
 
 fn failed(shared: &Shared, step: &'static str, error: &str) {

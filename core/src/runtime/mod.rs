@@ -89,6 +89,78 @@
 //! - **Draining.** [`Worker::set_heartbeat`]`(false)` stops the instance heartbeat, so
 //!   peers evict the instance after `stale_after` and take over its leases.
 //!
+//! # One lease, claim to finalize
+//!
+//! How the runtime's files (under `core/src/runtime/`) share the work, for whoever
+//! changes it. Each step names the file that does it; the state it reads and writes is
+//! in brackets (see the layers below).
+//!
+//! ```text
+//!  store              worker                                            file
+//!  -----              ------                                            ----
+//!  claim  --leases--> ask for the room free now; record each attempt    claim.rs
+//!                     in flight, queue it as a Job, wake a runner       dispatch.rs
+//!                     [room, inflight, slots]
+//!                         |
+//!                         v
+//!                     a runner takes a slot and calls the handler;      dispatch.rs
+//!                     one that pends is supervised on that task:        supervise.rs
+//!                     self-stop, handler timeout, abort  [slots]
+//!                         |                       ^
+//!  renew  <--tokens-- every third of a lease      | "lease lost":       renew.rs
+//!         --answers-> reschedule, or stop it -----+ stop the attempt
+//!                     [inflight]
+//!                         |
+//!                         v
+//!                     the handler's answer becomes an outcome,          supervise.rs
+//!                     posted to the outbox  [outbox, room]
+//!                         |
+//!                         v
+//!  complete, fail     coalesced flush, fenced by the lease token;       finalize.rs
+//!         <--tokens-- the answered attempt is forgotten and its
+//!         --answers-> place in the room freed  [outbox, inflight, room]
+//!
+//!  release <--------- leases never started (claimed during shutdown,   release.rs
+//!                     prefetched past their renewal) or stopped by
+//!                     shutdown
+//!  heartbeat, leader  on their own timers; as leader: recover, purge,   instance.rs
+//!  lease, recover...  evict, sample depths, enqueue periodic ticks      periodic_pass.rs
+//!                     [standing]
+//! ```
+//!
+//! # Layers
+//!
+//! Each file names (imports, or links to with `super::file::`) only files below it
+//! in this list, never one that names it back; `mod.rs` declares them in this order,
+//! and `core/tests/runtime_layers.rs` checks both.
+//!
+//! | layer | file | owns |
+//! | --- | --- | --- |
+//! | handle | `builder.rs` | [`WorkerBuilder`]: options, defaults, the checks of `spawn` |
+//! | | `worker.rs` | [`Worker`]: starts the loops, heartbeat switch, role, shutdown |
+//! | loops | `claim.rs` | the claim loop: when to claim and how much |
+//! | | `dispatch.rs` | a claim's leases recorded and queued; the runner tasks |
+//! | | `supervise.rs` | one attempt: handler, timers, its outcome |
+//! | | `renew.rs` | the renewal loop |
+//! | | `finalize.rs` | the finalizer: batched, fenced complete and fail |
+//! | | `instance.rs` | heartbeat, leader lease, maintenance |
+//! | | `periodic_pass.rs` | the leader's enqueueing of periodic ticks |
+//! | | `release.rs` | giving unfinished leases back |
+//! | state | `shared.rs` | `Shared`: store, handler, settings, metrics, stop signals, and one field per state below |
+//! | | `room.rs` | `Room`: how many leases the claim loop may hold; the prefetch rule |
+//! | | `inflight.rs` | `Attempts`: the attempts held, their renewal schedule, spare controls |
+//! | | `slots.rs` | `Slots`: the ready queue, the slot count, the runners |
+//! | | `outbox.rs` | `Outbox`: outcomes waiting for the finalizer |
+//! | | `standing.rs` | [`Role`] and `Standing`: heartbeat switch, first registration, role |
+//! | vocabulary | `settings.rs` | `Settings`: what a running worker reads |
+//! | | `export.rs` | the `metrics` facade handles, [`describe_metrics`] |
+//! | | `task.rs` | [`RunTask`], [`TaskHandler`] and the router of typed tasks |
+//! | | `periodic.rs` | [`Periodic`], [`Recurrence`], [`Missed`] |
+//! | | `poll.rs` | [`PollPolicy`] |
+//! | | `handler.rs` | [`Handler`], [`Job`], [`JobError`], [`StopReason`] |
+//! | | `metrics.rs` | [`MetricsSnapshot`] and its counters |
+//! | | `panic.rs` | catching a panic in a polled future |
+//!
 //! # Metrics
 //!
 //! The runtime records through the [`metrics`](https://docs.rs/metrics) facade, so any
@@ -145,22 +217,57 @@
 //! # }
 //! ```
 
-mod claim;
-mod config;
-mod dispatch;
-mod export;
-mod finalize;
-mod handler;
-mod instance;
-mod metrics;
-mod periodic;
-mod poll;
-mod renew;
-mod supervise;
-mod task;
+// Declared top down: a file names only files declared after it (see "Layers" above).
+// The handle and its builder.
+mod builder;
+// The Worker handle.
 mod worker;
+// Loops, each owning one job: the claim loop.
+mod claim;
+// A claim's leases recorded and queued, and the runners.
+mod dispatch;
+// One attempt, handler to outcome.
+mod supervise;
+// The renewal loop.
+mod renew;
+// The finalizer.
+mod finalize;
+// Heartbeat and maintenance.
+mod instance;
+// The leader's periodic pass.
+mod periodic_pass;
+// Giving leases back.
+mod release;
+// State: what every loop shares, with one field per loop's own state.
+mod shared;
+// The claim loop's room counters.
+mod room;
+// The attempts held and their renewal schedule.
+mod inflight;
+// The ready queue, slots and runners.
+mod slots;
+// The finalizer's outbox.
+mod outbox;
+// Heartbeat switch and role.
+mod standing;
+// Vocabulary, with no state of its own: the settings.
+mod settings;
+// The metrics facade.
+mod export;
+// Typed tasks.
+mod task;
+// Periodic jobs.
+mod periodic;
+// The poll policy.
+mod poll;
+// Handler, Job, JobError.
+mod handler;
+// The counters.
+mod metrics;
+// Catching panics.
+mod panic;
 
-pub use config::{
+pub use builder::{
     WorkerBuilder, DEFAULT_CLAIMS_IN_FLIGHT, DEFAULT_CONCURRENCY, DEFAULT_LEADER_NAME,
     DEFAULT_LEASE, WIDE_CLAIMS_IN_FLIGHT, WIDE_FROM, WIDE_PREFETCH_BATCHES, WIDE_PREFETCH_MAX,
 };
@@ -169,6 +276,7 @@ pub use handler::{Handler, Job, JobError, StopReason};
 pub use metrics::MetricsSnapshot;
 pub use periodic::{Missed, Periodic, Recurrence, MAX_PERIODIC_NAME_BYTES, PERIODIC_KEY_PREFIX};
 pub use poll::{PollPolicy, DEFAULT_RELAXED_POLL, FAILED_CLAIM_RETRY_CAP};
+pub use standing::Role;
 pub use task::{RunTask, TaskHandler};
 pub use tokio_util::sync::CancellationToken;
-pub use worker::{Role, ShutdownReport, Worker};
+pub use worker::{ShutdownReport, Worker};

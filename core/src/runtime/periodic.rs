@@ -10,10 +10,7 @@ use std::time::Duration;
 use crate::error::{Error, Result};
 use crate::keys::{DedupKey, QueueName, MAX_KEY_BYTES};
 use crate::model::{NewItem, DEFAULT_MAX_ATTEMPTS};
-use crate::store::EnqueueParams;
 use crate::time::{duration_micros, Timestamp};
-
-use super::worker::Shared;
 
 /// The prefix of every periodic item's dedup key.
 pub const PERIODIC_KEY_PREFIX: &str = "tenure.periodic:";
@@ -324,7 +321,7 @@ impl Periodic {
 
     /// The item for `tick`, remembered under its dedup key for longer than any pass
     /// could enqueue the tick again.
-    fn item(&self, tick: Timestamp, lookahead: Duration) -> Result<NewItem> {
+    pub(crate) fn item(&self, tick: Timestamp, lookahead: Duration) -> Result<NewItem> {
         let gap = self
             .recurrence
             .next_after(tick)
@@ -448,92 +445,28 @@ impl Periodics {
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
-}
 
-/// One pass of the leader holding `term`: enqueues every job's due ticks, ahead of time
-/// up to two maintenance intervals, and records how far each job is covered once the
-/// store has answered for it. A new term starts with nothing covered, so the missed
-/// tick rule applies to what the previous leader may have left.
-pub(crate) async fn enqueue_due(shared: &Shared, term: u64, call_timeout: Duration) {
-    let periodics = &shared.settings.periodics;
-    if periodics.jobs.is_empty() {
-        return;
-    }
-    let lookahead = shared.settings.maintenance_interval * 2;
-    let now = shared.settings.clock.now();
-    let horizon = now + lookahead;
-    let covered: Vec<Option<Timestamp>> = {
-        let mut state = periodics.state();
+    /// How far each job is covered in leadership `term`: nothing when `term` is new
+    /// (its coverage starts over).
+    pub(crate) fn covered(&self, term: u64) -> Vec<Option<Timestamp>> {
+        let mut state = self.state();
         if state.term != Some(term) {
             state.term = Some(term);
-            state.covered = vec![None; periodics.jobs.len()];
+            state.covered = vec![None; self.jobs.len()];
         }
         state.covered.clone()
-    };
-    for (i, job) in periodics.jobs.iter().enumerate() {
-        let from = covered.get(i).copied().flatten();
-        let (ticks, cut) = job.due(from, now, horizon, lookahead);
-        let reached = match (cut, ticks.last()) {
-            (true, Some(last)) => *last,
-            _ => horizon,
-        };
-        if !ticks.is_empty() && !enqueue_ticks(shared, job, &ticks, lookahead, call_timeout).await {
-            continue;
-        }
-        let mut state = periodics.state();
+    }
+
+    /// Records job `i` covered up to `reached` in leadership `term`, unless a newer
+    /// term started meanwhile.
+    pub(crate) fn cover(&self, term: u64, i: usize, reached: Timestamp) {
+        let mut state = self.state();
         if state.term == Some(term) {
             if let Some(c) = state.covered.get_mut(i) {
                 *c = Some(reached.max(c.unwrap_or(reached)));
             }
         }
     }
-}
-
-/// Enqueues `ticks` of `job` in as few calls as the store's batch limit allows; true
-/// when the store answered for every one.
-async fn enqueue_ticks(
-    shared: &Shared,
-    job: &Periodic,
-    ticks: &[Timestamp],
-    lookahead: Duration,
-    call_timeout: Duration,
-) -> bool {
-    let items: Result<Vec<NewItem>> = ticks.iter().map(|t| job.item(*t, lookahead)).collect();
-    let items = match items {
-        Ok(items) => items,
-        Err(e) => {
-            tracing::error!(event = "periodic", name = %job.name, error = %e, "cannot build the periodic item");
-            return false;
-        }
-    };
-    for (chunk, chunk_ticks) in items
-        .chunks(shared.settings.limits.max_batch.max(1))
-        .zip(ticks.chunks(shared.settings.limits.max_batch.max(1)))
-    {
-        let call = shared.store.enqueue(EnqueueParams::new(chunk.to_vec()));
-        match tokio::time::timeout(call_timeout, call).await {
-            Ok(Ok(answers)) => {
-                for (tick, answer) in chunk_ticks.iter().zip(answers) {
-                    if answer.duplicate {
-                        tracing::debug!(event = "periodic", name = %job.name, tick = %tick, item = %answer.id, "tick already enqueued");
-                    } else {
-                        tracing::info!(event = "periodic", name = %job.name, queue = %job.queue, tick = %tick, item = %answer.id, "periodic item enqueued");
-                    }
-                }
-            }
-            Ok(Err(e)) => {
-                super::metrics::add(&shared.metrics.store_errors, 1);
-                tracing::warn!(event = "periodic", name = %job.name, error = %e, "enqueueing a periodic tick failed; the next pass tries again");
-                return false;
-            }
-            Err(_) => {
-                super::metrics::add(&shared.metrics.store_errors, 1);
-                tracing::warn!(event = "periodic", name = %job.name, "enqueueing a periodic tick timed out; the next pass tries again");
-                return false;
-            }
-        }
-    }
-    true
 }
 
 #[cfg(test)]

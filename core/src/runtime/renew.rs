@@ -1,4 +1,9 @@
 //! Coalesced lease renewal: one `renew` call per flush, each with its own timeout.
+//!
+//! State: reads and writes `inflight`: the renewal schedule
+//! ([`InFlight`](super::inflight::InFlight)), each attempt's last renewal and cap, the
+//! stop of an attempt whose lease was lost. Gives back prefetched leases still waiting
+//! for a slot, letting them go from `room`.
 
 use std::sync::Arc;
 
@@ -9,8 +14,10 @@ use crate::model::{LeaseToken, RenewOutcome};
 use crate::store::RenewParams;
 
 use super::handler::StopReason;
+use super::inflight::Entry;
 use super::metrics::add;
-use super::worker::{release, Shared};
+use super::release::release;
+use super::shared::Shared;
 
 /// Renews every in-flight lease a third of a lease after its last successful renewal.
 ///
@@ -19,23 +26,23 @@ use super::worker::{release, Shared};
 /// attempt self-stops at half a lease; one answered "lease lost" has its handler
 /// cancelled at once. A call that fails or outlives `renew_timeout` is retried
 /// `renew_timeout` after it was sent. The loop reads the schedule of
-/// [`InFlight`](super::worker::InFlight), never the whole set of attempts.
+/// [`InFlight`](super::inflight::InFlight), never the whole set of attempts.
 pub(crate) async fn renew_loop(shared: Arc<Shared>, stop: CancellationToken) {
     let s = &shared.settings;
     loop {
         let wake_at = {
-            let mut map = shared.inflight();
+            let mut map = shared.inflight.lock();
             let at = map.next_due();
             map.armed = at;
             at
         };
         tokio::select! {
             _ = stop.cancelled() => return,
-            _ = shared.renew_wake.notified() => continue,
+            _ = shared.inflight.renew_wake.notified() => continue,
             _ = sleep_until(wake_at.unwrap_or_else(far_future)), if wake_at.is_some() => {}
         }
         let (tokens, unstarted) = {
-            let mut map = shared.inflight();
+            let mut map = shared.inflight.lock();
             let due = map.take_due(
                 Instant::now() + s.renew_coalesce,
                 s.limits.max_batch.max(1),
@@ -57,8 +64,8 @@ pub(crate) async fn renew_loop(shared: Arc<Shared>, stop: CancellationToken) {
                 count = unstarted.len(),
                 "giving back prefetched leases that waited a renewal interval for a slot"
             );
-            shared.prefetch_missed();
-            shared.let_go(unstarted.len());
+            shared.room.prefetch_missed();
+            shared.room.let_go(unstarted.len());
             release(&shared, &unstarted).await;
         }
         if tokens.is_empty() {
@@ -98,7 +105,8 @@ pub(crate) async fn renew_loop(shared: Arc<Shared>, stop: CancellationToken) {
             // own timer, still fires half a lease after the last successful renewal.
             let retry = sent + s.renew_timeout;
             shared
-                .inflight()
+                .inflight
+                .lock()
                 .schedule_all(tokens.iter().copied(), retry);
         }
     }
@@ -108,7 +116,7 @@ fn far_future() -> Instant {
     Instant::now() + std::time::Duration::from_secs(60 * 60 * 24 * 365)
 }
 
-fn renewable(e: &super::worker::Entry) -> bool {
+fn renewable(e: &Entry) -> bool {
     !e.capped && !e.lost_counted && e.control.stop_reason().is_none()
 }
 
@@ -122,7 +130,7 @@ fn apply(shared: &Shared, tokens: &[LeaseToken], outcomes: Vec<RenewOutcome>, se
                 expires_at,
                 renewals,
             } => {
-                let mut map = shared.inflight();
+                let mut map = shared.inflight.lock();
                 let mut queue = 0;
                 if let Some(e) = map.entries.get_mut(t) {
                     queue = e.queue;
@@ -140,7 +148,7 @@ fn apply(shared: &Shared, tokens: &[LeaseToken], outcomes: Vec<RenewOutcome>, se
                 tracing::trace!(event = "renew", item = %t.id, attempt = t.attempt, %expires_at, renewals, "renewed");
             }
             RenewOutcome::LimitReached { limit } => {
-                if let Some(e) = shared.inflight().entries.get_mut(t) {
+                if let Some(e) = shared.inflight.lock().entries.get_mut(t) {
                     e.capped = true;
                 }
                 add(&shared.metrics.renewal_capped, 1);
@@ -157,12 +165,12 @@ fn apply(shared: &Shared, tokens: &[LeaseToken], outcomes: Vec<RenewOutcome>, se
                 // first and the renewal then finds the item finished. Only an attempt
                 // whose outcome is not yet sent learns "lost" here; a sent outcome's
                 // own answer tells whether the lease was lost.
-                if !shared.outcome_pending(t) {
+                if !shared.inflight.outcome_pending(t) {
                     tracing::debug!(event = "renew", item = %t.id, attempt = t.attempt, "renewal crossed the attempt's finalize");
                     continue;
                 }
                 shared.count_lost(t);
-                let stopped = shared.stop_attempt(t, StopReason::LeaseLost);
+                let stopped = shared.inflight.stop_attempt(t, StopReason::LeaseLost);
                 tracing::warn!(
                     event = "lost",
                     item = %t.id,
@@ -174,6 +182,9 @@ fn apply(shared: &Shared, tokens: &[LeaseToken], outcomes: Vec<RenewOutcome>, se
         }
     }
     if !renewed.is_empty() {
-        shared.inflight().schedule_all(renewed, sent + renew_after);
+        shared
+            .inflight
+            .lock()
+            .schedule_all(renewed, sent + renew_after);
     }
 }

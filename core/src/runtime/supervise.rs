@@ -1,12 +1,16 @@
 //! One attempt from claim to outcome: runs the handler on the attempt's task, fires
 //! the self-stop on a timer of its own, and turns the handler's answer into an outcome.
+//!
+//! State: reads `inflight` (the last renewal, for the self-stop) and `slots` (the
+//! abort of shutdown); writes the attempt's control (its stop and phase), `inflight`
+//! (forgets an attempt whose outcome is discarded), `room` (the handler's run time,
+//! for the prefetch) and `outbox` (the outcome).
 
 use std::any::Any;
 use std::future::Future;
-use std::panic::AssertUnwindSafe;
 use std::pin::Pin;
 use std::sync::Arc;
-use std::task::{Context, Poll};
+use std::task::Poll;
 
 use tokio::time::{sleep_until, Instant};
 use tracing::instrument::Instrumented;
@@ -15,11 +19,12 @@ use tracing::Instrument;
 use crate::model::LeaseToken;
 use crate::store::Failure;
 
-use super::dispatch::Sent;
-use super::finalize::Outcome;
 use super::handler::{Control, Job, JobError, StopReason};
 use super::metrics::add;
-use super::worker::Shared;
+use super::outbox::Outcome;
+use super::panic::CatchPanic;
+use super::shared::Shared;
+use super::slots::Sent;
 
 /// The span of one attempt: a real `tenure.job` span only when a subscriber wants
 /// spans at this level, so a worker with no subscriber (or one that takes only events)
@@ -82,9 +87,14 @@ pub(crate) fn begin(shared: &Shared, job: Job, sent: Sent) -> Begun<'_> {
 /// counts from there. The handler is polled once at once; one that finishes then needs
 /// no timer, no cancellation token and no wake-up. One that does not is supervised
 /// here to its end; on a runner (`*runner` true) the task becomes a slot for it, and a
-/// new runner is started first. True when the attempt's outcome is a complete (a
-/// stream run goes on to its next item only then, G9).
-pub(crate) async fn supervise(shared: &Arc<Shared>, begun: Begun<'_>, runner: &mut bool) -> bool {
+/// new runner is started first, by `replace_runner`. True when the attempt's outcome
+/// is a complete (a stream run goes on to its next item only then, G9).
+pub(crate) async fn supervise(
+    shared: &Arc<Shared>,
+    begun: Begun<'_>,
+    runner: &mut bool,
+    replace_runner: fn(&Arc<Shared>),
+) -> bool {
     let Begun {
         running: _running,
         mut fut,
@@ -100,15 +110,26 @@ pub(crate) async fn supervise(shared: &Arc<Shared>, begun: Begun<'_>, runner: &m
         }
         // Boxed, so the future of a handler that finishes at once carries none of
         // the watching state.
-        Poll::Pending => Box::pin(watch(shared, &_running, fut, &span, sent, runner)).await,
+        Poll::Pending => {
+            Box::pin(watch(
+                shared,
+                &_running,
+                fut,
+                &span,
+                sent,
+                runner,
+                replace_runner,
+            ))
+            .await
+        }
     };
     conclude(shared, _running, &span, result)
 }
 
 /// Watches a handler that did not finish on its first poll to its end: the self-stop,
 /// the handler timeout, cancellation and shutdown's abort. On a runner (`*runner`
-/// true) the task becomes a slot for it, and a new runner is started first. None
-/// when the worker was dropped.
+/// true) the task becomes a slot for it, and a new runner is started first (by
+/// `replace_runner`). None when the worker was dropped.
 async fn watch(
     shared: &Arc<Shared>,
     _running: &Running<'_>,
@@ -116,9 +137,10 @@ async fn watch(
     span: &tracing::Span,
     sent: Instant,
     runner: &mut bool,
+    replace_runner: fn(&Arc<Shared>),
 ) -> Option<Ran> {
     if std::mem::take(runner) {
-        shared.replace_runner();
+        replace_runner(shared);
     }
     let token = _running.token;
     let settings = &shared.settings;
@@ -137,13 +159,13 @@ async fn watch(
             biased;
             r = fut => break Some(Ran::Returned(r)),
             _ = shared.killed.cancelled() => break None,
-            _ = shared.abort.cancelled() => {
+            _ = shared.slots.abort.cancelled() => {
                 // Shutdown gave up waiting for it: dropped now.
                 running = None;
             }
             _ = sleep_until(time_out_at.unwrap_or(deadline)), if time_out_at.is_some() && abort_at.is_none() => {
                 time_out_at = None;
-                if shared.stop_attempt(&token, StopReason::Timeout) {
+                if shared.inflight.stop_attempt(&token, StopReason::Timeout) {
                     add(&shared.metrics.timed_out, 1);
                     handles.timed_out.increment(1);
                     tracing::warn!(
@@ -162,11 +184,11 @@ async fn watch(
                 running = None;
             }
             _ = sleep_until(deadline), if abort_at.is_none() => {
-                let renewed = shared.inflight().entries.get(&token).map(|e| e.renewed_at);
+                let renewed = shared.inflight.lock().entries.get(&token).map(|e| e.renewed_at);
                 match renewed.map(|at| at + settings.self_stop_after) {
                     Some(later) if later > Instant::now() => deadline = later,
                     _ => {
-                        if shared.stop_attempt(&token, StopReason::SelfStop) {
+                        if shared.inflight.stop_attempt(&token, StopReason::SelfStop) {
                             add(&shared.metrics.self_stopped, 1);
                             handles.self_stopped.increment(1);
                             tracing::warn!(
@@ -206,7 +228,7 @@ fn conclude(
     let taken = _running.control.taken();
     if taken && matches!(result, Ran::Returned(Ok(Ok(())))) {
         _running.ended();
-        shared.remove(&token);
+        shared.inflight.remove(&token);
         add(&shared.metrics.handler_finalized, 1);
         shared
             .export
@@ -239,7 +261,7 @@ fn conclude(
             ));
         }
         Some(reason) => {
-            shared.remove(&token);
+            shared.inflight.remove(&token);
             tracing::info!(parent: span, %reason, "the attempt stopped; its outcome is discarded");
         }
         None => {
@@ -270,7 +292,7 @@ fn conclude(
                 }
                 Ran::Dropped => {
                     // Dropped without a stop reason: only a dropped worker does that.
-                    shared.remove(&token);
+                    shared.inflight.remove(&token);
                     return false;
                 }
             };
@@ -292,23 +314,6 @@ enum Ran {
     Returned(std::result::Result<std::result::Result<(), JobError>, Box<dyn Any + Send>>),
     /// It was dropped at an `.await` after ignoring its cancellation.
     Dropped,
-}
-
-/// Catches a panic while polling the future inside, so it ends the attempt instead of
-/// the task.
-pub(crate) struct CatchPanic<F>(pub(crate) F);
-
-impl<F: Future + Unpin> Future for CatchPanic<F> {
-    type Output = std::result::Result<F::Output, Box<dyn Any + Send>>;
-
-    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        let inner = &mut self.0;
-        match std::panic::catch_unwind(AssertUnwindSafe(|| Pin::new(&mut *inner).poll(cx))) {
-            Ok(Poll::Ready(v)) => Poll::Ready(Ok(v)),
-            Ok(Poll::Pending) => Poll::Pending,
-            Err(panic) => Poll::Ready(Err(panic)),
-        }
-    }
 }
 
 /// A handler being run: in the in-flight gauge from creation to drop, and marked
@@ -346,7 +351,7 @@ impl<'a> Running<'a> {
         let handles = self.shared.export.at(self.queue);
         handles.in_flight.decrement(1.0);
         handles.handler.record(took.as_secs_f64());
-        self.shared.record_run(took);
+        self.shared.room.record_run(took);
     }
 
     /// Marks the handler ended.

@@ -5,10 +5,14 @@
 //! [`RunTask`]) or [`WorkerBuilder::task_with`] (a handler that keeps state, such as a
 //! connection pool). Each task owns its [`Task::QUEUE`]; the worker claims its tasks'
 //! queues, and those named with [`WorkerBuilder::queue`] for its closure
-//! [`handler`](WorkerBuilder::handler), in one claim, and hands each item to the
+//! [`handler`](super::WorkerBuilder::handler), in one claim, and hands each item to the
 //! handler of its queue. Under the router every attempt is an ordinary [`Handler`]
 //! call, so renewal, the self-stop, fenced finalize, stream runs and
 //! [`Job::take_finalize`] work for tasks exactly as for the closure handler.
+//!
+//! [`WorkerBuilder::task`]: super::WorkerBuilder::task
+//! [`WorkerBuilder::task_with`]: super::WorkerBuilder::task_with
+//! [`WorkerBuilder::queue`]: super::WorkerBuilder::queue
 
 use std::any::type_name;
 use std::collections::HashMap;
@@ -23,7 +27,6 @@ use crate::keys::QueueName;
 use crate::retry::RetryPolicy;
 use crate::task::{task_queue, Task};
 
-use super::config::WorkerBuilder;
 use super::handler::{Handler, Job, JobError};
 
 /// A handler's boxed future, as [`Handler::handle`] returns it.
@@ -111,6 +114,9 @@ type BoxFuture<'a> = Pin<Box<dyn Future<Output = std::result::Result<(), JobErro
 ///     }
 /// }
 /// ```
+///
+/// [`WorkerBuilder::task`]: super::WorkerBuilder::task
+/// [`WorkerBuilder::task_with`]: super::WorkerBuilder::task_with
 pub trait RunTask: Task {
     /// Runs one attempt of this value.
     fn run(self, job: Job) -> impl Future<Output = std::result::Result<(), JobError>> + Send;
@@ -142,6 +148,8 @@ pub trait RunTask: Task {
 ///     });
 /// # }
 /// ```
+///
+/// [`WorkerBuilder::task_with`]: super::WorkerBuilder::task_with
 pub trait TaskHandler<T: Task>: Send + Sync + 'static {
     /// Runs one attempt of `task`.
     fn handle(&self, task: T, job: Job) -> BoxFuture<'static>;
@@ -159,7 +167,7 @@ where
 }
 
 /// The handler of a [`RunTask`] type: its own `run`.
-struct Runs<T>(PhantomData<fn(T)>);
+pub(crate) struct Runs<T>(pub(crate) PhantomData<fn(T)>);
 
 impl<T: RunTask> TaskHandler<T> for Runs<T> {
     fn handle(&self, task: T, job: Job) -> BoxFuture<'static> {
@@ -216,7 +224,7 @@ pub(crate) struct Registered {
 }
 
 impl Registered {
-    fn new<T: Task, H: TaskHandler<T>>(handler: H) -> Self {
+    pub(crate) fn new<T: Task, H: TaskHandler<T>>(handler: H) -> Self {
         Registered {
             name: type_name::<T>(),
             queue: task_queue::<T>(),
@@ -227,41 +235,6 @@ impl Registered {
                 _task: PhantomData::<fn(T)>,
             }),
         }
-    }
-}
-
-impl WorkerBuilder {
-    /// Runs task type `T` ([`RunTask`]) on its queue, [`Task::QUEUE`] (call again for
-    /// more types). The worker claims the queues of all its tasks, and of its closure
-    /// [`handler`](Self::handler), in one claim, and hands each item to its queue's
-    /// handler, decoded as its type. See [`WorkerBuilder::task_with`] for the rules.
-    pub fn task<T: RunTask>(self) -> Self {
-        self.task_with::<T, _>(Runs::<T>(PhantomData))
-    }
-
-    /// Runs task type `T` with `handler`, a closure of the decoded value and its job
-    /// (`|mail: SendEmail, job: Job| async move { .. }`), or any [`TaskHandler`]: for
-    /// a handler that keeps state, such as a pool or a client.
-    ///
-    /// # Behavior
-    ///
-    /// - A task owns its queue: one task type per queue. [`spawn`](Self::spawn)
-    ///   refuses two registrations with one queue (the same type twice included),
-    ///   and a queue named with [`queue`](Self::queue) that a task owns, naming the
-    ///   types (`Error::InvalidInput`, field `task` or `queues`).
-    /// - The closure [`handler`](Self::handler) serves the queues named with
-    ///   [`queue`](Self::queue), beside the tasks; `spawn` refuses a handler without
-    ///   queues, and queues without a handler.
-    /// - A payload that does not decode as `T` is a permanent failure: the item goes
-    ///   dead (G5) with a `last_error` naming the type and the serde error.
-    /// - The worker's lease is the longest of its
-    ///   [`lease_duration`](Self::lease_duration) and its tasks' [`Task::LEASE`]; a
-    ///   retryable failure the handler returns without a delay waits the task's
-    ///   [`retry_policy`](Task::retry_policy) if it has one. Everything else
-    ///   (concurrency, renewal, self-stop, timeouts, stream runs) is the worker's.
-    pub fn task_with<T: Task, H: TaskHandler<T>>(mut self, handler: H) -> Self {
-        self.tasks.push(Registered::new::<T, H>(handler));
-        self
     }
 }
 

@@ -1,5 +1,10 @@
-//! The worker's settings and the builder that checks them.
+//! The [`WorkerBuilder`]: the worker's options, their defaults, and the checks that
+//! turn them into the [`Settings`] a [`Worker`] starts with.
+//!
+//! A little over 600 lines, kept whole: each option's setter, default and check of
+//! [`WorkerBuilder::spawn`] are read together, and the setters are most of the file.
 
+use std::marker::PhantomData;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -7,12 +12,15 @@ use crate::error::{Error, Result};
 use crate::keys::{LeaderName, OwnerId, QueueName};
 use crate::partition::Partitioning;
 use crate::retry::RetryPolicy;
-use crate::store::{Limits, Store, DEFAULT_STALE_AFTER};
+use crate::store::{Store, DEFAULT_STALE_AFTER};
+use crate::task::Task;
 use crate::time::{SharedClock, SystemClock};
 
 use super::handler::Handler;
 use super::periodic::{Periodic, Periodics};
 use super::poll::PollPolicy;
+use super::settings::Settings;
+use super::task::{combine, Registered, RunTask, Runs, Served, TaskHandler};
 use super::worker::Worker;
 
 /// Default handler slots per worker.
@@ -39,55 +47,6 @@ pub const WIDE_PREFETCH_MAX: usize = 256;
 pub const DEFAULT_LEASE: Duration = Duration::from_secs(30);
 /// Default name of the leader lease that gates maintenance (G13).
 pub const DEFAULT_LEADER_NAME: &str = "tenure.maintenance";
-
-/// Everything a running worker reads; checked once by [`WorkerBuilder::spawn`].
-#[derive(Clone, Debug)]
-pub(crate) struct Settings {
-    pub(crate) queues: Vec<QueueName>,
-    pub(crate) instance: OwnerId,
-    pub(crate) concurrency: usize,
-    pub(crate) claim_batch: usize,
-    /// How many claim calls may be out at once while the queue has work.
-    pub(crate) claims_in_flight: usize,
-    /// Leases held beyond the slots while handlers are short.
-    pub(crate) prefetch: usize,
-    /// Partitioned claiming (G14), when asked for.
-    pub(crate) partitioning: Option<Partitioning>,
-    pub(crate) lease: Duration,
-    pub(crate) poll: PollPolicy,
-    pub(crate) retry: RetryPolicy,
-    /// A lease is renewed once this long has passed since its last successful renewal.
-    pub(crate) renew_after: Duration,
-    /// Leases due within this window of the earliest one go in the same call.
-    pub(crate) renew_coalesce: Duration,
-    /// Each renewal call gives up after this long; a failed one is retried this long
-    /// after it was sent.
-    pub(crate) renew_timeout: Duration,
-    /// The self-stop fires this long after the last successful renewal: half a lease.
-    pub(crate) self_stop_after: Duration,
-    /// A handler that ignores its cancellation is dropped this long after it.
-    pub(crate) abort_after: Duration,
-    /// A handler still running this long after it started is stopped (Timeout).
-    pub(crate) handler_timeout: Option<Duration>,
-    pub(crate) finalize_batch: usize,
-    pub(crate) finalize_window: Duration,
-    pub(crate) heartbeat_interval: Duration,
-    pub(crate) stale_after: Duration,
-    /// Whether the heartbeat starts on (see [`Worker::set_heartbeat`]).
-    pub(crate) heartbeat_enabled: bool,
-    pub(crate) maintenance: bool,
-    pub(crate) maintenance_interval: Duration,
-    pub(crate) leader_name: LeaderName,
-    pub(crate) leader_lease: Duration,
-    pub(crate) keep_done_for: Duration,
-    pub(crate) limits: Limits,
-    /// Most items of one stream a claim leases as a run (1: heads only).
-    pub(crate) stream_run: u32,
-    /// The periodic jobs the leader enqueues, and how far it has.
-    pub(crate) periodics: Arc<Periodics>,
-    /// The wall clock periodic schedules are read on.
-    pub(crate) clock: SharedClock,
-}
 
 /// What [`WorkerBuilder::check`] hands to [`Worker::start`].
 type Checked = (Arc<dyn Store>, Arc<dyn Handler>, Settings);
@@ -122,7 +81,7 @@ pub struct WorkerBuilder {
     handler: Option<Arc<dyn Handler>>,
     queues: Vec<QueueName>,
     /// Typed tasks ([`WorkerBuilder::task`]), each serving its own queue.
-    pub(super) tasks: Vec<super::task::Registered>,
+    tasks: Vec<Registered>,
     instance: Option<OwnerId>,
     concurrency: usize,
     claim_batch: Option<usize>,
@@ -159,8 +118,16 @@ impl std::fmt::Debug for WorkerBuilder {
     }
 }
 
+impl Worker {
+    /// Starts building a worker on `store`: any [`Store`], including an
+    /// `Arc<dyn Store>` chosen at run time.
+    pub fn builder(store: impl Store) -> WorkerBuilder {
+        WorkerBuilder::new(Arc::new(store))
+    }
+}
+
 impl WorkerBuilder {
-    pub(crate) fn new(store: Arc<dyn Store>) -> Self {
+    fn new(store: Arc<dyn Store>) -> Self {
         WorkerBuilder {
             store,
             handler: None,
@@ -428,9 +395,9 @@ impl WorkerBuilder {
 
     fn check(mut self) -> Result<Checked> {
         let limits = self.store.limits();
-        let served = super::task::combine(
+        let served = combine(
             std::mem::take(&mut self.tasks),
-            super::task::Served {
+            Served {
                 handler: self.handler.take(),
                 queues: std::mem::take(&mut self.queues),
                 lease: self.lease,
@@ -624,5 +591,40 @@ impl WorkerBuilder {
             clock: self.clock.unwrap_or_else(|| Arc::new(SystemClock)),
         };
         Ok((self.store, handler, settings))
+    }
+}
+
+impl WorkerBuilder {
+    /// Runs task type `T` ([`RunTask`]) on its queue, [`Task::QUEUE`] (call again for
+    /// more types). The worker claims the queues of all its tasks, and of its closure
+    /// [`handler`](Self::handler), in one claim, and hands each item to its queue's
+    /// handler, decoded as its type. See [`WorkerBuilder::task_with`] for the rules.
+    pub fn task<T: RunTask>(self) -> Self {
+        self.task_with::<T, _>(Runs::<T>(PhantomData))
+    }
+
+    /// Runs task type `T` with `handler`, a closure of the decoded value and its job
+    /// (`|mail: SendEmail, job: Job| async move { .. }`), or any [`TaskHandler`]: for
+    /// a handler that keeps state, such as a pool or a client.
+    ///
+    /// # Behavior
+    ///
+    /// - A task owns its queue: one task type per queue. [`spawn`](Self::spawn)
+    ///   refuses two registrations with one queue (the same type twice included),
+    ///   and a queue named with [`queue`](Self::queue) that a task owns, naming the
+    ///   types (`Error::InvalidInput`, field `task` or `queues`).
+    /// - The closure [`handler`](Self::handler) serves the queues named with
+    ///   [`queue`](Self::queue), beside the tasks; `spawn` refuses a handler without
+    ///   queues, and queues without a handler.
+    /// - A payload that does not decode as `T` is a permanent failure: the item goes
+    ///   dead (G5) with a `last_error` naming the type and the serde error.
+    /// - The worker's lease is the longest of its
+    ///   [`lease_duration`](Self::lease_duration) and its tasks' [`Task::LEASE`]; a
+    ///   retryable failure the handler returns without a delay waits the task's
+    ///   [`retry_policy`](Task::retry_policy) if it has one. Everything else
+    ///   (concurrency, renewal, self-stop, timeouts, stream runs) is the worker's.
+    pub fn task_with<T: Task, H: TaskHandler<T>>(mut self, handler: H) -> Self {
+        self.tasks.push(Registered::new::<T, H>(handler));
+        self
     }
 }
