@@ -64,7 +64,7 @@ pub(crate) struct Sql {
     pub(crate) instance_registered: String,
     pub(crate) pin_enqueued: String,
     /// The operator's inspection and control.
-    pub(crate) op: crate::store::operate::OpSql,
+    pub(crate) op: crate::store::inspect::OpSql,
 }
 
 impl Sql {
@@ -533,7 +533,7 @@ impl Sql {
                 "UPDATE {s}.leaders SET expires_at = $3 \
                  WHERE name = $1 AND holder = $2 AND expires_at > $3 RETURNING 1"
             ),
-            op: crate::store::operate::OpSql::new(s),
+            op: crate::store::inspect::OpSql::new(s),
         }
     }
 }

@@ -1088,3 +1088,16 @@ mod large_table {
         assert_eq!(left, 0, "every emptied stream reads 0");
     }
 }
+
+/// Compile-time check: the inherent async methods can be spawned on a multi-threaded
+/// runtime (their futures are `Send`).
+#[allow(dead_code)]
+fn futures_are_send(store: &PgStore, conn: &mut sqlx::PgConnection) {
+    fn is_send<T: Send>(_: &T) {}
+    is_send(&PgStore::connect(PgConfig::new("")));
+    is_send(&store.migrate());
+    is_send(&store.enqueue_in_tx(conn, tenure_core::EnqueueParams::new(Vec::new())));
+    is_send(&store.complete_in_tx(conn, tenure_core::CompleteParams::new(Vec::new())));
+    is_send(&store.fail_in_tx(conn, tenure_core::FailParams::new(Vec::new())));
+    is_send(&store.release_in_tx(conn, tenure_core::ReleaseParams::new(Vec::new())));
+}
