@@ -4,6 +4,10 @@
 //! bound parameters read from the store's clock; no statement calls `now()`. No
 //! statement depends on session state (no `SET`, no session advisory locks, no
 //! temporary tables), so all of them work through a transaction-pooling proxy.
+//!
+//! Over 600 lines on purpose: this is the schema's half in Rust, every statement of
+//! the store in one constructor, so the statements read top to bottom beside
+//! `migrations/` (the operator's statements are in `store/inspect.rs`).
 
 /// The columns of an item, as every read and `RETURNING` lists them (alias `i`).
 pub(crate) const ITEM_COLS: &str = "i.id, i.seq, i.queue, i.payload, i.stream, i.scope, \
