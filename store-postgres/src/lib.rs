@@ -280,17 +280,28 @@
 //!
 //! # Layout of this crate
 //!
-//! The four store crates (memory, SQLite, PostgreSQL, Redis) share one shape, so
-//! reading one means reading all. The `Store` impl is split by the contract's groups,
-//! one file each; as a trait impl cannot be split across files, `store/mod.rs` holds
-//! the `impl Store` as one-line delegations, each call `x` to the inherent `x_impl` in
-//! its group's file. Here:
+//! Every store crate has the same shape, so reading one means reading all:
+//!
+//! - `lib.rs`: the crate docs and the public exports, no logic;
+//! - `config.rs`: what configures the store;
+//! - `error.rs`: the backend's errors mapped into [`tenure_core::Error`];
+//! - `store/`: the [`Store`](tenure_core::Store) impl. `store/mod.rs` holds the store
+//!   type and the impl, in contract order, each method one line that calls the
+//!   inherent `<method>_impl` of the same name in the file of its contract group:
+//!   `store/claim.rs` (enqueue and claim), `store/finalize.rs` (renew, complete, fail,
+//!   release), `store/recovery.rs` (time and recovery: expired leases, purge),
+//!   `store/instances.rs` (instances and leader), `store/inspect.rs` (inspection and
+//!   control: dead items, reads, listings, cancel, pause);
+//! - the schema or scripts, in files of their own;
+//! - `tx.rs`, where the store runs inside the application's own transaction.
+//!
+//! Here:
 //!
 //! | file | holds |
 //! |---|---|
 //! | `lib.rs` | these docs and the exports, no logic |
 //! | `config.rs` | [`PgConfig`]: the store's options |
-//! | `connect.rs` | connection management: the URL and schema checks run before anything, and the acquire that learns why a connection is slow |
+//! | `connect.rs` | connection management, kept beside `config.rs`: the URL and schema checks run before anything, and the acquire that learns why a connection is slow |
 //! | `error.rs` | sqlx's errors mapped into [`tenure_core::Error`] |
 //! | `store/mod.rs` | [`PgStore`]: the struct, its pool and sessions, and the `impl Store` delegations |
 //! | `store/claim.rs` | enqueue and claim |
@@ -298,7 +309,7 @@
 //! | `store/recovery.rs` | time and recovery: recovering expired leases, purge |
 //! | `store/instances.rs` | instances and the leader lease |
 //! | `store/inspect.rs` | inspection and control: item, counts, listings, cancel, pause, dead items |
-//! | `sql.rs`, `migrate.rs`, `migrations/` | the schema: every statement, and the migrations that create the tables |
+//! | `sql.rs`, `migrate.rs`, `migrations/` | the schema: every statement, and the migrations that create the tables ([`schema_version`], [`migration_script`]) |
 //! | `tx.rs` | the calls inside the application's transaction (`_in_tx`) |
 //! | `rows.rs` | decoding rows into the model |
 //! | `listen.rs` | the LISTEN/NOTIFY wake-ups |

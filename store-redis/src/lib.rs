@@ -303,17 +303,28 @@
 //!
 //! # Layout of this crate
 //!
-//! The four store crates (memory, SQLite, PostgreSQL, Redis) share one shape, so
-//! reading one means reading all. The `Store` impl is split by the contract's groups,
-//! one file each; as a trait impl cannot be split across files, `store/mod.rs` holds
-//! the `impl Store` as one-line delegations, each call `x` to the inherent `x_impl` in
-//! its group's file. Here:
+//! Every store crate has the same shape, so reading one means reading all:
+//!
+//! - `lib.rs`: the crate docs and the public exports, no logic;
+//! - `config.rs`: what configures the store;
+//! - `error.rs`: the backend's errors mapped into [`tenure_core::Error`];
+//! - `store/`: the [`Store`](tenure_core::Store) impl. `store/mod.rs` holds the store
+//!   type and the impl, in contract order, each method one line that calls the
+//!   inherent `<method>_impl` of the same name in the file of its contract group:
+//!   `store/claim.rs` (enqueue and claim), `store/finalize.rs` (renew, complete, fail,
+//!   release), `store/recovery.rs` (time and recovery: expired leases, purge),
+//!   `store/instances.rs` (instances and leader), `store/inspect.rs` (inspection and
+//!   control: dead items, reads, listings, cancel, pause);
+//! - the schema or scripts, in files of their own;
+//! - `tx.rs`, where the store runs inside the application's own transaction.
+//!
+//! Here:
 //!
 //! | file | holds |
 //! |---|---|
 //! | `lib.rs` | these docs (how the contract is encoded, the schema, durability, errors) and the exports, no logic |
 //! | `config.rs` | [`RedisConfig`], and the parsing of the Sentinel and Cluster URLs |
-//! | `connect.rs` | connection management: one server, Sentinel, Cluster |
+//! | `connect.rs` | connection management, kept beside `config.rs`: one server, Sentinel, Cluster |
 //! | `error.rs` | the driver's errors mapped into [`tenure_core::Error`], in one table |
 //! | `store/mod.rs` | [`RedisStore`]: the struct, its connections and function calls, and the `impl Store` delegations |
 //! | `store/claim.rs` | enqueue and claim |
@@ -325,6 +336,8 @@
 //! | `scripts.rs`, `scripts/*.lua` | the schema: the function library, one function per operation, with `lib.lua` spelling out the key layout and the item hash |
 //! | `rows.rs` | decoding the functions' answers into the model |
 //! | `listen.rs` | the sharded pub/sub wake-ups |
+//!
+//! There is no `tx.rs`: Redis has no transaction of the application's to join.
 #![deny(missing_docs)]
 
 mod config;
