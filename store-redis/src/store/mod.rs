@@ -3,7 +3,8 @@
 //! This file holds the struct, its connections and the calls of the library's
 //! functions, and the `impl Store` as one-line delegations: each contract call `x` runs
 //! the inherent `x_impl` of its group's file (`claim.rs`, `finalize.rs`, `recovery.rs`,
-//! `instances.rs`, `inspect.rs`; see the crate docs, Layout of this crate).
+//! `instances.rs`, `inspect.rs`; see the crate docs, Layout of this crate). `admin.rs`
+//! holds the whole-prefix housekeeping, which is outside the contract.
 
 use std::fmt;
 use std::sync::atomic::{AtomicUsize, Ordering};
