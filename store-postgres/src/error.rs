@@ -25,7 +25,8 @@ use std::time::{Duration, Instant};
 
 use tenure_core::Error;
 
-use crate::STORE;
+/// The store's name, as [`Store::name`](tenure_core::Store::name) reports it.
+pub(crate) const STORE: &str = "postgres";
 
 /// When a connection to a server was last seen lost (nanoseconds after [`epoch`], plus
 /// one; 0 for never), in this process, by any store.

@@ -278,21 +278,42 @@
 //! check `pg_stat_ssl`; `verify-full` to a name the certificate lacks answers
 //! [`Error::Config`](tenure_core::Error::Config).
 //!
-//! # Files
+//! # Layout of this crate
 //!
-//! The store crates share one shape (crate docs, config, errors, the `Store` impl, the
-//! schema), so reading one means reading all. Here:
+//! Every store crate has the same shape, so reading one means reading all:
+//!
+//! - `lib.rs`: the crate docs and the public exports, no logic;
+//! - `config.rs`: what configures the store;
+//! - `error.rs`: the backend's errors mapped into [`tenure_core::Error`];
+//! - `store/`: the [`Store`](tenure_core::Store) impl. `store/mod.rs` holds the store
+//!   type and the impl, in contract order, each method one line that calls the
+//!   inherent `<method>_impl` of the same name in the file of its contract group:
+//!   `store/claim.rs` (enqueue and claim), `store/finalize.rs` (renew, complete, fail,
+//!   release), `store/recovery.rs` (time and recovery: expired leases, purge),
+//!   `store/instances.rs` (instances and leader), `store/inspect.rs` (inspection and
+//!   control: dead items, reads, listings, cancel, pause);
+//! - the schema or scripts, in files of their own;
+//! - `tx.rs`, where the store runs inside the application's own transaction.
+//!
+//! Here:
 //!
 //! | file | holds |
 //! |---|---|
-//! | `lib.rs` | these docs |
-//! | `config.rs` | [`PgConfig`] |
-//! | `connect.rs` | what is checked before the store runs anything |
+//! | `lib.rs` | these docs and the exports, no logic |
+//! | `config.rs` | [`PgConfig`]: the store's options |
+//! | `connect.rs` | connection management, kept beside `config.rs`: the URL and schema checks run before anything, and the acquire that learns why a connection is slow |
 //! | `error.rs` | sqlx's errors mapped into [`tenure_core::Error`] |
-//! | `store.rs`, `store/operate.rs` | [`PgStore`] and its `Store` impl, and the operator's operations |
-//! | `sql.rs`, `migrate.rs`, `migrations/` | the schema: every statement, and the migrations that create the tables |
+//! | `store/mod.rs` | [`PgStore`]: the struct, its pool and sessions, and the `impl Store` delegations |
+//! | `store/claim.rs` | enqueue and claim |
+//! | `store/finalize.rs` | renew, complete, fail and release |
+//! | `store/recovery.rs` | time and recovery: recovering expired leases, purge |
+//! | `store/instances.rs` | instances and the leader lease |
+//! | `store/inspect.rs` | inspection and control: item, counts, listings, cancel, pause, dead items |
+//! | `sql.rs`, `migrate.rs`, `migrations/` | the schema: every statement, and the migrations that create the tables ([`schema_version`], [`migration_script`]) |
+//! | `tx.rs` | the calls inside the application's transaction (`_in_tx`) |
 //! | `rows.rs` | decoding rows into the model |
 //! | `listen.rs` | the LISTEN/NOTIFY wake-ups |
+//! | `tests/` | unit tests that need the private statements, one file per module |
 #![deny(missing_docs)]
 
 mod config;
@@ -307,40 +328,10 @@ mod tx;
 
 pub use config::PgConfig;
 pub use connect::{check_schema, DRIVER_PARAMETERS};
+pub use migrate::{migration_script, schema_version};
 pub use store::PgStore;
 
-/// The newest schema version this crate migrates to.
-pub fn schema_version() -> i32 {
-    migrate::latest()
-}
-
-/// The SQL of every migration after version `from` (0 for a new schema) for
-/// `schema`, for an application that applies migrations with its own tool. Each
-/// migration is followed by the row that records it in `<schema>.tenure_migrations`,
-/// so [`PgStore::migrate`] later sees it as applied; run the script in one
-/// transaction. The schema name is validated first.
-///
-/// # Errors
-/// [`Error::InvalidInput`](tenure_core::Error) naming `schema` or `from`.
-pub fn migration_script(schema: &str, from: i32) -> tenure_core::Result<String> {
-    migrate::script(schema, from)
-}
-
-/// The store's name, as [`Store::name`](tenure_core::Store::name) reports it.
-pub(crate) const STORE: &str = "postgres";
+pub(crate) use error::STORE;
 
 #[cfg(test)]
 mod tests;
-/// Compile-time check: the inherent async methods can be spawned on a multi-threaded
-/// runtime (their futures are `Send`).
-#[cfg(test)]
-#[allow(dead_code)]
-fn futures_are_send(store: &PgStore, conn: &mut sqlx::PgConnection) {
-    fn is_send<T: Send>(_: &T) {}
-    is_send(&PgStore::connect(PgConfig::new("")));
-    is_send(&store.migrate());
-    is_send(&store.enqueue_in_tx(conn, tenure_core::EnqueueParams::new(Vec::new())));
-    is_send(&store.complete_in_tx(conn, tenure_core::CompleteParams::new(Vec::new())));
-    is_send(&store.fail_in_tx(conn, tenure_core::FailParams::new(Vec::new())));
-    is_send(&store.release_in_tx(conn, tenure_core::ReleaseParams::new(Vec::new())));
-}

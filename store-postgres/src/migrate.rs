@@ -109,6 +109,23 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
     },
 ];
 
+/// The newest schema version this crate migrates to.
+pub fn schema_version() -> i32 {
+    latest()
+}
+
+/// The SQL of every migration after version `from` (0 for a new schema) for
+/// `schema`, for an application that applies migrations with its own tool. Each
+/// migration is followed by the row that records it in `<schema>.tenure_migrations`,
+/// so [`PgStore::migrate`](crate::PgStore::migrate) later sees it as applied; run the script in one
+/// transaction. The schema name is validated first.
+///
+/// # Errors
+/// [`Error::InvalidInput`](tenure_core::Error) naming `schema` or `from`.
+pub fn migration_script(schema: &str, from: i32) -> tenure_core::Result<String> {
+    script(schema, from)
+}
+
 /// The newest version this code knows.
 pub(crate) fn latest() -> i32 {
     MIGRATIONS.last().map_or(0, |m| m.version)

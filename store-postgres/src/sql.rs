@@ -4,6 +4,10 @@
 //! bound parameters read from the store's clock; no statement calls `now()`. No
 //! statement depends on session state (no `SET`, no session advisory locks, no
 //! temporary tables), so all of them work through a transaction-pooling proxy.
+//!
+//! Over 600 lines on purpose: this is the schema's half in Rust, every statement of
+//! the store in one constructor, so the statements read top to bottom beside
+//! `migrations/` (the operator's statements are in `store/inspect.rs`).
 
 /// The columns of an item, as every read and `RETURNING` lists them (alias `i`).
 pub(crate) const ITEM_COLS: &str = "i.id, i.seq, i.queue, i.payload, i.stream, i.scope, \
@@ -64,7 +68,7 @@ pub(crate) struct Sql {
     pub(crate) instance_registered: String,
     pub(crate) pin_enqueued: String,
     /// The operator's inspection and control.
-    pub(crate) op: crate::store::operate::OpSql,
+    pub(crate) op: crate::store::inspect::OpSql,
 }
 
 impl Sql {
@@ -533,7 +537,7 @@ impl Sql {
                 "UPDATE {s}.leaders SET expires_at = $3 \
                  WHERE name = $1 AND holder = $2 AND expires_at > $3 RETURNING 1"
             ),
-            op: crate::store::operate::OpSql::new(s),
+            op: crate::store::inspect::OpSql::new(s),
         }
     }
 }

@@ -2,9 +2,9 @@
 //! transactional outbox) and the fenced finalizes (complete, fail, release), so a
 //! business write and the item's transition commit or roll back together.
 //!
-//! Each runs the very statement the store's own call runs (see `store.rs`), on the
-//! caller's connection, in a savepoint of the caller's transaction: the same fence on
-//! `(id, attempt)`, the same per-token answers.
+//! Each runs the very statement the store's own call runs (see `store/claim.rs` and
+//! `store/finalize.rs`), on the caller's connection, in a savepoint of the caller's
+//! transaction: the same fence on `(id, attempt)`, the same per-token answers.
 
 use sqlx::{Acquire, PgConnection};
 use tenure_core::{

@@ -8,7 +8,8 @@
 use redis::{ErrorKind, RedisError};
 use tenure_core::Error;
 
-use crate::STORE;
+/// The store's name, as [`Store::name`](tenure_core::Store::name) reports it.
+pub(crate) const STORE: &str = "redis";
 
 /// How a failure should be reported.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -301,20 +301,43 @@
 //! its text, so stores of different versions can share a server; a library no
 //! version uses any more stays until `FUNCTION DELETE tenure_<hash>`.
 //!
-//! # Files
+//! # Layout of this crate
 //!
-//! The store crates share one shape, so reading one means reading all:
+//! Every store crate has the same shape, so reading one means reading all:
+//!
+//! - `lib.rs`: the crate docs and the public exports, no logic;
+//! - `config.rs`: what configures the store;
+//! - `error.rs`: the backend's errors mapped into [`tenure_core::Error`];
+//! - `store/`: the [`Store`](tenure_core::Store) impl. `store/mod.rs` holds the store
+//!   type and the impl, in contract order, each method one line that calls the
+//!   inherent `<method>_impl` of the same name in the file of its contract group:
+//!   `store/claim.rs` (enqueue and claim), `store/finalize.rs` (renew, complete, fail,
+//!   release), `store/recovery.rs` (time and recovery: expired leases, purge),
+//!   `store/instances.rs` (instances and leader), `store/inspect.rs` (inspection and
+//!   control: dead items, reads, listings, cancel, pause);
+//! - the schema or scripts, in files of their own;
+//! - `tx.rs`, where the store runs inside the application's own transaction.
+//!
+//! Here:
 //!
 //! | file | holds |
 //! |---|---|
-//! | `lib.rs` | these docs: how the contract is encoded, the schema, durability, errors |
-//! | `config.rs` | [`RedisConfig`], and the Sentinel and Cluster URLs |
-//! | `connect.rs` | the connection layer: one server, Sentinel, Cluster |
+//! | `lib.rs` | these docs (how the contract is encoded, the schema, durability, errors) and the exports, no logic |
+//! | `config.rs` | [`RedisConfig`], and the parsing of the Sentinel and Cluster URLs |
+//! | `connect.rs` | connection management, kept beside `config.rs`: one server, Sentinel, Cluster |
 //! | `error.rs` | the driver's errors mapped into [`tenure_core::Error`], in one table |
-//! | `store.rs` | [`RedisStore`] and its `Store` impl, the operations in contract order |
+//! | `store/mod.rs` | [`RedisStore`]: the struct, its connections and function calls, and the `impl Store` delegations |
+//! | `store/claim.rs` | enqueue and claim |
+//! | `store/finalize.rs` | renew, complete, fail and release |
+//! | `store/recovery.rs` | time and recovery: recovering expired leases, purge |
+//! | `store/instances.rs` | instances and the leader lease |
+//! | `store/inspect.rs` | inspection and control: item, counts, listings, cancel, pause, dead items |
+//! | `store/admin.rs` | whole-prefix housekeeping outside the contract ([`RedisStore::prefix_in_use`], [`RedisStore::remove_prefix`]) |
 //! | `scripts.rs`, `scripts/*.lua` | the schema: the function library, one function per operation, with `lib.lua` spelling out the key layout and the item hash |
 //! | `rows.rs` | decoding the functions' answers into the model |
 //! | `listen.rs` | the sharded pub/sub wake-ups |
+//!
+//! There is no `tx.rs`: Redis has no transaction of the application's to join.
 #![deny(missing_docs)]
 
 mod config;
@@ -328,5 +351,4 @@ mod store;
 pub use config::RedisConfig;
 pub use store::RedisStore;
 
-/// The store's name, as [`Store::name`](tenure_core::Store::name) reports it.
-pub(crate) const STORE: &str = "redis";
+pub(crate) use error::STORE;

@@ -6,7 +6,8 @@
 //!
 //! Self-contained (it needs `redis`, `tokio`, `tempfile`, `tenure-core`), so a
 //! program outside this crate's tests can include it with
-//! `#[path = ".../store-redis/tests/support/mod.rs"] mod support;`.
+//! `#[path = ".../store-redis/tests/support/mod.rs"] mod support;`. That is also why it
+//! is one file of over 600 lines: one `#[path]` brings all of it.
 //!
 //! Every helper that needs a binary answers `None` (after printing why) when it is
 //! missing, and panics instead under CI (`TENURE_REQUIRE_STORES=1`).

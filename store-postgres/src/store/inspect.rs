@@ -7,15 +7,16 @@
 
 use sqlx::Row;
 use tenure_core::{
-    CancelOutcome, CancelParams, Cursor, DeadFilter, Error, ItemId, ItemListParams, ItemPage,
-    ItemState, LeaseInfo, LeaseListParams, LeasePage, LeaseToken, ListOrder, ListState, OwnerId,
-    PauseParams, QueueName, Result, Timestamp,
+    CancelOutcome, CancelParams, Cursor, DeadFilter, DiscardParams, Error, Item, ItemId,
+    ItemListParams, ItemPage, ItemState, LeaseInfo, LeaseListParams, LeasePage, LeaseToken,
+    ListOrder, ListState, OwnerId, PauseParams, QueueCounts, QueueName, RequeueParams, Result,
+    Timestamp,
 };
 use uuid::Uuid;
 
-use super::PgStore;
+use super::{count, PgStore};
 use crate::error::map;
-use crate::rows::{self, u32_of};
+use crate::rows::{self, i32_of, u32_of};
 use crate::sql::ITEM_COLS;
 use crate::STORE;
 
@@ -108,7 +109,8 @@ impl PgStore {
     }
 
     /// `Store::item_list`.
-    pub(super) async fn op_item_list(&self, params: ItemListParams) -> Result<ItemPage> {
+    pub(super) async fn item_list_impl(&self, params: ItemListParams) -> Result<ItemPage> {
+        params.validate(&self.inner.limits)?;
         let now = self.inner.clock.now();
         let after = match &params.cursor {
             Some(c) => c
@@ -155,7 +157,8 @@ impl PgStore {
     }
 
     /// `Store::lease_list`.
-    pub(super) async fn op_lease_list(&self, params: LeaseListParams) -> Result<LeasePage> {
+    pub(super) async fn lease_list_impl(&self, params: LeaseListParams) -> Result<LeasePage> {
+        params.validate(&self.inner.limits)?;
         let now = self.inner.clock.now();
         let (at, seq) = match &params.cursor {
             Some(c) => c
@@ -211,7 +214,7 @@ impl PgStore {
     }
 
     /// `Store::queue_list`.
-    pub(super) async fn op_queue_list(&self) -> Result<Vec<QueueName>> {
+    pub(super) async fn queue_list_impl(&self) -> Result<Vec<QueueName>> {
         let rows = self.fetch_all(self.query(&self.op().queue_list)).await?;
         rows.iter()
             .map(|r| {
@@ -222,7 +225,11 @@ impl PgStore {
     }
 
     /// `Store::item_cancel`.
-    pub(super) async fn op_item_cancel(&self, params: CancelParams) -> Result<Vec<CancelOutcome>> {
+    pub(super) async fn item_cancel_impl(
+        &self,
+        params: CancelParams,
+    ) -> Result<Vec<CancelOutcome>> {
+        params.validate(&self.inner.limits)?;
         let now = self.inner.clock.now();
         let ids: Vec<Uuid> = params.ids.iter().map(|i| *i.as_uuid()).collect();
         let gone = self
@@ -272,7 +279,8 @@ impl PgStore {
     }
 
     /// `Store::queue_pause` (`paused`) and `Store::queue_resume`.
-    pub(super) async fn op_set_paused(&self, params: PauseParams, paused: bool) -> Result<bool> {
+    pub(super) async fn set_paused_impl(&self, params: PauseParams, paused: bool) -> Result<bool> {
+        params.validate(&self.inner.limits)?;
         let now = self.inner.clock.now();
         let n = if paused {
             self.execute(
@@ -305,5 +313,77 @@ impl PgStore {
         rows.iter()
             .map(|r| r.try_get::<Uuid, _>(0).map_err(map))
             .collect()
+    }
+}
+
+impl PgStore {
+    /// `Store::dead_requeue`.
+    pub(super) async fn dead_requeue_impl(&self, params: RequeueParams) -> Result<u64> {
+        params.validate(&self.inner.limits)?;
+        let now = self.inner.clock.now();
+        let ids: Vec<Uuid> = match &params.filter {
+            Some(f) => self.op_dead_matching(f, now).await?,
+            None => params.ids.iter().map(|i| *i.as_uuid()).collect(),
+        };
+        if ids.is_empty() {
+            return Ok(0);
+        }
+        let n = self
+            .execute(
+                self.query(&self.inner.sql.requeue)
+                    .bind(now.as_micros())
+                    .bind(&ids)
+                    .bind(i32_of("additional_attempts", params.additional_attempts)?),
+            )
+            .await?;
+        Ok(n)
+    }
+
+    /// `Store::dead_discard`.
+    pub(super) async fn dead_discard_impl(&self, params: DiscardParams) -> Result<u64> {
+        params.validate(&self.inner.limits)?;
+        let now = self.inner.clock.now();
+        let ids: Vec<Uuid> = match &params.filter {
+            Some(f) => self.op_dead_matching(f, now).await?,
+            None => params.ids.iter().map(|i| *i.as_uuid()).collect(),
+        };
+        if ids.is_empty() {
+            return Ok(0);
+        }
+        let done = self
+            .finish_with_streams(&self.inner.sql.discard, now, &ids, None)
+            .await?;
+        Ok(done.len() as u64)
+    }
+
+    /// `Store::item_get`.
+    pub(super) async fn item_get_impl(&self, id: ItemId) -> Result<Option<Item>> {
+        let row = self
+            .fetch_optional(self.query(&self.inner.sql.item_get).bind(id.as_uuid()))
+            .await?;
+        row.as_ref().map(rows::item).transpose()
+    }
+
+    /// `Store::queue_counts`.
+    pub(super) async fn queue_counts_impl(&self, queue: &QueueName) -> Result<QueueCounts> {
+        let now = self.inner.clock.now();
+        let row = self
+            .fetch_one(
+                self.query(&self.inner.sql.queue_counts)
+                    .bind(queue.as_str())
+                    .bind(now.as_micros()),
+            )
+            .await?;
+        let oldest: Option<i64> = row.try_get(5).map_err(map)?;
+        let paused: bool = row.try_get(6).map_err(map)?;
+        Ok(QueueCounts::new(
+            count(&row, 0)?,
+            count(&row, 1)?,
+            count(&row, 2)?,
+            count(&row, 3)?,
+            count(&row, 4)?,
+        )
+        .with_paused(paused)
+        .with_oldest_ready_age(oldest.map(|at| now.duration_since(Timestamp::from_micros(at)))))
     }
 }

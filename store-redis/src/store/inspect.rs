@@ -10,12 +10,12 @@
 
 use redis::{FromRedisValue, Value};
 use tenure_core::{
-    CancelOutcome, CancelParams, Cursor, DeadFilter, Error, ItemId, ItemListParams, ItemPage,
-    LeaseInfo, LeaseListParams, LeasePage, LeaseToken, ListOrder, OwnerId, PauseParams, QueueName,
-    Result, Timestamp,
+    CancelOutcome, CancelParams, Cursor, DeadFilter, DiscardParams, Error, Item, ItemId,
+    ItemListParams, ItemPage, LeaseInfo, LeaseListParams, LeasePage, LeaseToken, ListOrder,
+    OwnerId, PauseParams, QueueCounts, QueueName, RequeueParams, Result, Timestamp,
 };
 
-use super::{u32_of, RedisStore};
+use super::{u32_of, u64_of, RedisStore};
 use crate::error::bad_reply;
 use crate::rows::{self, Flat};
 use crate::scripts::SCRIPTS;
@@ -30,7 +30,8 @@ fn text(v: &Value) -> Result<String> {
 
 impl RedisStore {
     /// `Store::item_list`.
-    pub(super) async fn op_item_list(&self, params: ItemListParams) -> Result<ItemPage> {
+    pub(super) async fn item_list_impl(&self, params: ItemListParams) -> Result<ItemPage> {
+        params.validate(&self.inner.limits)?;
         let now = self.now();
         let after = match &params.cursor {
             Some(c) => {
@@ -79,7 +80,8 @@ impl RedisStore {
     }
 
     /// `Store::lease_list`.
-    pub(super) async fn op_lease_list(&self, params: LeaseListParams) -> Result<LeasePage> {
+    pub(super) async fn lease_list_impl(&self, params: LeaseListParams) -> Result<LeasePage> {
+        params.validate(&self.inner.limits)?;
         let now = self.now();
         let (at, after_id) = match &params.cursor {
             Some(c) => {
@@ -136,7 +138,7 @@ impl RedisStore {
     }
 
     /// `Store::queue_list`.
-    pub(super) async fn op_queue_list(&self) -> Result<Vec<QueueName>> {
+    pub(super) async fn queue_list_impl(&self) -> Result<Vec<QueueName>> {
         let inv = self.call(&SCRIPTS.queue_list);
         let names: Vec<String> = self.write(&inv).await?;
         names
@@ -146,7 +148,11 @@ impl RedisStore {
     }
 
     /// `Store::item_cancel`.
-    pub(super) async fn op_item_cancel(&self, params: CancelParams) -> Result<Vec<CancelOutcome>> {
+    pub(super) async fn item_cancel_impl(
+        &self,
+        params: CancelParams,
+    ) -> Result<Vec<CancelOutcome>> {
+        params.validate(&self.inner.limits)?;
         let mut inv = self.call(&SCRIPTS.cancel);
         inv.arg(self.now());
         for id in &params.ids {
@@ -176,7 +182,8 @@ impl RedisStore {
     }
 
     /// `Store::queue_pause` (`paused`) and `Store::queue_resume`.
-    pub(super) async fn op_set_paused(&self, params: PauseParams, paused: bool) -> Result<bool> {
+    pub(super) async fn set_paused_impl(&self, params: PauseParams, paused: bool) -> Result<bool> {
+        params.validate(&self.inner.limits)?;
         let mut inv = self.call(&SCRIPTS.pause);
         inv.arg(self.now())
             .arg(params.queue.as_str())
@@ -194,5 +201,79 @@ impl RedisStore {
             .arg(f.limit);
         let ids: Vec<String> = self.read(&inv).await?;
         ids.iter().map(|s| s.parse::<ItemId>()).collect()
+    }
+}
+
+impl RedisStore {
+    /// `Store::dead_requeue`.
+    pub(super) async fn dead_requeue_impl(&self, params: RequeueParams) -> Result<u64> {
+        params.validate(&self.inner.limits)?;
+        let ids = match &params.filter {
+            Some(f) => self.op_dead_matching(f).await?,
+            None => params.ids.clone(),
+        };
+        if ids.is_empty() {
+            return Ok(0);
+        }
+        let mut inv = self.call(&SCRIPTS.requeue);
+        inv.arg(self.now()).arg(params.additional_attempts);
+        for id in &ids {
+            inv.arg(id.to_string());
+        }
+        let n: i64 = self.write(&inv).await?;
+        Ok(u64_of(n))
+    }
+
+    /// `Store::dead_discard`.
+    pub(super) async fn dead_discard_impl(&self, params: DiscardParams) -> Result<u64> {
+        params.validate(&self.inner.limits)?;
+        let ids = match &params.filter {
+            Some(f) => self.op_dead_matching(f).await?,
+            None => params.ids.clone(),
+        };
+        if ids.is_empty() {
+            return Ok(0);
+        }
+        let mut inv = self.call(&SCRIPTS.discard);
+        inv.arg(self.now());
+        for id in &ids {
+            inv.arg(id.to_string());
+        }
+        let n: i64 = self.write(&inv).await?;
+        Ok(u64_of(n))
+    }
+
+    /// `Store::item_get`.
+    pub(super) async fn item_get_impl(&self, id: ItemId) -> Result<Option<Item>> {
+        let mut inv = self.call(&SCRIPTS.item_get);
+        inv.arg(id.to_string());
+        let flat: Flat = self.read(&inv).await?;
+        if flat.is_empty() {
+            return Ok(None);
+        }
+        rows::item(id, flat).map(Some)
+    }
+
+    /// `Store::queue_counts`.
+    pub(super) async fn queue_counts_impl(&self, queue: &QueueName) -> Result<QueueCounts> {
+        let mut inv = self.call(&SCRIPTS.queue_counts);
+        inv.arg(self.now()).arg(queue.as_str());
+        let now = Timestamp::from_micros(self.now());
+        let c: Vec<i64> = self.write(&inv).await?;
+        let [ready, scheduled, running, dead, done, paused, has_oldest, oldest] = c.as_slice()
+        else {
+            return Err(bad_reply("queue_counts answered the wrong shape"));
+        };
+        let oldest =
+            (*has_oldest == 1).then(|| now.duration_since(Timestamp::from_micros(*oldest)));
+        Ok(QueueCounts::new(
+            u64_of(*ready),
+            u64_of(*scheduled),
+            u64_of(*running),
+            u64_of(*dead),
+            u64_of(*done),
+        )
+        .with_paused(*paused == 1)
+        .with_oldest_ready_age(oldest))
     }
 }

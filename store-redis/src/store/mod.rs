@@ -1,32 +1,38 @@
-//! [`RedisStore`]: the [`Store`] contract on Redis, one library function per operation,
-//! in contract order.
+//! [`RedisStore`]: the [`Store`] contract on Redis, one library function per operation.
+//!
+//! This file holds the struct, its connections and the calls of the library's
+//! functions, and the `impl Store` as one-line delegations: each contract call `x` runs
+//! the inherent `x_impl` of its group's file (`claim.rs`, `finalize.rs`, `recovery.rs`,
+//! `instances.rs`, `inspect.rs`; see the crate docs, Layout of this crate). `admin.rs`
+//! holds the whole-prefix housekeeping, which is outside the contract.
 
 use std::fmt;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 
 use redis::{AsyncConnectionConfig, Cmd, FromRedisValue, RedisResult, Value};
-use tenure_core::machine;
-use tenure_core::partition::key_hash;
 use tenure_core::{
-    async_trait, duration_micros, validate_identifier, Capabilities, ClaimParams, CompleteParams,
-    DeregisterParams, DiscardParams, EnqueueParams, Enqueued, Error, EvictParams, Evicted,
-    FailOutcome, FailParams, HeartbeatParams, Instance, Item, ItemId, LeaderInfo, LeaderName,
-    LeaderParams, LeaderStatus, Lease, LeaseId, Limits, OwnerId, PurgeParams, Purged, QueueCounts,
-    QueueName, RecoverParams, Recovered, ReleaseParams, RenewOutcome, RenewParams, RequeueParams,
-    Result, Retry, SharedClock, Store, Timestamp, TokenOutcome, WakeHealth, WakeSignal,
+    async_trait, validate_identifier, Capabilities, ClaimParams, CompleteParams, DeregisterParams,
+    DiscardParams, EnqueueParams, Enqueued, Error, EvictParams, Evicted, FailOutcome, FailParams,
+    HeartbeatParams, Instance, Item, ItemId, LeaderInfo, LeaderName, LeaderParams, LeaderStatus,
+    Lease, LeaseId, Limits, PurgeParams, Purged, QueueCounts, QueueName, RecoverParams, Recovered,
+    ReleaseParams, RenewOutcome, RenewParams, RequeueParams, Result, SharedClock, Store, Timestamp,
+    TokenOutcome, WakeHealth, WakeSignal,
 };
 use tokio::task::JoinHandle;
 
 use crate::config::topology;
 use crate::connect::{Conn, Target};
 use crate::error::{bad_reply, map, needs_reconnect};
-use crate::rows::{self, Flat};
 use crate::scripts::SCRIPTS;
 use crate::{listen, RedisConfig, STORE};
 
 mod admin;
-mod operate;
+mod claim;
+mod finalize;
+mod inspect;
+mod instances;
+mod recovery;
 
 /// A Redis store. `Clone` gives another handle on the same connection.
 ///
@@ -407,425 +413,111 @@ impl Store for RedisStore {
     }
 
     async fn enqueue(&self, params: EnqueueParams) -> Result<Vec<Enqueued>> {
-        params.validate(&self.inner.limits)?;
-        let now = self.inner.clock.now();
-        params.validate_schedule(&self.inner.limits, now)?;
-        let mut inv = self.call(&SCRIPTS.enqueue);
-        inv.arg(micros(now)).arg(params.items.len());
-        for it in &params.items {
-            id_arg(&mut inv, it.id)
-                .arg(it.queue.as_str())
-                .arg(it.payload.as_slice())
-                .arg(it.stream.as_ref().map_or("", |s| s.as_str()))
-                .arg(it.scope.as_ref().map_or("", |s| s.as_str()))
-                .arg(it.dedup_key.as_ref().map_or("", |s| s.as_str()))
-                .arg(duration_micros(it.dedup_window))
-                .arg(it.priority)
-                .arg(micros(it.schedule.run_at(now)))
-                .arg(it.max_attempts)
-                .arg(it.max_stalls)
-                .arg(it.max_renewals);
-            // The partition hash (G14) as two 32-bit halves: Lua numbers are doubles.
-            let hash = key_hash(it.stream.as_ref(), it.id).unsigned_abs();
-            inv.arg(hash >> 32).arg(hash & 0xffff_ffff);
-        }
-        // G14: the instance a pinned enqueue pins new streams to, after the items.
-        inv.arg(params.pin_to.as_ref().map_or("", |o| o.as_str()));
-        let answers: Vec<(String, i64)> = match self.write(&inv).await {
-            Err(e) if e.kind() == tenure_core::ErrorKind::NotFound => {
-                let who = params.pin_to.as_ref().map_or("", |o| o.as_str());
-                return Err(Error::not_found("instance", who));
-            }
-            other => other?,
-        };
-        if answers.len() != params.items.len() {
-            return Err(bad_reply("enqueue answered a different number of items"));
-        }
-        let out = answers
-            .into_iter()
-            .map(|(id, dup)| {
-                Ok(Enqueued {
-                    id: rows::id_of(&id)?,
-                    duplicate: dup == 1,
-                })
-            })
-            .collect::<Result<Vec<_>>>()?;
-        self.inner.wake.notify();
-        Ok(out)
+        self.enqueue_impl(params).await
     }
 
     async fn claim(&self, params: ClaimParams) -> Result<Vec<Lease>> {
-        params.validate(&self.inner.limits)?;
-        let now = self.inner.clock.now();
-        let expires_at = now + params.lease_for;
-        let mut inv = self.call(&SCRIPTS.claim);
-        inv.arg(micros(now))
-            .arg(params.owner.as_str())
-            .arg(params.limit)
-            .arg(micros(expires_at))
-            .arg(params.partitioning.map_or(0, |p| p.partitions))
-            .arg(params.queues.len());
-        for q in &params.queues {
-            inv.arg(q.as_str());
-        }
-        // G9: the most items of one stream run. G3: one lease id for the leases of this
-        // claim (it only has to differ between the leases of one item: `LeaseId`).
-        inv.arg(params.stream_run);
-        let lease = LeaseId::mint();
-        lease_arg(&mut inv, lease);
-        let answer: Value = match self.write(&inv).await {
-            Err(e) if e.kind() == tenure_core::ErrorKind::NotFound => {
-                return Err(Error::not_found("instance", params.owner.to_string()))
-            }
-            other => other?,
-        };
-        let Value::Array(answers) = answer else {
-            return Err(bad_reply("claim did not answer an array"));
-        };
-        // The function answers each item as it was before the claim; the claim's
-        // changes are exactly those of `machine::claim`, applied here. An item the
-        // function took was in `ready`, so it was due on the server: an enqueue that
-        // read a later clock (another process's, or this one's on another connection)
-        // and reached the server first put it there with a `run_at` after this claim's
-        // `now`. The server's order stands, so the transition is applied as of `now`
-        // with `run_at` kept; refusing the answer would leave the items leased to
-        // nobody until their leases expired.
-        rows::claimed_items(answers, &params.queues)?
-            .into_iter()
-            .map(|mut item| {
-                let run_at = item.run_at;
-                item.run_at = run_at.min(now);
-                let claimed =
-                    machine::claim(&mut item, &params.owner, lease, now, params.lease_for);
-                item.run_at = run_at;
-                if !claimed || item.lease_expires_at != Some(expires_at) {
-                    return Err(bad_reply(format!(
-                        "claim answered item {} that was not claimable",
-                        item.id
-                    )));
-                }
-                Lease::from_item(item)
-            })
-            .collect()
+        self.claim_impl(params).await
     }
 
     async fn renew(&self, params: RenewParams) -> Result<Vec<RenewOutcome>> {
-        params.validate(&self.inner.limits)?;
-        let mut inv = self.call(&SCRIPTS.renew);
-        inv.arg(self.now()).arg(duration_micros(params.lease_for));
-        Self::tokens(&mut inv, &params.tokens);
-        let answers: Vec<Vec<i64>> = self.write(&inv).await?;
-        answers
-            .into_iter()
-            .map(|a| match a.as_slice() {
-                [1, expires, renewals] => Ok(RenewOutcome::Renewed {
-                    expires_at: Timestamp::from_micros(*expires),
-                    renewals: u32_of(*renewals)?,
-                }),
-                [2, limit] => Ok(RenewOutcome::LimitReached {
-                    limit: u32_of(*limit)?,
-                }),
-                [0] => Ok(RenewOutcome::LeaseLost),
-                other => Err(bad_reply(format!("renew answered {other:?}"))),
-            })
-            .collect()
+        self.renew_impl(params).await
     }
 
     async fn complete(&self, params: CompleteParams) -> Result<Vec<TokenOutcome>> {
-        params.validate(&self.inner.limits)?;
-        let mut inv = self.call(&SCRIPTS.complete);
-        inv.arg(self.now())
-            .arg(if self.inner.keep_done { "1" } else { "0" });
-        Self::tokens(&mut inv, &params.tokens);
-        let answers: Vec<i64> = self.write(&inv).await?;
-        Ok(answers
-            .into_iter()
-            .map(|a| match a {
-                1 => TokenOutcome::Accepted,
-                2 => TokenOutcome::OutOfOrder,
-                _ => TokenOutcome::LeaseLost,
-            })
-            .collect())
+        self.complete_impl(params).await
     }
 
     async fn fail(&self, params: FailParams) -> Result<Vec<FailOutcome>> {
-        params.validate(&self.inner.limits)?;
-        let mut inv = self.call(&SCRIPTS.fail);
-        inv.arg(self.now());
-        for f in &params.failures {
-            let delay = match f.retry {
-                Retry::After(d) => duration_micros(d),
-                Retry::Never => -1,
-            };
-            id_arg(&mut inv, f.token.id).arg(f.token.attempt);
-            lease_arg(&mut inv, f.token.lease).arg(delay);
-        }
-        for f in &params.failures {
-            inv.arg(f.error.as_str());
-        }
-        let answers: Vec<Vec<i64>> = self.write(&inv).await?;
-        answers
-            .into_iter()
-            .map(|a| match a.as_slice() {
-                [1, run_at] => Ok(FailOutcome::Retrying {
-                    run_at: Timestamp::from_micros(*run_at),
-                }),
-                [2] => Ok(FailOutcome::Dead),
-                [0] => Ok(FailOutcome::LeaseLost),
-                other => Err(bad_reply(format!("fail answered {other:?}"))),
-            })
-            .collect()
+        self.fail_impl(params).await
     }
 
     async fn release(&self, params: ReleaseParams) -> Result<Vec<TokenOutcome>> {
-        params.validate(&self.inner.limits)?;
-        let mut inv = self.call(&SCRIPTS.release);
-        inv.arg(self.now());
-        Self::tokens(&mut inv, &params.tokens);
-        let answers: Vec<i64> = self.write(&inv).await?;
-        Ok(token_outcomes(answers))
+        self.release_impl(params).await
     }
 
     async fn recover_expired(&self, params: RecoverParams) -> Result<Recovered> {
-        params.validate(&self.inner.limits)?;
-        let mut inv = self.call(&SCRIPTS.recover);
-        inv.arg(self.now()).arg(params.limit);
-        let (requeued, dead): (i64, i64) = self.write(&inv).await?;
-        Ok(Recovered {
-            requeued: u64_of(requeued),
-            dead: u64_of(dead),
-        })
+        self.recover_expired_impl(params).await
     }
 
     async fn purge(&self, params: PurgeParams) -> Result<Purged> {
-        params.validate(&self.inner.limits)?;
-        let mut inv = self.call(&SCRIPTS.purge);
-        inv.arg(self.now())
-            .arg(duration_micros(params.keep_done_for))
-            .arg(params.limit);
-        let (items, keys): (i64, i64) = self.write(&inv).await?;
-        Ok(Purged {
-            items: u64_of(items),
-            dedup_keys: u64_of(keys),
-        })
+        self.purge_impl(params).await
     }
 
     async fn dead_requeue(&self, params: RequeueParams) -> Result<u64> {
-        params.validate(&self.inner.limits)?;
-        let ids = match &params.filter {
-            Some(f) => self.op_dead_matching(f).await?,
-            None => params.ids.clone(),
-        };
-        if ids.is_empty() {
-            return Ok(0);
-        }
-        let mut inv = self.call(&SCRIPTS.requeue);
-        inv.arg(self.now()).arg(params.additional_attempts);
-        for id in &ids {
-            inv.arg(id.to_string());
-        }
-        let n: i64 = self.write(&inv).await?;
-        Ok(u64_of(n))
+        self.dead_requeue_impl(params).await
     }
 
     async fn dead_discard(&self, params: DiscardParams) -> Result<u64> {
-        params.validate(&self.inner.limits)?;
-        let ids = match &params.filter {
-            Some(f) => self.op_dead_matching(f).await?,
-            None => params.ids.clone(),
-        };
-        if ids.is_empty() {
-            return Ok(0);
-        }
-        let mut inv = self.call(&SCRIPTS.discard);
-        inv.arg(self.now());
-        for id in &ids {
-            inv.arg(id.to_string());
-        }
-        let n: i64 = self.write(&inv).await?;
-        Ok(u64_of(n))
+        self.dead_discard_impl(params).await
     }
 
     async fn item_get(&self, id: ItemId) -> Result<Option<Item>> {
-        let mut inv = self.call(&SCRIPTS.item_get);
-        inv.arg(id.to_string());
-        let flat: Flat = self.read(&inv).await?;
-        if flat.is_empty() {
-            return Ok(None);
-        }
-        rows::item(id, flat).map(Some)
+        self.item_get_impl(id).await
     }
 
     async fn queue_counts(&self, queue: &QueueName) -> Result<QueueCounts> {
-        let mut inv = self.call(&SCRIPTS.queue_counts);
-        inv.arg(self.now()).arg(queue.as_str());
-        let now = Timestamp::from_micros(self.now());
-        let c: Vec<i64> = self.write(&inv).await?;
-        let [ready, scheduled, running, dead, done, paused, has_oldest, oldest] = c.as_slice()
-        else {
-            return Err(bad_reply("queue_counts answered the wrong shape"));
-        };
-        let oldest =
-            (*has_oldest == 1).then(|| now.duration_since(Timestamp::from_micros(*oldest)));
-        Ok(QueueCounts::new(
-            u64_of(*ready),
-            u64_of(*scheduled),
-            u64_of(*running),
-            u64_of(*dead),
-            u64_of(*done),
-        )
-        .with_paused(*paused == 1)
-        .with_oldest_ready_age(oldest))
+        self.queue_counts_impl(queue).await
     }
 
     async fn instance_heartbeat(&self, params: HeartbeatParams) -> Result<()> {
-        let mut inv = self.call(&SCRIPTS.heartbeat);
-        inv.arg(self.now()).arg(params.instance.as_str());
-        let _: i64 = self.write(&inv).await?;
-        Ok(())
+        self.instance_heartbeat_impl(params).await
     }
 
     async fn instance_list(&self) -> Result<Vec<Instance>> {
-        let inv = self.call(&SCRIPTS.instance_list);
-        let rows: Vec<(String, i64, i64)> = self.read(&inv).await?;
-        rows.into_iter()
-            .map(|(id, started, seen)| {
-                Ok(Instance {
-                    id: OwnerId::new(id)?,
-                    started_at: Timestamp::from_micros(started),
-                    last_seen: Timestamp::from_micros(seen),
-                })
-            })
-            .collect()
+        self.instance_list_impl().await
     }
 
     async fn instance_evict_stale(&self, params: EvictParams) -> Result<Evicted> {
-        params.validate(&self.inner.limits)?;
-        let mut inv = self.call(&SCRIPTS.evict);
-        inv.arg(self.now()).arg(duration_micros(params.stale_after));
-        let answer: Vec<Value> = self.write(&inv).await?;
-        let Some((released, ids)) = answer.split_first() else {
-            return Err(bad_reply("instance_evict_stale answered nothing"));
-        };
-        let instances = ids
-            .iter()
-            .map(|id| OwnerId::new(string_of(id)?))
-            .collect::<Result<Vec<_>>>()?;
-        Ok(Evicted {
-            instances,
-            released: u64_of(int_of(released)?),
-        })
+        self.instance_evict_stale_impl(params).await
     }
 
     async fn instance_deregister(&self, params: DeregisterParams) -> Result<Evicted> {
-        let mut inv = self.call(&SCRIPTS.deregister);
-        inv.arg(self.now()).arg(params.instance.as_str());
-        let (released, registered): (i64, i64) = self.write(&inv).await?;
-        Ok(Evicted {
-            instances: if registered == 1 {
-                vec![params.instance]
-            } else {
-                Vec::new()
-            },
-            released: u64_of(released),
-        })
+        self.instance_deregister_impl(params).await
     }
 
     async fn leader_acquire(&self, params: LeaderParams) -> Result<LeaderStatus> {
-        params.validate(&self.inner.limits)?;
-        let mut inv = self.call(&SCRIPTS.leader_acquire);
-        inv.arg(self.now())
-            .arg(params.name.as_str())
-            .arg(params.holder.as_str())
-            .arg(duration_micros(params.lease_for));
-        let answer: Vec<Value> = self.write(&inv).await?;
-        match answer.as_slice() {
-            [lead, term, expires] if int_of(lead)? == 1 => Ok(LeaderStatus::Leader {
-                term: u64_of(int_of(term)?),
-                expires_at: Timestamp::from_micros(int_of(expires)?),
-            }),
-            [_, holder, term, expires] => Ok(LeaderStatus::Follower {
-                holder: OwnerId::new(string_of(holder)?)?,
-                term: u64_of(int_of(term)?),
-                expires_at: Timestamp::from_micros(int_of(expires)?),
-            }),
-            other => Err(bad_reply(format!("leader_acquire answered {other:?}"))),
-        }
+        self.leader_acquire_impl(params).await
     }
 
     async fn leader_resign(&self, params: LeaderParams) -> Result<bool> {
-        params.validate(&self.inner.limits)?;
-        let mut inv = self.call(&SCRIPTS.leader_resign);
-        inv.arg(self.now())
-            .arg(params.name.as_str())
-            .arg(params.holder.as_str());
-        let n: i64 = self.write(&inv).await?;
-        Ok(n == 1)
+        self.leader_resign_impl(params).await
     }
 
     async fn leader_get(&self, name: &LeaderName) -> Result<Option<LeaderInfo>> {
-        let mut inv = self.call(&SCRIPTS.leader_get);
-        inv.arg(self.now()).arg(name.as_str());
-        let answer: Vec<Value> = self.read(&inv).await?;
-        match answer.as_slice() {
-            [] => Ok(None),
-            [holder, term, expires] => Ok(Some(LeaderInfo::new(
-                OwnerId::new(string_of(holder)?)?,
-                u64_of(int_of(term)?),
-                Timestamp::from_micros(int_of(expires)?),
-            ))),
-            other => Err(bad_reply(format!("leader_get answered {other:?}"))),
-        }
+        self.leader_get_impl(name).await
     }
 
     async fn item_list(
         &self,
         params: tenure_core::ItemListParams,
     ) -> Result<tenure_core::ItemPage> {
-        params.validate(&self.inner.limits)?;
-        self.op_item_list(params).await
+        self.item_list_impl(params).await
     }
 
     async fn lease_list(
         &self,
         params: tenure_core::LeaseListParams,
     ) -> Result<tenure_core::LeasePage> {
-        params.validate(&self.inner.limits)?;
-        self.op_lease_list(params).await
+        self.lease_list_impl(params).await
     }
 
     async fn queue_list(&self) -> Result<Vec<QueueName>> {
-        self.op_queue_list().await
+        self.queue_list_impl().await
     }
 
     async fn item_cancel(
         &self,
         params: tenure_core::CancelParams,
     ) -> Result<Vec<tenure_core::CancelOutcome>> {
-        params.validate(&self.inner.limits)?;
-        self.op_item_cancel(params).await
+        self.item_cancel_impl(params).await
     }
 
     async fn queue_pause(&self, params: tenure_core::PauseParams) -> Result<bool> {
-        params.validate(&self.inner.limits)?;
-        self.op_set_paused(params, true).await
+        self.set_paused_impl(params, true).await
     }
 
     async fn queue_resume(&self, params: tenure_core::PauseParams) -> Result<bool> {
-        params.validate(&self.inner.limits)?;
-        self.op_set_paused(params, false).await
+        self.set_paused_impl(params, false).await
     }
-}
-
-fn token_outcomes(answers: Vec<i64>) -> Vec<TokenOutcome> {
-    answers
-        .into_iter()
-        .map(|a| {
-            if a == 1 {
-                TokenOutcome::Accepted
-            } else {
-                TokenOutcome::LeaseLost
-            }
-        })
-        .collect()
 }

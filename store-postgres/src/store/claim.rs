@@ -1,0 +1,598 @@
+//! Enqueue and claim (the contract's first group): `Store::enqueue` and
+//! `Store::claim`, with the steps they share with the `_in_tx` calls.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::sync::atomic::Ordering;
+
+use sqlx::postgres::PgRow;
+use sqlx::{PgConnection, Row};
+use tenure_core::partition::key_hash;
+use tenure_core::{
+    ClaimParams, EnqueueParams, Enqueued, Error, Item, ItemId, Lease, LeaseId, NewItem, Result,
+    Timestamp,
+};
+use uuid::Uuid;
+
+use crate::error::{db_code, map};
+use crate::rows::i32_of;
+use crate::sql::SCOPE_INDEX;
+use crate::{rows, STORE};
+
+use super::PgStore;
+
+/// How many times a claim that lost a scope race (G10) is tried again before it
+/// answers with what it has (nothing).
+const SCOPE_RACE_RETRIES: usize = 16;
+/// How many expired leases a claim recovers before it picks (contract of `claim`).
+const CLAIM_RECOVER_LIMIT: i64 = 1_000;
+
+/// The decoded answer of one run of the claim statement.
+pub(crate) enum ClaimRun {
+    /// Expired leases of these queues exist: recover them, then pick.
+    RecoverFirst,
+    /// A partitioned claim (G14) whose owner is not a registered instance; nothing
+    /// was written.
+    NotRegistered,
+    /// What the pick claimed, with enqueue sequence numbers.
+    Claimed(Vec<(i64, Item)>),
+}
+
+impl PgStore {
+    /// `Store::enqueue`.
+    pub(super) async fn enqueue_impl(&self, params: EnqueueParams) -> Result<Vec<Enqueued>> {
+        params.validate(&self.inner.limits)?;
+        let now = self.inner.clock.now();
+        params.validate_schedule(&self.inner.limits, now)?;
+        let simple = params.pin_to.is_none()
+            && params
+                .items
+                .iter()
+                .all(|it| it.dedup_key.is_none() && it.stream.is_none());
+        let out = if simple {
+            // One statement: rows and NOTIFY, atomically.
+            let all: Vec<&NewItem> = params.items.iter().collect();
+            let heads = vec![true; all.len()];
+            let mut s = self.session().await?;
+            self.insert_rows(&mut s, &all, &heads, now).await?;
+            s.finish().await?;
+            all.iter()
+                .map(|it| Enqueued {
+                    id: it.id,
+                    duplicate: false,
+                })
+                .collect()
+        } else {
+            let mut tx = self.begin().await?;
+            self.check_pin(&mut tx, &params).await?;
+            let out = self.enqueue_steps(&mut tx, &params.items, now).await?;
+            self.pin_enqueued(&mut tx, &params, &out).await?;
+            tx.commit().await.map_err(map)?;
+            out
+        };
+        self.inner.wake.notify();
+        Ok(out)
+    }
+
+    /// G14: a pinned enqueue needs a registered instance; checked before any write.
+    pub(crate) async fn check_pin(
+        &self,
+        conn: &mut PgConnection,
+        params: &EnqueueParams,
+    ) -> Result<()> {
+        let Some(who) = &params.pin_to else {
+            return Ok(());
+        };
+        let registered: bool = self
+            .query(&self.inner.sql.instance_registered)
+            .bind(who.as_str())
+            .fetch_one(&mut *conn)
+            .await
+            .map_err(map)?
+            .try_get(0)
+            .map_err(map)?;
+        if registered {
+            Ok(())
+        } else {
+            Err(Error::not_found("instance", who.as_str()))
+        }
+    }
+
+    /// G14: pins the streams of the items the enqueue inserted (`out` tells which) to
+    /// the pinned enqueue's instance, where they have no pin (first write wins).
+    pub(crate) async fn pin_enqueued(
+        &self,
+        conn: &mut PgConnection,
+        params: &EnqueueParams,
+        out: &[Enqueued],
+    ) -> Result<()> {
+        let Some(who) = &params.pin_to else {
+            return Ok(());
+        };
+        let mut streams: Vec<String> = params
+            .items
+            .iter()
+            .zip(out)
+            .filter(|(it, e)| !e.duplicate && e.id == it.id)
+            .filter_map(|(it, _)| it.stream.as_ref().map(|s| s.as_str().to_owned()))
+            .collect();
+        if streams.is_empty() {
+            return Ok(());
+        }
+        streams.sort();
+        streams.dedup();
+        self.query(&self.inner.sql.pin_enqueued)
+            .bind(who.as_str())
+            .bind(&streams)
+            .execute(&mut *conn)
+            .await
+            .map_err(map)?;
+        Ok(())
+    }
+
+    /// Enqueue steps on one connection that is inside a transaction: dedup keys, then
+    /// stream counts, then the rows.
+    pub(crate) async fn enqueue_steps(
+        &self,
+        conn: &mut PgConnection,
+        items: &[NewItem],
+        now: Timestamp,
+    ) -> Result<Vec<Enqueued>> {
+        let sql = &self.inner.sql;
+        // G11: the first occurrence of each (queue, key) in the call decides.
+        let mut first: HashMap<(&str, &str), usize> = HashMap::new();
+        for (i, it) in items.iter().enumerate() {
+            if let Some(k) = &it.dedup_key {
+                first.entry((it.queue.as_str(), k.as_str())).or_insert(i);
+            }
+        }
+        let mut fresh: HashSet<(String, String)> = HashSet::new();
+        let mut existing: HashMap<(String, String), Uuid> = HashMap::new();
+        if !first.is_empty() {
+            let mut keys: Vec<(&(&str, &str), &usize)> = first.iter().collect();
+            keys.sort();
+            let (mut q, mut k, mut ids, mut exp) = (vec![], vec![], vec![], vec![]);
+            for ((queue, key), idx) in &keys {
+                let it = &items[**idx];
+                q.push(queue.to_string());
+                k.push(key.to_string());
+                ids.push(*it.id.as_uuid());
+                exp.push((now + it.dedup_window).as_micros());
+            }
+            let rows = self
+                .query(&sql.dedup_claim_keys)
+                .bind(now.as_micros())
+                .bind(&q)
+                .bind(&k)
+                .bind(&ids)
+                .bind(&exp)
+                .fetch_all(&mut *conn)
+                .await
+                .map_err(map)?;
+            for r in rows {
+                fresh.insert((r.try_get(0).map_err(map)?, r.try_get(1).map_err(map)?));
+            }
+            let (mut dq, mut dk) = (vec![], vec![]);
+            for (qq, kk) in q.iter().zip(&k) {
+                if !fresh.contains(&(qq.clone(), kk.clone())) {
+                    dq.push(qq.clone());
+                    dk.push(kk.clone());
+                }
+            }
+            if !dq.is_empty() {
+                let rows = self
+                    .query(&sql.dedup_existing)
+                    .bind(&dq)
+                    .bind(&dk)
+                    .fetch_all(&mut *conn)
+                    .await
+                    .map_err(map)?;
+                for r in rows {
+                    existing.insert(
+                        (r.try_get(0).map_err(map)?, r.try_get(1).map_err(map)?),
+                        r.try_get(2).map_err(map)?,
+                    );
+                }
+            }
+        }
+        // Which items are inserted, and the answer for each.
+        let mut answers = Vec::with_capacity(items.len());
+        let mut insert: Vec<&NewItem> = Vec::with_capacity(items.len());
+        for (i, it) in items.iter().enumerate() {
+            let Some(k) = &it.dedup_key else {
+                answers.push(Enqueued {
+                    id: it.id,
+                    duplicate: false,
+                });
+                insert.push(it);
+                continue;
+            };
+            let key = (it.queue.as_str(), k.as_str());
+            let owned = (key.0.to_owned(), key.1.to_owned());
+            let first_idx = first.get(&key).copied().unwrap_or(i);
+            if fresh.contains(&owned) {
+                if first_idx == i {
+                    answers.push(Enqueued {
+                        id: it.id,
+                        duplicate: false,
+                    });
+                    insert.push(it);
+                } else {
+                    answers.push(Enqueued {
+                        id: items[first_idx].id,
+                        duplicate: true,
+                    });
+                }
+            } else {
+                let id = existing.get(&owned).copied().ok_or_else(|| {
+                    Error::internal(STORE, format!("dedup key {:?} vanished", key.1))
+                })?;
+                answers.push(Enqueued {
+                    id: ItemId::from_uuid(id),
+                    duplicate: true,
+                });
+            }
+        }
+        if insert.is_empty() {
+            return Ok(answers);
+        }
+        // G9: lock and count each stream; a stream with no unfinished item before this
+        // call gets its first new item as head.
+        let mut per_stream: BTreeMap<&str, i64> = BTreeMap::new();
+        for it in &insert {
+            if let Some(s) = &it.stream {
+                *per_stream.entry(s.as_str()).or_default() += 1;
+            }
+        }
+        let mut heads_free: HashSet<String> = HashSet::new();
+        if !per_stream.is_empty() {
+            let names: Vec<String> = per_stream.keys().map(|s| s.to_string()).collect();
+            let added: Vec<i64> = per_stream.values().copied().collect();
+            let rows = self
+                .query(&sql.stream_reserve)
+                .bind(&names)
+                .bind(&added)
+                .fetch_all(&mut *conn)
+                .await
+                .map_err(map)?;
+            for r in rows {
+                let name: String = r.try_get(0).map_err(map)?;
+                let pending: i64 = r.try_get(1).map_err(map)?;
+                if pending == per_stream.get(name.as_str()).copied().unwrap_or(-1) {
+                    heads_free.insert(name);
+                }
+            }
+        }
+        let heads: Vec<bool> = insert
+            .iter()
+            .map(|it| match &it.stream {
+                None => true,
+                Some(s) => heads_free.remove(s.as_str()),
+            })
+            .collect();
+        self.insert_rows(&mut *conn, &insert, &heads, now).await?;
+        Ok(answers)
+    }
+
+    /// Inserts rows with their head flags, sending the NOTIFY when listening.
+    async fn insert_rows(
+        &self,
+        conn: &mut PgConnection,
+        insert: &[&NewItem],
+        heads: &[bool],
+        now: Timestamp,
+    ) -> Result<()> {
+        let n = insert.len();
+        let mut ids = Vec::with_capacity(n);
+        let mut queues = Vec::with_capacity(n);
+        let mut payloads: Vec<&[u8]> = Vec::with_capacity(n);
+        let mut streams = Vec::with_capacity(n);
+        let mut scopes = Vec::with_capacity(n);
+        let mut dedups = Vec::with_capacity(n);
+        let mut prios = Vec::with_capacity(n);
+        let mut run_ats = Vec::with_capacity(n);
+        let mut max_attempts = Vec::with_capacity(n);
+        let mut max_stalls = Vec::with_capacity(n);
+        let mut max_renewals = Vec::with_capacity(n);
+        let mut phashes = Vec::with_capacity(n);
+        for it in insert {
+            ids.push(*it.id.as_uuid());
+            queues.push(it.queue.as_str());
+            payloads.push(&it.payload);
+            streams.push(it.stream.as_ref().map(|s| s.as_str()));
+            scopes.push(it.scope.as_ref().map(|s| s.as_str()));
+            dedups.push(it.dedup_key.as_ref().map(|s| s.as_str()));
+            prios.push(it.priority);
+            run_ats.push(it.schedule.run_at(now).as_micros());
+            max_attempts.push(i32_of("max_attempts", it.max_attempts)?);
+            max_stalls.push(i32_of("max_stalls", it.max_stalls)?);
+            max_renewals.push(i32_of("max_renewals", it.max_renewals)?);
+            phashes.push(key_hash(it.stream.as_ref(), it.id));
+        }
+        let sql = if self.inner.listening {
+            &self.inner.sql.enqueue_notify
+        } else {
+            &self.inner.sql.enqueue
+        };
+        let mut q = self
+            .query(sql)
+            .bind(now.as_micros())
+            .bind(&ids)
+            .bind(&queues)
+            .bind(&payloads)
+            .bind(&streams)
+            .bind(&scopes)
+            .bind(&dedups)
+            .bind(&prios)
+            .bind(&run_ats)
+            .bind(heads)
+            .bind(&max_attempts)
+            .bind(&max_stalls)
+            .bind(&max_renewals)
+            .bind(&phashes);
+        if self.inner.listening {
+            q = q.bind(&self.inner.channel);
+        }
+        q.execute(conn).await.map_err(map)?;
+        Ok(())
+    }
+
+    /// `Store::claim`.
+    pub(super) async fn claim_impl(&self, params: ClaimParams) -> Result<Vec<Lease>> {
+        params.validate(&self.inner.limits)?;
+        let now = self.inner.clock.now();
+        let queues: Vec<String> = params
+            .queues
+            .iter()
+            .map(|q| q.as_str().to_owned())
+            .collect();
+        // A queue named twice would be scanned twice and fill the limit with repeats.
+        let queues = {
+            let mut q = queues;
+            q.sort();
+            q.dedup();
+            q
+        };
+        let mut check_expired = true;
+        let mut recovered: Vec<Uuid> = Vec::new();
+        let mut races = 0;
+        loop {
+            let run = {
+                let mut s = self.session().await?;
+                let run = self
+                    .claim_run(&mut *s, &queues, now, &params, check_expired)
+                    .await;
+                match &run {
+                    Ok(_) => s.finish().await?,
+                    Err(e) if is_scope_race(e) => s.settle().await,
+                    Err(_) => {}
+                }
+                run
+            };
+            match run {
+                Ok(ClaimRun::NotRegistered) => {
+                    return Err(Error::not_found("instance", params.owner.as_str()));
+                }
+                Ok(ClaimRun::RecoverFirst) => {
+                    // Contract: recover the queues' expired leases first, then pick.
+                    let (_, ready) = self
+                        .recover(now, CLAIM_RECOVER_LIMIT, Some(&queues))
+                        .await?;
+                    recovered = ready;
+                    check_expired = false;
+                }
+                Ok(ClaimRun::Claimed(mut items)) => {
+                    // A row this call recovered may have been locked at the pick by a
+                    // stale finalize whose fence then failed: the row is claimable,
+                    // so wait for it instead of passing it over. Best effort: the
+                    // first pass's claims are committed, so an error here keeps them.
+                    let limit = usize::try_from(params.limit).unwrap_or(usize::MAX);
+                    for id in recovered.drain(..) {
+                        if items.len() >= limit {
+                            break;
+                        }
+                        if items.iter().any(|(_, it)| *it.id.as_uuid() == id) {
+                            continue;
+                        }
+                        match self.claim_locked(id, &queues, now, &params).await {
+                            Ok(more) => items.extend(more),
+                            Err(e) => {
+                                if is_scope_race(&e) {
+                                    self.inner.scope_races.fetch_add(1, Ordering::Relaxed);
+                                }
+                                tracing::debug!(error = %e, "tenure-postgres: second claim pass");
+                                break;
+                            }
+                        }
+                    }
+                    if params.stream_run > 1 && !items.is_empty() {
+                        return self.with_runs(items, &queues, now, &params).await;
+                    }
+                    return leases(items);
+                }
+                // G10: a racing claimer committed a running item of a scope we picked;
+                // the partial unique index refused ours and the statement changed
+                // nothing. Pick again: the busy scope is now passed over.
+                Err(e) if is_scope_race(&e) => {
+                    self.inner.scope_races.fetch_add(1, Ordering::Relaxed);
+                    races += 1;
+                    if races > SCOPE_RACE_RETRIES {
+                        return Ok(Vec::new());
+                    }
+                }
+                Err(e) => return Err(map(e)),
+            }
+        }
+    }
+
+    /// One run of the claim statement on `exec` (the pool, or a test's transaction).
+    pub(crate) async fn claim_run<'e>(
+        &self,
+        exec: impl sqlx::PgExecutor<'e>,
+        queues: &[String],
+        now: Timestamp,
+        params: &ClaimParams,
+        check_expired: bool,
+    ) -> std::result::Result<ClaimRun, sqlx::Error> {
+        let expires = now + params.lease_for;
+        let sql = &self.inner.sql;
+        let stmt = match params.partitioning {
+            None => &sql.claim,
+            Some(_) => &sql.claim_partitioned,
+        };
+        let mut q = self
+            .query(stmt)
+            .bind(queues)
+            .bind(now.as_micros())
+            .bind(i64::from(params.limit))
+            .bind(params.owner.as_str())
+            .bind(expires.as_micros())
+            .bind(check_expired);
+        if let Some(p) = params.partitioning {
+            q = q.bind(i64::from(p.partitions));
+        }
+        // One lease id for the leases of this statement: it only has to differ between
+        // the leases of one item (`LeaseId`).
+        q = q.bind(LeaseId::mint().to_i64());
+        let rows = q.fetch_all(exec).await?;
+        let mut items = Vec::with_capacity(rows.len());
+        for row in &rows {
+            if params.partitioning.is_some() && !row.try_get::<bool, _>("registered")? {
+                return Ok(ClaimRun::NotRegistered);
+            }
+            let expired: bool = row.try_get("expired")?;
+            if expired {
+                return Ok(ClaimRun::RecoverFirst);
+            }
+            let id: Option<Uuid> = row.try_get("id")?;
+            if id.is_some() {
+                items.push(seq_item(row)?);
+            }
+        }
+        Ok(ClaimRun::Claimed(items))
+    }
+
+    /// The second pass of a claim: claims one row this call recovered but its pick
+    /// found locked, waiting for that lock.
+    async fn claim_locked(
+        &self,
+        id: Uuid,
+        queues: &[String],
+        now: Timestamp,
+        params: &ClaimParams,
+    ) -> std::result::Result<Vec<(i64, Item)>, sqlx::Error> {
+        let expires = now + params.lease_for;
+        let sql = &self.inner.sql;
+        let stmt = match params.partitioning {
+            None => &sql.claim_locked,
+            Some(_) => &sql.claim_locked_partitioned,
+        };
+        let mut q = self
+            .query(stmt)
+            .bind([id])
+            .bind(now.as_micros())
+            .bind(queues)
+            .bind(params.owner.as_str())
+            .bind(expires.as_micros());
+        if let Some(p) = params.partitioning {
+            q = q.bind(i64::from(p.partitions));
+        }
+        q = q.bind(LeaseId::mint().to_i64());
+        let mut s = self.raw_session().await?;
+        let rows = q.fetch_all(&mut *s).await?;
+        s.commit().await?;
+        rows.iter().map(seq_item).collect()
+    }
+
+    /// G9: claims the runs behind the stream heads among `heads` (claimed already) and
+    /// answers every lease in claim order, each run right behind its head in stream
+    /// order. Best effort: a scope race or an error here leaves the heads claimed and
+    /// answered alone (a run of one), as the tails' claim changed nothing.
+    async fn with_runs(
+        &self,
+        mut heads: Vec<(i64, Item)>,
+        queues: &[String],
+        now: Timestamp,
+        params: &ClaimParams,
+    ) -> Result<Vec<Lease>> {
+        heads.sort_by_key(|(seq, it)| (it.priority, it.run_at, *seq));
+        let limit = usize::try_from(params.limit).unwrap_or(usize::MAX);
+        let run = usize::try_from(params.stream_run).unwrap_or(1);
+        let mut free = limit.saturating_sub(heads.len());
+        let (mut streams, mut seqs, mut rooms) = (Vec::new(), Vec::new(), Vec::new());
+        for (seq, it) in &heads {
+            let Some(stream) = &it.stream else { continue };
+            let room = (run - 1).min(free);
+            if room == 0 {
+                break;
+            }
+            free -= room;
+            streams.push(stream.as_str().to_owned());
+            seqs.push(*seq);
+            rooms.push(i64::try_from(room).unwrap_or(i64::MAX));
+        }
+        let mut tails: HashMap<String, Vec<(i64, Item)>> = HashMap::new();
+        if !streams.is_empty() {
+            let expires = now + params.lease_for;
+            let answer = self
+                .fetch_all(
+                    self.query(&self.inner.sql.claim_run_tails)
+                        .bind(&streams)
+                        .bind(&seqs)
+                        .bind(&rooms)
+                        .bind(now.as_micros())
+                        .bind(queues)
+                        .bind(params.owner.as_str())
+                        .bind(expires.as_micros())
+                        .bind(LeaseId::mint().to_i64()),
+                )
+                .await;
+            match answer {
+                Ok(rows) => {
+                    for row in &rows {
+                        let (seq, it) = seq_item(row).map_err(map)?;
+                        let key = it.stream.as_ref().map(|s| s.as_str().to_owned());
+                        tails
+                            .entry(key.unwrap_or_default())
+                            .or_default()
+                            .push((seq, it));
+                    }
+                }
+                Err(e) => {
+                    tracing::debug!(error = %e, "tenure-postgres: the runs behind claimed heads");
+                }
+            }
+        }
+        let mut out = Vec::with_capacity(heads.len() + tails.values().map(Vec::len).sum::<usize>());
+        for (_, head) in heads {
+            let behind = head.stream.as_ref().and_then(|s| tails.remove(s.as_str()));
+            out.push(Lease::from_item(head)?);
+            if let Some(mut behind) = behind {
+                behind.sort_by_key(|(seq, _)| *seq);
+                for (_, it) in behind {
+                    out.push(Lease::from_item(it)?);
+                }
+            }
+        }
+        Ok(out)
+    }
+}
+
+/// An item row with its enqueue sequence (the last claim-order key).
+fn seq_item(row: &PgRow) -> std::result::Result<(i64, Item), sqlx::Error> {
+    let seq: i64 = row.try_get("seq")?;
+    let item = rows::item(row).map_err(|e| sqlx::Error::Decode(Box::new(e)))?;
+    Ok((seq, item))
+}
+
+/// Leases in claim order (G8): priority, run_at, enqueue order.
+fn leases(mut items: Vec<(i64, Item)>) -> Result<Vec<Lease>> {
+    items.sort_by_key(|(seq, it)| (it.priority, it.run_at, *seq));
+    items
+        .into_iter()
+        .map(|(_, it)| Lease::from_item(it))
+        .collect()
+}
+
+fn is_scope_race(e: &sqlx::Error) -> bool {
+    matches!(db_code(e), Some((code, Some(c))) if code == "23505" && c == SCOPE_INDEX)
+}

@@ -1,0 +1,125 @@
+//! Instances and leader (the contract's fourth group): heartbeats, eviction,
+//! deregistration, and the leader lease.
+
+use redis::Value;
+use tenure_core::{
+    duration_micros, DeregisterParams, EvictParams, Evicted, HeartbeatParams, Instance, LeaderInfo,
+    LeaderName, LeaderParams, LeaderStatus, OwnerId, Result, Timestamp,
+};
+
+use crate::error::bad_reply;
+use crate::scripts::SCRIPTS;
+
+use super::{int_of, string_of, u64_of, RedisStore};
+
+impl RedisStore {
+    /// `Store::instance_heartbeat`.
+    pub(super) async fn instance_heartbeat_impl(&self, params: HeartbeatParams) -> Result<()> {
+        let mut inv = self.call(&SCRIPTS.heartbeat);
+        inv.arg(self.now()).arg(params.instance.as_str());
+        let _: i64 = self.write(&inv).await?;
+        Ok(())
+    }
+
+    /// `Store::instance_list`.
+    pub(super) async fn instance_list_impl(&self) -> Result<Vec<Instance>> {
+        let inv = self.call(&SCRIPTS.instance_list);
+        let rows: Vec<(String, i64, i64)> = self.read(&inv).await?;
+        rows.into_iter()
+            .map(|(id, started, seen)| {
+                Ok(Instance {
+                    id: OwnerId::new(id)?,
+                    started_at: Timestamp::from_micros(started),
+                    last_seen: Timestamp::from_micros(seen),
+                })
+            })
+            .collect()
+    }
+
+    /// `Store::instance_evict_stale`.
+    pub(super) async fn instance_evict_stale_impl(&self, params: EvictParams) -> Result<Evicted> {
+        params.validate(&self.inner.limits)?;
+        let mut inv = self.call(&SCRIPTS.evict);
+        inv.arg(self.now()).arg(duration_micros(params.stale_after));
+        let answer: Vec<Value> = self.write(&inv).await?;
+        let Some((released, ids)) = answer.split_first() else {
+            return Err(bad_reply("instance_evict_stale answered nothing"));
+        };
+        let instances = ids
+            .iter()
+            .map(|id| OwnerId::new(string_of(id)?))
+            .collect::<Result<Vec<_>>>()?;
+        Ok(Evicted {
+            instances,
+            released: u64_of(int_of(released)?),
+        })
+    }
+
+    /// `Store::instance_deregister`.
+    pub(super) async fn instance_deregister_impl(
+        &self,
+        params: DeregisterParams,
+    ) -> Result<Evicted> {
+        let mut inv = self.call(&SCRIPTS.deregister);
+        inv.arg(self.now()).arg(params.instance.as_str());
+        let (released, registered): (i64, i64) = self.write(&inv).await?;
+        Ok(Evicted {
+            instances: if registered == 1 {
+                vec![params.instance]
+            } else {
+                Vec::new()
+            },
+            released: u64_of(released),
+        })
+    }
+
+    /// `Store::leader_acquire`.
+    pub(super) async fn leader_acquire_impl(&self, params: LeaderParams) -> Result<LeaderStatus> {
+        params.validate(&self.inner.limits)?;
+        let mut inv = self.call(&SCRIPTS.leader_acquire);
+        inv.arg(self.now())
+            .arg(params.name.as_str())
+            .arg(params.holder.as_str())
+            .arg(duration_micros(params.lease_for));
+        let answer: Vec<Value> = self.write(&inv).await?;
+        match answer.as_slice() {
+            [lead, term, expires] if int_of(lead)? == 1 => Ok(LeaderStatus::Leader {
+                term: u64_of(int_of(term)?),
+                expires_at: Timestamp::from_micros(int_of(expires)?),
+            }),
+            [_, holder, term, expires] => Ok(LeaderStatus::Follower {
+                holder: OwnerId::new(string_of(holder)?)?,
+                term: u64_of(int_of(term)?),
+                expires_at: Timestamp::from_micros(int_of(expires)?),
+            }),
+            other => Err(bad_reply(format!("leader_acquire answered {other:?}"))),
+        }
+    }
+
+    /// `Store::leader_resign`.
+    pub(super) async fn leader_resign_impl(&self, params: LeaderParams) -> Result<bool> {
+        params.validate(&self.inner.limits)?;
+        let mut inv = self.call(&SCRIPTS.leader_resign);
+        inv.arg(self.now())
+            .arg(params.name.as_str())
+            .arg(params.holder.as_str());
+        let n: i64 = self.write(&inv).await?;
+        Ok(n == 1)
+    }
+
+    /// `Store::leader_get`.
+    pub(super) async fn leader_get_impl(&self, name: &LeaderName) -> Result<Option<LeaderInfo>> {
+        let mut inv = self.call(&SCRIPTS.leader_get);
+        inv.arg(self.now()).arg(name.as_str());
+        let answer: Vec<Value> = self.read(&inv).await?;
+        match answer.as_slice() {
+            [] => Ok(None),
+            [holder, term, expires] => Ok(Some(LeaderInfo::new(
+                OwnerId::new(string_of(holder)?)?,
+                u64_of(int_of(term)?),
+                Timestamp::from_micros(int_of(expires)?),
+            ))),
+            other => Err(bad_reply(format!("leader_get answered {other:?}"))),
+        }
+    }
+}
