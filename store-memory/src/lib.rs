@@ -61,64 +61,46 @@
 //! queues, and one running item of a scope blocks that scope in every queue. Dedup keys
 //! are per queue.
 //!
-//! # Files
+//! # Layout of this crate
 //!
-//! The store crates share one shape (crate docs, config, errors, the `Store` impl, the
-//! schema), so reading one means reading all. Here:
+//! Every store crate has the same shape, so reading one means reading all:
+//!
+//! - `lib.rs`: the crate docs and the public exports, no logic;
+//! - `config.rs`: what configures the store;
+//! - `error.rs`: the backend's errors mapped into [`tenure_core::Error`];
+//! - `store/`: the [`Store`](tenure_core::Store) impl. `store/mod.rs` holds the store
+//!   type and the impl, in contract order, each method one line that calls the
+//!   inherent `<method>_impl` of the same name in the file of its contract group:
+//!   `store/claim.rs` (enqueue and claim), `store/finalize.rs` (renew, complete, fail,
+//!   release), `store/recovery.rs` (time and recovery: expired leases, purge),
+//!   `store/instances.rs` (instances and leader), `store/inspect.rs` (inspection and
+//!   control: dead items, reads, listings, cancel, pause);
+//! - the schema or scripts, in files of their own;
+//! - `tx.rs`, where the store runs inside the application's own transaction.
+//!
+//! Here:
 //!
 //! | file | holds |
 //! |---|---|
-//! | `lib.rs` | these docs and the [`MemoryStore`] type |
-//! | `store.rs` | [`MemoryStore`]'s constructors, which are its configuration (a clock, the [`Limits`]), and its `Store` impl, the operations in contract order |
-//! | `state.rs` | the schema: the data and its indexes, and every operation as a synchronous function on them |
-//! | `state/operate.rs` | the operator's operations on the same data |
+//! | `lib.rs` | these docs and the exports |
+//! | `config.rs` | [`MemoryStore`]'s constructors, which are its configuration: a clock, the [`Limits`](tenure_core::Limits), [`MemoryStore::keep_done`] |
+//! | `error.rs` | no mapping: with no backend, every error is one of [`tenure_core::Error`]'s own, made where it arises. It holds the store's name in errors and the two errors of its own conditions (a lock poisoned by a panic, the store switched off) |
+//! | `store/mod.rs` | [`MemoryStore`], [`MemorySnapshot`], the test aids, and the `Store` impl that delegates |
+//! | `store/claim.rs`, `store/finalize.rs`, `store/recovery.rs`, `store/instances.rs`, `store/inspect.rs` | the `Store` methods' bodies by contract group: each validates its params and makes one call into the state under the lock |
+//! | `state/mod.rs` | the schema: the data and its indexes |
+//! | `state/claim.rs`, `state/finalize.rs`, `state/recovery.rs`, `state/instances.rs`, `state/inspect.rs` | every operation as a synchronous function on the data, by the same groups |
 //! | `state/ready.rs`, `state/running.rs` | the claim index of ready items, and the lazy indexes of running items (by expiry, by owner) |
 //! | `tests.rs` | tests that read the internals |
 //!
-//! There is no `error.rs`: with no backend, every error is one of
-//! [`tenure_core::Error`]'s own.
+//! There is no `tx.rs`: a memory store has no transaction of the application's to join.
 #![deny(missing_docs)]
 
+mod config;
+mod error;
 mod state;
 mod store;
 
-use std::sync::atomic::AtomicBool;
-use std::sync::{Arc, Mutex};
-
-use tenure_core::{Limits, SharedClock, WakeSignal};
-
-use crate::state::State;
-
-/// The backend name in errors and reports.
-const NAME: &str = "memory";
-
-/// An in-memory [`Store`](tenure_core::Store): every guarantee of G1..G13 and G15, no
-/// server.
-///
-/// Cloning gives a second handle onto the same data (the conformance suite's peer
-/// handle). Every comparison reads the one [`Clock`](tenure_core::Clock) given at
-/// construction.
-#[derive(Clone)]
-pub struct MemoryStore {
-    inner: Arc<Inner>,
-}
-
-/// Everything a [`MemoryStore`] held at one instant: see [`MemoryStore::snapshot`].
-pub struct MemorySnapshot(Box<State>);
-
-impl std::fmt::Debug for MemorySnapshot {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("MemorySnapshot").finish_non_exhaustive()
-    }
-}
-
-struct Inner {
-    clock: SharedClock,
-    limits: Limits,
-    available: AtomicBool,
-    wake: WakeSignal,
-    state: Mutex<State>,
-}
+pub use store::{MemorySnapshot, MemoryStore};
 
 #[cfg(test)]
 mod tests;

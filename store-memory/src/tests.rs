@@ -166,7 +166,7 @@ fn leases_carry_their_own_payload_in_reused_buffers() {
 #[derive(Clone, Debug)]
 struct LockWatchingClock {
     inner: ManualClock,
-    store: Arc<OnceLock<Weak<crate::Inner>>>,
+    store: Arc<OnceLock<Weak<crate::store::Inner>>>,
     reads: Arc<AtomicUsize>,
     unlocked_reads: Arc<AtomicUsize>,
 }

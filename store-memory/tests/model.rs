@@ -5,6 +5,9 @@
 //! The store must give the same answer to every call and hold the same items after
 //! it; on top of that the invariants of G1, G3, G9 and G10 are checked on the store
 //! directly after every step.
+//!
+//! One file, a little over 600 lines: the model, the operations and the step that
+//! compares the two are read together.
 // Test helpers outside `#[test]` functions unwrap too.
 #![allow(clippy::unwrap_used)]
 

@@ -238,20 +238,36 @@
 //! [`Job::take_finalize`](tenure_core::runtime::Job::take_finalize), so the runtime
 //! does not complete that attempt a second time; the `outbox` example shows it.
 //!
-//! # Files
+//! # Layout of this crate
 //!
-//! The store crates share one shape (crate docs, config, errors, the `Store` impl, the
-//! schema), so reading one means reading all. Here:
+//! Every store crate has the same shape, so reading one means reading all:
+//!
+//! - `lib.rs`: the crate docs and the public exports, no logic;
+//! - `config.rs`: what configures the store;
+//! - `error.rs`: the backend's errors mapped into [`tenure_core::Error`];
+//! - `store/`: the [`Store`] impl. `store/mod.rs` holds the store
+//!   type and the impl, in contract order, each method one line that calls the
+//!   inherent `<method>_impl` of the same name in the file of its contract group:
+//!   `store/claim.rs` (enqueue and claim), `store/finalize.rs` (renew, complete, fail,
+//!   release), `store/recovery.rs` (time and recovery: expired leases, purge),
+//!   `store/instances.rs` (instances and leader), `store/inspect.rs` (inspection and
+//!   control: dead items, reads, listings, cancel, pause);
+//! - the schema or scripts, in files of their own;
+//! - `tx.rs`, where the store runs inside the application's own transaction.
+//!
+//! Here:
 //!
 //! | file | holds |
 //! |---|---|
-//! | `lib.rs` | these docs and the [`SqliteStore`] type |
-//! | `store.rs` | [`SqliteStore`]'s calls and its `Store` impl, in contract order |
-//! | `config.rs` | [`SqliteConfig`] |
+//! | `lib.rs` | these docs and the exports, no logic |
+//! | `config.rs` | [`SqliteConfig`]: the store's options |
 //! | `error.rs` | rusqlite's errors mapped into [`tenure_core::Error`] |
-//! | `ops.rs`, `ops/operate.rs` | every operation as SQL on one connection, and the operator's operations |
-//! | `tx.rs` | the operations that run inside the application's own transaction |
-//! | `schema.rs` | the schema, its version, and opening a connection onto it |
+//! | `store/mod.rs` | [`SqliteStore`]: the struct, its own calls (open, close, connection, ...), and the `impl Store` delegations |
+//! | `store/claim.rs`, `store/finalize.rs`, `store/recovery.rs`, `store/instances.rs`, `store/inspect.rs` | the `Store` methods' bodies by contract group: each validates its params and runs its SQL on the writer's connection |
+//! | `ops/mod.rs` | what every operation shares: the call context, the statements of the hot paths (pinned to their indexes, with the test of their plans in `ops/tests.rs`), and reading and writing item rows |
+//! | `ops/claim.rs`, `ops/finalize.rs`, `ops/recovery.rs`, `ops/instances.rs`, `ops/inspect.rs` | every operation as SQL on one connection, by the same groups |
+//! | `schema.rs` | the schema: its version, [`schema_script`], the migrations, and opening a connection onto it |
+//! | `tx.rs` | the calls inside the application's transaction (`_in_tx`) |
 //! | `writer.rs` | the writer thread each open store feeds |
 #![deny(missing_docs)]
 
@@ -263,46 +279,10 @@ mod store;
 mod tx;
 mod writer;
 
-use std::sync::Arc;
-
-use tenure_core::{Result, WakeSignal};
 // The crate docs name these.
 #[cfg(doc)]
 use tenure_core::{Error, Store, TokenOutcome};
 
 pub use config::{SqliteConfig, Synchronous, DEFAULT_BUSY_RETRIES, DEFAULT_BUSY_TIMEOUT};
-
-use crate::writer::Writer;
-
-/// The schema version this crate creates and understands (kept in `tenure_meta`).
-pub const SCHEMA_VERSION: i64 = schema::SCHEMA_VERSION;
-
-/// The SQL that creates this crate's schema (version [`SCHEMA_VERSION`]) and records
-/// its version, for an application that applies schema changes with its own tool.
-/// Run it in one transaction on a database without the `tenure_` tables; opening the
-/// file with [`SqliteStore::open`] then finds the schema current and changes nothing.
-/// Upgrades of an existing file are not SQL alone (version 2 back-fills a hash
-/// computed in Rust): open the file with this crate, or run `tenure migrate`.
-///
-/// # Errors
-/// [`Error::Unavailable`] if SQLite cannot build the schema in memory.
-pub fn schema_script() -> Result<String> {
-    schema::script()
-}
-
-struct Inner {
-    config: SqliteConfig,
-    writer: Writer,
-    wake: WakeSignal,
-}
-
-/// A Tenure store in an SQLite file.
-///
-/// Cloning gives another handle onto the same store: the same writer thread and the
-/// same wake signal. A second [`SqliteStore::open`] of the same path is a separate
-/// store (a peer) with its own writer, meeting the first at SQLite's lock, exactly as
-/// another process would.
-#[derive(Clone)]
-pub struct SqliteStore {
-    inner: Arc<Inner>,
-}
+pub use schema::{schema_script, SCHEMA_VERSION};
+pub use store::SqliteStore;

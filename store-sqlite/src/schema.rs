@@ -14,8 +14,8 @@ use tenure_core::{Error, ItemId, Result, StreamKey};
 use crate::config::SqliteConfig;
 use crate::error::{self, Phase};
 
-/// The schema version this code writes and understands.
-pub(crate) const SCHEMA_VERSION: i64 = 6;
+/// The schema version this crate creates and understands (kept in `tenure_meta`).
+pub const SCHEMA_VERSION: i64 = 6;
 
 /// One migration step, run inside the migration transaction. A step is Rust, not just
 /// SQL, so it can compute what SQL cannot (v2 back-fills the FNV-1a partition hash).
@@ -247,10 +247,20 @@ fn row_hash(id: &[u8], stream: Option<String>) -> std::result::Result<i64, Strin
     Ok(key_hash(stream.as_ref(), id))
 }
 
-/// The SQL that creates the current schema, with its version row, in a database that
-/// has none: the statements SQLite itself records for a schema made by the migrations
-/// (so it is exactly what opening a new file creates), in creation order.
-pub(crate) fn script() -> Result<String> {
+/// The SQL that creates this crate's schema (version [`SCHEMA_VERSION`]) and records
+/// its version, for an application that applies schema changes with its own tool.
+/// Run it in one transaction on a database without the `tenure_` tables; opening the
+/// file with [`SqliteStore::open`](crate::SqliteStore::open) then finds the schema
+/// current and changes nothing. Upgrades of an existing file are not SQL alone
+/// (version 2 back-fills a hash computed in Rust): open the file with this crate, or
+/// run `tenure migrate`.
+///
+/// It is the statements SQLite itself records for a schema made by the migrations (so
+/// it is exactly what opening a new file creates), in creation order.
+///
+/// # Errors
+/// [`Error::Unavailable`] if SQLite cannot build the schema in memory.
+pub fn schema_script() -> Result<String> {
     let path = Path::new(":memory:");
     let fail = |e: rusqlite::Error| error::map(&e, path, Phase::Open);
     let conn = Connection::open_in_memory().map_err(fail)?;
@@ -488,7 +498,7 @@ mod script_tests {
         let dir = tempfile::tempdir().unwrap();
         let by_script = Connection::open(dir.path().join("script.db")).unwrap();
         by_script
-            .execute_batch(&format!("BEGIN; {} COMMIT;", script().unwrap()))
+            .execute_batch(&format!("BEGIN; {} COMMIT;", schema_script().unwrap()))
             .unwrap();
         let config = SqliteConfig::new(dir.path().join("opened.db"));
         let opened = open_and_migrate(&config, true).unwrap();

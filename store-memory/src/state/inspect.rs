@@ -1,14 +1,16 @@
-//! The operator's operations on [`State`]: listings, cancel, pause, and dead items by
-//! filter.
+//! Inspection and control (the contract's fifth group) on [`State`]: dead items
+//! requeued and discarded (by id or by filter), the reads (an item, a queue's counts),
+//! listings, cancel and pause.
 //!
 //! Listings sort the queue's own items (its `members`) by enqueue sequence, and leases
 //! the live records of the queue's running index by expiry and sequence, and cut a
 //! page after the cursor, so a page costs `O(n log n)` in the queue's size. A cursor
 //! is `m.<seq>` for items and `m.<expiry>.<seq>` for leases.
 
+use tenure_core::machine;
 use tenure_core::{
     CancelOutcome, Cursor, DeadFilter, Error, Item, ItemId, ItemPage, ItemState, LeaseInfo,
-    LeasePage, ListOrder, ListState, QueueName, Result, Timestamp,
+    LeasePage, ListOrder, ListState, QueueCounts, QueueName, Result, Timestamp,
 };
 
 use super::{Entry, Indexes, State};
@@ -247,5 +249,78 @@ impl State {
         dead.sort_unstable();
         let limit = usize::try_from(filter.limit).unwrap_or(usize::MAX);
         dead.into_iter().take(limit).map(|(_, _, id)| id).collect()
+    }
+}
+
+impl State {
+    /// `Store::dead_requeue`.
+    pub(crate) fn dead_requeue(&mut self, ids: &[ItemId], additional: u32, now: Timestamp) -> u64 {
+        let mut n = 0;
+        for id in ids {
+            let Some(e) = self.items.find_mut(*id) else {
+                continue;
+            };
+            if machine::requeue(&mut e.item, now, additional) {
+                n += 1;
+                let slot = e.slot;
+                self.place_if_candidate(slot, now);
+            }
+        }
+        n
+    }
+
+    /// `Store::dead_discard`.
+    pub(crate) fn dead_discard(&mut self, ids: &[ItemId], now: Timestamp) -> u64 {
+        let mut n = 0;
+        for id in ids {
+            let Some(e) = self.items.find(*id) else {
+                continue;
+            };
+            if !machine::discard(&e.item) {
+                continue;
+            }
+            let next = self.idx.stream_leave(e);
+            let slot = e.slot;
+            self.delete(slot);
+            if let Some(next) = next {
+                self.place_if_candidate(next, now);
+            }
+            n += 1;
+        }
+        n
+    }
+
+    /// `Store::item_get`.
+    pub(crate) fn item_get(&self, id: ItemId) -> Option<Item> {
+        self.items.find(id).map(|e| e.item.clone())
+    }
+
+    /// `Store::queue_counts`: visits the queue's own items only.
+    pub(crate) fn queue_counts(&self, queue: &QueueName, now: Timestamp) -> QueueCounts {
+        let mut c = QueueCounts::default();
+        let Some(&q) = self.queue_ids.get(queue) else {
+            return c;
+        };
+        c.paused = self.idx.queues[q].paused;
+        let mut oldest: Option<Timestamp> = None;
+        for &slot in &self.idx.queues[q].members {
+            let Some(e) = self.items.get(slot) else {
+                continue;
+            };
+            match e.item.state {
+                ItemState::Ready if e.item.run_at <= now => {
+                    c.ready += 1;
+                    if oldest.is_none_or(|o| e.item.run_at < o) {
+                        oldest = Some(e.item.run_at);
+                    }
+                }
+                ItemState::Ready => c.scheduled += 1,
+                ItemState::Running => c.running += 1,
+                ItemState::Dead => c.dead += 1,
+                ItemState::Done => c.done += 1,
+            }
+        }
+        c.oldest_ready_age = oldest.map(|at| now.duration_since(at));
+        c
     }
 }

@@ -1,7 +1,17 @@
-//! [`SqliteStore`]'s own calls and its [`Store`] impl, the operations in contract
-//! order. Each call validates its parameters, then runs its SQL (in `ops`) on the
-//! writer's connection: the hot calls through [`Writer::call_inline`], the rest
-//! through [`Writer::call`].
+//! [`SqliteStore`]: the type, its own calls (open, close, connection, ...), and its
+//! [`Store`] impl in contract order.
+//!
+//! The impl only delegates: each method is one line that awaits the inherent method
+//! of the same name with `_impl`, in the file of its contract group ([`claim`],
+//! [`finalize`], [`recovery`], [`instances`], [`inspect`]). Each body validates its
+//! parameters, then runs its SQL (in `ops`) on the writer's connection: the hot calls
+//! through [`Writer::call_inline`], the rest through [`Writer::call`].
+
+mod claim;
+mod finalize;
+mod inspect;
+mod instances;
+mod recovery;
 
 use std::fmt;
 use std::path::Path;
@@ -9,15 +19,36 @@ use std::sync::Arc;
 
 use tenure_core::{
     async_trait, Capabilities, ClaimParams, CompleteParams, DeregisterParams, DiscardParams,
-    EnqueueParams, Enqueued, Error, EvictParams, Evicted, FailOutcome, FailParams, HeartbeatParams,
+    EnqueueParams, Enqueued, EvictParams, Evicted, FailOutcome, FailParams, HeartbeatParams,
     Instance, Item, ItemId, LeaderInfo, LeaderName, LeaderParams, LeaderStatus, Lease, Limits,
     PurgeParams, Purged, QueueCounts, QueueName, RecoverParams, Recovered, ReleaseParams,
     RenewOutcome, RenewParams, RequeueParams, Result, Store, TokenOutcome, WakeSignal,
 };
 
+// The docs name it.
+#[cfg(doc)]
+use tenure_core::Error;
+
 use crate::error::{Phase, STORE};
 use crate::writer::Writer;
-use crate::{ops, schema, Inner, SqliteConfig, SqliteStore};
+use crate::{schema, SqliteConfig};
+
+struct Inner {
+    config: SqliteConfig,
+    writer: Writer,
+    wake: WakeSignal,
+}
+
+/// A Tenure store in an SQLite file.
+///
+/// Cloning gives another handle onto the same store: the same writer thread and the
+/// same wake signal. A second [`SqliteStore::open`] of the same path is a separate
+/// store (a peer) with its own writer, meeting the first at SQLite's lock, exactly as
+/// another process would.
+#[derive(Clone)]
+pub struct SqliteStore {
+    inner: Arc<Inner>,
+}
 
 impl fmt::Debug for SqliteStore {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -136,213 +167,111 @@ impl Store for SqliteStore {
     }
 
     async fn enqueue(&self, params: EnqueueParams) -> Result<Vec<Enqueued>> {
-        params.validate(self.limits_ref())?;
-        let limits = *self.limits_ref();
-        let out = self
-            .inner
-            .writer
-            .call(move |cx| {
-                params.validate_schedule(&limits, cx.now)?;
-                ops::enqueue(cx, &params)
-            })
-            .await?;
-        self.inner.wake.notify();
-        Ok(out)
+        self.enqueue_impl(params).await
     }
 
     async fn claim(&self, params: ClaimParams) -> Result<Vec<Lease>> {
-        params.validate(self.limits_ref())?;
-        if params.partitioning.is_some() && !self.capabilities().partitioned_claiming {
-            return Err(Error::Unsupported {
-                operation: "partitioned claim",
-                store: STORE,
-            });
-        }
-        self.inner
-            .writer
-            .call_inline(move |cx| ops::claim(cx, &params))
-            .await
+        self.claim_impl(params).await
     }
 
     async fn renew(&self, params: RenewParams) -> Result<Vec<RenewOutcome>> {
-        params.validate(self.limits_ref())?;
-        self.inner
-            .writer
-            .call_inline(move |cx| ops::renew(cx, &params))
-            .await
+        self.renew_impl(params).await
     }
 
     async fn complete(&self, params: CompleteParams) -> Result<Vec<TokenOutcome>> {
-        params.validate(self.limits_ref())?;
-        self.inner
-            .writer
-            .call_inline(move |cx| ops::complete(cx, &params))
-            .await
+        self.complete_impl(params).await
     }
 
     async fn fail(&self, params: FailParams) -> Result<Vec<FailOutcome>> {
-        params.validate(self.limits_ref())?;
-        self.inner
-            .writer
-            .call_inline(move |cx| ops::fail(cx, &params))
-            .await
+        self.fail_impl(params).await
     }
 
     async fn release(&self, params: ReleaseParams) -> Result<Vec<TokenOutcome>> {
-        params.validate(self.limits_ref())?;
-        self.inner
-            .writer
-            .call_inline(move |cx| ops::release(cx, &params))
-            .await
+        self.release_impl(params).await
     }
 
     async fn recover_expired(&self, params: RecoverParams) -> Result<Recovered> {
-        params.validate(self.limits_ref())?;
-        self.inner
-            .writer
-            .call(move |cx| ops::recover_expired(cx, &params))
-            .await
+        self.recover_expired_impl(params).await
     }
 
     async fn purge(&self, params: PurgeParams) -> Result<Purged> {
-        params.validate(self.limits_ref())?;
-        self.inner
-            .writer
-            .call(move |cx| ops::purge(cx, &params))
-            .await
+        self.purge_impl(params).await
     }
 
     async fn dead_requeue(&self, params: RequeueParams) -> Result<u64> {
-        params.validate(self.limits_ref())?;
-        self.inner
-            .writer
-            .call(move |cx| ops::dead_requeue(cx, &params))
-            .await
+        self.dead_requeue_impl(params).await
     }
 
     async fn dead_discard(&self, params: DiscardParams) -> Result<u64> {
-        params.validate(self.limits_ref())?;
-        self.inner
-            .writer
-            .call(move |cx| ops::dead_discard(cx, &params))
-            .await
+        self.dead_discard_impl(params).await
     }
 
     async fn item_get(&self, id: ItemId) -> Result<Option<Item>> {
-        self.inner
-            .writer
-            .call(move |cx| ops::item_get(cx, id))
-            .await
+        self.item_get_impl(id).await
     }
 
     async fn queue_counts(&self, queue: &QueueName) -> Result<QueueCounts> {
-        let queue = queue.clone();
-        self.inner
-            .writer
-            .call(move |cx| ops::queue_counts(cx, &queue))
-            .await
+        self.queue_counts_impl(queue).await
     }
 
     async fn instance_heartbeat(&self, params: HeartbeatParams) -> Result<()> {
-        self.inner
-            .writer
-            .call(move |cx| ops::instance_heartbeat(cx, &params))
-            .await
+        self.instance_heartbeat_impl(params).await
     }
 
     async fn instance_list(&self) -> Result<Vec<Instance>> {
-        self.inner.writer.call(ops::instance_list).await
+        self.instance_list_impl().await
     }
 
     async fn instance_evict_stale(&self, params: EvictParams) -> Result<Evicted> {
-        params.validate(self.limits_ref())?;
-        self.inner
-            .writer
-            .call(move |cx| ops::instance_evict_stale(cx, &params))
-            .await
+        self.instance_evict_stale_impl(params).await
     }
 
     async fn instance_deregister(&self, params: DeregisterParams) -> Result<Evicted> {
-        self.inner
-            .writer
-            .call(move |cx| ops::instance_deregister(cx, &params))
-            .await
+        self.instance_deregister_impl(params).await
     }
 
     async fn leader_acquire(&self, params: LeaderParams) -> Result<LeaderStatus> {
-        params.validate(self.limits_ref())?;
-        self.inner
-            .writer
-            .call(move |cx| ops::leader_acquire(cx, &params))
-            .await
+        self.leader_acquire_impl(params).await
     }
 
     async fn leader_resign(&self, params: LeaderParams) -> Result<bool> {
-        params.validate(self.limits_ref())?;
-        self.inner
-            .writer
-            .call(move |cx| ops::leader_resign(cx, &params))
-            .await
+        self.leader_resign_impl(params).await
     }
 
     async fn leader_get(&self, name: &LeaderName) -> Result<Option<LeaderInfo>> {
-        let name = name.clone();
-        self.inner
-            .writer
-            .call(move |cx| ops::leader_get(cx, &name))
-            .await
+        self.leader_get_impl(name).await
     }
 
     async fn item_list(
         &self,
         params: tenure_core::ItemListParams,
     ) -> Result<tenure_core::ItemPage> {
-        params.validate(self.limits_ref())?;
-        self.inner
-            .writer
-            .call(move |cx| ops::item_list(cx, &params))
-            .await
+        self.item_list_impl(params).await
     }
 
     async fn lease_list(
         &self,
         params: tenure_core::LeaseListParams,
     ) -> Result<tenure_core::LeasePage> {
-        params.validate(self.limits_ref())?;
-        self.inner
-            .writer
-            .call(move |cx| ops::lease_list(cx, &params))
-            .await
+        self.lease_list_impl(params).await
     }
 
     async fn queue_list(&self) -> Result<Vec<QueueName>> {
-        self.inner.writer.call(ops::queue_list).await
+        self.queue_list_impl().await
     }
 
     async fn item_cancel(
         &self,
         params: tenure_core::CancelParams,
     ) -> Result<Vec<tenure_core::CancelOutcome>> {
-        params.validate(self.limits_ref())?;
-        self.inner
-            .writer
-            .call(move |cx| ops::item_cancel(cx, &params.ids))
-            .await
+        self.item_cancel_impl(params).await
     }
 
     async fn queue_pause(&self, params: tenure_core::PauseParams) -> Result<bool> {
-        params.validate(self.limits_ref())?;
-        self.inner
-            .writer
-            .call(move |cx| ops::set_paused(cx, &params, true))
-            .await
+        self.queue_pause_impl(params).await
     }
 
     async fn queue_resume(&self, params: tenure_core::PauseParams) -> Result<bool> {
-        params.validate(self.limits_ref())?;
-        self.inner
-            .writer
-            .call(move |cx| ops::set_paused(cx, &params, false))
-            .await
+        self.queue_resume_impl(params).await
     }
 }

@@ -1,4 +1,6 @@
-//! The operator's operations: listings, cancel, pause, and dead items by filter.
+//! Inspection and control (the contract's fifth group) as SQL: dead items requeued
+//! and discarded (by id or by filter), the reads (an item, a queue's counts),
+//! listings, cancel and pause.
 //!
 //! Listings of ready, scheduled and dead items read through `tenure_items_list`
 //! (queue, state, seq, without running items) from the cursor's seq, so a page costs
@@ -7,13 +9,16 @@
 //! `s.<expiry>.<seq>` for leases. A paused queue is a row of `tenure_queues`.
 
 use rusqlite::{params, OptionalExtension};
+use tenure_core::machine;
 use tenure_core::{
-    CancelOutcome, Cursor, DeadFilter, DiscardParams, Error, ItemId, ItemListParams, ItemPage,
-    ItemState, LeaseInfo, LeaseListParams, LeasePage, ListOrder, ListState, OwnerId, PauseParams,
-    QueueName, RequeueParams, Timestamp,
+    CancelOutcome, Cursor, DeadFilter, DiscardParams, Error, Item, ItemId, ItemListParams,
+    ItemPage, ItemState, LeaseInfo, LeaseListParams, LeasePage, ListOrder, ListState, OwnerId,
+    PauseParams, QueueCounts, QueueName, RequeueParams, Timestamp,
 };
 
-use super::{corrupt, key, promote, read_item, to_u32, Cx, OpResult, ITEM_COLS};
+use super::{
+    corrupt, key, load_lean_by_id, promote, read_item, store_item, to_u32, Cx, OpResult, ITEM_COLS,
+};
 
 fn bad_cursor() -> Error {
     Error::invalid("cursor", "was not handed out by an sqlite store listing")
@@ -264,4 +269,86 @@ pub(crate) fn discard_ids(cx: &Cx<'_>, params: &DiscardParams) -> OpResult<Vec<I
         Some(f) => dead_matching(cx, f),
         None => Ok(params.ids.clone()),
     }
+}
+
+/// [`Store::dead_requeue`](tenure_core::Store::dead_requeue); applies
+/// [`machine::requeue`].
+pub(crate) fn dead_requeue(cx: &Cx<'_>, params: &RequeueParams) -> OpResult<u64> {
+    let mut n = 0;
+    for id in &requeue_ids(cx, params)? {
+        let Some((seq, mut item)) = load_lean_by_id(cx.conn, *id)? else {
+            continue;
+        };
+        if machine::requeue(&mut item, cx.now, params.additional_attempts) {
+            store_item(cx.conn, seq, &item)?;
+            n += 1;
+        }
+    }
+    Ok(n)
+}
+
+/// [`Store::dead_discard`](tenure_core::Store::dead_discard): deletes dead items and
+/// lets their streams move on.
+pub(crate) fn dead_discard(cx: &Cx<'_>, params: &DiscardParams) -> OpResult<u64> {
+    let mut stmt = cx.conn.prepare_cached(
+        "DELETE FROM tenure_items WHERE id = ?1 AND state = 'dead' RETURNING stream",
+    )?;
+    let mut n = 0;
+    for id in &discard_ids(cx, params)? {
+        let row: Option<Option<String>> = stmt
+            .query_row([&id.as_bytes()[..]], |r| r.get(0))
+            .optional()?;
+        if let Some(stream) = row {
+            n += 1;
+            if let Some(s) = stream {
+                promote(cx.conn, &s)?;
+            }
+        }
+    }
+    Ok(n)
+}
+
+/// [`Store::item_get`](tenure_core::Store::item_get).
+pub(crate) fn item_get(cx: &Cx<'_>, id: ItemId) -> OpResult<Option<Item>> {
+    let mut stmt = cx.conn.prepare_cached(&format!(
+        "SELECT {ITEM_COLS} FROM tenure_items WHERE id = ?1"
+    ))?;
+    let mut rows = stmt.query([&id.as_bytes()[..]])?;
+    match rows.next()? {
+        Some(row) => Ok(Some(read_item(row)?.1)),
+        None => Ok(None),
+    }
+}
+
+/// [`Store::queue_counts`](tenure_core::Store::queue_counts). Scans the queue's rows.
+pub(crate) fn queue_counts(cx: &Cx<'_>, queue: &QueueName) -> OpResult<QueueCounts> {
+    let mut stmt = cx.conn.prepare_cached(
+        "SELECT state, run_at <= ?2, count(*), min(run_at) FROM tenure_items
+         WHERE queue = ?1 GROUP BY 1, 2",
+    )?;
+    let rows = stmt.query_map(params![queue.as_str(), cx.now.as_micros()], |r| {
+        Ok((
+            r.get::<_, String>(0)?,
+            r.get::<_, bool>(1)?,
+            r.get::<_, i64>(2)?,
+            r.get::<_, i64>(3)?,
+        ))
+    })?;
+    let mut counts = QueueCounts::default().with_paused(is_paused(cx, queue.as_str())?);
+    for row in rows {
+        let (state, due, n, first) = row?;
+        let n = u64::try_from(n).map_err(corrupt)?;
+        match state.parse::<ItemState>().map_err(corrupt)? {
+            ItemState::Ready if due => {
+                counts.ready += n;
+                let age = cx.now.duration_since(Timestamp::from_micros(first));
+                counts.oldest_ready_age = Some(age);
+            }
+            ItemState::Ready => counts.scheduled += n,
+            ItemState::Running => counts.running += n,
+            ItemState::Dead => counts.dead += n,
+            ItemState::Done => counts.done += n,
+        }
+    }
+    Ok(counts)
 }

@@ -1,0 +1,256 @@
+//! [`MemoryStore`]: the type, its test aids, and its [`Store`] impl in contract order.
+//!
+//! The impl only delegates: each method is one call to the inherent method of the same
+//! name with `_impl`, which lives in the file of its contract group ([`claim`],
+//! [`finalize`], [`recovery`], [`instances`], [`inspect`]) and is one call into
+//! [`State`] under the store's lock. The constructors, which are the store's
+//! configuration, are in `config.rs`.
+
+mod claim;
+mod finalize;
+mod inspect;
+mod instances;
+mod recovery;
+
+use std::fmt;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+
+use tenure_core::{
+    async_trait, CancelOutcome, CancelParams, Capabilities, ClaimParams, CompleteParams,
+    DeregisterParams, DiscardParams, EnqueueParams, Enqueued, EvictParams, Evicted, FailOutcome,
+    FailParams, HeartbeatParams, Instance, Item, ItemId, ItemListParams, ItemPage, LeaderInfo,
+    LeaderName, LeaderParams, LeaderStatus, Lease, LeaseListParams, LeasePage, Limits, PauseParams,
+    PurgeParams, Purged, QueueCounts, QueueName, RecoverParams, Recovered, ReleaseParams,
+    RenewOutcome, RenewParams, RequeueParams, Result, SharedClock, Store, Timestamp, TokenOutcome,
+    WakeSignal,
+};
+
+// The docs name it.
+#[cfg(doc)]
+use tenure_core::Error;
+
+use crate::error::{poisoned, switched_off, NAME};
+use crate::state::State;
+
+/// An in-memory [`Store`]: every guarantee of G1..G13 and G15, no
+/// server.
+///
+/// Cloning gives a second handle onto the same data (the conformance suite's peer
+/// handle). Every comparison reads the one [`Clock`](tenure_core::Clock) given at
+/// construction.
+#[derive(Clone)]
+pub struct MemoryStore {
+    pub(crate) inner: Arc<Inner>,
+}
+
+/// Everything a [`MemoryStore`] held at one instant: see [`MemoryStore::snapshot`].
+pub struct MemorySnapshot(Box<State>);
+
+impl std::fmt::Debug for MemorySnapshot {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MemorySnapshot").finish_non_exhaustive()
+    }
+}
+
+pub(crate) struct Inner {
+    pub(crate) clock: SharedClock,
+    pub(crate) limits: Limits,
+    pub(crate) available: AtomicBool,
+    pub(crate) wake: WakeSignal,
+    pub(crate) state: Mutex<State>,
+}
+
+impl MemoryStore {
+    /// **Test aid: fault injection.** While `false`, every [`Store`] call with valid
+    /// input answers [`Error::Unavailable`] (store `"memory"`) and changes nothing, as a
+    /// store whose database went away does; `true` again restores service with all data
+    /// intact, without rebuilding the store. Input is validated first, as every store
+    /// does before it reaches its backend. Applies to every handle of this store.
+    pub fn set_available(&self, available: bool) {
+        self.inner.available.store(available, Ordering::SeqCst);
+    }
+
+    /// **Test aid: failover.** A copy of everything the store holds, for
+    /// [`MemoryStore::restore`].
+    pub fn snapshot(&self) -> Result<MemorySnapshot> {
+        let state = self.inner.state.lock().map_err(|_| poisoned())?;
+        Ok(MemorySnapshot(Box::new(state.clone())))
+    }
+
+    /// **Test aid: failover.** Puts the store's data back as it was when `snapshot`
+    /// was taken, on every handle: what a replica promoted after its primary died
+    /// holds when it had not yet received the writes since, acknowledged or not. The
+    /// conformance suite's forgetful-failover case (G3) restores one to check that a
+    /// claim lost this way leaves its token refused.
+    pub fn restore(&self, snapshot: &MemorySnapshot) -> Result<()> {
+        let mut state = self.inner.state.lock().map_err(|_| poisoned())?;
+        *state = (*snapshot.0).clone();
+        Ok(())
+    }
+
+    /// Runs `f` on the state at the clock's `now`, under the lock, after the
+    /// availability check.
+    ///
+    /// The clock is read under the lock: a `now` read before it could be older than an
+    /// enqueue that went ahead of this call, whose item the ready index already holds
+    /// but which would not yet be due at that `now`.
+    fn with_state<T>(&self, f: impl FnOnce(&mut State, Timestamp) -> T) -> Result<T> {
+        if !self.inner.available.load(Ordering::SeqCst) {
+            return Err(switched_off());
+        }
+        let mut state = self.inner.state.lock().map_err(|_| poisoned())?;
+        let now = self.inner.clock.now();
+        Ok(f(&mut state, now))
+    }
+
+    #[cfg(test)]
+    pub(crate) fn visits(&self) -> u64 {
+        self.inner.state.lock().map(|s| s.visits()).unwrap_or(0)
+    }
+
+    /// Records in the expiry and owner indexes, and the running items.
+    #[cfg(test)]
+    pub(crate) fn running_records(&self) -> (usize, usize, usize) {
+        self.inner
+            .state
+            .lock()
+            .map(|s| s.running_records())
+            .unwrap_or_default()
+    }
+}
+
+impl fmt::Debug for MemoryStore {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("MemoryStore")
+            .field("clock", &self.inner.clock)
+            .field("limits", &self.inner.limits)
+            .field("available", &self.inner.available.load(Ordering::SeqCst))
+            .finish_non_exhaustive()
+    }
+}
+
+#[async_trait]
+impl Store for MemoryStore {
+    fn name(&self) -> &'static str {
+        NAME
+    }
+
+    fn capabilities(&self) -> Capabilities {
+        Capabilities::default()
+            .with_partitioned_claiming()
+            .with_stream_runs()
+    }
+
+    fn limits(&self) -> Limits {
+        self.inner.limits
+    }
+
+    /// Every enqueue through any handle of this store fires it. Its health is always
+    /// [`WakeHealth::Local`](tenure_core::WakeHealth::Local): a memory store lives in
+    /// one process and nothing can go down, so workers keep their tight poll (which
+    /// also finds scheduled items and retries coming due).
+    fn wake_signal(&self) -> Option<WakeSignal> {
+        Some(self.inner.wake.clone())
+    }
+
+    async fn enqueue(&self, params: EnqueueParams) -> Result<Vec<Enqueued>> {
+        self.enqueue_impl(&params)
+    }
+
+    async fn claim(&self, params: ClaimParams) -> Result<Vec<Lease>> {
+        self.claim_impl(&params)
+    }
+
+    async fn renew(&self, params: RenewParams) -> Result<Vec<RenewOutcome>> {
+        self.renew_impl(&params)
+    }
+
+    async fn complete(&self, params: CompleteParams) -> Result<Vec<TokenOutcome>> {
+        self.complete_impl(&params)
+    }
+
+    async fn fail(&self, params: FailParams) -> Result<Vec<FailOutcome>> {
+        self.fail_impl(&params)
+    }
+
+    async fn release(&self, params: ReleaseParams) -> Result<Vec<TokenOutcome>> {
+        self.release_impl(&params)
+    }
+
+    async fn recover_expired(&self, params: RecoverParams) -> Result<Recovered> {
+        self.recover_expired_impl(&params)
+    }
+
+    async fn purge(&self, params: PurgeParams) -> Result<Purged> {
+        self.purge_impl(&params)
+    }
+
+    async fn dead_requeue(&self, params: RequeueParams) -> Result<u64> {
+        self.dead_requeue_impl(&params)
+    }
+
+    async fn dead_discard(&self, params: DiscardParams) -> Result<u64> {
+        self.dead_discard_impl(&params)
+    }
+
+    async fn item_get(&self, id: ItemId) -> Result<Option<Item>> {
+        self.item_get_impl(id)
+    }
+
+    async fn queue_counts(&self, queue: &QueueName) -> Result<QueueCounts> {
+        self.queue_counts_impl(queue)
+    }
+
+    async fn instance_heartbeat(&self, params: HeartbeatParams) -> Result<()> {
+        self.instance_heartbeat_impl(&params)
+    }
+
+    async fn instance_list(&self) -> Result<Vec<Instance>> {
+        self.instance_list_impl()
+    }
+
+    async fn instance_evict_stale(&self, params: EvictParams) -> Result<Evicted> {
+        self.instance_evict_stale_impl(&params)
+    }
+
+    async fn instance_deregister(&self, params: DeregisterParams) -> Result<Evicted> {
+        self.instance_deregister_impl(&params)
+    }
+
+    async fn leader_acquire(&self, params: LeaderParams) -> Result<LeaderStatus> {
+        self.leader_acquire_impl(&params)
+    }
+
+    async fn leader_resign(&self, params: LeaderParams) -> Result<bool> {
+        self.leader_resign_impl(&params)
+    }
+
+    async fn leader_get(&self, name: &LeaderName) -> Result<Option<LeaderInfo>> {
+        self.leader_get_impl(name)
+    }
+
+    async fn item_list(&self, params: ItemListParams) -> Result<ItemPage> {
+        self.item_list_impl(&params)
+    }
+
+    async fn lease_list(&self, params: LeaseListParams) -> Result<LeasePage> {
+        self.lease_list_impl(&params)
+    }
+
+    async fn queue_list(&self) -> Result<Vec<QueueName>> {
+        self.queue_list_impl()
+    }
+
+    async fn item_cancel(&self, params: CancelParams) -> Result<Vec<CancelOutcome>> {
+        self.item_cancel_impl(&params)
+    }
+
+    async fn queue_pause(&self, params: PauseParams) -> Result<bool> {
+        self.queue_pause_impl(&params)
+    }
+
+    async fn queue_resume(&self, params: PauseParams) -> Result<bool> {
+        self.queue_resume_impl(&params)
+    }
+}

@@ -1,0 +1,434 @@
+//! Enqueue and claim (the contract's first group) as SQL: [`enqueue`], and [`claim`]
+//! with its walk of the ready index one priority level at a time, the owner's share
+//! of a partitioned claim (G14) and the stream runs (G9).
+
+use std::collections::{HashSet, VecDeque};
+
+use rusqlite::{params, Connection, OptionalExtension};
+use tenure_core::machine;
+use tenure_core::partition::key_hash;
+use tenure_core::{
+    ClaimParams, DedupKey, EnqueueParams, Enqueued, Error, Item, Lease, LeaseId, OwnerId,
+    QueueName, Recovered, ScopeKey, StreamKey, Timestamp,
+};
+
+use crate::error::STORE;
+
+use super::recovery::recover_where;
+use super::{
+    blob_id, claim_chunk, claim_many_sql, is_paused, read_item, read_item_of, Cx, OpResult,
+    SQL_CLAIM_ONE, SQL_LEVEL_SCAN, SQL_LEVEL_SCAN_PARTITIONED, SQL_NEXT_LEVEL, SQL_PIN, SQL_RANK,
+    SQL_RUN_BEHIND, SQL_SCOPE_RUNNING, SQL_STREAM_BUSY,
+};
+
+/// [`Store::enqueue`](tenure_core::Store::enqueue); mirrors [`machine::enqueue`].
+/// The caller validated the params.
+pub(crate) fn enqueue(cx: &Cx<'_>, params: &EnqueueParams) -> OpResult<Vec<Enqueued>> {
+    let conn = cx.conn;
+    let now = cx.now;
+    let mut find_dup = conn.prepare_cached(
+        "SELECT item_id FROM tenure_dedup WHERE queue = ?1 AND key = ?2 AND expires_at > ?3",
+    )?;
+    let mut stream_busy = conn.prepare_cached(SQL_STREAM_BUSY)?;
+    let mut insert = conn.prepare_cached(
+        "INSERT INTO tenure_items (id, queue, payload, stream, scope, dedup_key, priority,
+             run_at, state, head, attempt, owner, lease_expires_at, renewals, stalls,
+             max_attempts, max_stalls, max_renewals, last_error, created_at, updated_at, phash)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, 'ready', ?9, 0, NULL, NULL, 0, 0,
+             ?10, ?11, ?12, NULL, ?13, ?13, ?14)",
+    )?;
+    let mut record_key = conn.prepare_cached(
+        "INSERT INTO tenure_dedup (queue, key, item_id, recorded_at, expires_at)
+         VALUES (?1, ?2, ?3, ?4, ?5)
+         ON CONFLICT (queue, key) DO UPDATE SET item_id = excluded.item_id,
+             recorded_at = excluded.recorded_at, expires_at = excluded.expires_at",
+    )?;
+    // G14: pinning at enqueue needs a registered instance; checked before any write.
+    let mut pin = match &params.pin_to {
+        Some(who) => {
+            let registered: i64 = conn
+                .prepare_cached(SQL_RANK)?
+                .query_row([who.as_str()], |r| r.get(2))?;
+            if registered == 0 {
+                return Err(Error::not_found("instance", who.to_string()).into());
+            }
+            Some((conn.prepare_cached(SQL_PIN)?, who.as_str()))
+        }
+        None => None,
+    };
+    let mut out = Vec::with_capacity(params.items.len());
+    for new in &params.items {
+        if let Some(dk) = &new.dedup_key {
+            let existing: Option<Vec<u8>> = find_dup
+                .query_row(
+                    params![new.queue.as_str(), dk.as_str(), now.as_micros()],
+                    |r| r.get(0),
+                )
+                .optional()?;
+            if let Some(bytes) = existing {
+                out.push(Enqueued {
+                    id: blob_id(&bytes)?,
+                    duplicate: true,
+                });
+                continue;
+            }
+        }
+        let item = machine::enqueue(new, now);
+        let head = match &item.stream {
+            None => true,
+            Some(s) => !stream_busy.exists([s.as_str()])?,
+        };
+        let inserted = insert.execute(params![
+            &item.id.as_bytes()[..],
+            item.queue.as_str(),
+            item.payload,
+            item.stream.as_ref().map(StreamKey::as_str),
+            item.scope.as_ref().map(ScopeKey::as_str),
+            item.dedup_key.as_ref().map(DedupKey::as_str),
+            item.priority,
+            item.run_at.as_micros(),
+            head,
+            item.max_attempts,
+            item.max_stalls,
+            item.max_renewals,
+            now.as_micros(),
+            key_hash(item.stream.as_ref(), item.id),
+        ]);
+        match inserted {
+            Ok(_) => {}
+            Err(e) if crate::error::code(&e) == Some(rusqlite::ErrorCode::ConstraintViolation) => {
+                return Err(
+                    Error::conflict("item", format!("item {} already exists", item.id)).into(),
+                )
+            }
+            Err(e) => return Err(e.into()),
+        }
+        if let (Some((pin, who)), Some(stream)) = (pin.as_mut(), &item.stream) {
+            // First write wins: a stream pinned already keeps its pin.
+            pin.execute([stream.as_str(), *who])?;
+        }
+        if let Some(dk) = &new.dedup_key {
+            record_key.execute(params![
+                new.queue.as_str(),
+                dk.as_str(),
+                &item.id.as_bytes()[..],
+                now.as_micros(),
+                (now + new.dedup_window).as_micros(),
+            ])?;
+        }
+        out.push(Enqueued {
+            id: item.id,
+            duplicate: false,
+        });
+    }
+    Ok(out)
+}
+
+/// A claimable head found in the ready index.
+struct Candidate {
+    seq: i64,
+    item: Item,
+}
+
+impl Candidate {
+    fn order(&self) -> (i16, Timestamp, i64) {
+        (self.item.priority, self.item.run_at, self.seq)
+    }
+}
+
+/// The owner's share of a partitioned claim (G14).
+struct Share<'a> {
+    owner: &'a str,
+    partitions: i64,
+    live: i64,
+    rank: i64,
+}
+
+impl<'a> Share<'a> {
+    /// Ranks `owner` among the registered instances, or answers `NotFound` when it is
+    /// not one (before anything is written, recovery included).
+    fn of(conn: &Connection, owner: &'a OwnerId, partitions: u32) -> OpResult<Self> {
+        let (live, rank, registered): (i64, i64, i64) = conn
+            .prepare_cached(SQL_RANK)?
+            .query_row([owner.as_str()], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))?;
+        if registered == 0 {
+            return Err(Error::NotFound {
+                what: "instance",
+                id: owner.to_string(),
+            }
+            .into());
+        }
+        Ok(Share {
+            owner: owner.as_str(),
+            partitions: i64::from(partitions.max(1)),
+            live,
+            rank,
+        })
+    }
+}
+
+/// Walks one queue's due heads in claim order (G8), a priority level at a time, so
+/// items scheduled for later never have to be stepped over: within a level the ready
+/// index is ordered by `run_at`, and the scan of a level stops at `now`. With a
+/// [`Share`] it walks the same index and keeps only the owner's share.
+struct QueueCursor<'q> {
+    queue: &'q QueueName,
+    share: Option<&'q Share<'q>>,
+    buf: VecDeque<Candidate>,
+    level: Option<i64>,
+    after: (i64, i64),
+    level_exhausted: bool,
+    done: bool,
+}
+
+impl<'q> QueueCursor<'q> {
+    fn new(queue: &'q QueueName, share: Option<&'q Share<'q>>) -> Self {
+        QueueCursor {
+            queue,
+            share,
+            buf: VecDeque::new(),
+            level: None,
+            after: (i64::MIN, i64::MIN),
+            level_exhausted: true,
+            done: false,
+        }
+    }
+
+    fn refill(&mut self, conn: &Connection, now: Timestamp, want: usize) -> OpResult<()> {
+        while self.buf.is_empty() && !self.done {
+            if self.level_exhausted {
+                let mut next = conn.prepare_cached(SQL_NEXT_LEVEL)?;
+                let from = self.level.unwrap_or(i64::MIN);
+                match next
+                    .query_row(params![self.queue.as_str(), from], |r| r.get::<_, i64>(0))
+                    .optional()?
+                {
+                    Some(p) => {
+                        self.level = Some(p);
+                        self.after = (i64::MIN, i64::MIN);
+                        self.level_exhausted = false;
+                    }
+                    None => {
+                        self.done = true;
+                        break;
+                    }
+                }
+            }
+            let Some(level) = self.level else { break };
+            let limit = i64::try_from(want.max(1)).unwrap_or(i64::MAX);
+            let mut stmt;
+            let mut rows = match self.share {
+                None => {
+                    stmt = conn.prepare_cached(SQL_LEVEL_SCAN)?;
+                    stmt.query(params![
+                        self.queue.as_str(),
+                        level,
+                        now.as_micros(),
+                        self.after.0,
+                        self.after.1,
+                        limit
+                    ])?
+                }
+                Some(share) => {
+                    stmt = conn.prepare_cached(SQL_LEVEL_SCAN_PARTITIONED)?;
+                    stmt.query(params![
+                        self.queue.as_str(),
+                        level,
+                        now.as_micros(),
+                        self.after.0,
+                        self.after.1,
+                        limit,
+                        share.owner,
+                        share.partitions,
+                        share.live,
+                        share.rank,
+                    ])?
+                }
+            };
+            let mut got = 0usize;
+            while let Some(row) = rows.next()? {
+                let (seq, item) = read_item_of(row, Some(self.queue))?;
+                self.after = (item.run_at.as_micros(), seq);
+                self.buf.push_back(Candidate { seq, item });
+                got += 1;
+            }
+            if got < want.max(1) {
+                self.level_exhausted = true;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Adds to `picked` the items right behind the just-picked head of `stream` at
+/// `head_seq`, at most `room`, while each is ready, due, in one of the claim's queues
+/// and free of a busy scope (G9, G10).
+fn extend_run(
+    cx: &Cx<'_>,
+    params: &ClaimParams,
+    (stream, head_seq, room): (&str, i64, usize),
+    busy: &mut HashSet<String>,
+    picked: &mut Vec<Candidate>,
+) -> OpResult<()> {
+    if room == 0 {
+        return Ok(());
+    }
+    let conn = cx.conn;
+    let mut behind = conn.prepare_cached(SQL_RUN_BEHIND)?;
+    let mut scope_running = conn.prepare_cached(SQL_SCOPE_RUNNING)?;
+    let mut rows = behind.query(params![
+        stream,
+        head_seq,
+        i64::try_from(room).unwrap_or(i64::MAX)
+    ])?;
+    while let Some(row) = rows.next()? {
+        let (seq, item) = read_item(row)?;
+        if !machine::is_due(&item, cx.now) || !params.queues.contains(&item.queue) {
+            break;
+        }
+        if let Some(scope) = &item.scope {
+            if busy.contains(scope.as_str()) || scope_running.exists([scope.as_str()])? {
+                break;
+            }
+            busy.insert(scope.as_str().to_owned());
+        }
+        picked.push(Candidate { seq, item });
+    }
+    Ok(())
+}
+
+/// [`Store::claim`](tenure_core::Store::claim); mirrors [`machine::claim`] plus the
+/// collection rules (stream head, scope, order) and, with
+/// [`ClaimParams::partitioning`], the owner's share and its stream pins (G14).
+pub(crate) fn claim(cx: &Cx<'_>, params: &ClaimParams) -> OpResult<Vec<Lease>> {
+    let conn = cx.conn;
+    let now = cx.now;
+    // G14: the owner must be registered; checked before recovery writes anything.
+    let share = match &params.partitioning {
+        Some(p) => Some(Share::of(conn, &params.owner, p.partitions)?),
+        None => None,
+    };
+    let mut queues: Vec<&QueueName> = params.queues.iter().collect();
+    queues.sort_unstable();
+    queues.dedup();
+
+    // G2/G6: expired leases of these queues first, exactly as recover_expired.
+    let mut recovered = Recovered::default();
+    for q in &queues {
+        recover_where(cx, Some(q.as_str()), u32::MAX, &mut recovered)?;
+    }
+    // A paused queue's items are not claimed (its expired leases are still recovered).
+    let mut open = Vec::with_capacity(queues.len());
+    for q in queues {
+        if !is_paused(cx, q.as_str())? {
+            open.push(q);
+        }
+    }
+    let queues = open;
+
+    let limit = usize::try_from(params.limit).unwrap_or(usize::MAX);
+    let mut cursors: Vec<QueueCursor<'_>> = queues
+        .iter()
+        .map(|q| QueueCursor::new(q, share.as_ref()))
+        .collect();
+    let mut scope_running = conn.prepare_cached(SQL_SCOPE_RUNNING)?;
+    // Scopes known busy: running before this claim, or taken earlier in this batch (G10).
+    let mut busy: HashSet<String> = HashSet::new();
+    let mut picked: Vec<Candidate> = Vec::with_capacity(limit.min(1024));
+    let run = usize::try_from(params.stream_run).unwrap_or(1);
+    while picked.len() < limit {
+        let want = limit - picked.len();
+        for c in cursors.iter_mut() {
+            c.refill(conn, now, want)?;
+        }
+        let best = cursors
+            .iter_mut()
+            .filter(|c| !c.buf.is_empty())
+            .min_by_key(|c| c.buf.front().map(Candidate::order));
+        let Some(cand) = best.and_then(|c| c.buf.pop_front()) else {
+            break;
+        };
+        if let Some(scope) = &cand.item.scope {
+            if busy.contains(scope.as_str()) || scope_running.exists([scope.as_str()])? {
+                busy.insert(scope.as_str().to_owned());
+                continue;
+            }
+            busy.insert(scope.as_str().to_owned());
+        }
+        let head = cand.item.stream.clone().filter(|_| run > 1);
+        let head_seq = cand.seq;
+        picked.push(cand);
+        if let Some(stream) = head {
+            let room = run.min(limit - picked.len() + 1) - 1;
+            extend_run(
+                cx,
+                params,
+                (stream.as_str(), head_seq, room),
+                &mut busy,
+                &mut picked,
+            )?;
+        }
+    }
+
+    // machine::claim on each loaded row, then the same change written for the whole
+    // batch in one statement under the `state = 'ready'` guard.
+    let mut leases = Vec::with_capacity(picked.len());
+    let mut seqs = Vec::with_capacity(picked.len());
+    let mut pin = match share {
+        Some(_) => Some(conn.prepare_cached(SQL_PIN)?),
+        None => None,
+    };
+    // One lease id for the leases of this claim: it only has to differ between the
+    // leases of one item (`LeaseId`).
+    let lease = LeaseId::mint();
+    for Candidate { seq, mut item } in picked {
+        if machine::claim(&mut item, &params.owner, lease, now, params.lease_for) {
+            // G14: a claimed stream stays with the owner (a no-op when it already is).
+            if let (Some(pin), Some(stream)) = (pin.as_mut(), &item.stream) {
+                pin.execute([stream.as_str(), params.owner.as_str()])?;
+            }
+            seqs.push(seq);
+            leases.push(Lease::from_item(item)?);
+        }
+    }
+    if seqs.is_empty() {
+        return Ok(leases);
+    }
+    let (owner, expires, at, lease) = (
+        params.owner.as_str(),
+        (now + params.lease_for).as_micros(),
+        now.as_micros(),
+        lease.to_i64(),
+    );
+    let mut changed = 0;
+    let mut rest = &seqs[..];
+    while !rest.is_empty() {
+        let (chunk, after) = rest.split_at(claim_chunk(rest.len()));
+        changed += if chunk.len() == 1 {
+            conn.prepare_cached(SQL_CLAIM_ONE)?
+                .execute(params![chunk[0], owner, expires, at, lease])?
+        } else {
+            let mut update = conn.prepare_cached(&claim_many_sql(chunk.len()))?;
+            update.raw_bind_parameter(1, owner)?;
+            update.raw_bind_parameter(2, expires)?;
+            update.raw_bind_parameter(3, at)?;
+            update.raw_bind_parameter(4, lease)?;
+            for (i, seq) in chunk.iter().enumerate() {
+                update.raw_bind_parameter(i + 5, seq)?;
+            }
+            update.raw_execute()?
+        };
+        rest = after;
+    }
+    if changed != seqs.len() {
+        return Err(Error::internal(
+            STORE,
+            format!(
+                "claim changed {changed} rows for {} picked items",
+                seqs.len()
+            ),
+        )
+        .into());
+    }
+    Ok(leases)
+}
