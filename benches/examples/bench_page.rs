@@ -41,13 +41,13 @@ use tempfile::TempDir;
 use tenure_benches::cells::{
     self, backlog_label, Drainer, Rounds, BACKLOG, BURNDOWN, SMALL_BACKLOG,
 };
+use tenure_benches::page::{commit, load, machine, utc};
 use tenure_benches::raw::memory::RawMemory;
 use tenure_benches::raw::pg::{self as raw_pg, PgRaw};
 use tenure_benches::raw::redis::{self as raw_redis, RedisRaw};
 use tenure_benches::raw::sqlite as raw_sqlite;
 use tenure_benches::streams::{self, STREAM_CELLS};
 use tenure_benches::sustained::{self, Plan, Summary};
-use tenure_benches::page::{commit, load, machine, utc};
 use tenure_benches::{bench_queue, drain, runtime, seed, seed_backlog, DrainSpec, OnEmpty};
 use tenure_core::Store;
 use tenure_memory::MemoryStore;
