@@ -61,6 +61,9 @@ pub(crate) const ENQUEUE_BATCH: usize = 500;
 pub(crate) const AHEAD: u64 = 10_000;
 /// The fleet's lease: a killed worker's items are handed out again after it.
 pub(crate) const LEASE: Duration = Duration::from_secs(5);
+/// What each handler does before it finishes: 20 ms of work (a sleep), so a killed
+/// worker has items in flight.
+pub(crate) const WORK: Duration = Duration::from_millis(20);
 /// A run that finishes nothing for this long is reported as stuck.
 pub(crate) const STALL: Duration = Duration::from_secs(120);
 
@@ -75,7 +78,7 @@ mod report;
 mod scenario;
 mod worker;
 
-use report::{faults_table, json, summary_table};
+use report::{costs, faults_table, json, summary_table};
 use scenario::{run, Scenario};
 use worker::{worker_main, WorkerArgs};
 
@@ -170,7 +173,7 @@ fn scenarios(o: &Options) -> Vec<Scenario> {
                     seconds: 0.001,
                     ..base(
                         format!(
-                            "PostgreSQL with a {} standby, no faults",
+                            "PostgreSQL, {} standby, no faults",
                             if sync { "synchronous" } else { "asynchronous" }
                         ),
                         "postgres",
@@ -194,6 +197,21 @@ fn scenarios(o: &Options) -> Vec<Scenario> {
                         ),
                         "redis",
                     )
+                });
+            }
+            // What WAIT costs, without faults, as fast as the fleet drains.
+            for wait in [0, 1] {
+                let setting = if wait > 0 {
+                    "wait_replicas(1, 1 s)"
+                } else {
+                    "no WAIT"
+                };
+                out.push(Scenario {
+                    items: (o.items / 2).max(1),
+                    kills: 0,
+                    wait_replicas: wait,
+                    seconds: 0.001,
+                    ..base(format!("Redis Sentinel, {setting}, no faults"), "redis")
                 });
             }
         }
@@ -239,16 +257,18 @@ fn main() -> Result<(), BoxError> {
             .fold(String::new(), |s, a| s + " " + a)
     );
     let mut page = format!(
-        "# Chaos\n\nMeasured {} at {} on {}; {} worker processes of 32 slots, a {} s lease, client and servers on the same machine.\n\n\
+        "# Chaos\n\nMeasured {} at {} on {}; {} worker processes of 32 slots, handlers of {} ms, a {} s lease, client and servers on the same machine.\n\n\
          Every figure on this page comes from one run of\n\n```sh\n{}\n```\n\n",
         utc(started),
         commit(),
         machine(),
         o.workers,
+        WORK.as_millis(),
         LEASE.as_secs(),
         command.trim_end_matches(" --"),
     );
     page.push_str(&summary_table(&outcomes));
+    page.push_str(&costs(&outcomes));
     for outcome in outcomes.iter().filter(|o| !o.faults.is_empty()) {
         page.push('\n');
         page.push_str(&faults_table(outcome));

@@ -12,7 +12,7 @@ use tenure_core::{CompleteParams, LeaseToken, QueueName, TokenOutcome};
 use tenure_postgres::{PgConfig, PgStore};
 use tenure_redis::{RedisConfig, RedisStore};
 
-use crate::{now_us, support, BoxError, LEASE, QUEUE};
+use crate::{now_us, support, BoxError, LEASE, QUEUE, WORK};
 
 /// One worker process's log: a line per handler start and per accepted finish.
 pub(crate) struct Log(Mutex<File>);
@@ -81,7 +81,10 @@ pub(crate) async fn worker_main(args: WorkerArgs) -> Result<(), BoxError> {
             let log = Arc::clone(&log);
             Worker::builder(ledger).handler(move |job: Job| {
                 log.line('R', now_us(), &job.token());
-                async { Ok(()) }
+                async {
+                    tokio::time::sleep(WORK).await;
+                    Ok(())
+                }
             })
         }
         other => return Err(format!("store: {other:?} is not postgres or redis").into()),
@@ -120,6 +123,7 @@ where
 /// The PostgreSQL handler: the ledger row and the complete in one transaction.
 pub(crate) async fn finish_in_tx(store: &PgStore, log: &Log, job: Job) -> Result<(), JobError> {
     log.line('R', now_us(), &job.token());
+    tokio::time::sleep(WORK).await;
     let token = job.take_finalize();
     loop {
         match ledger_and_complete(store, token).await {
