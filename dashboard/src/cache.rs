@@ -1,5 +1,8 @@
 //! The one cache of counts per router: the overview's queues, instances and leader,
-//! read from the store at most once per TTL however many requests ask.
+//! read from the store at most once per TTL however many requests ask, and never
+//! more than [`COUNT_BUDGET`] of the time: a read that took 200 ms is reused for at
+//! least 10 s. Counting a queue is a scan of its rows; on a million-item backlog
+//! that is the one read of the dashboard whose cost grows with the data.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -7,6 +10,16 @@ use std::time::Duration;
 use tenure_core::{Instance, LeaderName, OwnerId, QueueCounts, QueueName, Store, Timestamp};
 use tokio::sync::Mutex;
 use tokio::time::Instant;
+
+/// The most of the wall time the cache spends reading counts: a read that took `d`
+/// is reused for at least `d / COUNT_BUDGET` (50 d).
+pub(crate) const COUNT_BUDGET: f64 = 0.02;
+
+/// How long a snapshot whose read took `took` is reused: the TTL, or longer when the
+/// read was slow, so reads take at most [`COUNT_BUDGET`] of the time.
+fn reuse_for(ttl: Duration, took: Duration) -> Duration {
+    ttl.max(took.div_f64(COUNT_BUDGET))
+}
 
 /// Who holds the leader lease, as read without side effects.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -29,6 +42,8 @@ pub(crate) struct Snapshot {
     pub(crate) leader: LeaderView,
     pub(crate) as_of: Timestamp,
     read_at: Instant,
+    /// How long it is reused: the TTL, or longer when the read was slow.
+    reuse_for: Duration,
 }
 
 impl Snapshot {
@@ -67,11 +82,14 @@ impl CountsCache {
     ) -> tenure_core::Result<Arc<Snapshot>> {
         let mut slot = self.slot.lock().await;
         if let Some(snap) = slot.as_ref() {
-            if snap.read_at.elapsed() < self.ttl {
+            if snap.read_at.elapsed() < snap.reuse_for {
                 return Ok(snap.clone());
             }
         }
-        let snap = Arc::new(read(store, leader, now).await?);
+        let started = Instant::now();
+        let mut snap = read(store, leader, now).await?;
+        snap.reuse_for = reuse_for(self.ttl, started.elapsed());
+        let snap = Arc::new(snap);
         *slot = Some(snap.clone());
         Ok(snap)
     }
@@ -97,6 +115,7 @@ async fn read(store: &dyn Store, leader: &str, now: Timestamp) -> tenure_core::R
         leader,
         as_of: now,
         read_at: Instant::now(),
+        reuse_for: Duration::ZERO,
     })
 }
 
@@ -112,4 +131,24 @@ async fn read_leader(store: &dyn Store, name: &str) -> tenure_core::Result<Leade
         },
         None => LeaderView::Free,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_slow_count_is_reused_long_enough_to_stay_within_the_budget() {
+        let ttl = Duration::from_secs(2);
+        // Fast reads: the TTL the user chose.
+        assert_eq!(reuse_for(ttl, Duration::from_millis(5)), ttl);
+        // A 200 ms count over a large backlog: 10 s, so 2% of the time.
+        assert_eq!(
+            reuse_for(ttl, Duration::from_millis(200)),
+            Duration::from_secs(10)
+        );
+        let took = Duration::from_millis(730);
+        let share = took.as_secs_f64() / reuse_for(ttl, took).as_secs_f64();
+        assert!(share <= COUNT_BUDGET + 1e-9, "{share}");
+    }
 }
