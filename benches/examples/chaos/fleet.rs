@@ -35,6 +35,7 @@ pub(crate) struct Fleet {
     pub(crate) store: String,
     pub(crate) url: String,
     pub(crate) wait_replicas: u32,
+    pub(crate) work: Duration,
     pub(crate) slots: Vec<Child>,
     /// Per process incarnation: its log and how far it was read.
     pub(crate) logs: Vec<(PathBuf, u64)>,
@@ -52,6 +53,7 @@ impl Fleet {
         store: &str,
         url: String,
         wait_replicas: u32,
+        work: Duration,
     ) -> Fleet {
         Fleet {
             exe,
@@ -59,6 +61,7 @@ impl Fleet {
             store: store.to_owned(),
             url,
             wait_replicas,
+            work,
             slots: Vec::new(),
             logs: Vec::new(),
             incarnation: Vec::new(),
@@ -76,6 +79,7 @@ impl Fleet {
             .args(["worker", &self.store, &self.url])
             .arg(&log)
             .arg(self.wait_replicas.to_string())
+            .arg(self.work.as_millis().to_string())
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(stderr)

@@ -149,6 +149,7 @@ fn scenarios(o: &Options) -> Vec<Scenario> {
         server_faults: 0,
         wait_replicas: 0,
         standby: None,
+        work: WORK,
         seconds: o.seconds,
     };
     for store in &o.stores {
@@ -171,6 +172,8 @@ fn scenarios(o: &Options) -> Vec<Scenario> {
                     standby: Some(sync),
                     // As fast as the fleet drains: the rate is the measurement.
                     seconds: 0.001,
+                    // A handler that finishes at once: the store is what is timed.
+                    work: Duration::ZERO,
                     ..base(
                         format!(
                             "PostgreSQL, {} standby, no faults",
@@ -211,6 +214,8 @@ fn scenarios(o: &Options) -> Vec<Scenario> {
                     kills: 0,
                     wait_replicas: wait,
                     seconds: 0.001,
+                    // A handler that finishes at once: the store is what is timed.
+                    work: Duration::ZERO,
                     ..base(format!("Redis Sentinel, {setting}, no faults"), "redis")
                 });
             }
@@ -225,15 +230,16 @@ fn main() -> Result<(), BoxError> {
         .enable_all()
         .build()?;
     if args.first().map(String::as_str) == Some("worker") {
-        let [_, store, url, log, wait]: [String; 5] = args
+        let [_, store, url, log, wait, work]: [String; 6] = args
             .try_into()
-            .map_err(|_| "worker STORE URL LOG WAIT_REPLICAS")?;
+            .map_err(|_| "worker STORE URL LOG WAIT_REPLICAS WORK_MS")?;
         return runtime.block_on(worker_main(WorkerArgs {
             store,
             url,
             log: log.into(),
             wait_replicas: wait.parse()?,
             concurrency: 32,
+            work: Duration::from_millis(work.parse()?),
         }));
     }
     let o = options(&args)?;
@@ -257,7 +263,7 @@ fn main() -> Result<(), BoxError> {
             .fold(String::new(), |s, a| s + " " + a)
     );
     let mut page = format!(
-        "# Chaos\n\nMeasured {} at {} on {}; {} worker processes of 32 slots, handlers of {} ms, a {} s lease, client and servers on the same machine.\n\n\
+        "# Chaos\n\nMeasured {} at {} on {}; {} worker processes of 32 slots, handlers of {} ms (none in the runs without faults), a {} s lease, client and servers on the same machine.\n\n\
          Every figure on this page comes from one run of\n\n```sh\n{}\n```\n\n",
         utc(started),
         commit(),

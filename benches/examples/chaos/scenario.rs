@@ -117,6 +117,8 @@ pub(crate) struct Scenario {
     pub(crate) wait_replicas: u32,
     /// PostgreSQL: a streaming standby, synchronous when `Some(true)`.
     pub(crate) standby: Option<bool>,
+    /// How long each handler works before it finishes.
+    pub(crate) work: Duration,
     /// How long the producer takes to enqueue every item (a steady rate).
     pub(crate) seconds: f64,
 }
@@ -212,6 +214,7 @@ pub(crate) async fn run(scenario: &Scenario, dir: &Path) -> Result<Outcome, BoxE
         scenario.store,
         url,
         scenario.wait_replicas,
+        scenario.work,
     );
     fleet.start(scenario.workers)?;
     let done = Arc::new(AtomicU64::new(0));

@@ -12,7 +12,7 @@ use tenure_core::{CompleteParams, LeaseToken, QueueName, TokenOutcome};
 use tenure_postgres::{PgConfig, PgStore};
 use tenure_redis::{RedisConfig, RedisStore};
 
-use crate::{now_us, support, BoxError, LEASE, QUEUE, WORK};
+use crate::{now_us, support, BoxError, LEASE, QUEUE};
 
 /// One worker process's log: a line per handler start and per accepted finish.
 pub(crate) struct Log(Mutex<File>);
@@ -36,6 +36,8 @@ pub(crate) struct WorkerArgs {
     pub(crate) url: String,
     pub(crate) log: PathBuf,
     pub(crate) wait_replicas: u32,
+    /// How long each handler works before it finishes.
+    pub(crate) work: Duration,
     pub(crate) concurrency: usize,
 }
 
@@ -62,10 +64,11 @@ pub(crate) async fn worker_main(args: WorkerArgs) -> Result<(), BoxError> {
             .await;
             let handler_store = store.clone();
             let log = Arc::clone(&log);
+            let work = args.work;
             Worker::builder(store).handler(move |job: Job| {
                 let store = handler_store.clone();
                 let log = Arc::clone(&log);
-                async move { finish_in_tx(&store, &log, job).await }
+                async move { finish_in_tx(&store, &log, work, job).await }
             })
         }
         "redis" => {
@@ -79,10 +82,13 @@ pub(crate) async fn worker_main(args: WorkerArgs) -> Result<(), BoxError> {
             let ledger = support::Ledger::new(store);
             tokio::spawn(log_accepted(Arc::clone(&ledger.told), Arc::clone(&log)));
             let log = Arc::clone(&log);
+            let work = args.work;
             Worker::builder(ledger).handler(move |job: Job| {
                 log.line('R', now_us(), &job.token());
-                async {
-                    tokio::time::sleep(WORK).await;
+                async move {
+                    if !work.is_zero() {
+                        tokio::time::sleep(work).await;
+                    }
                     Ok(())
                 }
             })
@@ -121,9 +127,16 @@ where
 }
 
 /// The PostgreSQL handler: the ledger row and the complete in one transaction.
-pub(crate) async fn finish_in_tx(store: &PgStore, log: &Log, job: Job) -> Result<(), JobError> {
+pub(crate) async fn finish_in_tx(
+    store: &PgStore,
+    log: &Log,
+    work: Duration,
+    job: Job,
+) -> Result<(), JobError> {
     log.line('R', now_us(), &job.token());
-    tokio::time::sleep(WORK).await;
+    if !work.is_zero() {
+        tokio::time::sleep(work).await;
+    }
     let token = job.take_finalize();
     loop {
         match ledger_and_complete(store, token).await {
