@@ -1,13 +1,18 @@
-//! The one cache of counts per router: the overview's queues, instances and leader,
-//! read from the store at most once per TTL however many requests ask, and never
-//! more than [`COUNT_BUDGET`] of the time: a read that took 200 ms is reused for at
-//! least 10 s. Counting a queue is a scan of its rows; on a million-item backlog
-//! that is the one read of the dashboard whose cost grows with the data.
+//! The one cache per router: the overview's counts, instances and leader, and the
+//! listing pages (a queue's items, the leases), each read from the store at most once
+//! per TTL however many requests ask, and never more than [`COUNT_BUDGET`] of the
+//! time: a read that took 200 ms is reused for at least 10 s. Counting a queue is a
+//! scan of its rows, and listing the due items of a queue behind a large scheduled
+//! backlog walks past that backlog; tabs that poll must not repeat either.
 
+use std::collections::HashMap;
+use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
-use tenure_core::{Instance, LeaderName, OwnerId, QueueCounts, QueueName, Store, Timestamp};
+use tenure_core::{
+    Instance, ItemPage, LeaderName, LeasePage, OwnerId, QueueCounts, QueueName, Store, Timestamp,
+};
 use tokio::sync::Mutex;
 use tokio::time::Instant;
 
@@ -58,10 +63,20 @@ impl Snapshot {
     }
 }
 
-/// A snapshot reused for `ttl`; one refresh at a time while the others wait for it.
+/// Listing pages kept at most, per kind; past it, the expired ones are dropped (and
+/// all of them if none has expired).
+const MAX_PAGES: usize = 256;
+
+/// A page as read, when, and for how long it is reused.
+type Pages<T> = Mutex<HashMap<String, (Instant, Duration, T)>>;
+
+/// A snapshot and listing pages reused for `ttl` (or longer, see [`COUNT_BUDGET`]); one
+/// read of each at a time while the others wait for it.
 pub(crate) struct CountsCache {
     ttl: Duration,
     slot: Mutex<Option<Arc<Snapshot>>>,
+    items: Pages<ItemPage>,
+    leases: Pages<LeasePage>,
 }
 
 impl CountsCache {
@@ -69,7 +84,29 @@ impl CountsCache {
         CountsCache {
             ttl,
             slot: Mutex::new(None),
+            items: Mutex::default(),
+            leases: Mutex::default(),
         }
+    }
+
+    /// The item page `key` names (its queue, state, order and cursor), as `read`
+    /// answers it, shared by every request within its reuse period.
+    pub(crate) async fn item_page(
+        &self,
+        key: String,
+        read: impl Future<Output = tenure_core::Result<ItemPage>>,
+    ) -> tenure_core::Result<ItemPage> {
+        shared(&self.items, self.ttl, key, read).await
+    }
+
+    /// The lease page `key` names (its queue, cursor and size), as `read` answers it,
+    /// shared like [`CountsCache::item_page`].
+    pub(crate) async fn lease_page(
+        &self,
+        key: String,
+        read: impl Future<Output = tenure_core::Result<LeasePage>>,
+    ) -> tenure_core::Result<LeasePage> {
+        shared(&self.leases, self.ttl, key, read).await
     }
 
     /// The cached snapshot, or a fresh one when it is older than the TTL. Requests that
@@ -94,10 +131,42 @@ impl CountsCache {
         Ok(snap)
     }
 
-    /// Forgets the snapshot, so the next request reads the store (after an action).
+    /// Forgets the snapshot and the pages, so the next request reads the store (after
+    /// an action).
     pub(crate) async fn invalidate(&self) {
         *self.slot.lock().await = None;
+        self.items.lock().await.clear();
+        self.leases.lock().await.clear();
     }
+}
+
+/// The page `key` from `pages` while it is fresh, else `read` (once, the other
+/// requests waiting for it) and kept for [`reuse_for`] of the time it took.
+async fn shared<T: Clone>(
+    pages: &Pages<T>,
+    ttl: Duration,
+    key: String,
+    read: impl Future<Output = tenure_core::Result<T>>,
+) -> tenure_core::Result<T> {
+    let mut pages = pages.lock().await;
+    if let Some((at, keep, page)) = pages.get(&key) {
+        if at.elapsed() < *keep {
+            return Ok(page.clone());
+        }
+    }
+    let started = Instant::now();
+    let page = read.await?;
+    if pages.len() >= MAX_PAGES {
+        pages.retain(|_, (at, keep, _)| at.elapsed() < *keep);
+        if pages.len() >= MAX_PAGES {
+            pages.clear();
+        }
+    }
+    pages.insert(
+        key,
+        (started, reuse_for(ttl, started.elapsed()), page.clone()),
+    );
+    Ok(page)
 }
 
 async fn read(store: &dyn Store, leader: &str, now: Timestamp) -> tenure_core::Result<Snapshot> {

@@ -345,7 +345,18 @@ pub(crate) async fn queue(
             Err(e) => return ctx.store_error(&state, &e),
         }
     }
-    let page = match state.store.item_list(params).await {
+    let key = format!(
+        "{}\u{0}{}\u{0}{}\u{0}{}",
+        queue,
+        list_state.as_str(),
+        pages::order_str(order),
+        after.as_deref().unwrap_or("")
+    );
+    let page = match state
+        .cache
+        .item_page(key, state.store.item_list(params))
+        .await
+    {
         Ok(p) => p,
         Err(e) => return ctx.store_error(&state, &e),
     };
@@ -492,7 +503,15 @@ pub(crate) async fn leases(
                     Err(e) => return ctx.store_error(&state, &e),
                 }
             }
-            match state.store.lease_list(params).await {
+            let key = format!(
+                "{queue}\u{0}{}\u{0}{limit}",
+                q.after.as_deref().unwrap_or("")
+            );
+            match state
+                .cache
+                .lease_page(key, state.store.lease_list(params))
+                .await
+            {
                 Ok(p) => {
                     let next = p.next.map(|c| {
                         format!(
@@ -513,11 +532,11 @@ pub(crate) async fn leases(
             let mut as_of = state.config.clock.now();
             let mut partial = false;
             for queue in &queues {
-                match state
+                let key = format!("{queue}\u{0}\u{0}{limit}");
+                let read = state
                     .store
-                    .lease_list(LeaseListParams::new(queue.clone()).limit(limit))
-                    .await
-                {
+                    .lease_list(LeaseListParams::new(queue.clone()).limit(limit));
+                match state.cache.lease_page(key, read).await {
                     Ok(p) => {
                         partial |= p.next.is_some();
                         as_of = p.as_of;
