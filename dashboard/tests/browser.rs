@@ -127,8 +127,11 @@ async fn shot(c: &Client, name: &str) {
     eprintln!("screenshot: {}", path.display());
 }
 
+/// The text of `css`, once the element is there (a page still loading has not
+/// drawn it yet).
 async fn text(c: &Client, css: &str) -> String {
-    c.find(Locator::Css(css))
+    c.wait()
+        .for_element(Locator::Css(css))
         .await
         .unwrap()
         .text()
