@@ -107,6 +107,11 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
         name: "stream order: a run's items complete in enqueue order",
         sql: include_str!("../migrations/0007_stream_order.sql"),
     },
+    Migration {
+        version: 8,
+        name: "complete: heads first, the stream-order rule only for what is left",
+        sql: include_str!("../migrations/0008_complete_heads_first.sql"),
+    },
 ];
 
 /// The newest schema version this crate migrates to.

@@ -375,7 +375,8 @@ impl Sql {
                  FROM cur LEFT JOIN upd ON upd.id = cur.id"
             ),
             // machine::complete, fenced on (id, attempt, lease), in one round trip: the
-            // function (migrations 0006, 0007) finishes the rows in stream order, then
+            // function (migrations 0006 to 0008) finishes heads, then the rows behind
+            // them in stream order, then
             // promotes the next item of each stream whose head it finished
             // (`tenure_promote`, statements of its own).
             // $1 now, $2 ids, $3 attempts, $4 keep done rows, $5 lease ids.
