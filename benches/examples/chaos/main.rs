@@ -138,6 +138,15 @@ fn options(args: &[String]) -> Result<Options, BoxError> {
     Ok(o)
 }
 
+/// How a scenario names its Redis durability setting.
+fn wait_setting(wait: u32) -> &'static str {
+    if wait > 0 {
+        "wait_replicas(1, 1 s)"
+    } else {
+        "no WAIT"
+    }
+}
+
 fn scenarios(o: &Options) -> Vec<Scenario> {
     let mut out = Vec::new();
     let base = |name: String, store: &'static str| Scenario {
@@ -185,11 +194,7 @@ fn scenarios(o: &Options) -> Vec<Scenario> {
             }
         } else {
             for wait in [0, 1] {
-                let setting = if wait > 0 {
-                    "wait_replicas(1, 1 s)"
-                } else {
-                    "no WAIT"
-                };
+                let setting = wait_setting(wait);
                 out.push(Scenario {
                     server_faults: o.failovers,
                     wait_replicas: wait,
@@ -204,11 +209,7 @@ fn scenarios(o: &Options) -> Vec<Scenario> {
             }
             // What WAIT costs, without faults, as fast as the fleet drains.
             for wait in [0, 1] {
-                let setting = if wait > 0 {
-                    "wait_replicas(1, 1 s)"
-                } else {
-                    "no WAIT"
-                };
+                let setting = wait_setting(wait);
                 out.push(Scenario {
                     items: (o.items / 2).max(1),
                     kills: 0,
