@@ -47,8 +47,6 @@ pub(crate) struct Snapshot {
     pub(crate) leader: LeaderView,
     pub(crate) as_of: Timestamp,
     read_at: Instant,
-    /// How long it is reused: the TTL, or longer when the read was slow.
-    reuse_for: Duration,
 }
 
 impl Snapshot {
@@ -74,7 +72,8 @@ type Pages<T> = Mutex<HashMap<String, (Instant, Duration, T)>>;
 /// read of each at a time while the others wait for it.
 pub(crate) struct CountsCache {
     ttl: Duration,
-    slot: Mutex<Option<Arc<Snapshot>>>,
+    /// The overview's snapshot, under the one key `""`.
+    snapshot: Pages<Arc<Snapshot>>,
     items: Pages<ItemPage>,
     leases: Pages<LeasePage>,
 }
@@ -83,7 +82,7 @@ impl CountsCache {
     pub(crate) fn new(ttl: Duration) -> Self {
         CountsCache {
             ttl,
-            slot: Mutex::new(None),
+            snapshot: Mutex::default(),
             items: Mutex::default(),
             leases: Mutex::default(),
         }
@@ -117,24 +116,14 @@ impl CountsCache {
         leader: &str,
         now: Timestamp,
     ) -> tenure_core::Result<Arc<Snapshot>> {
-        let mut slot = self.slot.lock().await;
-        if let Some(snap) = slot.as_ref() {
-            if snap.read_at.elapsed() < snap.reuse_for {
-                return Ok(snap.clone());
-            }
-        }
-        let started = Instant::now();
-        let mut snap = read(store, leader, now).await?;
-        snap.reuse_for = reuse_for(self.ttl, started.elapsed());
-        let snap = Arc::new(snap);
-        *slot = Some(snap.clone());
-        Ok(snap)
+        let read = async { read(store, leader, now).await.map(Arc::new) };
+        shared(&self.snapshot, self.ttl, String::new(), read).await
     }
 
     /// Forgets the snapshot and the pages, so the next request reads the store (after
     /// an action).
     pub(crate) async fn invalidate(&self) {
-        *self.slot.lock().await = None;
+        self.snapshot.lock().await.clear();
         self.items.lock().await.clear();
         self.leases.lock().await.clear();
     }
@@ -184,7 +173,6 @@ async fn read(store: &dyn Store, leader: &str, now: Timestamp) -> tenure_core::R
         leader,
         as_of: now,
         read_at: Instant::now(),
-        reuse_for: Duration::ZERO,
     })
 }
 
