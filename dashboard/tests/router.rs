@@ -806,3 +806,35 @@ mod memory_only {
         assert!(clock.now() > lease.expires_at);
     }
 }
+
+/// Tabs polling one listing share one read while it is fresh; an action made through
+/// the dashboard clears it, so its effect shows at once.
+#[tokio::test]
+async fn a_listing_page_is_shared_while_fresh_and_read_again_after_an_action() {
+    let f = Fixture::memory();
+    let store = &f.store;
+    let ids = ready(store, "emails", 2).await;
+    let app = router(
+        store.clone(),
+        DashboardConfig::new().counts_ttl(Duration::from_secs(3600)),
+    );
+    let page = "/queues/emails?state=ready&format=json";
+    let listed = |r: Reply| -> Vec<String> {
+        r.json()["items"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|i| i["id"].as_str().unwrap().to_owned())
+            .collect()
+    };
+    let all = |v: &[tenure::ItemId]| v.iter().map(ToString::to_string).collect::<Vec<_>>();
+    assert_eq!(listed(get(&app, page).await), all(&ids));
+    // Written behind the dashboard's back: the shared page does not show it yet.
+    let later = ready(store, "emails", 1).await;
+    assert_eq!(listed(get(&app, page).await), all(&ids));
+    // An action through the dashboard: the page is read again.
+    let r = post(&app, "/items/cancel", &format!("id={}", ids[0])).await;
+    assert_eq!(r.status, StatusCode::OK, "{}", r.body);
+    assert_eq!(listed(get(&app, page).await), all(&[ids[1], later[0]]));
+    f.remove().await;
+}
