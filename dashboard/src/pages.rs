@@ -272,6 +272,7 @@ impl View<'_> {
             @if let Some(next) = &page.next {
                 p.paging { a #next href=(format!("{here}?state={}&order={order_name}&after={}", state.as_str(), query_value(next.as_str()))) { "Next page →" } }
             }
+            p.meta { "Listed as of " (iso(page.as_of)) "; every viewer shares one read of this page for a few seconds (longer when it is slow to read), and an action here reads it again." }
             @if state == ListState::Dead && (self.can(Action::Requeue) || self.can(Action::Discard)) {
                 h2 { "By filter" }
                 form.filter method="get" action=(format!("{here}/dead")) {
