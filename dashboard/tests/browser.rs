@@ -128,31 +128,34 @@ async fn shot(c: &Client, name: &str) {
 }
 
 /// The text of `css`, once the element is there (a page still loading has not
-/// drawn it yet).
+/// drawn it yet; a page being replaced may drop it between find and read).
 async fn text(c: &Client, css: &str) -> String {
-    c.wait()
-        .for_element(Locator::Css(css))
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap()
+    poll_text(c, css, "any text", |_| true).await
 }
 
 /// Waits (up to 10 s) until the text of `css` is `want`.
 async fn until_text(c: &Client, css: &str, want: &str) {
+    poll_text(c, css, want, |got| got == want).await;
+}
+
+/// Reads `css` until its trimmed text satisfies `ok` (up to 10 s) and returns
+/// it. An element that is missing or goes stale mid-read is read again: after
+/// a click the old page stays up until the new one replaces it.
+async fn poll_text(c: &Client, css: &str, wanted: &str, ok: impl Fn(&str) -> bool) -> String {
     let deadline = Instant::now() + Duration::from_secs(10);
     loop {
         let got = match c.find(Locator::Css(css)).await {
-            Ok(e) => e.text().await.unwrap_or_default(),
-            Err(_) => String::new(),
+            Ok(e) => e.text().await.ok(),
+            Err(_) => None,
         };
-        if got.trim() == want {
-            return;
+        if let Some(got) = &got {
+            if ok(got.trim()) {
+                return got.trim().to_string();
+            }
         }
         assert!(
             Instant::now() < deadline,
-            "{css}: wanted {want:?}, still {got:?}"
+            "{css}: wanted {wanted:?}, still {got:?}"
         );
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
@@ -273,6 +276,14 @@ async fn an_operator_pauses_a_queue_and_requeues_a_dead_item_in_chromium() {
         .unwrap();
     ready(&store, "thumbnails", 5).await;
     until_text(&c, "tr[data-queue='thumbnails'] td.ready", "7").await;
+    // Off again (the choice is remembered), so no reload swaps an element the
+    // steps below are about to read or click.
+    c.find(Locator::Css("#refresh"))
+        .await
+        .unwrap()
+        .select_by_value("0")
+        .await
+        .unwrap();
 
     // The other pages, for the record.
     c.goto(&format!("{base}/queues/emails?state=ready&order=newest"))
@@ -312,14 +323,12 @@ async fn an_operator_pauses_a_queue_and_requeues_a_dead_item_in_chromium() {
         .click()
         .await
         .unwrap();
-    c.wait()
-        .for_element(Locator::Css("p.message"))
-        .await
-        .unwrap();
-    assert!(
-        text(&c, "h1").await.starts_with("400"),
-        "unconfirmed discard refused"
-    );
+    // The refusal replaces the preview page; wait for it rather than for an
+    // element both pages have.
+    poll_text(&c, "h1", "400 (unconfirmed discard refused)", |h| {
+        h.starts_with("400")
+    })
+    .await;
     shot(&c, "9-discard-refused").await;
     assert_eq!(store.queue_counts(&q("emails")).await.unwrap().dead, 1);
 
