@@ -16,7 +16,7 @@ use crate::error::STORE;
 
 use super::recovery::recover_where;
 use super::{
-    blob_id, claim_chunk, claim_many_sql, is_paused, read_item, read_item_of, Cx, OpResult,
+    blob_id, claim_chunk, claim_many_sql, is_paused, read_item, read_ready, Cx, OpResult,
     SQL_CLAIM_ONE, SQL_LEVEL_SCAN, SQL_LEVEL_SCAN_PARTITIONED, SQL_NEXT_LEVEL, SQL_PIN, SQL_RANK,
     SQL_RUN_BEHIND, SQL_SCOPE_RUNNING, SQL_STREAM_BUSY,
 };
@@ -247,7 +247,7 @@ impl<'q> QueueCursor<'q> {
             };
             let mut got = 0usize;
             while let Some(row) = rows.next()? {
-                let (seq, item) = read_item_of(row, Some(self.queue))?;
+                let (seq, item) = read_ready(row, self.queue)?;
                 self.after = (item.run_at.as_micros(), seq);
                 self.buf.push_back(Candidate { seq, item });
                 got += 1;
@@ -408,7 +408,7 @@ pub(crate) fn claim(cx: &Cx<'_>, params: &ClaimParams) -> OpResult<Vec<Lease>> {
             conn.prepare_cached(SQL_CLAIM_ONE)?
                 .execute(params![chunk[0], owner, expires, at, lease])?
         } else {
-            let mut update = conn.prepare_cached(&claim_many_sql(chunk.len()))?;
+            let mut update = conn.prepare_cached(claim_many_sql(chunk.len()))?;
             update.raw_bind_parameter(1, owner)?;
             update.raw_bind_parameter(2, expires)?;
             update.raw_bind_parameter(3, at)?;

@@ -108,7 +108,7 @@ fn a_claim_write_failing_part_way_is_undone_whole_with_its_call() {
     conn.execute_batch("BEGIN IMMEDIATE; SAVEPOINT tenure_call")
         .unwrap();
     let sql = claim_many_sql(2);
-    let failed = conn.execute(&sql, params!["w", 10, 1, 7, 1, 2]);
+    let failed = conn.execute(sql, params!["w", 10, 1, 7, 1, 2]);
     let e = failed.unwrap_err();
     assert_eq!(
         crate::error::code(&e),
@@ -192,7 +192,7 @@ fn a_million_row_queue_keeps_every_hot_statement_on_its_index() {
             "USING INDEX sqlite_autoindex_tenure_items_1 (id=?)",
         ),
         (SQL_CLAIM_ONE, "USING INTEGER PRIMARY KEY (rowid=?)"),
-        (many.as_str(), "USING INTEGER PRIMARY KEY (rowid=?)"),
+        (many, "USING INTEGER PRIMARY KEY (rowid=?)"),
         (SQL_COMPLETE_DELETE, "USING INTEGER PRIMARY KEY (rowid=?)"),
         (SQL_COMPLETE_KEEP, "USING INTEGER PRIMARY KEY (rowid=?)"),
     ] {
