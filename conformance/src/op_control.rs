@@ -7,8 +7,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use tenure_core::{
-    CancelOutcome, CancelParams, DeadFilter, DiscardParams, EnqueueParams, ErrorKind, ItemId,
-    ItemState, ListState, PauseParams, RenewOutcome, RequeueParams, Store, StoreExt, TokenOutcome,
+    CancelOutcome, CancelParams, DeadFilter, DiscardParams, EnqueueParams, ErrorKind, FailOutcome,
+    ItemId, ItemState, ListState, PauseParams, QueueName, RecoverParams, RenewOutcome,
+    RequeueParams, Store, StoreExt, TokenOutcome,
 };
 
 use crate::case::{CaseResult, Env, Failure};
@@ -17,7 +18,7 @@ use crate::check::{
 };
 use crate::fixtures::{
     claim, claim_none, claim_one, complete, dedup, enqueue, enqueue_n, item, kill_next, owner,
-    queue, race, release, renew, scope, stream, LEASE, RACERS,
+    queue, race, release, renew, scope, stream, LEASE, RACERS, TICK,
 };
 use crate::harness::Harness;
 use crate::op_inspection::listed;
@@ -35,6 +36,10 @@ pub(crate) fn cases<H: Harness>() -> Vec<crate::case::Case<H>> {
         bad_cancel_and_filter_input_is_refused_and_writes_nothing,
         a_cancel_racing_claims_never_leaves_an_item_both_cancelled_and_leased,
         a_bounded_dead_filter_takes_the_earliest_dead_first,
+        a_filtered_requeue_grants_attempts_and_resets_stalls_as_a_requeue_by_id_does,
+        a_dead_head_discarded_or_requeued_by_filter_lets_its_stream_move_on,
+        a_dead_filter_takes_an_item_dead_for_exactly_older_than,
+        cancelling_an_item_behind_its_stream_head_leaves_the_rest_of_the_stream_in_order,
     ]
 }
 
@@ -787,5 +792,296 @@ async fn a_bounded_dead_filter_takes_the_earliest_dead_first<H: Harness>(
         "a filtered discard of every dead item",
     )?;
     expect_absent(env.store(), a, "a discard of every dead item").await?;
+    pass()
+}
+
+/// Requeues the dead items of `queue` by filter, granting `additional` attempts each.
+async fn requeue_matching<S: Store + ?Sized>(
+    store: &S,
+    filter: DeadFilter,
+    additional: u32,
+) -> Result<u64, Failure> {
+    store
+        .dead_requeue(RequeueParams::matching(filter).additional_attempts(additional))
+        .await
+        .or_fail("dead_requeue")
+}
+
+async fn a_filtered_requeue_grants_attempts_and_resets_stalls_as_a_requeue_by_id_does<
+    H: Harness,
+>(
+    env: Env<'_, H>,
+) -> CaseResult {
+    let (spent_q, stalled_q) = (queue("control-spent")?, queue("control-stalled")?);
+    let w = owner("w1")?;
+    // One item dies out of attempts (1 of 1), another out of stalls (2 of 2).
+    let spent = enqueue(env.store(), vec![item(&spent_q).max_attempts(1)]).await?[0];
+    let lease = claim_one(env.store(), &spent_q, &w, "the claim of attempt 1 of 1").await?;
+    ensure_eq(
+        crate::fixtures::fail(
+            env.store(),
+            crate::fixtures::retry(lease.token, Duration::ZERO, "boom"),
+        )
+        .await?,
+        FailOutcome::Dead,
+        "attempt 1 of 1 failing",
+    )?;
+    let stalled = enqueue(env.store(), vec![item(&stalled_q).max_stalls(2)]).await?[0];
+    for n in 1..=2 {
+        claim_one(
+            env.store(),
+            &stalled_q,
+            &w,
+            "the claim of an attempt to stall",
+        )
+        .await?;
+        env.advance(LEASE);
+        let r = env
+            .store()
+            .recover_expired(RecoverParams::new(10))
+            .await
+            .or_fail("recover_expired")?;
+        ensure_eq(
+            r.requeued + r.dead,
+            1,
+            &format!("leases recovered (stall {n})"),
+        )?;
+    }
+    let it = expect_state(env.store(), stalled, ItemState::Dead, "two stalls of two").await?;
+    ensure_eq(it.stalls, 2, "the stalled item's stalls")?;
+    env.advance(Duration::from_secs(60));
+    for (q, id, attempt) in [(&spent_q, spent, 1), (&stalled_q, stalled, 2)] {
+        ensure_eq(
+            requeue_matching(env.store(), DeadFilter::new(q.clone()), 3).await?,
+            1,
+            &format!("a filtered requeue of {q} granting 3 attempts"),
+        )?;
+        let it = expect_state(env.store(), id, ItemState::Ready, "a filtered requeue").await?;
+        ensure_eq(
+            (it.attempt, it.stalls, it.run_at),
+            (attempt, 0, env.now()),
+            &format!(
+                "{q}'s item's attempt (kept), stalls (0) and run_at (now) after a filtered requeue"
+            ),
+        )?;
+        ensure(
+            it.max_attempts >= attempt + 3,
+            format!("{q}'s item's max_attempts at least attempt + 3 after a filtered requeue granting 3"),
+            it.max_attempts,
+        )?;
+    }
+    // The granted attempts are real: two more failures retry, the third is the last.
+    for (attempt, expected) in [
+        (2, FailOutcome::Retrying { run_at: env.now() }),
+        (3, FailOutcome::Retrying { run_at: env.now() }),
+        (4, FailOutcome::Dead),
+    ] {
+        let lease = claim_one(env.store(), &spent_q, &w, "the claim of a granted attempt").await?;
+        ensure_eq(
+            lease.token.item_attempt(),
+            (spent, attempt),
+            "the claimed token",
+        )?;
+        ensure_eq(
+            crate::fixtures::fail(
+                env.store(),
+                crate::fixtures::retry(lease.token, Duration::ZERO, "again"),
+            )
+            .await?,
+            expected,
+            "a failure after a filtered requeue granting 3",
+        )?;
+    }
+    // The stalls start again from 0: one more stall puts the item back, not dead.
+    claim_one(
+        env.store(),
+        &stalled_q,
+        &w,
+        "the claim after the filtered requeue",
+    )
+    .await?;
+    env.advance(LEASE);
+    env.store()
+        .recover_expired(RecoverParams::new(10))
+        .await
+        .or_fail("recover_expired")?;
+    let it = expect_state(
+        env.store(),
+        stalled,
+        ItemState::Ready,
+        "its first stall after a filtered requeue (1 of 2)",
+    )
+    .await?;
+    ensure_eq(it.stalls, 1, "stalls after one stall since the requeue")?;
+    pass()
+}
+
+/// What a claim of up to ten items of `queue` takes.
+async fn claim_ten<S: Store + ?Sized>(
+    store: &S,
+    queue: &QueueName,
+) -> Result<Vec<tenure_core::Lease>, Failure> {
+    claim(store, queue, &owner("w2")?, 10).await
+}
+
+async fn a_dead_head_discarded_or_requeued_by_filter_lets_its_stream_move_on<H: Harness>(
+    env: Env<'_, H>,
+) -> CaseResult {
+    let (discarded, requeued) = (queue("control-discard")?, queue("control-requeue")?);
+    let w = owner("w1")?;
+    let ids_of = |leases: &[tenure_core::Lease]| -> Vec<ItemId> {
+        leases.iter().map(|l| l.token.id).collect()
+    };
+    // A stream whose dead head is discarded by filter: the next item is the head.
+    let s = stream("s")?;
+    let d = enqueue(
+        env.store(),
+        vec![
+            item(&discarded).stream(s.clone()),
+            item(&discarded).stream(s),
+        ],
+    )
+    .await?;
+    kill_next(env.store(), &discarded, &w).await?;
+    claim_none(env.store(), &discarded, &w, "the stream's head is dead").await?;
+    let n = env
+        .store()
+        .dead_discard(DiscardParams::matching(DeadFilter::new(discarded.clone())))
+        .await
+        .or_fail("dead_discard")?;
+    ensure_eq(n, 1, "items discarded by filter")?;
+    expect_absent(env.store(), d[0], "its discard by filter").await?;
+    let got = claim_ten(env.store(), &discarded).await?;
+    ensure_eq(
+        ids_of(&got),
+        vec![d[1]],
+        "what a claim takes once the stream's dead head was discarded by filter",
+    )?;
+    // A stream whose dead head is requeued by filter: it runs again, still first.
+    let t = stream("t")?;
+    let r = enqueue(
+        env.store(),
+        vec![item(&requeued).stream(t.clone()), item(&requeued).stream(t)],
+    )
+    .await?;
+    kill_next(env.store(), &requeued, &w).await?;
+    ensure_eq(
+        requeue_matching(env.store(), DeadFilter::new(requeued.clone()), 1).await?,
+        1,
+        "items requeued by filter",
+    )?;
+    let got = claim_ten(env.store(), &requeued).await?;
+    ensure_eq(
+        got.iter()
+            .map(|l| l.token.item_attempt())
+            .collect::<Vec<_>>(),
+        vec![(r[0], 2)],
+        "what a claim takes once the stream's dead head was requeued by filter (the head \
+         alone, at its next attempt)",
+    )?;
+    ensure_eq(
+        complete(env.store(), got[0].token).await?,
+        TokenOutcome::Accepted,
+        "the requeued head's complete",
+    )?;
+    let got = claim_ten(env.store(), &requeued).await?;
+    ensure_eq(
+        ids_of(&got),
+        vec![r[1]],
+        "what a claim takes once the requeued head finished",
+    )?;
+    pass()
+}
+
+async fn a_dead_filter_takes_an_item_dead_for_exactly_older_than<H: Harness>(
+    env: Env<'_, H>,
+) -> CaseResult {
+    let q = queue("control")?;
+    let age = Duration::from_secs(30);
+    let id = make_dead(env.store(), &q, 1).await?[0];
+    let filter = DeadFilter::new(q.clone()).older_than(age);
+    env.advance(age - TICK);
+    ensure_eq(
+        requeue_matching(env.store(), filter.clone(), 1).await?,
+        0,
+        "a requeue of items dead for 30 s, one tick before the item has been",
+    )?;
+    ensure_eq(
+        env.store()
+            .dead_discard(DiscardParams::matching(filter.clone()))
+            .await
+            .or_fail("dead_discard")?,
+        0,
+        "a discard of items dead for 30 s, one tick before the item has been",
+    )?;
+    env.advance(TICK);
+    ensure_eq(
+        requeue_matching(env.store(), filter.clone(), 1).await?,
+        1,
+        "a requeue of items dead for 30 s, when the item has been dead exactly 30 s",
+    )?;
+    expect_state(env.store(), id, ItemState::Ready, "its requeue").await?;
+    kill_next(env.store(), &q, &owner("killer")?).await?;
+    env.advance(age);
+    ensure_eq(
+        env.store()
+            .dead_discard(DiscardParams::matching(filter))
+            .await
+            .or_fail("dead_discard")?,
+        1,
+        "a discard of items dead for 30 s, when the item has been dead exactly 30 s",
+    )?;
+    expect_absent(env.store(), id, "its discard").await?;
+    pass()
+}
+
+async fn cancelling_an_item_behind_its_stream_head_leaves_the_rest_of_the_stream_in_order<
+    H: Harness,
+>(
+    env: Env<'_, H>,
+) -> CaseResult {
+    let q = queue("control")?;
+    let s = stream("s")?;
+    let ids = enqueue(
+        env.store(),
+        vec![
+            item(&q).stream(s.clone()),
+            item(&q).stream(s.clone()),
+            item(&q).stream(s.clone()),
+            item(&q).stream(s),
+        ],
+    )
+    .await?;
+    // The second item is cancelled while the head waits, the third while the head runs.
+    ensure_eq(
+        cancel(env.store(), vec![ids[1]]).await?,
+        vec![CancelOutcome::Cancelled],
+        "cancelling the item behind a waiting head",
+    )?;
+    let w = owner("w1")?;
+    let head = claim(env.store(), &q, &w, 10).await?;
+    ensure_eq(
+        head.iter().map(|l| l.token.id).collect::<Vec<_>>(),
+        vec![ids[0]],
+        "what a claim takes: the stream's head alone",
+    )?;
+    ensure_eq(
+        cancel(env.store(), vec![ids[2]]).await?,
+        vec![CancelOutcome::Cancelled],
+        "cancelling an item behind a running head",
+    )?;
+    expect_absent(env.store(), ids[1], "its cancel").await?;
+    expect_absent(env.store(), ids[2], "its cancel").await?;
+    ensure_eq(
+        complete(env.store(), head[0].token).await?,
+        TokenOutcome::Accepted,
+        "the head's complete",
+    )?;
+    let next = claim(env.store(), &q, &w, 10).await?;
+    ensure_eq(
+        next.iter().map(|l| l.token.id).collect::<Vec<_>>(),
+        vec![ids[3]],
+        "what a claim takes once the head finished: the last item, past both cancelled",
+    )?;
     pass()
 }
