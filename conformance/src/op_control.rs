@@ -40,6 +40,8 @@ pub(crate) fn cases<H: Harness>() -> Vec<crate::case::Case<H>> {
         a_dead_head_discarded_or_requeued_by_filter_lets_its_stream_move_on,
         a_dead_filter_takes_an_item_dead_for_exactly_older_than,
         cancelling_an_item_behind_its_stream_head_leaves_the_rest_of_the_stream_in_order,
+        cancel_leaves_a_kept_finished_item_alone_answering_done,
+        a_paused_queues_expired_lease_is_recovered_and_its_failure_accepted_as_usual,
     ]
 }
 
@@ -851,6 +853,8 @@ async fn a_filtered_requeue_grants_attempts_and_resets_stalls_as_a_requeue_by_id
     ensure_eq(it.stalls, 2, "the stalled item's stalls")?;
     env.advance(Duration::from_secs(60));
     for (q, id, attempt) in [(&spent_q, spent, 1), (&stalled_q, stalled, 2)] {
+        let error = get(env.store(), id).await?.last_error;
+        ensure(error.is_some(), "a dead item's last error", &error)?;
         ensure_eq(
             requeue_matching(env.store(), DeadFilter::new(q.clone()), 3).await?,
             1,
@@ -858,10 +862,10 @@ async fn a_filtered_requeue_grants_attempts_and_resets_stalls_as_a_requeue_by_id
         )?;
         let it = expect_state(env.store(), id, ItemState::Ready, "a filtered requeue").await?;
         ensure_eq(
-            (it.attempt, it.stalls, it.run_at),
-            (attempt, 0, env.now()),
+            (it.attempt, it.stalls, it.run_at, it.last_error),
+            (attempt, 0, env.now(), error),
             &format!(
-                "{q}'s item's attempt (kept), stalls (0) and run_at (now) after a filtered requeue"
+                "{q}'s item's attempt (kept), stalls (0), run_at (now) and last error (kept) after a filtered requeue"
             ),
         )?;
         ensure(
@@ -1083,5 +1087,115 @@ async fn cancelling_an_item_behind_its_stream_head_leaves_the_rest_of_the_stream
         vec![ids[3]],
         "what a claim takes once the head finished: the last item, past both cancelled",
     )?;
+    pass()
+}
+
+async fn cancel_leaves_a_kept_finished_item_alone_answering_done<H: Harness>(
+    env: Env<'_, H>,
+) -> CaseResult {
+    let q = queue("control")?;
+    let w = owner("w1")?;
+    let id = enqueue_n(env.store(), &q, 1).await?[0];
+    let lease = claim_one(env.store(), &q, &w, "the claim of the item to finish").await?;
+    ensure_eq(
+        complete(env.store(), lease.token).await?,
+        TokenOutcome::Accepted,
+        "the complete",
+    )?;
+    let Some(before) = env.store().item_get(id).await.or_fail("item_get")? else {
+        // Deleted when it finished: nothing left to cancel.
+        ensure_eq(
+            cancel(env.store(), vec![id]).await?,
+            vec![CancelOutcome::NotFound],
+            "a cancel of an item deleted when it finished",
+        )?;
+        return pass();
+    };
+    ensure_eq(
+        cancel(env.store(), vec![id]).await?,
+        vec![CancelOutcome::Done],
+        "a cancel of a finished item kept as done",
+    )?;
+    ensure_eq(
+        get(env.store(), id).await?,
+        before,
+        "the kept finished item after the cancel",
+    )?;
+    pass()
+}
+
+async fn a_paused_queues_expired_lease_is_recovered_and_its_failure_accepted_as_usual<
+    H: Harness,
+>(
+    env: Env<'_, H>,
+) -> CaseResult {
+    let q = queue("control")?;
+    let w = owner("w1")?;
+    enqueue_n(env.store(), &q, 2).await?;
+    let held = claim(env.store(), &q, &w, 2).await?;
+    ensure_eq(held.len(), 2, "the claim of both")?;
+    ensure_eq(
+        env.store()
+            .queue_pause(PauseParams::new(q.clone()))
+            .await
+            .or_fail("queue_pause")?,
+        true,
+        "the pause",
+    )?;
+    // A failure of one held lease is taken as usual while the queue is paused.
+    ensure_eq(
+        crate::fixtures::fail(
+            env.store(),
+            crate::fixtures::retry(held[1].token, Duration::ZERO, "soft"),
+        )
+        .await?,
+        FailOutcome::Retrying { run_at: env.now() },
+        "a retryable failure of a held lease of a paused queue",
+    )?;
+    // The other expires and recovery takes it back as usual: a stall, ready again.
+    env.advance(LEASE);
+    let r = env
+        .store()
+        .recover_expired(RecoverParams::new(10))
+        .await
+        .or_fail("recover_expired")?;
+    ensure_eq(
+        (r.requeued, r.dead),
+        (1, 0),
+        "the expired leases of a paused queue recovered",
+    )?;
+    let it = expect_state(
+        env.store(),
+        held[0].token.id,
+        ItemState::Ready,
+        "the recovery of its expired lease in a paused queue",
+    )
+    .await?;
+    ensure_eq(it.stalls, 1, "the recovered item's stalls")?;
+    ensure_eq(
+        complete(env.store(), held[0].token).await?,
+        TokenOutcome::LeaseLost,
+        "a late complete of the recovered lease",
+    )?;
+    let c = env.store().queue_counts(&q).await.or_fail("queue_counts")?;
+    ensure_eq(
+        (c.ready, c.running, c.paused),
+        (2, 0, true),
+        "the paused queue's counts after the failure and the recovery",
+    )?;
+    claim_none(env.store(), &q, &w, "the queue is still paused").await?;
+    env.store()
+        .queue_resume(PauseParams::new(q.clone()))
+        .await
+        .or_fail("queue_resume")?;
+    let mut got: Vec<ItemId> = claim(env.store(), &q, &w, 10)
+        .await?
+        .iter()
+        .map(|l| l.token.id)
+        .collect();
+    got.sort();
+    let mut want = vec![held[0].token.id, held[1].token.id];
+    want.sort();
+    ensure_eq(got, want, "what a claim takes after resume")?;
     pass()
 }

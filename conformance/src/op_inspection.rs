@@ -33,6 +33,7 @@ pub(crate) fn cases<H: Harness>() -> Vec<crate::case::Case<H>> {
         queue_list_names_a_queue_whose_only_items_are_scheduled_running_or_kept_done,
         lease_pages_show_leases_of_one_expiry_each_once,
         a_delayed_item_is_listed_ready_from_the_instant_it_is_due,
+        queue_counts_count_kept_finished_items_as_done,
     ]
 }
 
@@ -887,6 +888,38 @@ async fn a_delayed_item_is_listed_ready_from_the_instant_it_is_due<H: Harness>(
         (c.ready, c.scheduled),
         (1, 0),
         "the ready and scheduled counts at the instant the item is due",
+    )?;
+    pass()
+}
+
+async fn queue_counts_count_kept_finished_items_as_done<H: Harness>(env: Env<'_, H>) -> CaseResult {
+    let q = queue("inspect")?;
+    let w = owner("w1")?;
+    let ids = enqueue_n(env.store(), &q, 3).await?;
+    for lease in claim_for(env.store(), &q, &w, 2, LEASE).await? {
+        crate::fixtures::complete(env.store(), lease.token).await?;
+    }
+    let mut kept = 0;
+    for &id in &ids[..2] {
+        match env.store().item_get(id).await.or_fail("item_get")? {
+            None => {}
+            Some(it) if it.state == tenure_core::ItemState::Done => kept += 1,
+            Some(it) => {
+                return Err(Failure::new(
+                    format!("item {id} to be done or deleted after its complete"),
+                    format!("{}", it.state),
+                ))
+            }
+        }
+    }
+    let c = env.store().queue_counts(&q).await.or_fail("queue_counts")?;
+    ensure_eq(
+        (c.ready, c.running, c.dead, c.done),
+        (1, 0, 0, kept),
+        &format!(
+            "the counts once two of three finished ({kept} of them kept as done, which \
+             `done` counts)"
+        ),
     )?;
     pass()
 }

@@ -241,6 +241,17 @@ enum Flaw {
     DiscardForgetsDedupKeys,
     /// Purges every kept finished item, whatever its age (on a store keeping them).
     PurgeIgnoresKeepDoneFor,
+    /// Deregisters only registered instances: an owner that is not registered keeps
+    /// its leases, as a store returning early when the instance is unknown would.
+    DeregisterSkipsUnregisteredOwners,
+    /// Counts no finished items, though it keeps them as `done`.
+    CountsNoFinishedItems,
+    /// Cancels a kept finished item like a ready one (deleting it, answering
+    /// `Cancelled`), as a cancel of every item that is neither running nor dead would.
+    CancelDeletesKeptFinishedItems,
+    /// Passes over the expired leases of paused queues in recovery, as a recovery
+    /// going through the claim path's queue filter would.
+    RecoveryPassesOverPausedQueues,
 }
 
 /// What the wrapper hid from the inner store, to show it again on reads.
@@ -271,6 +282,10 @@ struct Hidden {
     key_generation: HashMap<(QueueName, String), u32>,
     /// Items enqueued with a delay and not claimed since.
     delayed: HashSet<ItemId>,
+    /// Items shown as deleted though the inner store keeps them.
+    gone: HashSet<ItemId>,
+    /// Items shown as they were before an operation the inner store applied.
+    frozen: HashMap<ItemId, Item>,
     /// The last holder told Leader, per lease name.
     leaders: HashMap<LeaderName, LeaderInfo>,
 }
@@ -442,6 +457,17 @@ impl Flawed {
             }
         }
         Ok(())
+    }
+
+    /// The queues the inner store has paused.
+    async fn paused_queues(&self) -> Result<Vec<QueueName>> {
+        let mut out = Vec::new();
+        for q in self.inner.queue_list().await? {
+            if self.inner.queue_counts(&q).await?.paused {
+                out.push(q);
+            }
+        }
+        Ok(out)
     }
 
     /// With [`Flaw::DeadFilterAgeIsStrict`], a filter's age one tick longer.
@@ -881,8 +907,28 @@ impl Store for Flawed {
         if self.flaw == Flaw::IgnoresRecoverLimit {
             params.limit = 1_000;
         }
+        let mut passed_over = Vec::new();
+        if self.flaw == Flaw::RecoveryPassesOverPausedQueues {
+            let now = self.clock.now();
+            for q in self.paused_queues().await? {
+                let running = self
+                    .inner
+                    .item_list(ItemListParams::new(q, ListState::Running).limit(MAX_PAGE))
+                    .await?;
+                passed_over.extend(
+                    running
+                        .items
+                        .into_iter()
+                        .filter(|i| i.lease_expires_at.is_some_and(|t| t <= now)),
+                );
+            }
+        }
         let mut recovered = self.inner.recover_expired(params).await?;
         recovered.requeued += self.stall_put_back_tails().await?;
+        for it in passed_over {
+            recovered.requeued = recovered.requeued.saturating_sub(1);
+            self.hidden().frozen.insert(it.id, it);
+        }
         Ok(recovered)
     }
 
@@ -944,6 +990,12 @@ impl Store for Flawed {
         if let Some(l) = self.hidden().kept.get(&id) {
             return Ok(Some(l.item.clone()));
         }
+        if let Some(it) = self.hidden().frozen.get(&id) {
+            return Ok(Some(it.clone()));
+        }
+        if self.hidden().gone.contains(&id) {
+            return Ok(None);
+        }
         let mut item = self.inner.item_get(id).await?;
         if let Some(item) = &mut item {
             self.restore(item);
@@ -956,6 +1008,11 @@ impl Store for Flawed {
         if self.flaw == Flaw::PausesOnlyItsOwnHandle {
             let paused = self.hidden().local_pauses.contains(queue);
             return Ok(c.with_paused(paused));
+        }
+        if self.flaw == Flaw::CountsNoFinishedItems {
+            let mut c = c;
+            c.done = 0;
+            return Ok(c);
         }
         if self.flaw == Flaw::CountsWithoutPauseOrAge {
             return Ok(c.with_paused(false).with_oldest_ready_age(None));
@@ -994,6 +1051,16 @@ impl Store for Flawed {
     }
 
     async fn instance_deregister(&self, params: DeregisterParams) -> Result<Evicted> {
+        if self.flaw == Flaw::DeregisterSkipsUnregisteredOwners
+            && !self
+                .inner
+                .instance_list()
+                .await?
+                .iter()
+                .any(|i| i.id == params.instance)
+        {
+            return Ok(Evicted::default());
+        }
         self.inner.instance_deregister(params).await
     }
 
@@ -1207,6 +1274,27 @@ impl Store for Flawed {
             }
             return Ok(out);
         }
+        if self.flaw == Flaw::CancelDeletesKeptFinishedItems {
+            params.validate(&self.limits())?;
+            let mut out = Vec::new();
+            for &id in &params.ids {
+                let done = self
+                    .inner
+                    .item_get(id)
+                    .await?
+                    .is_some_and(|i| i.state == ItemState::Done);
+                if done && self.hidden().gone.insert(id) {
+                    out.push(CancelOutcome::Cancelled);
+                    continue;
+                }
+                if self.hidden().gone.contains(&id) {
+                    out.push(CancelOutcome::NotFound);
+                    continue;
+                }
+                out.extend(self.inner.item_cancel(CancelParams::new(vec![id])).await?);
+            }
+            return Ok(out);
+        }
         if self.flaw == Flaw::CancelLeavesAHoleInItsStream {
             // Which of the ids are ready items behind an unfinished earlier item of
             // their stream.
@@ -1274,8 +1362,12 @@ impl Harness for FlawedHarness {
 
     async fn open(&self, clock: ManualClock) -> Result<Flawed> {
         Ok(Flawed {
-            inner: MemoryStore::new(clock.clone())
-                .keep_done(self.0 == Flaw::PurgeIgnoresKeepDoneFor),
+            inner: MemoryStore::new(clock.clone()).keep_done(matches!(
+                self.0,
+                Flaw::PurgeIgnoresKeepDoneFor
+                    | Flaw::CountsNoFinishedItems
+                    | Flaw::CancelDeletesKeptFinishedItems
+            )),
             clock,
             flaw: self.0,
             hidden: Arc::default(),
@@ -2095,6 +2187,46 @@ mod broken_wrappers {
             Flaw::PurgeIgnoresKeepDoneFor,
             "g11_dedup",
             "purge_keeps_finished_items_younger_than_keep_done_for_and_counts_those_it_deletes",
+        )
+        .await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_deregistration_skipping_unregistered_owners_fails_g12_alone() {
+        must_fail_only(
+            Flaw::DeregisterSkipsUnregisteredOwners,
+            "g12_instances",
+            "deregistering_an_owner_that_never_registered_still_releases_its_leases",
+        )
+        .await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn counts_without_kept_finished_items_fail_op_inspection_alone() {
+        must_fail_only(
+            Flaw::CountsNoFinishedItems,
+            "op_inspection",
+            "queue_counts_count_kept_finished_items_as_done",
+        )
+        .await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn cancelling_kept_finished_items_fails_op_control_alone() {
+        must_fail_only(
+            Flaw::CancelDeletesKeptFinishedItems,
+            "op_control",
+            "cancel_leaves_a_kept_finished_item_alone_answering_done",
+        )
+        .await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_recovery_passing_over_paused_queues_fails_op_control_alone() {
+        must_fail_only(
+            Flaw::RecoveryPassesOverPausedQueues,
+            "op_control",
+            "a_paused_queues_expired_lease_is_recovered_and_its_failure_accepted_as_usual",
         )
         .await;
     }

@@ -264,8 +264,11 @@ pub trait Store: Send + Sync + fmt::Debug + 'static {
     /// # Contract
     /// - Only `dead` items change; others are left alone and not counted.
     /// - `attempt` is kept; `max_attempts` becomes at least `attempt +
-    ///   additional_attempts`; `stalls` goes back to 0; `run_at = now`. So no token of
-    ///   an earlier attempt can become valid again.
+    ///   additional_attempts`; `stalls` goes back to 0; `run_at = now`; `last_error`
+    ///   is kept until the next attempt fails ([`machine::requeue`](crate::machine::requeue)).
+    ///   So no token of an earlier attempt can become valid again. A filtered requeue
+    ///   changes each item exactly so (conformance group `op_control`,
+    ///   `a_filtered_requeue_grants_attempts_and_resets_stalls_as_a_requeue_by_id_does`).
     /// - With [`RequeueParams::filter`] the items are the dead items of the filter's
     ///   queue whose `updated_at <= filter.dead_before(now)` (`updated_at` of a dead
     ///   item is when it last died), earliest `updated_at` first, ties in enqueue
