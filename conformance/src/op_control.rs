@@ -42,6 +42,8 @@ pub(crate) fn cases<H: Harness>() -> Vec<crate::case::Case<H>> {
         cancelling_an_item_behind_its_stream_head_leaves_the_rest_of_the_stream_in_order,
         cancel_leaves_a_kept_finished_item_alone_answering_done,
         a_paused_queues_expired_lease_is_recovered_and_its_failure_accepted_as_usual,
+        a_bounded_dead_filter_takes_items_that_died_together_in_enqueue_order,
+        bad_filter_ages_granted_attempts_and_cancel_batches_are_refused_naming_the_field,
     ]
 }
 
@@ -1197,5 +1199,124 @@ async fn a_paused_queues_expired_lease_is_recovered_and_its_failure_accepted_as_
     let mut want = vec![held[0].token.id, held[1].token.id];
     want.sort();
     ensure_eq(got, want, "what a claim takes after resume")?;
+    pass()
+}
+
+async fn a_bounded_dead_filter_takes_items_that_died_together_in_enqueue_order<H: Harness>(
+    env: Env<'_, H>,
+) -> CaseResult {
+    let q = queue("control")?;
+    let w = owner("killer")?;
+    let ids = enqueue_n(env.store(), &q, 4).await?;
+    let leases = claim(env.store(), &q, &w, 4).await?;
+    ensure_eq(leases.len(), 4, "the claim of all four")?;
+    // All four die in one call, at one instant, listed in reverse enqueue order.
+    let mut failures: Vec<_> = leases
+        .iter()
+        .map(|l| crate::fixtures::permanent(l.token, "permanent"))
+        .collect();
+    failures.reverse();
+    let told = env
+        .store()
+        .fail(tenure_core::FailParams::new(failures))
+        .await
+        .or_fail("fail")?;
+    ensure_eq(
+        told,
+        vec![FailOutcome::Dead; 4],
+        "the answers to four permanent failures",
+    )?;
+    env.advance(Duration::from_secs(10));
+    let mut taken = Vec::new();
+    for batch in [1, 2] {
+        let before: Vec<ItemState> = {
+            let mut v = Vec::new();
+            for &id in &ids {
+                v.push(get(env.store(), id).await?.state);
+            }
+            v
+        };
+        ensure_eq(
+            requeue_matching(env.store(), DeadFilter::new(q.clone()).limit(batch), 1).await?,
+            u64::from(batch),
+            &format!("a filtered requeue of {batch}"),
+        )?;
+        for (i, &id) in ids.iter().enumerate() {
+            let now = get(env.store(), id).await?.state;
+            if before[i] == ItemState::Dead && now == ItemState::Ready {
+                taken.push(i);
+            }
+        }
+    }
+    ensure_eq(
+        taken,
+        vec![0, 1, 2],
+        "the items (by enqueue position) filtered requeues of one then two take of four that \
+         died at one instant: the earliest enqueued first",
+    )?;
+    let n = env
+        .store()
+        .dead_discard(DiscardParams::matching(DeadFilter::new(q.clone()).limit(1)))
+        .await
+        .or_fail("dead_discard")?;
+    ensure_eq(n, 1, "a filtered discard of one")?;
+    expect_absent(env.store(), ids[3], "a discard of the last dead item").await?;
+    pass()
+}
+
+async fn bad_filter_ages_granted_attempts_and_cancel_batches_are_refused_naming_the_field<
+    H: Harness,
+>(
+    env: Env<'_, H>,
+) -> CaseResult {
+    let q = queue("control")?;
+    let dead = make_dead(env.store(), &q, 1).await?[0];
+    let ready = enqueue_n(env.store(), &q, 1).await?[0];
+    let before = (
+        get(env.store(), dead).await?,
+        get(env.store(), ready).await?,
+    );
+    // Eleven years: over the ten a filter's age may be.
+    let absurd = DeadFilter::new(q.clone()).older_than(Duration::from_secs(11 * 366 * 24 * 3600));
+    expect_invalid(
+        env.store()
+            .dead_requeue(RequeueParams::matching(absurd.clone()))
+            .await,
+        "older_than",
+        "a filtered requeue of items dead for over ten years",
+    )?;
+    expect_invalid(
+        env.store()
+            .dead_discard(DiscardParams::matching(absurd))
+            .await,
+        "older_than",
+        "a filtered discard of items dead for over ten years",
+    )?;
+    for bad in [0, tenure_core::MAX_ATTEMPTS_LIMIT + 1] {
+        expect_invalid(
+            env.store()
+                .dead_requeue(
+                    RequeueParams::matching(DeadFilter::new(q.clone())).additional_attempts(bad),
+                )
+                .await,
+            "additional_attempts",
+            &format!("a filtered requeue granting {bad} attempts"),
+        )?;
+    }
+    let mut many = vec![ready];
+    many.extend((0..env.store().limits().max_batch).map(|_| ItemId::new()));
+    expect_invalid(
+        env.store().item_cancel(CancelParams::new(many)).await,
+        "ids",
+        "a cancel of more ids than a batch may hold",
+    )?;
+    ensure_eq(
+        (
+            get(env.store(), dead).await?,
+            get(env.store(), ready).await?,
+        ),
+        before,
+        "the dead and the ready item after the refused calls",
+    )?;
     pass()
 }

@@ -252,6 +252,11 @@ enum Flaw {
     /// Passes over the expired leases of paused queues in recovery, as a recovery
     /// going through the claim path's queue filter would.
     RecoveryPassesOverPausedQueues,
+    /// Takes a filter's dead items that died at one instant latest enqueued first.
+    DeadFilterTiesNewestFirst,
+    /// Checks a dead filter's limit but not its age: an age over ten years is taken as
+    /// ten years instead of refused.
+    FilterSkipsTheAgeBound,
 }
 
 /// What the wrapper hid from the inner store, to show it again on reads.
@@ -352,6 +357,47 @@ impl Flawed {
             .filter(|i| i.updated_at <= before)
             .take(f.limit as usize)
             .map(|i| i.id)
+            .collect();
+        *filter = None;
+        Ok(Some(ids))
+    }
+
+    /// With [`Flaw::DeadFilterTiesNewestFirst`], the ids a filter takes when items that
+    /// died at one instant go latest enqueued first (the filter validated first, and
+    /// left in place when invalid so the store refuses it). With
+    /// [`Flaw::FilterSkipsTheAgeBound`], an age over ten years becomes ten years.
+    async fn dead_ties_newest_first(
+        &self,
+        filter: &mut Option<DeadFilter>,
+    ) -> Result<Option<Vec<ItemId>>> {
+        let Some(f) = filter.as_mut() else {
+            return Ok(None);
+        };
+        if self.flaw == Flaw::FilterSkipsTheAgeBound {
+            let ten_years = Duration::from_secs(10 * 366 * 24 * 60 * 60);
+            if f.older_than.is_some_and(|a| a > ten_years) {
+                f.older_than = Some(ten_years);
+            }
+        }
+        if self.flaw != Flaw::DeadFilterTiesNewestFirst || f.validate(&self.limits()).is_err() {
+            return Ok(None);
+        }
+        let dead = self
+            .inner
+            .item_list(ItemListParams::new(f.queue.clone(), ListState::Dead).limit(MAX_PAGE))
+            .await?;
+        let before = f.dead_before(self.clock.now());
+        let mut matching: Vec<(usize, &Item)> = dead
+            .items
+            .iter()
+            .enumerate()
+            .filter(|(_, i)| i.updated_at <= before)
+            .collect();
+        matching.sort_by_key(|(n, i)| (i.updated_at, std::cmp::Reverse(*n)));
+        let ids = matching
+            .into_iter()
+            .take(f.limit as usize)
+            .map(|(_, i)| i.id)
             .collect();
         *filter = None;
         Ok(Some(ids))
@@ -950,7 +996,11 @@ impl Store for Flawed {
             params.additional_attempts = 1;
         }
         self.strict_age(&mut params.filter);
-        if let Some(ids) = self.dead_in_enqueue_order(&mut params.filter).await? {
+        let chosen = match self.dead_ties_newest_first(&mut params.filter).await? {
+            Some(ids) => Some(ids),
+            None => self.dead_in_enqueue_order(&mut params.filter).await?,
+        };
+        if let Some(ids) = chosen {
             if ids.is_empty() {
                 return Ok(0);
             }
@@ -966,7 +1016,11 @@ impl Store for Flawed {
     }
 
     async fn dead_discard(&self, mut params: DiscardParams) -> Result<u64> {
-        if let Some(ids) = self.dead_in_enqueue_order(&mut params.filter).await? {
+        let chosen = match self.dead_ties_newest_first(&mut params.filter).await? {
+            Some(ids) => Some(ids),
+            None => self.dead_in_enqueue_order(&mut params.filter).await?,
+        };
+        if let Some(ids) = chosen {
             if ids.is_empty() {
                 return Ok(0);
             }
@@ -2227,6 +2281,26 @@ mod broken_wrappers {
             Flaw::RecoveryPassesOverPausedQueues,
             "op_control",
             "a_paused_queues_expired_lease_is_recovered_and_its_failure_accepted_as_usual",
+        )
+        .await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_filter_taking_ties_newest_first_fails_op_control_alone() {
+        must_fail_only(
+            Flaw::DeadFilterTiesNewestFirst,
+            "op_control",
+            "a_bounded_dead_filter_takes_items_that_died_together_in_enqueue_order",
+        )
+        .await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_filter_skipping_its_age_bound_fails_op_control_alone() {
+        must_fail_only(
+            Flaw::FilterSkipsTheAgeBound,
+            "op_control",
+            "bad_filter_ages_granted_attempts_and_cancel_batches_are_refused_naming_the_field",
         )
         .await;
     }
