@@ -5,15 +5,15 @@
 use std::time::Duration;
 
 use tenure_core::{
-    EnqueueParams, Enqueued, ItemId, ItemState, NewItem, PurgeParams, QueueName, Store,
-    TokenOutcome,
+    DeadFilter, DiscardParams, EnqueueParams, Enqueued, ItemId, ItemState, NewItem, PurgeParams,
+    QueueName, Store, TokenOutcome,
 };
 
 use crate::case::{Case, CaseResult, Env, Failure};
 use crate::check::{ensure, ensure_eq, expect_absent, expect_counts, expect_state, pass, OrFail};
 use crate::fixtures::{
-    claim_one, complete, counts, dedup, enqueue_one, item, kill_next, owner, queue, race, retrying,
-    HANDLES, RACERS, TICK,
+    claim, claim_one, complete, counts, dedup, enqueue_n, enqueue_one, item, kill_next, owner,
+    queue, race, retrying, HANDLES, RACERS, TICK,
 };
 use crate::harness::Harness;
 
@@ -30,6 +30,8 @@ pub(crate) fn cases<H: Harness>() -> Vec<Case<H>> {
         purge_deletes_finished_items_once_they_are_old_enough,
         purge_never_deletes_ready_running_or_dead_items,
         sixteen_concurrent_enqueues_of_one_key_insert_once,
+        a_discarded_dead_item_still_dedups_within_the_window,
+        purge_keeps_finished_items_younger_than_keep_done_for_and_counts_those_it_deletes,
     ]
 }
 
@@ -290,5 +292,126 @@ async fn sixteen_concurrent_enqueues_of_one_key_insert_once<H: Harness>(
         expect_state(env.store(), winner, ItemState::Ready, "after the race").await?;
     }
     expect_counts(env.store(), &q, counts(4, 0, 0, 0, 0), "after four races").await?;
+    pass()
+}
+
+async fn a_discarded_dead_item_still_dedups_within_the_window<H: Harness>(
+    env: Env<'_, H>,
+) -> CaseResult {
+    let q = queue("g11")?;
+    let w = owner("w1")?;
+    // One dead item discarded by id, one by a filter: both keys stay recorded.
+    let by_id = enqueue_one(env.store(), keyed(&q, "by-id", b"1")?).await?;
+    kill_next(env.store(), &q, &w).await?;
+    let n = env
+        .store()
+        .dead_discard(DiscardParams::new(vec![by_id]))
+        .await
+        .or_fail("dead_discard")?;
+    ensure_eq(n, 1, "items discarded by id")?;
+    expect_absent(env.store(), by_id, "its discard").await?;
+    let told = enqueue_answers(env.store(), vec![keyed(&q, "by-id", b"2")?]).await?;
+    ensure_eq(
+        told,
+        vec![dup(by_id)],
+        "an enqueue of the key of an item discarded by id",
+    )?;
+    let by_filter = enqueue_one(env.store(), keyed(&q, "by-filter", b"3")?).await?;
+    kill_next(env.store(), &q, &w).await?;
+    let n = env
+        .store()
+        .dead_discard(DiscardParams::matching(DeadFilter::new(q.clone())))
+        .await
+        .or_fail("dead_discard")?;
+    ensure_eq(n, 1, "items discarded by filter")?;
+    expect_absent(env.store(), by_filter, "its discard").await?;
+    let told = enqueue_answers(env.store(), vec![keyed(&q, "by-filter", b"4")?]).await?;
+    ensure_eq(
+        told,
+        vec![dup(by_filter)],
+        "an enqueue of the key of an item discarded by filter",
+    )?;
+    expect_counts(
+        env.store(),
+        &q,
+        counts(0, 0, 0, 0, 0),
+        "after the duplicates of discarded items",
+    )
+    .await?;
+    pass()
+}
+
+async fn purge_keeps_finished_items_younger_than_keep_done_for_and_counts_those_it_deletes<
+    H: Harness,
+>(
+    env: Env<'_, H>,
+) -> CaseResult {
+    let q = queue("g11")?;
+    let w = owner("w1")?;
+    let ids = enqueue_n(env.store(), &q, 3).await?;
+    // Two finish now, the third 50 s later; 10 s after that a purge keeps 60 s.
+    for lease in claim(env.store(), &q, &w, 2).await? {
+        ensure_eq(
+            complete(env.store(), lease.token).await?,
+            TokenOutcome::Accepted,
+            "the complete of one of the first two",
+        )?;
+    }
+    env.advance(Duration::from_secs(50));
+    let lease = claim_one(env.store(), &q, &w, "the claim of the third").await?;
+    ensure_eq(lease.token.id, ids[2], "the third item claimed")?;
+    ensure_eq(
+        complete(env.store(), lease.token).await?,
+        TokenOutcome::Accepted,
+        "the complete of the third",
+    )?;
+    let kept = env
+        .store()
+        .item_get(ids[2])
+        .await
+        .or_fail("item_get")?
+        .is_some();
+    env.advance(Duration::from_secs(10));
+    let keep = Duration::from_secs(60);
+    let purged = env
+        .store()
+        .purge(PurgeParams::new(keep, 100))
+        .await
+        .or_fail("purge")?;
+    if !kept {
+        // A store that deletes finished items at once has none left to purge.
+        ensure_eq(
+            purged.items,
+            0,
+            "finished items purged by a store that deletes them when they finish",
+        )?;
+        return pass();
+    }
+    ensure_eq(
+        purged.items,
+        2,
+        "finished items purged: the two that finished 60 s ago, not the one 10 s ago",
+    )?;
+    expect_absent(env.store(), ids[0], "a purge 60 s after it finished").await?;
+    expect_absent(env.store(), ids[1], "a purge 60 s after it finished").await?;
+    expect_state(
+        env.store(),
+        ids[2],
+        ItemState::Done,
+        "a purge keeping 60 s, 10 s after it finished",
+    )
+    .await?;
+    env.advance(Duration::from_secs(50));
+    let purged = env
+        .store()
+        .purge(PurgeParams::new(keep, 100))
+        .await
+        .or_fail("purge")?;
+    ensure_eq(
+        purged.items,
+        1,
+        "finished items purged once the third is 60 s old",
+    )?;
+    expect_absent(env.store(), ids[2], "a purge 60 s after it finished").await?;
     pass()
 }

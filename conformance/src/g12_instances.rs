@@ -28,6 +28,7 @@ pub(crate) fn cases<H: Harness>() -> Vec<Case<H>> {
         an_evicted_instance_registers_again_with_its_next_heartbeat,
         eviction_leaves_live_instances_leases_alone,
         a_deregistered_instance_leaves_at_once_releasing_its_leases,
+        deregistering_an_owner_that_never_registered_still_releases_its_leases,
     ]
 }
 
@@ -326,5 +327,54 @@ async fn a_deregistered_instance_leaves_at_once_releasing_its_leases<H: Harness>
         (0, 0),
         "a second deregistration (nothing left to do)",
     )?;
+    pass()
+}
+
+async fn deregistering_an_owner_that_never_registered_still_releases_its_leases<H: Harness>(
+    env: Env<'_, H>,
+) -> CaseResult {
+    let q = queue("g12")?;
+    let (unknown, other) = (owner("never-registered")?, owner("instance-other")?);
+    beat(env.store(), &other).await?;
+    enqueue_n(env.store(), &q, 3).await?;
+    // An owner that claims without ever heartbeating (or whose registration is gone).
+    let held = claim_for(env.store(), &q, &unknown, 2, LONG_LEASE).await?;
+    let kept = claim_for(env.store(), &q, &other, 1, LONG_LEASE).await?;
+    ensure_eq((held.len(), kept.len()), (2, 1), "leases claimed")?;
+    let gone = env
+        .store()
+        .instance_deregister(DeregisterParams::new(unknown.clone()))
+        .await
+        .or_fail("instance_deregister")?;
+    ensure_eq(
+        (gone.instances, gone.released),
+        (vec![], 2),
+        "the deregistration of an owner that never registered (no instance, its two leases \
+         released)",
+    )?;
+    for lease in &held {
+        let it = expect_state(
+            env.store(),
+            lease.token.id,
+            ItemState::Ready,
+            "its owner's deregistration",
+        )
+        .await?;
+        ensure_eq(it.stalls, 1, "stalls of a released lease")?;
+        ensure_eq(
+            complete(env.store(), lease.token).await?,
+            TokenOutcome::LeaseLost,
+            "a late complete of a lease its owner gave up",
+        )?;
+    }
+    expect_state(
+        env.store(),
+        kept[0].token.id,
+        ItemState::Running,
+        "another instance's lease",
+    )
+    .await?;
+    let listed: Vec<OwnerId> = list(env.store()).await?.into_iter().map(|i| i.id).collect();
+    ensure_eq(listed, vec![other], "the instances listed")?;
     pass()
 }

@@ -7,8 +7,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use tenure_core::{
-    CancelOutcome, CancelParams, DeadFilter, DiscardParams, EnqueueParams, ErrorKind, ItemId,
-    ItemState, ListState, PauseParams, RenewOutcome, RequeueParams, Store, StoreExt, TokenOutcome,
+    CancelOutcome, CancelParams, DeadFilter, DiscardParams, EnqueueParams, ErrorKind, FailOutcome,
+    ItemId, ItemState, ListState, PauseParams, QueueName, RecoverParams, RenewOutcome,
+    RequeueParams, Store, StoreExt, TokenOutcome,
 };
 
 use crate::case::{CaseResult, Env, Failure};
@@ -17,7 +18,7 @@ use crate::check::{
 };
 use crate::fixtures::{
     claim, claim_none, claim_one, complete, dedup, enqueue, enqueue_n, item, kill_next, owner,
-    queue, race, release, renew, scope, stream, LEASE, RACERS,
+    queue, race, release, renew, scope, stream, LEASE, RACERS, TICK,
 };
 use crate::harness::Harness;
 use crate::op_inspection::listed;
@@ -35,6 +36,14 @@ pub(crate) fn cases<H: Harness>() -> Vec<crate::case::Case<H>> {
         bad_cancel_and_filter_input_is_refused_and_writes_nothing,
         a_cancel_racing_claims_never_leaves_an_item_both_cancelled_and_leased,
         a_bounded_dead_filter_takes_the_earliest_dead_first,
+        a_filtered_requeue_grants_attempts_and_resets_stalls_as_a_requeue_by_id_does,
+        a_dead_head_discarded_or_requeued_by_filter_lets_its_stream_move_on,
+        a_dead_filter_takes_an_item_dead_for_exactly_older_than,
+        cancelling_an_item_behind_its_stream_head_leaves_the_rest_of_the_stream_in_order,
+        cancel_leaves_a_kept_finished_item_alone_answering_done,
+        a_paused_queues_expired_lease_is_recovered_and_its_failure_accepted_as_usual,
+        a_bounded_dead_filter_takes_items_that_died_together_in_enqueue_order,
+        bad_filter_ages_granted_attempts_and_cancel_batches_are_refused_naming_the_field,
     ]
 }
 
@@ -787,5 +796,527 @@ async fn a_bounded_dead_filter_takes_the_earliest_dead_first<H: Harness>(
         "a filtered discard of every dead item",
     )?;
     expect_absent(env.store(), a, "a discard of every dead item").await?;
+    pass()
+}
+
+/// Requeues the dead items of `queue` by filter, granting `additional` attempts each.
+async fn requeue_matching<S: Store + ?Sized>(
+    store: &S,
+    filter: DeadFilter,
+    additional: u32,
+) -> Result<u64, Failure> {
+    store
+        .dead_requeue(RequeueParams::matching(filter).additional_attempts(additional))
+        .await
+        .or_fail("dead_requeue")
+}
+
+async fn a_filtered_requeue_grants_attempts_and_resets_stalls_as_a_requeue_by_id_does<
+    H: Harness,
+>(
+    env: Env<'_, H>,
+) -> CaseResult {
+    let (spent_q, stalled_q) = (queue("control-spent")?, queue("control-stalled")?);
+    let w = owner("w1")?;
+    // One item dies out of attempts (1 of 1), another out of stalls (2 of 2).
+    let spent = enqueue(env.store(), vec![item(&spent_q).max_attempts(1)]).await?[0];
+    let lease = claim_one(env.store(), &spent_q, &w, "the claim of attempt 1 of 1").await?;
+    ensure_eq(
+        crate::fixtures::fail(
+            env.store(),
+            crate::fixtures::retry(lease.token, Duration::ZERO, "boom"),
+        )
+        .await?,
+        FailOutcome::Dead,
+        "attempt 1 of 1 failing",
+    )?;
+    let stalled = enqueue(env.store(), vec![item(&stalled_q).max_stalls(2)]).await?[0];
+    for n in 1..=2 {
+        claim_one(
+            env.store(),
+            &stalled_q,
+            &w,
+            "the claim of an attempt to stall",
+        )
+        .await?;
+        env.advance(LEASE);
+        let r = env
+            .store()
+            .recover_expired(RecoverParams::new(10))
+            .await
+            .or_fail("recover_expired")?;
+        ensure_eq(
+            r.requeued + r.dead,
+            1,
+            &format!("leases recovered (stall {n})"),
+        )?;
+    }
+    let it = expect_state(env.store(), stalled, ItemState::Dead, "two stalls of two").await?;
+    ensure_eq(it.stalls, 2, "the stalled item's stalls")?;
+    env.advance(Duration::from_secs(60));
+    for (q, id, attempt) in [(&spent_q, spent, 1), (&stalled_q, stalled, 2)] {
+        let error = get(env.store(), id).await?.last_error;
+        ensure(error.is_some(), "a dead item's last error", &error)?;
+        ensure_eq(
+            requeue_matching(env.store(), DeadFilter::new(q.clone()), 3).await?,
+            1,
+            &format!("a filtered requeue of {q} granting 3 attempts"),
+        )?;
+        let it = expect_state(env.store(), id, ItemState::Ready, "a filtered requeue").await?;
+        ensure_eq(
+            (it.attempt, it.stalls, it.run_at, it.last_error),
+            (attempt, 0, env.now(), error),
+            &format!(
+                "{q}'s item's attempt (kept), stalls (0), run_at (now) and last error (kept) after a filtered requeue"
+            ),
+        )?;
+        ensure(
+            it.max_attempts >= attempt + 3,
+            format!("{q}'s item's max_attempts at least attempt + 3 after a filtered requeue granting 3"),
+            it.max_attempts,
+        )?;
+    }
+    // The granted attempts are real: two more failures retry, the third is the last.
+    for (attempt, expected) in [
+        (2, FailOutcome::Retrying { run_at: env.now() }),
+        (3, FailOutcome::Retrying { run_at: env.now() }),
+        (4, FailOutcome::Dead),
+    ] {
+        let lease = claim_one(env.store(), &spent_q, &w, "the claim of a granted attempt").await?;
+        ensure_eq(
+            lease.token.item_attempt(),
+            (spent, attempt),
+            "the claimed token",
+        )?;
+        ensure_eq(
+            crate::fixtures::fail(
+                env.store(),
+                crate::fixtures::retry(lease.token, Duration::ZERO, "again"),
+            )
+            .await?,
+            expected,
+            "a failure after a filtered requeue granting 3",
+        )?;
+    }
+    // The stalls start again from 0: one more stall puts the item back, not dead.
+    claim_one(
+        env.store(),
+        &stalled_q,
+        &w,
+        "the claim after the filtered requeue",
+    )
+    .await?;
+    env.advance(LEASE);
+    env.store()
+        .recover_expired(RecoverParams::new(10))
+        .await
+        .or_fail("recover_expired")?;
+    let it = expect_state(
+        env.store(),
+        stalled,
+        ItemState::Ready,
+        "its first stall after a filtered requeue (1 of 2)",
+    )
+    .await?;
+    ensure_eq(it.stalls, 1, "stalls after one stall since the requeue")?;
+    pass()
+}
+
+/// What a claim of up to ten items of `queue` takes.
+async fn claim_ten<S: Store + ?Sized>(
+    store: &S,
+    queue: &QueueName,
+) -> Result<Vec<tenure_core::Lease>, Failure> {
+    claim(store, queue, &owner("w2")?, 10).await
+}
+
+async fn a_dead_head_discarded_or_requeued_by_filter_lets_its_stream_move_on<H: Harness>(
+    env: Env<'_, H>,
+) -> CaseResult {
+    let (discarded, requeued) = (queue("control-discard")?, queue("control-requeue")?);
+    let w = owner("w1")?;
+    let ids_of = |leases: &[tenure_core::Lease]| -> Vec<ItemId> {
+        leases.iter().map(|l| l.token.id).collect()
+    };
+    // A stream whose dead head is discarded by filter: the next item is the head.
+    let s = stream("s")?;
+    let d = enqueue(
+        env.store(),
+        vec![
+            item(&discarded).stream(s.clone()),
+            item(&discarded).stream(s),
+        ],
+    )
+    .await?;
+    kill_next(env.store(), &discarded, &w).await?;
+    claim_none(env.store(), &discarded, &w, "the stream's head is dead").await?;
+    let n = env
+        .store()
+        .dead_discard(DiscardParams::matching(DeadFilter::new(discarded.clone())))
+        .await
+        .or_fail("dead_discard")?;
+    ensure_eq(n, 1, "items discarded by filter")?;
+    expect_absent(env.store(), d[0], "its discard by filter").await?;
+    let got = claim_ten(env.store(), &discarded).await?;
+    ensure_eq(
+        ids_of(&got),
+        vec![d[1]],
+        "what a claim takes once the stream's dead head was discarded by filter",
+    )?;
+    // A stream whose dead head is requeued by filter: it runs again, still first.
+    let t = stream("t")?;
+    let r = enqueue(
+        env.store(),
+        vec![item(&requeued).stream(t.clone()), item(&requeued).stream(t)],
+    )
+    .await?;
+    kill_next(env.store(), &requeued, &w).await?;
+    ensure_eq(
+        requeue_matching(env.store(), DeadFilter::new(requeued.clone()), 1).await?,
+        1,
+        "items requeued by filter",
+    )?;
+    let got = claim_ten(env.store(), &requeued).await?;
+    ensure_eq(
+        got.iter()
+            .map(|l| l.token.item_attempt())
+            .collect::<Vec<_>>(),
+        vec![(r[0], 2)],
+        "what a claim takes once the stream's dead head was requeued by filter (the head \
+         alone, at its next attempt)",
+    )?;
+    ensure_eq(
+        complete(env.store(), got[0].token).await?,
+        TokenOutcome::Accepted,
+        "the requeued head's complete",
+    )?;
+    let got = claim_ten(env.store(), &requeued).await?;
+    ensure_eq(
+        ids_of(&got),
+        vec![r[1]],
+        "what a claim takes once the requeued head finished",
+    )?;
+    pass()
+}
+
+async fn a_dead_filter_takes_an_item_dead_for_exactly_older_than<H: Harness>(
+    env: Env<'_, H>,
+) -> CaseResult {
+    let q = queue("control")?;
+    let age = Duration::from_secs(30);
+    let id = make_dead(env.store(), &q, 1).await?[0];
+    let filter = DeadFilter::new(q.clone()).older_than(age);
+    env.advance(age - TICK);
+    ensure_eq(
+        requeue_matching(env.store(), filter.clone(), 1).await?,
+        0,
+        "a requeue of items dead for 30 s, one tick before the item has been",
+    )?;
+    ensure_eq(
+        env.store()
+            .dead_discard(DiscardParams::matching(filter.clone()))
+            .await
+            .or_fail("dead_discard")?,
+        0,
+        "a discard of items dead for 30 s, one tick before the item has been",
+    )?;
+    env.advance(TICK);
+    ensure_eq(
+        requeue_matching(env.store(), filter.clone(), 1).await?,
+        1,
+        "a requeue of items dead for 30 s, when the item has been dead exactly 30 s",
+    )?;
+    expect_state(env.store(), id, ItemState::Ready, "its requeue").await?;
+    kill_next(env.store(), &q, &owner("killer")?).await?;
+    env.advance(age);
+    ensure_eq(
+        env.store()
+            .dead_discard(DiscardParams::matching(filter))
+            .await
+            .or_fail("dead_discard")?,
+        1,
+        "a discard of items dead for 30 s, when the item has been dead exactly 30 s",
+    )?;
+    expect_absent(env.store(), id, "its discard").await?;
+    pass()
+}
+
+async fn cancelling_an_item_behind_its_stream_head_leaves_the_rest_of_the_stream_in_order<
+    H: Harness,
+>(
+    env: Env<'_, H>,
+) -> CaseResult {
+    let q = queue("control")?;
+    let s = stream("s")?;
+    let ids = enqueue(
+        env.store(),
+        vec![
+            item(&q).stream(s.clone()),
+            item(&q).stream(s.clone()),
+            item(&q).stream(s.clone()),
+            item(&q).stream(s),
+        ],
+    )
+    .await?;
+    // The second item is cancelled while the head waits, the third while the head runs.
+    ensure_eq(
+        cancel(env.store(), vec![ids[1]]).await?,
+        vec![CancelOutcome::Cancelled],
+        "cancelling the item behind a waiting head",
+    )?;
+    let w = owner("w1")?;
+    let head = claim(env.store(), &q, &w, 10).await?;
+    ensure_eq(
+        head.iter().map(|l| l.token.id).collect::<Vec<_>>(),
+        vec![ids[0]],
+        "what a claim takes: the stream's head alone",
+    )?;
+    ensure_eq(
+        cancel(env.store(), vec![ids[2]]).await?,
+        vec![CancelOutcome::Cancelled],
+        "cancelling an item behind a running head",
+    )?;
+    expect_absent(env.store(), ids[1], "its cancel").await?;
+    expect_absent(env.store(), ids[2], "its cancel").await?;
+    ensure_eq(
+        complete(env.store(), head[0].token).await?,
+        TokenOutcome::Accepted,
+        "the head's complete",
+    )?;
+    let next = claim(env.store(), &q, &w, 10).await?;
+    ensure_eq(
+        next.iter().map(|l| l.token.id).collect::<Vec<_>>(),
+        vec![ids[3]],
+        "what a claim takes once the head finished: the last item, past both cancelled",
+    )?;
+    pass()
+}
+
+async fn cancel_leaves_a_kept_finished_item_alone_answering_done<H: Harness>(
+    env: Env<'_, H>,
+) -> CaseResult {
+    let q = queue("control")?;
+    let w = owner("w1")?;
+    let id = enqueue_n(env.store(), &q, 1).await?[0];
+    let lease = claim_one(env.store(), &q, &w, "the claim of the item to finish").await?;
+    ensure_eq(
+        complete(env.store(), lease.token).await?,
+        TokenOutcome::Accepted,
+        "the complete",
+    )?;
+    let Some(before) = env.store().item_get(id).await.or_fail("item_get")? else {
+        // Deleted when it finished: nothing left to cancel.
+        ensure_eq(
+            cancel(env.store(), vec![id]).await?,
+            vec![CancelOutcome::NotFound],
+            "a cancel of an item deleted when it finished",
+        )?;
+        return pass();
+    };
+    ensure_eq(
+        cancel(env.store(), vec![id]).await?,
+        vec![CancelOutcome::Done],
+        "a cancel of a finished item kept as done",
+    )?;
+    ensure_eq(
+        get(env.store(), id).await?,
+        before,
+        "the kept finished item after the cancel",
+    )?;
+    pass()
+}
+
+async fn a_paused_queues_expired_lease_is_recovered_and_its_failure_accepted_as_usual<
+    H: Harness,
+>(
+    env: Env<'_, H>,
+) -> CaseResult {
+    let q = queue("control")?;
+    let w = owner("w1")?;
+    enqueue_n(env.store(), &q, 2).await?;
+    let held = claim(env.store(), &q, &w, 2).await?;
+    ensure_eq(held.len(), 2, "the claim of both")?;
+    ensure_eq(
+        env.store()
+            .queue_pause(PauseParams::new(q.clone()))
+            .await
+            .or_fail("queue_pause")?,
+        true,
+        "the pause",
+    )?;
+    // A failure of one held lease is taken as usual while the queue is paused.
+    ensure_eq(
+        crate::fixtures::fail(
+            env.store(),
+            crate::fixtures::retry(held[1].token, Duration::ZERO, "soft"),
+        )
+        .await?,
+        FailOutcome::Retrying { run_at: env.now() },
+        "a retryable failure of a held lease of a paused queue",
+    )?;
+    // The other expires and recovery takes it back as usual: a stall, ready again.
+    env.advance(LEASE);
+    let r = env
+        .store()
+        .recover_expired(RecoverParams::new(10))
+        .await
+        .or_fail("recover_expired")?;
+    ensure_eq(
+        (r.requeued, r.dead),
+        (1, 0),
+        "the expired leases of a paused queue recovered",
+    )?;
+    let it = expect_state(
+        env.store(),
+        held[0].token.id,
+        ItemState::Ready,
+        "the recovery of its expired lease in a paused queue",
+    )
+    .await?;
+    ensure_eq(it.stalls, 1, "the recovered item's stalls")?;
+    ensure_eq(
+        complete(env.store(), held[0].token).await?,
+        TokenOutcome::LeaseLost,
+        "a late complete of the recovered lease",
+    )?;
+    let c = env.store().queue_counts(&q).await.or_fail("queue_counts")?;
+    ensure_eq(
+        (c.ready, c.running, c.paused),
+        (2, 0, true),
+        "the paused queue's counts after the failure and the recovery",
+    )?;
+    claim_none(env.store(), &q, &w, "the queue is still paused").await?;
+    env.store()
+        .queue_resume(PauseParams::new(q.clone()))
+        .await
+        .or_fail("queue_resume")?;
+    let mut got: Vec<ItemId> = claim(env.store(), &q, &w, 10)
+        .await?
+        .iter()
+        .map(|l| l.token.id)
+        .collect();
+    got.sort();
+    let mut want = vec![held[0].token.id, held[1].token.id];
+    want.sort();
+    ensure_eq(got, want, "what a claim takes after resume")?;
+    pass()
+}
+
+async fn a_bounded_dead_filter_takes_items_that_died_together_in_enqueue_order<H: Harness>(
+    env: Env<'_, H>,
+) -> CaseResult {
+    let q = queue("control")?;
+    let w = owner("killer")?;
+    let ids = enqueue_n(env.store(), &q, 4).await?;
+    let leases = claim(env.store(), &q, &w, 4).await?;
+    ensure_eq(leases.len(), 4, "the claim of all four")?;
+    // All four die in one call, at one instant, listed in reverse enqueue order.
+    let mut failures: Vec<_> = leases
+        .iter()
+        .map(|l| crate::fixtures::permanent(l.token, "permanent"))
+        .collect();
+    failures.reverse();
+    let told = env
+        .store()
+        .fail(tenure_core::FailParams::new(failures))
+        .await
+        .or_fail("fail")?;
+    ensure_eq(
+        told,
+        vec![FailOutcome::Dead; 4],
+        "the answers to four permanent failures",
+    )?;
+    env.advance(Duration::from_secs(10));
+    let mut taken = Vec::new();
+    for batch in [1, 2] {
+        let before: Vec<ItemState> = {
+            let mut v = Vec::new();
+            for &id in &ids {
+                v.push(get(env.store(), id).await?.state);
+            }
+            v
+        };
+        ensure_eq(
+            requeue_matching(env.store(), DeadFilter::new(q.clone()).limit(batch), 1).await?,
+            u64::from(batch),
+            &format!("a filtered requeue of {batch}"),
+        )?;
+        for (i, &id) in ids.iter().enumerate() {
+            let now = get(env.store(), id).await?.state;
+            if before[i] == ItemState::Dead && now == ItemState::Ready {
+                taken.push(i);
+            }
+        }
+    }
+    ensure_eq(
+        taken,
+        vec![0, 1, 2],
+        "the items (by enqueue position) filtered requeues of one then two take of four that \
+         died at one instant: the earliest enqueued first",
+    )?;
+    let n = env
+        .store()
+        .dead_discard(DiscardParams::matching(DeadFilter::new(q.clone()).limit(1)))
+        .await
+        .or_fail("dead_discard")?;
+    ensure_eq(n, 1, "a filtered discard of one")?;
+    expect_absent(env.store(), ids[3], "a discard of the last dead item").await?;
+    pass()
+}
+
+async fn bad_filter_ages_granted_attempts_and_cancel_batches_are_refused_naming_the_field<
+    H: Harness,
+>(
+    env: Env<'_, H>,
+) -> CaseResult {
+    let q = queue("control")?;
+    let dead = make_dead(env.store(), &q, 1).await?[0];
+    let ready = enqueue_n(env.store(), &q, 1).await?[0];
+    let before = (
+        get(env.store(), dead).await?,
+        get(env.store(), ready).await?,
+    );
+    // Eleven years: over the ten a filter's age may be.
+    let absurd = DeadFilter::new(q.clone()).older_than(Duration::from_secs(11 * 366 * 24 * 3600));
+    expect_invalid(
+        env.store()
+            .dead_requeue(RequeueParams::matching(absurd.clone()))
+            .await,
+        "older_than",
+        "a filtered requeue of items dead for over ten years",
+    )?;
+    expect_invalid(
+        env.store()
+            .dead_discard(DiscardParams::matching(absurd))
+            .await,
+        "older_than",
+        "a filtered discard of items dead for over ten years",
+    )?;
+    for bad in [0, tenure_core::MAX_ATTEMPTS_LIMIT + 1] {
+        expect_invalid(
+            env.store()
+                .dead_requeue(
+                    RequeueParams::matching(DeadFilter::new(q.clone())).additional_attempts(bad),
+                )
+                .await,
+            "additional_attempts",
+            &format!("a filtered requeue granting {bad} attempts"),
+        )?;
+    }
+    let mut many = vec![ready];
+    many.extend((0..env.store().limits().max_batch).map(|_| ItemId::new()));
+    expect_invalid(
+        env.store().item_cancel(CancelParams::new(many)).await,
+        "ids",
+        "a cancel of more ids than a batch may hold",
+    )?;
+    ensure_eq(
+        (
+            get(env.store(), dead).await?,
+            get(env.store(), ready).await?,
+        ),
+        before,
+        "the dead and the ready item after the refused calls",
+    )?;
     pass()
 }

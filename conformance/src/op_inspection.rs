@@ -30,6 +30,10 @@ pub(crate) fn cases<H: Harness>() -> Vec<crate::case::Case<H>> {
         the_oldest_due_wait_of_a_delayed_or_retried_item_counts_from_its_run_at,
         a_queue_shows_nothing_of_the_queues_whose_names_it_begins,
         lease_list_shows_an_expired_lease_until_it_is_recovered,
+        queue_list_names_a_queue_whose_only_items_are_scheduled_running_or_kept_done,
+        lease_pages_show_leases_of_one_expiry_each_once,
+        a_delayed_item_is_listed_ready_from_the_instant_it_is_due,
+        queue_counts_count_kept_finished_items_as_done,
     ]
 }
 
@@ -731,6 +735,191 @@ async fn lease_list_shows_an_expired_lease_until_it_is_recovered<H: Harness>(
         tokens,
         vec![long[0].token],
         "the leases once the expired one was recovered",
+    )?;
+    pass()
+}
+
+async fn queue_list_names_a_queue_whose_only_items_are_scheduled_running_or_kept_done<
+    H: Harness,
+>(
+    env: Env<'_, H>,
+) -> CaseResult {
+    let (later, held, finished) = (
+        queue("list-scheduled")?,
+        queue("list-running")?,
+        queue("list-done")?,
+    );
+    let w = owner("w1")?;
+    // One queue's only item is not due for an hour, another's is running, and a third's
+    // finished (kept as done by a store that keeps finished items).
+    enqueue(
+        env.store(),
+        vec![item(&later).delay(Duration::from_secs(3600))],
+    )
+    .await?;
+    enqueue_n(env.store(), &held, 1).await?;
+    claim_one(
+        env.store(),
+        &held,
+        &w,
+        "the claim of the running queue's item",
+    )
+    .await?;
+    let done = enqueue_n(env.store(), &finished, 1).await?[0];
+    let lease = claim_one(
+        env.store(),
+        &finished,
+        &w,
+        "the claim of the item to finish",
+    )
+    .await?;
+    crate::fixtures::complete(env.store(), lease.token).await?;
+    let kept = env
+        .store()
+        .item_get(done)
+        .await
+        .or_fail("item_get")?
+        .is_some();
+    let mut want = vec![later, held];
+    if kept {
+        want.push(finished.clone());
+    }
+    want.sort();
+    let mut known = env.store().queue_list().await.or_fail("queue_list")?;
+    if !kept {
+        // Whether a queue whose items were all deleted is still known is the store's
+        // choice.
+        known.retain(|q| q != &finished);
+    }
+    ensure_eq(
+        known,
+        want,
+        &format!(
+            "the known queues: one with only a scheduled item, one with only a running \
+             item{}",
+            if kept {
+                ", one with only a kept finished item"
+            } else {
+                ""
+            }
+        ),
+    )?;
+    pass()
+}
+
+async fn lease_pages_show_leases_of_one_expiry_each_once<H: Harness>(
+    env: Env<'_, H>,
+) -> CaseResult {
+    let q = queue("inspect")?;
+    enqueue_n(env.store(), &q, 6).await?;
+    let w = owner("w1")?;
+    // Five leases from one claim share one expiry; a sixth, claimed later, ends later.
+    let together = claim_for(env.store(), &q, &w, 5, LEASE).await?;
+    ensure_eq(together.len(), 5, "the claim of five")?;
+    env.advance(Duration::from_secs(1));
+    let last = claim_for(env.store(), &q, &w, 1, LEASE).await?;
+    ensure_eq(last.len(), 1, "the claim of the sixth")?;
+    for limit in [1, 2, 3] {
+        let mut seen: Vec<tenure_core::LeaseInfo> = Vec::new();
+        let mut cursor = None;
+        for _ in 0..20 {
+            let mut p = LeaseListParams::new(q.clone()).limit(limit);
+            if let Some(c) = cursor.take() {
+                p = p.after(c);
+            }
+            let page = env.store().lease_list(p).await.or_fail("lease_list")?;
+            ensure(
+                page.leases.len() <= limit as usize,
+                format!("a page of at most {limit} leases"),
+                &page,
+            )?;
+            seen.extend(page.leases);
+            match page.next {
+                Some(c) => cursor = Some(c),
+                None => break,
+            }
+        }
+        let mut first: Vec<LeaseToken> = seen.iter().take(5).map(|l| l.token).collect();
+        first.sort_by_key(|t| t.id);
+        let mut want: Vec<LeaseToken> = together.iter().map(|l| l.token).collect();
+        want.sort_by_key(|t| t.id);
+        ensure_eq(
+            (seen.len(), first, seen.last().map(|l| l.token)),
+            (6, want, Some(last[0].token)),
+            &format!(
+                "pages of {limit} through five leases of one expiry and a later one: each \
+                 lease once, the five first in any order, the later one last"
+            ),
+        )?;
+    }
+    pass()
+}
+
+async fn a_delayed_item_is_listed_ready_from_the_instant_it_is_due<H: Harness>(
+    env: Env<'_, H>,
+) -> CaseResult {
+    let q = queue("inspect")?;
+    let id = enqueue(env.store(), vec![item(&q).delay(Duration::from_secs(30))]).await?[0];
+    env.advance(Duration::from_secs(30) - TICK);
+    ensure_eq(
+        (
+            listed(env.store(), &q, ListState::Ready).await?,
+            listed(env.store(), &q, ListState::Scheduled).await?,
+        ),
+        (vec![], vec![id]),
+        "the ready and scheduled listings one tick before the item is due",
+    )?;
+    env.advance(TICK);
+    ensure_eq(
+        get(env.store(), id).await?.run_at,
+        env.now(),
+        "the item's run_at (now)",
+    )?;
+    ensure_eq(
+        (
+            listed(env.store(), &q, ListState::Ready).await?,
+            listed(env.store(), &q, ListState::Scheduled).await?,
+        ),
+        (vec![id], vec![]),
+        "the ready and scheduled listings at the instant the item is due (run_at = now)",
+    )?;
+    let c = env.store().queue_counts(&q).await.or_fail("queue_counts")?;
+    ensure_eq(
+        (c.ready, c.scheduled),
+        (1, 0),
+        "the ready and scheduled counts at the instant the item is due",
+    )?;
+    pass()
+}
+
+async fn queue_counts_count_kept_finished_items_as_done<H: Harness>(env: Env<'_, H>) -> CaseResult {
+    let q = queue("inspect")?;
+    let w = owner("w1")?;
+    let ids = enqueue_n(env.store(), &q, 3).await?;
+    for lease in claim_for(env.store(), &q, &w, 2, LEASE).await? {
+        crate::fixtures::complete(env.store(), lease.token).await?;
+    }
+    let mut kept = 0;
+    for &id in &ids[..2] {
+        match env.store().item_get(id).await.or_fail("item_get")? {
+            None => {}
+            Some(it) if it.state == tenure_core::ItemState::Done => kept += 1,
+            Some(it) => {
+                return Err(Failure::new(
+                    format!("item {id} to be done or deleted after its complete"),
+                    format!("{}", it.state),
+                ))
+            }
+        }
+    }
+    let c = env.store().queue_counts(&q).await.or_fail("queue_counts")?;
+    ensure_eq(
+        (c.ready, c.running, c.dead, c.done),
+        (1, 0, 0, kept),
+        &format!(
+            "the counts once two of three finished ({kept} of them kept as done, which \
+             `done` counts)"
+        ),
     )?;
     pass()
 }

@@ -19,7 +19,7 @@ use tenure_core::{
     ScopeKey, Store, StreamKey, TokenOutcome, WakeSignal, MAX_ATTEMPTS_LIMIT,
 };
 use tenure_core::{
-    CancelOutcome, CancelParams, Clock, DeadFilter, DedupKey, ItemListParams, ItemPage,
+    CancelOutcome, CancelParams, Clock, Cursor, DeadFilter, DedupKey, ItemListParams, ItemPage,
     LeaseListParams, LeasePage, ListState, OwnerId, PauseParams, MAX_PAGE,
 };
 use tenure_memory::{MemorySnapshot, MemoryStore};
@@ -214,6 +214,49 @@ enum Flaw {
     LeaseListHidesExpired,
     /// Takes a filter's dead items in enqueue order, not by when they died.
     DeadFilterByEnqueueOrder,
+    /// Lists only the queues with a ready (due) or dead item, and the paused ones, as a
+    /// store reading only its ready and dead indexes would: a queue whose items are all
+    /// scheduled or running is missing.
+    QueueListSkipsScheduledAndRunningQueues,
+    /// Continues a lease listing strictly after the last expiry of the page, as a
+    /// cursor holding the expiry alone would: leases sharing that expiry are skipped.
+    LeaseCursorByExpiryOnly,
+    /// Keeps listing an item enqueued with a delay as scheduled once it is due, until a
+    /// claim takes it, as a store listing scheduled items from a set that only a claim
+    /// moves them out of would.
+    ListsDelayedItemsAsScheduledOnceDue,
+    /// Grants one attempt on a filtered requeue, whatever `additional_attempts` says.
+    FilteredRequeueGrantsOneAttempt,
+    /// Discards dead items by filter without letting their streams move on, as a
+    /// store deleting the matching rows without promoting the next head would.
+    FilteredDiscardLeavesTheStreamBlocked,
+    /// Takes an item by a filter's `older_than` only once it has been dead for longer
+    /// than that, not at exactly that age.
+    DeadFilterAgeIsStrict,
+    /// Cancels an item behind its stream's head without taking it out of the stream,
+    /// so the stream stops where it was.
+    CancelLeavesAHoleInItsStream,
+    /// Forgets the dedup keys of discarded dead items, as a store deleting an item's
+    /// key with it would.
+    DiscardForgetsDedupKeys,
+    /// Purges every kept finished item, whatever its age (on a store keeping them).
+    PurgeIgnoresKeepDoneFor,
+    /// Deregisters only registered instances: an owner that is not registered keeps
+    /// its leases, as a store returning early when the instance is unknown would.
+    DeregisterSkipsUnregisteredOwners,
+    /// Counts no finished items, though it keeps them as `done`.
+    CountsNoFinishedItems,
+    /// Cancels a kept finished item like a ready one (deleting it, answering
+    /// `Cancelled`), as a cancel of every item that is neither running nor dead would.
+    CancelDeletesKeptFinishedItems,
+    /// Passes over the expired leases of paused queues in recovery, as a recovery
+    /// going through the claim path's queue filter would.
+    RecoveryPassesOverPausedQueues,
+    /// Takes a filter's dead items that died at one instant latest enqueued first.
+    DeadFilterTiesNewestFirst,
+    /// Checks a dead filter's limit but not its age: an age over ten years is taken as
+    /// ten years instead of refused.
+    FilterSkipsTheAgeBound,
 }
 
 /// What the wrapper hid from the inner store, to show it again on reads.
@@ -236,6 +279,18 @@ struct Hidden {
     /// Stalls shown on top of the real ones.
     extra_stalls: HashMap<ItemId, u32>,
     local_pauses: HashSet<QueueName>,
+    /// Every stream's items in enqueue order.
+    stream_order: HashMap<StreamKey, Vec<ItemId>>,
+    /// Items a claim never takes (their stream is stuck behind them).
+    held_back: HashSet<ItemId>,
+    /// Per queue and dedup key, how often the key was forgotten.
+    key_generation: HashMap<(QueueName, String), u32>,
+    /// Items enqueued with a delay and not claimed since.
+    delayed: HashSet<ItemId>,
+    /// Items shown as deleted though the inner store keeps them.
+    gone: HashSet<ItemId>,
+    /// Items shown as they were before an operation the inner store applied.
+    frozen: HashMap<ItemId, Item>,
     /// The last holder told Leader, per lease name.
     leaders: HashMap<LeaderName, LeaderInfo>,
 }
@@ -302,6 +357,47 @@ impl Flawed {
             .filter(|i| i.updated_at <= before)
             .take(f.limit as usize)
             .map(|i| i.id)
+            .collect();
+        *filter = None;
+        Ok(Some(ids))
+    }
+
+    /// With [`Flaw::DeadFilterTiesNewestFirst`], the ids a filter takes when items that
+    /// died at one instant go latest enqueued first (the filter validated first, and
+    /// left in place when invalid so the store refuses it). With
+    /// [`Flaw::FilterSkipsTheAgeBound`], an age over ten years becomes ten years.
+    async fn dead_ties_newest_first(
+        &self,
+        filter: &mut Option<DeadFilter>,
+    ) -> Result<Option<Vec<ItemId>>> {
+        let Some(f) = filter.as_mut() else {
+            return Ok(None);
+        };
+        if self.flaw == Flaw::FilterSkipsTheAgeBound {
+            let ten_years = Duration::from_secs(10 * 366 * 24 * 60 * 60);
+            if f.older_than.is_some_and(|a| a > ten_years) {
+                f.older_than = Some(ten_years);
+            }
+        }
+        if self.flaw != Flaw::DeadFilterTiesNewestFirst || f.validate(&self.limits()).is_err() {
+            return Ok(None);
+        }
+        let dead = self
+            .inner
+            .item_list(ItemListParams::new(f.queue.clone(), ListState::Dead).limit(MAX_PAGE))
+            .await?;
+        let before = f.dead_before(self.clock.now());
+        let mut matching: Vec<(usize, &Item)> = dead
+            .items
+            .iter()
+            .enumerate()
+            .filter(|(_, i)| i.updated_at <= before)
+            .collect();
+        matching.sort_by_key(|(n, i)| (i.updated_at, std::cmp::Reverse(*n)));
+        let ids = matching
+            .into_iter()
+            .take(f.limit as usize)
+            .map(|(_, i)| i.id)
             .collect();
         *filter = None;
         Ok(Some(ids))
@@ -409,6 +505,100 @@ impl Flawed {
         Ok(())
     }
 
+    /// The queues the inner store has paused.
+    async fn paused_queues(&self) -> Result<Vec<QueueName>> {
+        let mut out = Vec::new();
+        for q in self.inner.queue_list().await? {
+            if self.inner.queue_counts(&q).await?.paused {
+                out.push(q);
+            }
+        }
+        Ok(out)
+    }
+
+    /// With [`Flaw::DeadFilterAgeIsStrict`], a filter's age one tick longer.
+    fn strict_age(&self, filter: &mut Option<DeadFilter>) {
+        if self.flaw != Flaw::DeadFilterAgeIsStrict {
+            return;
+        }
+        if let Some(f) = filter {
+            if let Some(age) = f.older_than {
+                f.older_than = Some(age + Duration::from_micros(1));
+            }
+        }
+    }
+
+    /// For [`Flaw::FilteredDiscardLeavesTheStreamBlocked`] and
+    /// [`Flaw::CancelLeavesAHoleInItsStream`]: the items of `stream` enqueued after `id`
+    /// are never claimed again.
+    fn hold_back_behind(&self, stream: &StreamKey, id: ItemId) {
+        let mut hidden = self.hidden();
+        let later: Vec<ItemId> = hidden
+            .stream_order
+            .get(stream)
+            .map(|order| {
+                order
+                    .iter()
+                    .skip_while(|&&i| i != id)
+                    .skip(1)
+                    .copied()
+                    .collect()
+            })
+            .unwrap_or_default();
+        hidden.held_back.extend(later);
+    }
+
+    /// The dead items a discard may delete, read before it (for
+    /// [`Flaw::FilteredDiscardLeavesTheStreamBlocked`] and
+    /// [`Flaw::DiscardForgetsDedupKeys`]).
+    async fn discard_candidates(&self, params: &DiscardParams) -> Result<Vec<Item>> {
+        if !matches!(
+            self.flaw,
+            Flaw::FilteredDiscardLeavesTheStreamBlocked | Flaw::DiscardForgetsDedupKeys
+        ) {
+            return Ok(Vec::new());
+        }
+        if let Some(f) = &params.filter {
+            let dead = self
+                .inner
+                .item_list(ItemListParams::new(f.queue.clone(), ListState::Dead).limit(MAX_PAGE))
+                .await?;
+            return Ok(dead.items);
+        }
+        let mut out = Vec::new();
+        for &id in &params.ids {
+            out.extend(self.inner.item_get(id).await?);
+        }
+        Ok(out)
+    }
+
+    /// After a discard: what the flaw does to the candidates it deleted.
+    async fn after_discard(&self, candidates: Vec<Item>, by_filter: bool) -> Result<()> {
+        for it in candidates {
+            if self.inner.item_get(it.id).await?.is_some() {
+                continue;
+            }
+            match self.flaw {
+                Flaw::FilteredDiscardLeavesTheStreamBlocked if by_filter => {
+                    if let Some(s) = &it.stream {
+                        self.hold_back_behind(s, it.id);
+                    }
+                }
+                Flaw::DiscardForgetsDedupKeys => {
+                    let mut hidden = self.hidden();
+                    if let Some(k) = hidden.dedup_keys.get(&it.id).cloned() {
+                        *hidden
+                            .key_generation
+                            .entry((it.queue.clone(), k.to_string()))
+                            .or_default() += 1;
+                    }
+                }
+                _ => {}
+            }
+        }
+        Ok(())
+    }
+
     /// For [`Flaw::StallsTheRunBehindItsHead`]: every tail put back by recovery or
     /// eviction is shown with a stall of its own; returns how many.
     async fn stall_put_back_tails(&self) -> Result<u64> {
@@ -461,7 +651,46 @@ impl Store for Flawed {
             params.pin_to = None;
         }
         for item in &mut params.items {
+            if matches!(
+                self.flaw,
+                Flaw::FilteredDiscardLeavesTheStreamBlocked | Flaw::CancelLeavesAHoleInItsStream
+            ) {
+                if let Some(s) = &item.stream {
+                    let mut hidden = self.hidden();
+                    hidden
+                        .stream_order
+                        .entry(s.clone())
+                        .or_default()
+                        .push(item.id);
+                }
+            }
             match self.flaw {
+                Flaw::ListsDelayedItemsAsScheduledOnceDue => {
+                    let later = match item.schedule {
+                        Schedule::After(d) => d > Duration::ZERO,
+                        Schedule::At(t) => t > self.clock.now(),
+                        Schedule::Now => false,
+                    };
+                    if later {
+                        self.hidden().delayed.insert(item.id);
+                    }
+                }
+                Flaw::DiscardForgetsDedupKeys => {
+                    if let Some(k) = item.dedup_key.take() {
+                        let mut hidden = self.hidden();
+                        let generation = hidden
+                            .key_generation
+                            .get(&(item.queue.clone(), k.to_string()))
+                            .copied()
+                            .unwrap_or(0);
+                        item.dedup_key = Some(if generation == 0 {
+                            k.clone()
+                        } else {
+                            DedupKey::new(format!("{k}#{generation}"))?
+                        });
+                        hidden.dedup_keys.insert(item.id, k);
+                    }
+                }
                 Flaw::IgnoresScope => {
                     if let Some(s) = item.scope.take() {
                         self.hidden().scopes.insert(item.id, s);
@@ -622,6 +851,24 @@ impl Store for Flawed {
                 }
             }
         }
+        if self.flaw == Flaw::ListsDelayedItemsAsScheduledOnceDue {
+            let mut hidden = self.hidden();
+            for l in &leases {
+                hidden.delayed.remove(&l.token.id);
+            }
+        }
+        let held: Vec<LeaseToken> = {
+            let hidden = self.hidden();
+            leases
+                .iter()
+                .filter(|l| hidden.held_back.contains(&l.token.id))
+                .map(|l| l.token)
+                .collect()
+        };
+        if !held.is_empty() {
+            self.inner.release(ReleaseParams::new(held.clone())).await?;
+            leases.retain(|l| !held.contains(&l.token));
+        }
         for lease in &mut leases {
             self.restore(&mut lease.item);
         }
@@ -706,8 +953,28 @@ impl Store for Flawed {
         if self.flaw == Flaw::IgnoresRecoverLimit {
             params.limit = 1_000;
         }
+        let mut passed_over = Vec::new();
+        if self.flaw == Flaw::RecoveryPassesOverPausedQueues {
+            let now = self.clock.now();
+            for q in self.paused_queues().await? {
+                let running = self
+                    .inner
+                    .item_list(ItemListParams::new(q, ListState::Running).limit(MAX_PAGE))
+                    .await?;
+                passed_over.extend(
+                    running
+                        .items
+                        .into_iter()
+                        .filter(|i| i.lease_expires_at.is_some_and(|t| t <= now)),
+                );
+            }
+        }
         let mut recovered = self.inner.recover_expired(params).await?;
         recovered.requeued += self.stall_put_back_tails().await?;
+        for it in passed_over {
+            recovered.requeued = recovered.requeued.saturating_sub(1);
+            self.hidden().frozen.insert(it.id, it);
+        }
         Ok(recovered)
     }
 
@@ -715,11 +982,25 @@ impl Store for Flawed {
         if self.flaw == Flaw::IgnoresPurgeLimit {
             params.limit = 1_000;
         }
+        if self.flaw == Flaw::PurgeIgnoresKeepDoneFor {
+            params.keep_done_for = Duration::ZERO;
+        }
         self.inner.purge(params).await
     }
 
     async fn dead_requeue(&self, mut params: RequeueParams) -> Result<u64> {
-        if let Some(ids) = self.dead_in_enqueue_order(&mut params.filter).await? {
+        if self.flaw == Flaw::FilteredRequeueGrantsOneAttempt
+            && params.filter.is_some()
+            && params.validate(&self.limits()).is_ok()
+        {
+            params.additional_attempts = 1;
+        }
+        self.strict_age(&mut params.filter);
+        let chosen = match self.dead_ties_newest_first(&mut params.filter).await? {
+            Some(ids) => Some(ids),
+            None => self.dead_in_enqueue_order(&mut params.filter).await?,
+        };
+        if let Some(ids) = chosen {
             if ids.is_empty() {
                 return Ok(0);
             }
@@ -735,7 +1016,11 @@ impl Store for Flawed {
     }
 
     async fn dead_discard(&self, mut params: DiscardParams) -> Result<u64> {
-        if let Some(ids) = self.dead_in_enqueue_order(&mut params.filter).await? {
+        let chosen = match self.dead_ties_newest_first(&mut params.filter).await? {
+            Some(ids) => Some(ids),
+            None => self.dead_in_enqueue_order(&mut params.filter).await?,
+        };
+        if let Some(ids) = chosen {
             if ids.is_empty() {
                 return Ok(0);
             }
@@ -747,12 +1032,23 @@ impl Store for Flawed {
                 *f = DeadFilter::new(f.queue.clone()).limit(f.limit);
             }
         }
-        self.inner.dead_discard(params).await
+        self.strict_age(&mut params.filter);
+        let candidates = self.discard_candidates(&params).await?;
+        let by_filter = params.filter.is_some();
+        let n = self.inner.dead_discard(params).await?;
+        self.after_discard(candidates, by_filter).await?;
+        Ok(n)
     }
 
     async fn item_get(&self, id: ItemId) -> Result<Option<Item>> {
         if let Some(l) = self.hidden().kept.get(&id) {
             return Ok(Some(l.item.clone()));
+        }
+        if let Some(it) = self.hidden().frozen.get(&id) {
+            return Ok(Some(it.clone()));
+        }
+        if self.hidden().gone.contains(&id) {
+            return Ok(None);
         }
         let mut item = self.inner.item_get(id).await?;
         if let Some(item) = &mut item {
@@ -766,6 +1062,11 @@ impl Store for Flawed {
         if self.flaw == Flaw::PausesOnlyItsOwnHandle {
             let paused = self.hidden().local_pauses.contains(queue);
             return Ok(c.with_paused(paused));
+        }
+        if self.flaw == Flaw::CountsNoFinishedItems {
+            let mut c = c;
+            c.done = 0;
+            return Ok(c);
         }
         if self.flaw == Flaw::CountsWithoutPauseOrAge {
             return Ok(c.with_paused(false).with_oldest_ready_age(None));
@@ -804,6 +1105,16 @@ impl Store for Flawed {
     }
 
     async fn instance_deregister(&self, params: DeregisterParams) -> Result<Evicted> {
+        if self.flaw == Flaw::DeregisterSkipsUnregisteredOwners
+            && !self
+                .inner
+                .instance_list()
+                .await?
+                .iter()
+                .any(|i| i.id == params.instance)
+        {
+            return Ok(Evicted::default());
+        }
         self.inner.instance_deregister(params).await
     }
 
@@ -865,6 +1176,30 @@ impl Store for Flawed {
     }
 
     async fn item_list(&self, mut params: ItemListParams) -> Result<ItemPage> {
+        if self.flaw == Flaw::ListsDelayedItemsAsScheduledOnceDue {
+            match params.state {
+                ListState::Ready => {
+                    let mut page = self.inner.item_list(params).await?;
+                    let delayed = self.hidden().delayed.clone();
+                    page.items.retain(|i| !delayed.contains(&i.id));
+                    return Ok(page);
+                }
+                ListState::Scheduled => {
+                    let mut page = self.inner.item_list(params.clone()).await?;
+                    let due = self
+                        .inner
+                        .item_list(
+                            ItemListParams::new(params.queue, ListState::Ready).limit(MAX_PAGE),
+                        )
+                        .await?;
+                    let delayed = self.hidden().delayed.clone();
+                    page.items
+                        .extend(due.items.into_iter().filter(|i| delayed.contains(&i.id)));
+                    return Ok(page);
+                }
+                _ => {}
+            }
+        }
         if self.flaw == Flaw::ListingIgnoresTheCursor {
             params.cursor = None;
         }
@@ -894,6 +1229,34 @@ impl Store for Flawed {
     }
 
     async fn lease_list(&self, params: LeaseListParams) -> Result<LeasePage> {
+        if self.flaw == Flaw::LeaseCursorByExpiryOnly {
+            params.validate(&self.limits())?;
+            let after = match &params.cursor {
+                Some(c) => Some(
+                    c.as_str()
+                        .strip_prefix("x.")
+                        .and_then(|s| s.parse::<i64>().ok())
+                        .ok_or_else(|| Error::invalid("cursor", "not a cursor of this store"))?,
+                ),
+                None => None,
+            };
+            let all = self
+                .inner
+                .lease_list(LeaseListParams::new(params.queue).limit(MAX_PAGE))
+                .await?;
+            let mut leases: Vec<_> = all
+                .leases
+                .into_iter()
+                .filter(|l| after.is_none_or(|a| l.expires_at.as_micros() > a))
+                .collect();
+            let more = leases.len() > params.limit as usize;
+            leases.truncate(params.limit as usize);
+            let next = match (more, leases.last()) {
+                (true, Some(l)) => Some(Cursor::new(format!("x.{}", l.expires_at.as_micros()))?),
+                _ => None,
+            };
+            return Ok(LeasePage::new(leases, next, all.as_of));
+        }
         let mut page = self.inner.lease_list(params).await?;
         if self.flaw == Flaw::LeaseListHidesExpired {
             let as_of = page.as_of;
@@ -903,7 +1266,18 @@ impl Store for Flawed {
     }
 
     async fn queue_list(&self) -> Result<Vec<QueueName>> {
-        self.inner.queue_list().await
+        let all = self.inner.queue_list().await?;
+        if self.flaw != Flaw::QueueListSkipsScheduledAndRunningQueues {
+            return Ok(all);
+        }
+        let mut out = Vec::new();
+        for q in all {
+            let c = self.inner.queue_counts(&q).await?;
+            if c.ready > 0 || c.dead > 0 || c.paused {
+                out.push(q);
+            }
+        }
+        Ok(out)
     }
 
     async fn item_cancel(&self, params: CancelParams) -> Result<Vec<CancelOutcome>> {
@@ -954,6 +1328,67 @@ impl Store for Flawed {
             }
             return Ok(out);
         }
+        if self.flaw == Flaw::CancelDeletesKeptFinishedItems {
+            params.validate(&self.limits())?;
+            let mut out = Vec::new();
+            for &id in &params.ids {
+                let done = self
+                    .inner
+                    .item_get(id)
+                    .await?
+                    .is_some_and(|i| i.state == ItemState::Done);
+                if done && self.hidden().gone.insert(id) {
+                    out.push(CancelOutcome::Cancelled);
+                    continue;
+                }
+                if self.hidden().gone.contains(&id) {
+                    out.push(CancelOutcome::NotFound);
+                    continue;
+                }
+                out.extend(self.inner.item_cancel(CancelParams::new(vec![id])).await?);
+            }
+            return Ok(out);
+        }
+        if self.flaw == Flaw::CancelLeavesAHoleInItsStream {
+            // Which of the ids are ready items behind an unfinished earlier item of
+            // their stream.
+            let mut behind = Vec::new();
+            for &id in &params.ids {
+                let Some(it) = self.inner.item_get(id).await? else {
+                    behind.push(None);
+                    continue;
+                };
+                let Some(s) = it.stream.clone() else {
+                    behind.push(None);
+                    continue;
+                };
+                let order = self
+                    .hidden()
+                    .stream_order
+                    .get(&s)
+                    .cloned()
+                    .unwrap_or_default();
+                let mut earlier_unfinished = false;
+                for &e in order.iter().take_while(|&&e| e != id) {
+                    if self
+                        .inner
+                        .item_get(e)
+                        .await?
+                        .is_some_and(|i| i.state != ItemState::Done)
+                    {
+                        earlier_unfinished = true;
+                    }
+                }
+                behind.push(earlier_unfinished.then_some(s));
+            }
+            let out = self.inner.item_cancel(params.clone()).await?;
+            for ((o, s), &id) in out.iter().zip(behind).zip(&params.ids) {
+                if let (CancelOutcome::Cancelled, Some(s)) = (o, s) {
+                    self.hold_back_behind(&s, id);
+                }
+            }
+            return Ok(out);
+        }
         self.inner.item_cancel(params).await
     }
 
@@ -981,7 +1416,12 @@ impl Harness for FlawedHarness {
 
     async fn open(&self, clock: ManualClock) -> Result<Flawed> {
         Ok(Flawed {
-            inner: MemoryStore::new(clock.clone()),
+            inner: MemoryStore::new(clock.clone()).keep_done(matches!(
+                self.0,
+                Flaw::PurgeIgnoresKeepDoneFor
+                    | Flaw::CountsNoFinishedItems
+                    | Flaw::CancelDeletesKeptFinishedItems
+            )),
             clock,
             flaw: self.0,
             hidden: Arc::default(),
@@ -1711,6 +2151,156 @@ mod broken_wrappers {
             Flaw::DeadFilterByEnqueueOrder,
             "op_control",
             "a_bounded_dead_filter_takes_the_earliest_dead_first",
+        )
+        .await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_queue_list_missing_scheduled_and_running_queues_fails_op_inspection_alone() {
+        must_fail_only(
+            Flaw::QueueListSkipsScheduledAndRunningQueues,
+            "op_inspection",
+            "queue_list_names_a_queue_whose_only_items_are_scheduled_running_or_kept_done",
+        )
+        .await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_lease_cursor_holding_only_the_expiry_fails_op_inspection_alone() {
+        must_fail_only(
+            Flaw::LeaseCursorByExpiryOnly,
+            "op_inspection",
+            "lease_pages_show_leases_of_one_expiry_each_once",
+        )
+        .await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn listing_a_due_delayed_item_as_scheduled_fails_op_inspection_alone() {
+        must_fail_only(
+            Flaw::ListsDelayedItemsAsScheduledOnceDue,
+            "op_inspection",
+            "a_delayed_item_is_listed_ready_from_the_instant_it_is_due",
+        )
+        .await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_filtered_requeue_granting_one_attempt_fails_op_control_alone() {
+        must_fail_only(
+            Flaw::FilteredRequeueGrantsOneAttempt,
+            "op_control",
+            "a_filtered_requeue_grants_attempts_and_resets_stalls_as_a_requeue_by_id_does",
+        )
+        .await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_filtered_discard_leaving_the_stream_blocked_fails_op_control_alone() {
+        must_fail_only(
+            Flaw::FilteredDiscardLeavesTheStreamBlocked,
+            "op_control",
+            "a_dead_head_discarded_or_requeued_by_filter_lets_its_stream_move_on",
+        )
+        .await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_strict_dead_filter_age_fails_op_control_alone() {
+        must_fail_only(
+            Flaw::DeadFilterAgeIsStrict,
+            "op_control",
+            "a_dead_filter_takes_an_item_dead_for_exactly_older_than",
+        )
+        .await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_cancel_leaving_a_hole_in_its_stream_fails_op_control_alone() {
+        must_fail_only(
+            Flaw::CancelLeavesAHoleInItsStream,
+            "op_control",
+            "cancelling_an_item_behind_its_stream_head_leaves_the_rest_of_the_stream_in_order",
+        )
+        .await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_discard_forgetting_dedup_keys_fails_g11_alone() {
+        must_fail_only(
+            Flaw::DiscardForgetsDedupKeys,
+            "g11_dedup",
+            "a_discarded_dead_item_still_dedups_within_the_window",
+        )
+        .await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_purge_ignoring_keep_done_for_fails_g11_alone() {
+        must_fail_only(
+            Flaw::PurgeIgnoresKeepDoneFor,
+            "g11_dedup",
+            "purge_keeps_finished_items_younger_than_keep_done_for_and_counts_those_it_deletes",
+        )
+        .await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_deregistration_skipping_unregistered_owners_fails_g12_alone() {
+        must_fail_only(
+            Flaw::DeregisterSkipsUnregisteredOwners,
+            "g12_instances",
+            "deregistering_an_owner_that_never_registered_still_releases_its_leases",
+        )
+        .await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn counts_without_kept_finished_items_fail_op_inspection_alone() {
+        must_fail_only(
+            Flaw::CountsNoFinishedItems,
+            "op_inspection",
+            "queue_counts_count_kept_finished_items_as_done",
+        )
+        .await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn cancelling_kept_finished_items_fails_op_control_alone() {
+        must_fail_only(
+            Flaw::CancelDeletesKeptFinishedItems,
+            "op_control",
+            "cancel_leaves_a_kept_finished_item_alone_answering_done",
+        )
+        .await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_recovery_passing_over_paused_queues_fails_op_control_alone() {
+        must_fail_only(
+            Flaw::RecoveryPassesOverPausedQueues,
+            "op_control",
+            "a_paused_queues_expired_lease_is_recovered_and_its_failure_accepted_as_usual",
+        )
+        .await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_filter_taking_ties_newest_first_fails_op_control_alone() {
+        must_fail_only(
+            Flaw::DeadFilterTiesNewestFirst,
+            "op_control",
+            "a_bounded_dead_filter_takes_items_that_died_together_in_enqueue_order",
+        )
+        .await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_filter_skipping_its_age_bound_fails_op_control_alone() {
+        must_fail_only(
+            Flaw::FilterSkipsTheAgeBound,
+            "op_control",
+            "bad_filter_ages_granted_attempts_and_cancel_batches_are_refused_naming_the_field",
         )
         .await;
     }

@@ -16,6 +16,12 @@ fn temp_dir() -> Result<TempDir> {
     TempDir::new().map_err(|e| Error::internal("sqlite", e))
 }
 
+/// With `TENURE_SQLITE_KEEP_DONE=1` finished items are kept as `done` rows instead of
+/// deleted.
+fn configured(config: SqliteConfig) -> SqliteConfig {
+    config.keep_done(std::env::var("TENURE_SQLITE_KEEP_DONE").is_ok_and(|v| v == "1"))
+}
+
 struct SqliteHarness;
 
 #[async_trait]
@@ -24,8 +30,10 @@ impl tenure_conformance::Harness for SqliteHarness {
 
     async fn open(&self, clock: ManualClock) -> Result<CaseStore> {
         let dir = temp_dir()?;
-        let store =
-            SqliteStore::open(SqliteConfig::new(dir.path().join("case.db")).clock(clock)).await?;
+        let store = SqliteStore::open(configured(
+            SqliteConfig::new(dir.path().join("case.db")).clock(clock),
+        ))
+        .await?;
         Ok(Guarded::new(store, dir))
     }
 
@@ -33,7 +41,7 @@ impl tenure_conformance::Harness for SqliteHarness {
         // A second open of the same file: its own writer thread and connection, meeting
         // the first at SQLite's lock as another process would.
         let path = store.inner().path();
-        let peer = SqliteStore::open(SqliteConfig::new(path).clock(clock)).await?;
+        let peer = SqliteStore::open(configured(SqliteConfig::new(path).clock(clock))).await?;
         Ok(Guarded::sharing(peer, store))
     }
 

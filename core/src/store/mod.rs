@@ -257,6 +257,13 @@ pub trait Store: Send + Sync + fmt::Debug + 'static {
 
     /// Deletes finished items older than `keep_done_for` and dedup keys past their
     /// window (G11; `g11_dedup`).
+    ///
+    /// # Contract
+    /// - A finished item is deleted once its last change is at least `keep_done_for`
+    ///   old, never before; [`Purged::items`] says how many were (0 on a store that
+    ///   deletes finished items when they finish) (`g11_dedup`,
+    ///   `purge_keeps_finished_items_younger_than_keep_done_for_and_counts_those_it_deletes`).
+    /// - One pass deletes at most `limit` rows of each kind.
     async fn purge(&self, params: PurgeParams) -> Result<Purged>;
 
     /// Puts dead items back to `ready` (G5; `g05_retry`), returning how many.
@@ -264,8 +271,11 @@ pub trait Store: Send + Sync + fmt::Debug + 'static {
     /// # Contract
     /// - Only `dead` items change; others are left alone and not counted.
     /// - `attempt` is kept; `max_attempts` becomes at least `attempt +
-    ///   additional_attempts`; `stalls` goes back to 0; `run_at = now`. So no token of
-    ///   an earlier attempt can become valid again.
+    ///   additional_attempts`; `stalls` goes back to 0; `run_at = now`; `last_error`
+    ///   is kept until the next attempt fails ([`machine::requeue`](crate::machine::requeue)).
+    ///   So no token of an earlier attempt can become valid again. A filtered requeue
+    ///   changes each item exactly so (conformance group `op_control`,
+    ///   `a_filtered_requeue_grants_attempts_and_resets_stalls_as_a_requeue_by_id_does`).
     /// - With [`RequeueParams::filter`] the items are the dead items of the filter's
     ///   queue whose `updated_at <= filter.dead_before(now)` (`updated_at` of a dead
     ///   item is when it last died), earliest `updated_at` first, ties in enqueue
@@ -278,7 +288,10 @@ pub trait Store: Send + Sync + fmt::Debug + 'static {
     async fn dead_requeue(&self, params: RequeueParams) -> Result<u64>;
 
     /// Deletes dead items, returning how many (G5; `g05_retry`). Other items are left
-    /// alone. A discarded head no longer blocks its stream. Their dedup keys are kept.
+    /// alone. A discarded head no longer blocks its stream, by id or by filter
+    /// (`op_control`, `a_dead_head_discarded_or_requeued_by_filter_lets_its_stream_move_on`).
+    /// Their dedup keys are kept (G11; `g11_dedup`,
+    /// `a_discarded_dead_item_still_dedups_within_the_window`).
     ///
     /// # Contract
     /// - With [`DiscardParams::filter`] the items are chosen exactly as
@@ -325,7 +338,9 @@ pub trait Store: Send + Sync + fmt::Debug + 'static {
     ///   each), so nothing it held waits for its lease to expire, and its streams are
     ///   unpinned (G14).
     /// - An instance that is not registered is not an error: the answer lists no
-    ///   instance, and any running item with that owner is still released.
+    ///   instance, and any running item with that owner is still released
+    ///   (`g12_instances`,
+    ///   `deregistering_an_owner_that_never_registered_still_releases_its_leases`).
     async fn instance_deregister(&self, params: DeregisterParams) -> Result<Evicted>;
 
     /// Tries to hold the leader lease `name` (G13; `g13_leader`).
@@ -377,7 +392,8 @@ pub trait Store: Send + Sync + fmt::Debug + 'static {
 
     /// One page of a queue's leases: its `running` items' owner, attempt, expiry and
     /// renewals, soonest expiry first (ties in an order of the store's choosing, the same
-    /// on every page), including expired leases not yet recovered, which come first
+    /// on every page, so paging shows leases of one expiry each once:
+    /// `lease_pages_show_leases_of_one_expiry_each_once`), including expired leases not yet recovered, which come first
     /// with their expiry at or before the page's `as_of` (conformance group
     /// `op_inspection`).
     ///
@@ -387,7 +403,9 @@ pub trait Store: Send + Sync + fmt::Debug + 'static {
     async fn lease_list(&self, params: LeaseListParams) -> Result<LeasePage>;
 
     /// The queues this store knows, by name: every queue with an unfinished, dead or
-    /// kept finished item, and every paused queue (conformance group `op_inspection`).
+    /// kept finished item, and every paused queue (conformance group `op_inspection`;
+    /// an unfinished item may be scheduled or running:
+    /// `queue_list_names_a_queue_whose_only_items_are_scheduled_running_or_kept_done`).
     async fn queue_list(&self) -> Result<Vec<QueueName>>;
 
     /// Cancels ready and scheduled items, answering per id, in order (conformance
