@@ -2,6 +2,9 @@
 //!
 //! `cargo test -p tenure-memory --test conformance` runs every case as its own test.
 
+use std::process::ExitCode;
+use std::sync::atomic::{AtomicBool, Ordering};
+
 use tenure_conformance::{Restore, Snapshot, Unreachable};
 use tenure_core::{async_trait, ManualClock, Result};
 use tenure_memory::{MemorySnapshot, MemoryStore};
@@ -14,7 +17,7 @@ impl tenure_conformance::Harness for MemoryHarness {
     type Store = MemoryStore;
 
     async fn open(&self, clock: ManualClock) -> Result<MemoryStore> {
-        Ok(MemoryStore::new(clock))
+        Ok(MemoryStore::new(clock).keep_done(KEEP_DONE.load(Ordering::Relaxed)))
     }
 
     async fn open_peer(&self, store: &MemoryStore, _clock: ManualClock) -> Result<MemoryStore> {
@@ -49,6 +52,16 @@ impl Restore for Rewind {
     }
 }
 
-fn main() -> std::process::ExitCode {
+/// Whether finished items are kept as `done` instead of deleted: the
+/// `conformance_keep_done` target runs the suite again with them kept.
+static KEEP_DONE: AtomicBool = AtomicBool::new(false);
+
+/// Runs the suite, keeping finished items when `keep_done`.
+pub fn run(keep_done: bool) -> ExitCode {
+    KEEP_DONE.store(keep_done, Ordering::Relaxed);
     tenure_conformance::main(MemoryHarness)
+}
+
+fn main() -> ExitCode {
+    run(false)
 }

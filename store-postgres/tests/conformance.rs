@@ -7,6 +7,7 @@
 //! `TENURE_REQUIRE_STORES=1` and is otherwise skipped with a message.
 
 use std::process::ExitCode;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -27,11 +28,11 @@ fn url() -> String {
 }
 
 /// With `TENURE_POSTGRES_PROXY=1` the URL points at a transaction-pooling proxy: no
-/// statement cache, no LISTEN. With `TENURE_POSTGRES_KEEP_DONE=1` finished items are
-/// kept as `done` rows instead of deleted.
+/// statement cache, no LISTEN. Finished items are kept as `done` rows when the run
+/// keeps them ([`run`]).
 fn behind_proxy(config: PgConfig) -> PgConfig {
     let on = |name: &str| std::env::var(name).is_ok_and(|v| v == "1");
-    let config = config.keep_done(on("TENURE_POSTGRES_KEEP_DONE"));
+    let config = config.keep_done(KEEP_DONE.load(Ordering::Relaxed));
     if on("TENURE_POSTGRES_PROXY") {
         config.statement_cache(false).listen(false)
     } else {
@@ -185,7 +186,13 @@ fn with_admin<T>(f: impl AsyncFnOnce(&mut PgConnection) -> T) -> std::result::Re
     })
 }
 
-fn main() -> ExitCode {
+/// Whether finished items are kept as `done` instead of deleted: the
+/// `conformance_keep_done` target runs the suite again with them kept.
+static KEEP_DONE: AtomicBool = AtomicBool::new(false);
+
+/// Runs the suite, keeping finished items when `keep_done`.
+pub fn run(keep_done: bool) -> ExitCode {
+    KEEP_DONE.store(keep_done, Ordering::Relaxed);
     if let Err(e) = with_admin(async |_| ()) {
         if std::env::var("TENURE_REQUIRE_STORES").is_ok_and(|v| v == "1") {
             eprintln!(
@@ -223,4 +230,8 @@ fn main() -> ExitCode {
         Err(e) => eprintln!("could not drop the case schemas: {e}"),
     }
     code
+}
+
+fn main() -> ExitCode {
+    run(false)
 }

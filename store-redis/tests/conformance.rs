@@ -8,6 +8,7 @@
 //! with a message.
 
 use std::process::ExitCode;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -19,9 +20,9 @@ fn url() -> String {
     std::env::var("TENURE_REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1:6379".to_owned())
 }
 
-/// With `TENURE_REDIS_KEEP_DONE=1` finished items are kept as `done` instead of deleted.
+/// Finished items are kept as `done` when the run keeps them ([`run`]).
 fn configured(config: RedisConfig) -> RedisConfig {
-    config.keep_done(std::env::var("TENURE_REDIS_KEEP_DONE").is_ok_and(|v| v == "1"))
+    config.keep_done(KEEP_DONE.load(Ordering::Relaxed))
 }
 
 struct RedisHarness {
@@ -176,7 +177,13 @@ fn with_admin<T>(
     })
 }
 
-fn main() -> ExitCode {
+/// Whether finished items are kept as `done` instead of deleted: the
+/// `conformance_keep_done` target runs the suite again with them kept.
+static KEEP_DONE: AtomicBool = AtomicBool::new(false);
+
+/// Runs the suite, keeping finished items when `keep_done`.
+pub fn run(keep_done: bool) -> ExitCode {
+    KEEP_DONE.store(keep_done, Ordering::Relaxed);
     if let Err(e) = with_admin(async |_| ()) {
         if std::env::var("TENURE_REQUIRE_STORES").is_ok_and(|v| v == "1") {
             eprintln!(
@@ -240,4 +247,8 @@ async fn delete_prefixes(
         cursor = next;
     }
     Ok(())
+}
+
+fn main() -> ExitCode {
+    run(false)
 }

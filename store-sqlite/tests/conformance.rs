@@ -2,6 +2,7 @@
 //! database file in its own temporary directory.
 
 use std::process::ExitCode;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use tempfile::TempDir;
 use tenure_conformance::{Guarded, Restore, Snapshot, Unreachable};
@@ -16,10 +17,9 @@ fn temp_dir() -> Result<TempDir> {
     TempDir::new().map_err(|e| Error::internal("sqlite", e))
 }
 
-/// With `TENURE_SQLITE_KEEP_DONE=1` finished items are kept as `done` rows instead of
-/// deleted.
+/// Finished items are kept as `done` rows when the run keeps them ([`run`]).
 fn configured(config: SqliteConfig) -> SqliteConfig {
-    config.keep_done(std::env::var("TENURE_SQLITE_KEEP_DONE").is_ok_and(|v| v == "1"))
+    config.keep_done(KEEP_DONE.load(Ordering::Relaxed))
 }
 
 struct SqliteHarness;
@@ -106,6 +106,16 @@ impl Restore for Rewind {
     }
 }
 
-fn main() -> ExitCode {
+/// Whether finished items are kept as `done` instead of deleted: the
+/// `conformance_keep_done` target runs the suite again with them kept.
+static KEEP_DONE: AtomicBool = AtomicBool::new(false);
+
+/// Runs the suite, keeping finished items when `keep_done`.
+pub fn run(keep_done: bool) -> ExitCode {
+    KEEP_DONE.store(keep_done, Ordering::Relaxed);
     tenure_conformance::main(SqliteHarness)
+}
+
+fn main() -> ExitCode {
+    run(false)
 }
