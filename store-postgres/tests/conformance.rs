@@ -191,7 +191,7 @@ fn with_admin<T>(f: impl AsyncFnOnce(&mut PgConnection) -> T) -> std::result::Re
 static KEEP_DONE: AtomicBool = AtomicBool::new(false);
 
 /// Runs the suite, keeping finished items when `keep_done`.
-pub fn run(keep_done: bool) -> ExitCode {
+pub(crate) fn run(keep_done: bool) -> ExitCode {
     KEEP_DONE.store(keep_done, Ordering::Relaxed);
     if let Err(e) = with_admin(async |_| ()) {
         if std::env::var("TENURE_REQUIRE_STORES").is_ok_and(|v| v == "1") {

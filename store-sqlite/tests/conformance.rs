@@ -111,7 +111,7 @@ impl Restore for Rewind {
 static KEEP_DONE: AtomicBool = AtomicBool::new(false);
 
 /// Runs the suite, keeping finished items when `keep_done`.
-pub fn run(keep_done: bool) -> ExitCode {
+pub(crate) fn run(keep_done: bool) -> ExitCode {
     KEEP_DONE.store(keep_done, Ordering::Relaxed);
     tenure_conformance::main(SqliteHarness)
 }
