@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use tenure_core::machine::STALLED_ERROR_PREFIX;
 use tenure_core::{
-    DeregisterParams, EvictParams, HeartbeatParams, Instance, ItemState, OwnerId, Store,
+    DeregisterParams, EvictParams, HeartbeatParams, Instance, ItemState, Lease, OwnerId, Store,
     TokenOutcome,
 };
 
@@ -295,28 +295,7 @@ async fn a_deregistered_instance_leaves_at_once_releasing_its_leases<H: Harness>
         vec![staying.clone()],
         "the instances listed after leaving",
     )?;
-    for lease in &held {
-        let it = expect_state(
-            env.store(),
-            lease.token.id,
-            ItemState::Ready,
-            "after leaving",
-        )
-        .await?;
-        ensure_eq(it.stalls, 1, "stalls of a released lease")?;
-        ensure_eq(
-            complete(env.store(), lease.token).await?,
-            TokenOutcome::LeaseLost,
-            "a late complete of a lease its instance gave up",
-        )?;
-    }
-    expect_state(
-        env.store(),
-        kept[0].token.id,
-        ItemState::Running,
-        "another instance's lease",
-    )
-    .await?;
+    expect_given_up(env.store(), &held, &kept[0], "after leaving").await?;
     let again = env
         .store()
         .instance_deregister(DeregisterParams::new(leaving))
@@ -352,29 +331,36 @@ async fn deregistering_an_owner_that_never_registered_still_releases_its_leases<
         "the deregistration of an owner that never registered (no instance, its two leases \
          released)",
     )?;
-    for lease in &held {
-        let it = expect_state(
-            env.store(),
-            lease.token.id,
-            ItemState::Ready,
-            "its owner's deregistration",
-        )
-        .await?;
+    expect_given_up(env.store(), &held, &kept[0], "its owner's deregistration").await?;
+    let listed: Vec<OwnerId> = list(env.store()).await?.into_iter().map(|i| i.id).collect();
+    ensure_eq(listed, vec![other], "the instances listed")?;
+    pass()
+}
+
+/// After a deregistration (`when`): each of `held` is ready again with one stall
+/// counted and its late complete refused, and `kept`, another instance's lease, runs
+/// on.
+async fn expect_given_up<S: Store + ?Sized>(
+    store: &S,
+    held: &[Lease],
+    kept: &Lease,
+    when: &str,
+) -> Result<(), Failure> {
+    for lease in held {
+        let it = expect_state(store, lease.token.id, ItemState::Ready, when).await?;
         ensure_eq(it.stalls, 1, "stalls of a released lease")?;
         ensure_eq(
-            complete(env.store(), lease.token).await?,
+            complete(store, lease.token).await?,
             TokenOutcome::LeaseLost,
             "a late complete of a lease its owner gave up",
         )?;
     }
     expect_state(
-        env.store(),
-        kept[0].token.id,
+        store,
+        kept.token.id,
         ItemState::Running,
         "another instance's lease",
     )
     .await?;
-    let listed: Vec<OwnerId> = list(env.store()).await?.into_iter().map(|i| i.id).collect();
-    ensure_eq(listed, vec![other], "the instances listed")?;
-    pass()
+    Ok(())
 }

@@ -390,6 +390,28 @@ async fn make_dead<S: Store + ?Sized>(
     Ok(ids)
 }
 
+/// Both filtered calls, a requeue and a discard, must refuse `filter` as invalid
+/// input naming `field` (`what` says how the filter is bad).
+async fn expect_filter_refused<S: Store + ?Sized>(
+    store: &S,
+    filter: DeadFilter,
+    field: &str,
+    what: &str,
+) -> Result<(), Failure> {
+    expect_invalid(
+        store
+            .dead_requeue(RequeueParams::matching(filter.clone()))
+            .await,
+        field,
+        &format!("a filtered requeue {what}"),
+    )?;
+    expect_invalid(
+        store.dead_discard(DiscardParams::matching(filter)).await,
+        field,
+        &format!("a filtered discard {what}"),
+    )
+}
+
 async fn dead_items_are_requeued_and_discarded_by_queue_and_age_in_bounded_batches<H: Harness>(
     env: Env<'_, H>,
 ) -> CaseResult {
@@ -477,20 +499,7 @@ async fn bad_cancel_and_filter_input_is_refused_and_writes_nothing<H: Harness>(
     )?;
     for bad in [0, tenure_core::MAX_DEAD_BATCH + 1] {
         let filter = DeadFilter::new(q.clone()).limit(bad);
-        expect_invalid(
-            env.store()
-                .dead_requeue(RequeueParams::matching(filter.clone()))
-                .await,
-            "limit",
-            "a filtered requeue with a limit out of bounds",
-        )?;
-        expect_invalid(
-            env.store()
-                .dead_discard(DiscardParams::matching(filter))
-                .await,
-            "limit",
-            "a filtered discard with a limit out of bounds",
-        )?;
+        expect_filter_refused(env.store(), filter, "limit", "with a limit out of bounds").await?;
     }
     expect_state(env.store(), ready, ItemState::Ready, "refused cancels").await?;
     expect_state(env.store(), dead, ItemState::Dead, "refused filters").await?;
@@ -1278,20 +1287,13 @@ async fn bad_filter_ages_granted_attempts_and_cancel_batches_are_refused_naming_
     );
     // Eleven years: over the ten a filter's age may be.
     let absurd = DeadFilter::new(q.clone()).older_than(Duration::from_secs(11 * 366 * 24 * 3600));
-    expect_invalid(
-        env.store()
-            .dead_requeue(RequeueParams::matching(absurd.clone()))
-            .await,
+    expect_filter_refused(
+        env.store(),
+        absurd,
         "older_than",
-        "a filtered requeue of items dead for over ten years",
-    )?;
-    expect_invalid(
-        env.store()
-            .dead_discard(DiscardParams::matching(absurd))
-            .await,
-        "older_than",
-        "a filtered discard of items dead for over ten years",
-    )?;
+        "of items dead for over ten years",
+    )
+    .await?;
     for bad in [0, tenure_core::MAX_ATTEMPTS_LIMIT + 1] {
         expect_invalid(
             env.store()
