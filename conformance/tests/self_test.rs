@@ -346,20 +346,29 @@ impl Flawed {
         if self.flaw != Flaw::DeadFilterByEnqueueOrder || f.validate(&self.limits()).is_err() {
             return Ok(None);
         }
-        let dead = self
-            .inner
-            .item_list(ItemListParams::new(f.queue.clone(), ListState::Dead).limit(MAX_PAGE))
-            .await?;
-        let before = f.dead_before(self.clock.now());
-        let ids = dead
-            .items
-            .iter()
-            .filter(|i| i.updated_at <= before)
+        let ids = self
+            .dead_matching(f)
+            .await?
+            .into_iter()
             .take(f.limit as usize)
             .map(|i| i.id)
             .collect();
         *filter = None;
         Ok(Some(ids))
+    }
+
+    /// The dead items of `f`'s queue old enough for it, in enqueue order.
+    async fn dead_matching(&self, f: &DeadFilter) -> Result<Vec<Item>> {
+        let dead = self
+            .inner
+            .item_list(ItemListParams::new(f.queue.clone(), ListState::Dead).limit(MAX_PAGE))
+            .await?;
+        let before = f.dead_before(self.clock.now());
+        Ok(dead
+            .items
+            .into_iter()
+            .filter(|i| i.updated_at <= before)
+            .collect())
     }
 
     /// With [`Flaw::DeadFilterTiesNewestFirst`], the ids a filter takes when items that
@@ -382,16 +391,11 @@ impl Flawed {
         if self.flaw != Flaw::DeadFilterTiesNewestFirst || f.validate(&self.limits()).is_err() {
             return Ok(None);
         }
-        let dead = self
-            .inner
-            .item_list(ItemListParams::new(f.queue.clone(), ListState::Dead).limit(MAX_PAGE))
-            .await?;
-        let before = f.dead_before(self.clock.now());
-        let mut matching: Vec<(usize, &Item)> = dead
-            .items
-            .iter()
+        let mut matching: Vec<(usize, Item)> = self
+            .dead_matching(f)
+            .await?
+            .into_iter()
             .enumerate()
-            .filter(|(_, i)| i.updated_at <= before)
             .collect();
         matching.sort_by_key(|(n, i)| (i.updated_at, std::cmp::Reverse(*n)));
         let ids = matching
