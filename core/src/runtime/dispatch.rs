@@ -30,6 +30,7 @@
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
+use std::task::Poll;
 
 use tracing::Instrument;
 
@@ -40,7 +41,7 @@ use super::inflight::{Entry, GroupRef};
 use super::release::release;
 use super::shared::Shared;
 use super::slots::{Queued, Sent, Slots};
-use super::supervise::{begin, supervise, Begun};
+use super::supervise::{begin, first_poll, supervise, Begun, Started};
 
 /// What one slot runs: an attempt, or the attempts of one stream run in stream order
 /// (G9). `rest` is empty (and unallocated) for a lone attempt.
@@ -77,15 +78,15 @@ pub(crate) fn dispatch(shared: &Arc<Shared>, leases: Vec<Lease>, sent: Sent) {
         shared.inflight.renew_wake.notify_one();
     }
     // Each lease moves once, from the claim's answer into the queue, as its job.
-    shared.slots.ready().extend(
-        leases
-            .into_iter()
-            .zip(controls)
-            .map(|(lease, control)| Queued {
-                job: Job::with_control(lease, control),
-                sent,
-            }),
-    );
+    let mut ready = shared.slots.ready();
+    ready.reserve(leases.len());
+    for (lease, control) in leases.into_iter().zip(controls) {
+        ready.push_back(Queued {
+            job: Job::with_control(lease, control),
+            sent,
+        });
+    }
+    drop(ready);
     if shared.slots.idle_runners.load(Ordering::Acquire) > 0 {
         shared.slots.work.notify_waiters();
     } else {
@@ -209,21 +210,14 @@ pub(crate) fn take_queued(shared: &Shared) -> Vec<LeaseToken> {
         .collect()
 }
 
-/// Runs one run: one lease, or the leases of one stream run one after another in
-/// stream order (G9), on the calling task. After an item that did not complete, or
-/// once claiming has stopped, the rest of the run is not started: the store puts those
-/// items back untouched when the earlier item's failure or expiry lands, and on
-/// shutdown they are given back at once. A runner (`*runner` true) whose handler does
-/// not finish on its first poll becomes a slot, and a new runner takes its place.
-async fn run_items(shared: &Arc<Shared>, run: Run<'_>, runner: &mut bool) {
-    let Run { first, rest } = run;
-    // The handler's run time reaches the prefetch average from the attempt itself
-    // (`record_run`), on the clock reading that also feeds the handler histogram.
-    let mut completed = supervise(shared, first, runner, replace_runner).await;
-    shared.room.let_go(1);
-    if rest.is_empty() {
-        return;
-    }
+/// Goes on with the rest of a stream run (G9), on the calling task, once its first
+/// item ended (`completed` when its outcome was a complete): the next item is started
+/// only after an item that completed and while claiming goes on; otherwise the rest
+/// is not started: the store puts those items back untouched when the earlier item's
+/// failure or expiry lands, and on shutdown they are given back at once. A runner
+/// (`*runner` true) whose handler does not finish on its first poll becomes a slot,
+/// and a new runner takes its place.
+async fn run_rest(shared: &Arc<Shared>, mut completed: bool, rest: Vec<Queued>, runner: &mut bool) {
     let mut rest = rest.into_iter();
     while let Some(Queued { job, sent }) = rest.next() {
         if !completed || shared.claiming_stopped() {
@@ -270,10 +264,33 @@ fn replace_runner(shared: &Arc<Shared>) {
 /// Works the ready queue: takes runs while a slot is free and runs them (see the
 /// module docs). A runner waits for the next claim when there is nothing to take and
 /// ends when claiming stops; a slot ends as soon as there is nothing to take.
+///
+/// The next run is taken and its first handler polled once within one poll of this
+/// task ([`first_poll`]), so an attempt that finishes at once never moves into a
+/// future's state; one that pends is supervised here to its end.
 async fn serve(shared: Arc<Shared>, mut runner: bool) {
     loop {
-        if let Some(run) = next_run(&shared) {
-            run_items(&shared, run, &mut runner).await;
+        let next = std::future::poll_fn(|cx| {
+            Poll::Ready(next_run(&shared).map(|Run { first, rest }| {
+                (
+                    first_poll(&shared, first, cx, &mut runner, replace_runner),
+                    rest,
+                )
+            }))
+        })
+        .await;
+        if let Some((started, rest)) = next {
+            // The handler's run time reaches the prefetch average from the attempt
+            // itself (`record_run`), on the clock reading that also feeds the handler
+            // histogram.
+            let completed = match started {
+                Started::Concluded(completed) => completed,
+                Started::Watching(watching) => watching.await,
+            };
+            shared.room.let_go(1);
+            if !rest.is_empty() {
+                run_rest(&shared, completed, rest, &mut runner).await;
+            }
             shared.slots.free_slot();
             // A runner that keeps finding work yields now and then.
             tokio::task::coop::consume_budget().await;

@@ -10,7 +10,7 @@ use std::any::Any;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
-use std::task::Poll;
+use std::task::{Context, Poll};
 
 use tokio::time::{sleep_until, Instant};
 use tracing::instrument::Instrumented;
@@ -82,66 +82,92 @@ pub(crate) fn begin(shared: &Shared, job: Job, sent: Sent) -> Begun<'_> {
     }
 }
 
+/// An attempt after its handler's first poll.
+pub(crate) enum Started<'a> {
+    /// The handler finished on its first poll and its outcome is sent: true when it is
+    /// a complete.
+    Concluded(bool),
+    /// The handler did not finish: this future supervises it to its end (see
+    /// [`supervise`]) and answers as `Concluded` would.
+    Watching(Pin<Box<dyn Future<Output = bool> + Send + 'a>>),
+}
+
+/// Polls the handler of one begun attempt once, on the calling task's context `cx`.
+/// One that finishes then needs no timer, no cancellation token and no wake-up: its
+/// outcome is sent at once. One that does not is handed back to be watched to its end
+/// on the calling task; on a runner (`*runner` true) the task becomes a slot for it,
+/// and a new runner is started first, by `replace_runner`.
+///
+/// A plain function, so that an attempt that finishes at once is never moved into
+/// a future's state: only a pending one is (boxed, with its watch).
+pub(crate) fn first_poll<'a>(
+    shared: &'a Arc<Shared>,
+    begun: Begun<'a>,
+    cx: &mut Context<'_>,
+    runner: &mut bool,
+    replace_runner: fn(&Arc<Shared>),
+) -> Started<'a> {
+    let Begun {
+        running,
+        mut fut,
+        span,
+        sent,
+    } = begun;
+    match Pin::new(&mut fut).poll(cx) {
+        Poll::Ready(r) => {
+            drop(fut);
+            Started::Concluded(conclude(shared, running, &span, Some(Ran::Returned(r))))
+        }
+        Poll::Pending => {
+            if std::mem::take(runner) {
+                replace_runner(shared);
+            }
+            Started::Watching(Box::pin(async move {
+                let result = watch(shared, &running, fut, &span, sent).await;
+                conclude(shared, running, &span, result)
+            }))
+        }
+    }
+}
+
 /// Runs one begun attempt on the calling task. `sent` is when the claim call that
 /// leased it was sent: the store set the expiry no earlier than that, so the self-stop
-/// counts from there. The handler is polled once at once; one that finishes then needs
-/// no timer, no cancellation token and no wake-up. One that does not is supervised
-/// here to its end; on a runner (`*runner` true) the task becomes a slot for it, and a
-/// new runner is started first, by `replace_runner`. True when the attempt's outcome
-/// is a complete (a stream run goes on to its next item only then, G9).
+/// counts from there. The handler is polled once at once ([`first_poll`]); one that
+/// does not finish then is supervised here to its end. True when the attempt's
+/// outcome is a complete (a stream run goes on to its next item only then, G9).
 pub(crate) async fn supervise(
     shared: &Arc<Shared>,
     begun: Begun<'_>,
     runner: &mut bool,
     replace_runner: fn(&Arc<Shared>),
 ) -> bool {
-    let Begun {
-        running: _running,
-        mut fut,
-        span,
-        sent,
-    } = begun;
-    // A handler that finishes on its first poll needs none of the timers of `watch`.
-    let first = std::future::poll_fn(|cx| Poll::Ready(Pin::new(&mut fut).poll(cx))).await;
-    let result = match first {
-        Poll::Ready(r) => {
-            drop(fut);
-            Some(Ran::Returned(r))
-        }
-        // Boxed, so the future of a handler that finishes at once carries none of
-        // the watching state.
-        Poll::Pending => {
-            Box::pin(watch(
-                shared,
-                &_running,
-                fut,
-                &span,
-                sent,
-                runner,
-                replace_runner,
-            ))
-            .await
-        }
-    };
-    conclude(shared, _running, &span, result)
+    let mut begun = Some(begun);
+    let started = std::future::poll_fn(|cx| {
+        Poll::Ready(
+            begun
+                .take()
+                .map(|b| first_poll(shared, b, cx, runner, replace_runner)),
+        )
+    })
+    .await;
+    match started {
+        Some(Started::Concluded(completed)) => completed,
+        Some(Started::Watching(watching)) => watching.await,
+        // Polled once only: the attempt is always there.
+        None => false,
+    }
 }
 
 /// Watches a handler that did not finish on its first poll to its end: the self-stop,
-/// the handler timeout, cancellation and shutdown's abort. On a runner (`*runner`
-/// true) the task becomes a slot for it, and a new runner is started first (by
-/// `replace_runner`). None when the worker was dropped.
+/// the handler timeout, cancellation and shutdown's abort. None when the worker was
+/// dropped.
 async fn watch(
-    shared: &Arc<Shared>,
+    shared: &Shared,
     _running: &Running<'_>,
     fut: HandlerFuture<'_>,
     span: &tracing::Span,
     sent: Instant,
-    runner: &mut bool,
-    replace_runner: fn(&Arc<Shared>),
 ) -> Option<Ran> {
-    if std::mem::take(runner) {
-        replace_runner(shared);
-    }
     let token = _running.token;
     let settings = &shared.settings;
     let handles = shared.export.at(_running.queue);
@@ -211,7 +237,7 @@ async fn watch(
 /// discards it when the attempt was told to stop; true when the outcome is a
 /// complete. `result` is None when the worker was dropped.
 fn conclude(
-    shared: &Arc<Shared>,
+    shared: &Shared,
     mut _running: Running<'_>,
     span: &tracing::Span,
     result: Option<Ran>,
