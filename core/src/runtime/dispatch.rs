@@ -41,7 +41,7 @@ use super::inflight::{Entry, GroupRef};
 use super::release::release;
 use super::shared::Shared;
 use super::slots::{Queued, Sent, Slots};
-use super::supervise::{begin, first_poll, supervise, Begun, Started};
+use super::supervise::{begin, first_poll, supervise, Begun};
 
 /// What one slot runs: an attempt, or the attempts of one stream run in stream order
 /// (G9). `rest` is empty (and unallocated) for a lone attempt.
@@ -78,15 +78,15 @@ pub(crate) fn dispatch(shared: &Arc<Shared>, leases: Vec<Lease>, sent: Sent) {
         shared.inflight.renew_wake.notify_one();
     }
     // Each lease moves once, from the claim's answer into the queue, as its job.
-    let mut ready = shared.slots.ready();
-    ready.reserve(leases.len());
-    for (lease, control) in leases.into_iter().zip(controls) {
-        ready.push_back(Queued {
-            job: Job::with_control(lease, control),
-            sent,
-        });
-    }
-    drop(ready);
+    shared.slots.ready().extend(
+        leases
+            .into_iter()
+            .zip(controls)
+            .map(|(lease, control)| Queued {
+                job: Job::with_control(lease, control),
+                sent,
+            }),
+    );
     if shared.slots.idle_runners.load(Ordering::Acquire) > 0 {
         shared.slots.work.notify_waiters();
     } else {
@@ -283,10 +283,7 @@ async fn serve(shared: Arc<Shared>, mut runner: bool) {
             // The handler's run time reaches the prefetch average from the attempt
             // itself (`record_run`), on the clock reading that also feeds the handler
             // histogram.
-            let completed = match started {
-                Started::Concluded(completed) => completed,
-                Started::Watching(watching) => watching.await,
-            };
+            let completed = started.ended().await;
             shared.room.let_go(1);
             if !rest.is_empty() {
                 run_rest(&shared, completed, rest, &mut runner).await;

@@ -92,6 +92,16 @@ pub(crate) enum Started<'a> {
     Watching(Pin<Box<dyn Future<Output = bool> + Send + 'a>>),
 }
 
+impl Started<'_> {
+    /// The attempt's end: true when its outcome is a complete.
+    pub(crate) async fn ended(self) -> bool {
+        match self {
+            Started::Concluded(completed) => completed,
+            Started::Watching(watching) => watching.await,
+        }
+    }
+}
+
 /// Polls the handler of one begun attempt once, on the calling task's context `cx`.
 /// One that finishes then needs no timer, no cancellation token and no wake-up: its
 /// outcome is sent at once. One that does not is handed back to be watched to its end
@@ -151,8 +161,7 @@ pub(crate) async fn supervise(
     })
     .await;
     match started {
-        Some(Started::Concluded(completed)) => completed,
-        Some(Started::Watching(watching)) => watching.await,
+        Some(started) => started.ended().await,
         // Polled once only: the attempt is always there.
         None => false,
     }
