@@ -12,6 +12,10 @@
 //!   [`EnqueueParams::validate_schedule`] with the `now` it reads, before it writes.
 //! * **One clock.** A method reads the store's [`Clock`](crate::Clock) once and uses that
 //!   instant for every comparison and every timestamp it writes.
+//!
+//! A store that wraps another (to count, log or break calls) writes its impl with
+//! [`forward_store!`](crate::forward_store): only the methods it changes, every other one
+//! handed to the inner store.
 
 mod forward;
 mod operate;
