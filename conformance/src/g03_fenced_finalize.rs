@@ -6,13 +6,15 @@
 //! A token names its lease, not only its attempt: after a failover that lost an
 //! acknowledged claim (the harness's [`Harness::snapshot`] models it), the same attempt
 //! number is handed out again under a new lease id, and the lost lease's token stays
-//! refused.
+//! refused. That needs no failover to test: a token with the right `(id, attempt)` and
+//! a lease id no claim granted is refused on every finalize path, alone and in a batch.
 
 use std::time::Duration;
 
 use tenure_core::{
-    ClaimParams, CompleteParams, FailOutcome, Item, ItemId, ItemState, LeaseToken, QueueName,
-    RecoverParams, RenewOutcome, Store, TokenOutcome,
+    ClaimParams, CompleteParams, FailOutcome, FailParams, Item, ItemId, ItemState, LeaseId,
+    LeaseToken, QueueName, RecoverParams, ReleaseParams, RenewOutcome, RenewParams, Store,
+    TokenOutcome,
 };
 
 use crate::case::Verdict;
@@ -46,6 +48,7 @@ pub(crate) fn cases<H: Harness>() -> Vec<Case<H>> {
         one_token_completed_by_sixteen_racers_is_accepted_once,
         a_late_complete_racing_a_reclaim_is_told_the_truth,
         a_claim_lost_in_a_failover_leaves_its_token_refused,
+        a_token_with_the_right_attempt_and_another_lease_id_is_refused_alone_and_batched,
     ]
 }
 
@@ -470,8 +473,8 @@ async fn a_late_complete_racing_a_reclaim_is_told_the_truth<H: Harness>(
 /// The forgetful failover: a claim the store acknowledged is forgotten (the harness
 /// restores a snapshot taken before it, as a replica promoted before the claim reached
 /// it would hold), the item is claimed again, and the same attempt number may come
-/// back. Every write with the lost lease's token is refused and changes nothing; the
-/// new lease's are accepted.
+/// back. Every write with the lost lease's token is refused and changes nothing, each
+/// call alone and in a batch beside current leases; the new lease's are accepted.
 async fn a_claim_lost_in_a_failover_leaves_its_token_refused<H: Harness>(
     env: Env<'_, H>,
 ) -> CaseResult {
@@ -515,6 +518,11 @@ async fn a_claim_lost_in_a_failover_leaves_its_token_refused<H: Harness>(
         ),
     )?;
     expect_unchanged(env.store(), &current, "the lost lease's writes").await?;
+    // The runtime batches: the lost token beside current ones is refused all the same.
+    enqueue_n(env.store(), &q, 4).await?;
+    let beside = claim(&*peer, &q, &owner("w2")?, 4).await?;
+    told_batched(&env, lost.token, &beside).await?;
+    expect_unchanged(env.store(), &current, "the lost lease's batched writes").await?;
     ensure(
         matches!(
             renew(&*peer, new.token, LEASE).await?,
@@ -530,6 +538,134 @@ async fn a_claim_lost_in_a_failover_leaves_its_token_refused<H: Harness>(
     )?;
     expect_finished(env.store(), id, "after the new lease's complete").await?;
     pass()
+}
+
+/// A token forged from a real lease: the same item and attempt, and a lease id no claim
+/// granted (freshly minted, so it names another lease).
+async fn a_token_with_the_right_attempt_and_another_lease_id_is_refused_alone_and_batched<
+    H: Harness,
+>(
+    env: Env<'_, H>,
+) -> CaseResult {
+    let q = queue("g03-forged")?;
+    let id = enqueue_one(env.store(), item(&q)).await?;
+    let real = claim_one(env.store(), &q, &owner("w1")?, "the real lease").await?;
+    let mut lease = LeaseId::mint();
+    while lease == real.token.lease {
+        lease = LeaseId::mint();
+    }
+    let forged = LeaseToken::new(id, real.token.attempt, lease);
+    enqueue_n(env.store(), &q, 4).await?;
+    let beside = claim(env.store(), &q, &owner("w1")?, 4).await?;
+    // Time moves on, so a write with the forged token would show in the item.
+    env.advance(Duration::from_secs(5));
+    let before = get(env.store(), id).await?;
+    ensure_eq(
+        told_all(&env, forged).await?,
+        (
+            RenewOutcome::LeaseLost,
+            FailOutcome::LeaseLost,
+            TokenOutcome::LeaseLost,
+            TokenOutcome::LeaseLost,
+        ),
+        &format!(
+            "renew, fail, release and complete, each alone, with the forged token {forged} \
+             (the lease is {})",
+            real.token
+        ),
+    )?;
+    expect_unchanged(env.store(), &before, "writes with a forged token").await?;
+    told_batched(&env, forged, &beside).await?;
+    expect_unchanged(env.store(), &before, "batched writes with a forged token").await?;
+    ensure_eq(
+        complete(env.store(), real.token).await?,
+        TokenOutcome::Accepted,
+        "the real lease's complete",
+    )?;
+    expect_finished(env.store(), id, "after the real lease's complete").await?;
+    pass()
+}
+
+/// Renew, fail, release and complete, each one batch of the refused token `lost` and
+/// one current lease of `beside` (four, one per call, the refused token first in two
+/// calls and last in the others): `lost` must answer lease lost in every batch, and each
+/// current lease must be accepted and read as its write left it.
+async fn told_batched<H: Harness>(
+    env: &Env<'_, H>,
+    lost: LeaseToken,
+    beside: &[tenure_core::Lease],
+) -> Result<(), crate::Failure> {
+    let [a, b, c, d] = beside else {
+        return Err(crate::Failure::new(
+            "four current leases to batch beside the refused token",
+            format!("{beside:?}"),
+        ));
+    };
+    let (a, b, c, d) = (a.token, b.token, c.token, d.token);
+    let store = env.store();
+    let told = store
+        .renew(RenewParams::new(vec![lost, a], LEASE))
+        .await
+        .or_fail("renew")?;
+    let renewed = RenewOutcome::Renewed {
+        expires_at: env.now() + LEASE,
+        renewals: 1,
+    };
+    ensure_eq(
+        told,
+        vec![RenewOutcome::LeaseLost, renewed],
+        &format!("the answers to renew [refused {lost}, current {a}]"),
+    )?;
+    let it = expect_state(store, a.id, ItemState::Running, "after its batched renew").await?;
+    ensure_eq(
+        (it.token(), it.lease_expires_at, it.renewals),
+        (a, Some(env.now() + LEASE), 1),
+        "the current item after a batched renew: (token, expiry, renewals)",
+    )?;
+    let delay = Duration::from_secs(7);
+    let told = store
+        .fail(FailParams::new(vec![
+            retry(b, delay, "current"),
+            permanent(lost, "refused"),
+        ]))
+        .await
+        .or_fail("fail")?;
+    ensure_eq(
+        told,
+        vec![
+            FailOutcome::Retrying {
+                run_at: env.now() + delay,
+            },
+            FailOutcome::LeaseLost,
+        ],
+        &format!("the answers to fail [current {b}, refused {lost}]"),
+    )?;
+    let it = expect_state(store, b.id, ItemState::Ready, "after its batched fail").await?;
+    ensure_eq(
+        (it.last_error.as_deref(), it.run_at),
+        (Some("current"), env.now() + delay),
+        "the current item after a batched fail: (last_error, run_at)",
+    )?;
+    let told = store
+        .release(ReleaseParams::new(vec![lost, c]))
+        .await
+        .or_fail("release")?;
+    ensure_eq(
+        told,
+        vec![TokenOutcome::LeaseLost, TokenOutcome::Accepted],
+        &format!("the answers to release [refused {lost}, current {c}]"),
+    )?;
+    expect_state(store, c.id, ItemState::Ready, "after its batched release").await?;
+    let told = store
+        .complete(CompleteParams::new(vec![d, lost]))
+        .await
+        .or_fail("complete")?;
+    ensure_eq(
+        told,
+        vec![TokenOutcome::Accepted, TokenOutcome::LeaseLost],
+        &format!("the answers to complete [current {d}, refused {lost}]"),
+    )?;
+    expect_finished(store, d.id, "after its batched complete").await
 }
 
 /// The answers to renew, a permanent fail, release and complete with `token`, each

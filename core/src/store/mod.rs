@@ -196,7 +196,7 @@ pub trait Store: Send + Sync + fmt::Debug + 'static {
     ///
     /// # Contract
     /// - A token that is not the item's current `running` lease (its attempt and its
-    ///   lease id) answers
+    ///   lease id, compared for every token of a batch as for a token alone) answers
     ///   [`RenewOutcome::LeaseLost`] and changes nothing (G3; `g03_fenced_finalize`).
     /// - When `renewals == max_renewals` answers [`RenewOutcome::LimitReached`] and leaves
     ///   the expiry alone (G4; `g04_renewal_cap`); otherwise sets
@@ -209,7 +209,7 @@ pub trait Store: Send + Sync + fmt::Debug + 'static {
     ///
     /// # Contract
     /// - A token that is not the item's current `running` lease (its attempt and its
-    ///   lease id) answers
+    ///   lease id, compared for every token of a batch as for a token alone) answers
     ///   [`TokenOutcome::LeaseLost`] and changes nothing (G3; `g03_fenced_finalize`).
     /// - A late complete of an expired lease that nobody recovered or re-claimed is
     ///   accepted: the token proves no other attempt started (G3).
@@ -231,7 +231,7 @@ pub trait Store: Send + Sync + fmt::Debug + 'static {
     ///
     /// # Contract
     /// - A token that is not the item's current `running` lease (its attempt and its
-    ///   lease id) answers
+    ///   lease id, compared for every token of a batch as for a token alone) answers
     ///   [`FailOutcome::LeaseLost`] and changes nothing (G3; `g03_fenced_finalize`).
     /// - [`Retry::After`] with `attempt < max_attempts` puts the item back to `ready`
     ///   with `run_at = now + delay`, keeping `attempt`; with `attempt >= max_attempts`,
@@ -244,7 +244,7 @@ pub trait Store: Send + Sync + fmt::Debug + 'static {
     ///
     /// # Contract
     /// - A token that is not the item's current `running` lease (its attempt and its
-    ///   lease id) answers
+    ///   lease id, compared for every token of a batch as for a token alone) answers
     ///   [`TokenOutcome::LeaseLost`] and changes nothing (G3; `g03_fenced_finalize`).
     /// - Accepted items go back to `ready` with `run_at = now`, keeping `attempt` and
     ///   `stalls`: a release is not a failure. The next claim is a new attempt, so
