@@ -138,6 +138,9 @@ enum Flaw {
     /// Finalizes every token of a batch of more than one by the item's current
     /// attempt, whatever the token says (G3 in batches).
     BatchesIgnoreTheAttempt,
+    /// Fences a batch of more than one token on `(id, attempt)` alone, not the lease
+    /// id, while a single token's call compares it (G3 in batches).
+    BatchesFenceOnTheAttemptOnly,
     /// Leases every claim for 30 s, whatever was asked (G2).
     FixedClaimLease,
     /// Renews every lease for 30 s, whatever was asked (G4).
@@ -410,7 +413,9 @@ impl Flawed {
     /// With [`Flaw::BatchesIgnoreTheAttempt`], a batch's tokens rewritten to the items'
     /// current attempts.
     async fn current_attempts(&self, tokens: &mut [LeaseToken]) -> Result<()> {
-        if self.flaw == Flaw::FencesOnTheAttemptOnly {
+        if self.flaw == Flaw::FencesOnTheAttemptOnly
+            || (self.flaw == Flaw::BatchesFenceOnTheAttemptOnly && tokens.len() > 1)
+        {
             for token in tokens {
                 if let Some(item) = self.inner.item_get(token.id).await? {
                     if item.state == ItemState::Running && item.attempt == token.attempt {
@@ -2382,6 +2387,63 @@ mod mixed_batches {
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn batches_that_ignore_the_attempt_fail_every_mixed_batch_of_g03() {
         must_fail_each(Flaw::BatchesIgnoreTheAttempt, "g03_fenced_finalize", &CASES).await;
+    }
+}
+
+/// A lease id forged beside the right `(id, attempt)`: refused without any failover,
+/// alone and in batches (issue 27).
+mod forged_lease_ids {
+    use super::*;
+
+    const FORGED: (&str, &str) = (
+        "g03_fenced_finalize",
+        "a_token_with_the_right_attempt_and_another_lease_id_is_refused_alone_and_batched",
+    );
+    const FAILOVER: (&str, &str) = (
+        "g03_fenced_finalize",
+        "a_claim_lost_in_a_failover_leaves_its_token_refused",
+    );
+
+    /// [`FlawedHarness`] without [`Harness::snapshot`], as a third party's harness.
+    struct FlawedWithoutSnapshots(FlawedHarness);
+
+    #[async_trait]
+    impl Harness for FlawedWithoutSnapshots {
+        type Store = Flawed;
+
+        async fn open(&self, clock: ManualClock) -> Result<Flawed> {
+            self.0.open(clock).await
+        }
+
+        async fn open_peer(&self, store: &Flawed, clock: ManualClock) -> Result<Flawed> {
+            self.0.open_peer(store, clock).await
+        }
+
+        async fn open_unreachable(&self, clock: ManualClock) -> Result<Unreachable<Flawed>> {
+            self.0.open_unreachable(clock).await
+        }
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn batches_fencing_on_the_attempt_alone_fail_the_forged_and_the_failover_cases_only() {
+        let report = run_all(&FlawedHarness(Flaw::BatchesFenceOnTheAttemptOnly)).await;
+        let failed: Vec<(&str, &str)> = report.failures().map(|f| (f.group, f.case)).collect();
+        assert_eq!(failed, [FAILOVER, FORGED], "{report}");
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn fencing_on_the_attempt_alone_is_not_certified_even_without_snapshots() {
+        let harness = FlawedWithoutSnapshots(FlawedHarness(Flaw::FencesOnTheAttemptOnly));
+        let report = run_all(&harness).await;
+        let failed: Vec<(&str, &str)> = report.failures().map(|f| (f.group, f.case)).collect();
+        assert_eq!(failed, [FORGED], "{report}");
+        assert_eq!(
+            report.did_not_apply(),
+            [format!("{}::{}", FAILOVER.0, FAILOVER.1)],
+            "{report}"
+        );
+        let cert = report.certificate();
+        assert!(!cert.groups_passed.contains(&FORGED.0), "{cert}");
     }
 }
 
