@@ -59,6 +59,7 @@ pub mod runtime;
 mod store;
 mod task;
 mod time;
+mod url;
 
 pub use error::{BoxError, Error, ErrorKind, Result};
 pub use ext::StoreExt;
@@ -95,6 +96,7 @@ pub use store::{
 pub use store::{DEFAULT_MAX_CLAIM_QUEUES, DEFAULT_SCHEDULE_WINDOW};
 pub use task::{task_queue, Task, TaskOptions};
 pub use time::{duration_micros, Clock, ManualClock, SharedClock, SystemClock, Timestamp};
+pub use url::{take_url_param, url_scheme};
 
 /// Re-exported so stores and tests name the same version.
 pub use async_trait::async_trait;

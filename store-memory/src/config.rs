@@ -5,7 +5,7 @@
 use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Mutex};
 
-use tenure_core::{Clock, Limits, SystemClock, WakeSignal};
+use tenure_core::{Clock, Error, Limits, Result, SystemClock, WakeSignal};
 // The docs name it.
 #[cfg(doc)]
 use tenure_core::Store;
@@ -14,7 +14,34 @@ use crate::state::State;
 use crate::store::Inner;
 use crate::MemoryStore;
 
+/// The URL scheme of a memory store: [`MemoryStore::from_url`] reads it, and
+/// `tenure::open` routes it here.
+pub const URL_SCHEMES: &[&str] = &["memory"];
+
 impl MemoryStore {
+    /// Reads a store URL: `memory://` (or `memory:`, the scheme in any case), which
+    /// takes no path and no options, gives an empty store on the system clock.
+    ///
+    /// # Errors
+    /// [`Error::InvalidInput`] naming `url` for another scheme, or a path or options.
+    pub fn from_url(url: &str) -> Result<Self> {
+        match tenure_core::url_scheme(url) {
+            Some((scheme, url)) if URL_SCHEMES.contains(&scheme.as_str()) => {
+                if url != "memory://" && url != "memory:" {
+                    return Err(Error::invalid(
+                        "url",
+                        format!("{url:?}: memory:// takes no path or options"),
+                    ));
+                }
+                Ok(MemoryStore::default())
+            }
+            _ => Err(Error::invalid(
+                "url",
+                format!("{url:?} does not start with memory://"),
+            )),
+        }
+    }
+
     /// An empty store reading `clock`, with the default [`Limits`].
     pub fn new(clock: impl Clock) -> Self {
         MemoryStore::with_limits(clock, Limits::default())
@@ -48,5 +75,26 @@ impl Default for MemoryStore {
     /// An empty store on the [`SystemClock`].
     fn default() -> Self {
         MemoryStore::new(SystemClock)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn memory_urls_take_no_path_or_options() {
+        for ok in ["memory://", "memory:", "MEMORY://", "Memory:"] {
+            assert!(MemoryStore::from_url(ok).is_ok(), "{ok}");
+        }
+        for bad in [
+            "memory://x",
+            "memory://?keep_done=true",
+            "memory",
+            "sqlite://m.db",
+        ] {
+            let e = MemoryStore::from_url(bad).unwrap_err();
+            assert_eq!(e.invalid_field(), Some("url"), "{bad}");
+        }
     }
 }

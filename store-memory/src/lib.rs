@@ -100,6 +100,7 @@ mod error;
 mod state;
 mod store;
 
+pub use config::URL_SCHEMES;
 pub use store::{MemorySnapshot, MemoryStore};
 
 #[cfg(test)]

@@ -4,7 +4,11 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
-use tenure_core::{Clock, Limits, SharedClock, SystemClock};
+use tenure_core::{Clock, Error, Limits, Result, SharedClock, SystemClock};
+
+/// The URL schemes of a PostgreSQL store, lowercase: [`PgConfig::from_url`] reads
+/// them, and `tenure::open` routes them here.
+pub const URL_SCHEMES: &[&str] = &["postgres", "postgresql"];
 
 /// How a [`PgStore`](crate::PgStore) connects, built with [`PgConfig::new`] and its
 /// builder methods.
@@ -79,6 +83,53 @@ impl PgConfig {
             migrate_on_connect: true,
             application_name: "tenure".to_owned(),
         }
+    }
+
+    /// Reads a store URL: `postgres://user[:password]@host[:port]/database[?options]`
+    /// (or `postgresql://`, the scheme in any case), with the store's own parameter
+    /// `tenure_schema=NAME` (default `tenure`, checked as [`PgConfig::schema`] says)
+    /// taken out and every other option left for the driver, which
+    /// [`PgStore::connect`](crate::PgStore::connect) checks. Every other setting has
+    /// its default, as with [`PgConfig::new`].
+    ///
+    /// ```
+    /// let c = tenure_postgres::PgConfig::from_url("Postgres://app@db/app?sslmode=disable&tenure_schema=jobs")?;
+    /// assert_eq!(c.schema_name(), "jobs");
+    /// assert_eq!(c.url(), "postgres://app@db/app?sslmode=disable");
+    /// # Ok::<(), tenure_core::Error>(())
+    /// ```
+    ///
+    /// # Errors
+    /// [`Error::InvalidInput`] naming `url` for another scheme, or naming
+    /// `tenure_schema` when it is given twice, has no value or is not a schema the
+    /// store may own.
+    pub fn from_url(url: &str) -> Result<Self> {
+        let url = match tenure_core::url_scheme(url) {
+            Some((scheme, url)) if URL_SCHEMES.contains(&scheme.as_str()) => url,
+            _ => {
+                return Err(Error::invalid(
+                    "url",
+                    format!("{url:?} does not start with postgres:// or postgresql://"),
+                ))
+            }
+        };
+        let (driver_url, schema) = tenure_core::take_url_param(&url, "tenure_schema")?;
+        let mut config = PgConfig::new(driver_url);
+        if let Some(schema) = schema {
+            crate::check_schema("tenure_schema", &schema)?;
+            config = config.schema(&schema);
+        }
+        Ok(config)
+    }
+
+    /// The URL the driver connects to (without the store's own parameters).
+    pub fn url(&self) -> &str {
+        &self.url
+    }
+
+    /// The schema that holds the store's tables.
+    pub fn schema_name(&self) -> &str {
+        &self.schema
     }
 
     /// The schema that holds Tenure's tables (default `tenure`). It must be 1..=48
@@ -187,5 +238,46 @@ impl PgConfig {
     pub fn application_name(mut self, name: &str) -> Self {
         name.clone_into(&mut self.application_name);
         self
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tenure_schema_is_taken_out_of_the_url_and_the_rest_left_to_the_driver() {
+        let c = PgConfig::from_url("postgres://h/db?sslmode=disable&tenure_schema=jobs").unwrap();
+        assert_eq!(
+            (c.url(), c.schema_name()),
+            ("postgres://h/db?sslmode=disable", "jobs")
+        );
+        let c = PgConfig::from_url("postgres://h/db").unwrap();
+        assert_eq!((c.url(), c.schema_name()), ("postgres://h/db", "tenure"));
+        let c = PgConfig::from_url("PostgreSQL://h/db?tenure_schema=a1").unwrap();
+        assert_eq!((c.url(), c.schema_name()), ("postgresql://h/db", "a1"));
+    }
+
+    #[test]
+    fn bad_urls_name_the_field() {
+        for (bad, field) in [
+            ("mysql://h/db", "url"),
+            ("postgres", "url"),
+            ("postgres://h/db?tenure_schema=a;drop", "tenure_schema"),
+            ("postgres://h/db?tenure_schema=pg_jobs", "tenure_schema"),
+            (
+                "postgres://h/db?tenure_schema=information_schema",
+                "tenure_schema",
+            ),
+            ("postgres://h/db?tenure_schema=", "tenure_schema"),
+            ("postgres://h/db?tenure_schema", "tenure_schema"),
+            (
+                "postgres://h/db?tenure_schema=a&tenure_schema=b",
+                "tenure_schema",
+            ),
+        ] {
+            let e = PgConfig::from_url(bad).unwrap_err();
+            assert_eq!(e.invalid_field(), Some(field), "{bad}: {e}");
+        }
     }
 }

@@ -326,7 +326,7 @@ mod sql;
 mod store;
 mod tx;
 
-pub use config::PgConfig;
+pub use config::{PgConfig, URL_SCHEMES};
 pub use connect::{check_schema, DRIVER_PARAMETERS};
 pub use migrate::{migration_script, schema_version};
 pub use store::PgStore;

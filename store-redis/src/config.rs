@@ -53,6 +53,10 @@ impl fmt::Debug for RedisConfig {
     }
 }
 
+/// The URL schemes of a Redis store, lowercase: [`RedisConfig::from_url`] reads them,
+/// and `tenure::open` routes them here.
+pub const URL_SCHEMES: &[&str] = &["redis", "rediss", SENTINEL_SCHEME, CLUSTER_SCHEME];
+
 /// Connections a store opens by default (see [`RedisConfig::connections`]).
 const DEFAULT_CONNECTIONS: usize = 4;
 
@@ -92,6 +96,54 @@ impl RedisConfig {
             wait_replicas: None,
             connections: DEFAULT_CONNECTIONS,
         }
+    }
+
+    /// Reads a store URL of any form [`RedisConfig::new`] takes (`redis://`,
+    /// `rediss://`, `redis+sentinel://`, `redis+cluster://`, the scheme in any case),
+    /// with the store's own parameter `tenure_prefix=NAME` (default `tenure`, checked
+    /// as [`RedisConfig::prefix`] says) taken out and the rest left for
+    /// [`RedisStore::connect`](crate::RedisStore::connect) to check. Every other
+    /// setting has its default.
+    ///
+    /// ```
+    /// let c = tenure_redis::RedisConfig::from_url("Redis://cache:6379/0?tenure_prefix=jobs")?;
+    /// assert_eq!((c.url(), c.prefix_name()), ("redis://cache:6379/0", "jobs"));
+    /// # Ok::<(), tenure_core::Error>(())
+    /// ```
+    ///
+    /// # Errors
+    /// [`Error::InvalidInput`] naming `url` for another scheme, or naming
+    /// `tenure_prefix` when it is given twice, has no value or is not a valid prefix.
+    pub fn from_url(url: &str) -> Result<Self> {
+        let url = match tenure_core::url_scheme(url) {
+            Some((scheme, url)) if URL_SCHEMES.contains(&scheme.as_str()) => url,
+            _ => {
+                return Err(Error::invalid(
+                    "url",
+                    format!(
+                        "{url:?} does not start with redis://, rediss://, redis+sentinel:// \
+                         or redis+cluster://"
+                    ),
+                ))
+            }
+        };
+        let (driver_url, prefix) = tenure_core::take_url_param(&url, "tenure_prefix")?;
+        let mut config = RedisConfig::new(driver_url);
+        if let Some(prefix) = prefix {
+            tenure_core::validate_identifier("tenure_prefix", &prefix)?;
+            config = config.prefix(&prefix);
+        }
+        Ok(config)
+    }
+
+    /// The URL the store connects to (without the store's own parameters).
+    pub fn url(&self) -> &str {
+        &self.url
+    }
+
+    /// The key prefix the store's keys are under.
+    pub fn prefix_name(&self) -> &str {
+        &self.prefix
     }
 
     /// The key prefix (default `tenure`): every key of the store is
@@ -377,6 +429,46 @@ mod tests {
         match topology(url) {
             Err(e) => e.invalid_field().unwrap_or("?"),
             Ok(t) => panic!("{url} was accepted: {t:?}"),
+        }
+    }
+
+    #[test]
+    fn tenure_prefix_is_taken_out_of_every_form_of_url() {
+        for (url, rest, prefix) in [
+            (
+                "redis://h:6379/0?protocol=resp2&tenure_prefix=jobs",
+                "redis://h:6379/0?protocol=resp2",
+                "jobs",
+            ),
+            ("rediss://h", "rediss://h", "tenure"),
+            (
+                "REDIS+Sentinel://a,b/m?tenure_prefix=j",
+                "redis+sentinel://a,b/m",
+                "j",
+            ),
+            (
+                "redis+cluster://?tenure_prefix=jobs",
+                "redis+cluster://",
+                "jobs",
+            ),
+        ] {
+            let c = RedisConfig::from_url(url).unwrap();
+            assert_eq!((c.url(), c.prefix_name()), (rest, prefix), "{url}");
+        }
+    }
+
+    #[test]
+    fn bad_urls_name_the_field_before_connecting() {
+        for (bad, want) in [
+            ("memcached://h", "url"),
+            ("redis", "url"),
+            ("redis://h?tenure_prefix=a}b", "tenure_prefix"),
+            ("redis://h?tenure_prefix=", "tenure_prefix"),
+            ("redis://h?tenure_prefix", "tenure_prefix"),
+            ("redis://h?tenure_prefix=a&tenure_prefix=b", "tenure_prefix"),
+        ] {
+            let e = RedisConfig::from_url(bad).unwrap_err();
+            assert_eq!(e.invalid_field(), Some(want), "{bad}: {e}");
         }
     }
 

@@ -348,7 +348,7 @@ mod rows;
 mod scripts;
 mod store;
 
-pub use config::RedisConfig;
+pub use config::{RedisConfig, URL_SCHEMES};
 pub use store::RedisStore;
 
 pub(crate) use error::STORE;

@@ -7,6 +7,10 @@ use std::time::Duration;
 
 use tenure_core::{Clock, Error, Limits, Result, SharedClock, SystemClock};
 
+/// The URL scheme of a SQLite store: [`SqliteConfig::from_url`] reads it, and
+/// `tenure::open` routes it here.
+pub const URL_SCHEMES: &[&str] = &["sqlite"];
+
 /// Default time a connection waits for SQLite's write lock before one try counts as busy.
 pub const DEFAULT_BUSY_TIMEOUT: Duration = Duration::from_secs(5);
 
@@ -133,7 +137,7 @@ impl SqliteConfig {
         // The scheme is case-insensitive (`SQLite://`); the path is taken as written.
         let rest = url
             .split_once(':')
-            .filter(|(scheme, _)| scheme.eq_ignore_ascii_case("sqlite"))
+            .filter(|(scheme, _)| URL_SCHEMES.iter().any(|s| scheme.eq_ignore_ascii_case(s)))
             .map(|(_, rest)| rest.strip_prefix("//").unwrap_or(rest))
             .ok_or_else(|| {
                 Error::invalid("url", format!("{url:?} does not start with sqlite://"))

@@ -283,6 +283,8 @@ mod writer;
 #[cfg(doc)]
 use tenure_core::{Error, Store, TokenOutcome};
 
-pub use config::{SqliteConfig, Synchronous, DEFAULT_BUSY_RETRIES, DEFAULT_BUSY_TIMEOUT};
+pub use config::{
+    SqliteConfig, Synchronous, DEFAULT_BUSY_RETRIES, DEFAULT_BUSY_TIMEOUT, URL_SCHEMES,
+};
 pub use schema::{schema_script, SCHEMA_VERSION};
 pub use store::SqliteStore;
