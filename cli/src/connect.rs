@@ -8,7 +8,7 @@ use crate::error::CliError;
 /// already: an inspection of a mistyped path would otherwise make a new, empty file
 /// and report nothing wrong.
 pub(crate) async fn open(url: &str, create: bool) -> Result<DynStore, CliError> {
-    if !create && url.starts_with("sqlite:") {
+    if !create && tenure::backend(url)?.name == "sqlite" {
         let config = tenure::SqliteConfig::from_url(url)?;
         let path = config.path();
         if !path.exists() {

@@ -156,11 +156,12 @@ impl CliError {
 fn store_hint(e: &Error) -> Option<String> {
     Some(match e {
         Error::InvalidInput { field: "url", .. } => {
-            "a store URL looks like memory://, sqlite://PATH, postgres://USER@HOST/DB?tenure_schema=NAME or redis://HOST:6379?tenure_prefix=NAME".to_owned()
+            format!("a store URL looks like {}", tenure::url_shapes())
         }
         Error::InvalidInput { field, .. } => format!("fix the value of {field} and run it again"),
         Error::Unavailable { .. } => {
-            "is the server running and reachable at that URL? The command can be retried as it is".to_owned()
+            "is the server running and reachable at that URL? The command can be retried as it is"
+                .to_owned()
         }
         Error::Unsupported { .. } => "this store does not offer it".to_owned(),
         Error::Conflict { what: "schema", .. } => {

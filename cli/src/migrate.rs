@@ -31,41 +31,21 @@ pub(crate) struct MigrateArgs {
     pub(crate) from: Option<i32>,
 }
 
+#[derive(Debug, PartialEq, Eq)]
 enum Kind {
     Sqlite,
     Postgres { schema: String },
     Other(&'static str),
 }
 
+/// What `url` names, read by the facade's scheme table and the store's own `from_url`.
 fn kind(url: &str) -> Result<Kind, CliError> {
-    let scheme = url.split_once(':').map(|(s, _)| s).unwrap_or_default();
-    Ok(match scheme {
+    Ok(match tenure::backend(url)?.name {
         "sqlite" => Kind::Sqlite,
-        "postgres" | "postgresql" => {
-            let schema = url
-                .split_once('?')
-                .map(|(_, q)| q)
-                .unwrap_or_default()
-                .split('&')
-                .find_map(|p| p.strip_prefix("tenure_schema="))
-                .unwrap_or("tenure")
-                .to_owned();
-            tenure::validate_identifier("tenure_schema", &schema)?;
-            Kind::Postgres { schema }
-        }
-        "memory" => Kind::Other("memory"),
-        "redis" | "rediss" | "redis+sentinel" | "redis+cluster" => Kind::Other("redis"),
-        _ => {
-            // Let the facade name what is wrong with the URL.
-            return Err(tenure::Error::invalid(
-                "url",
-                format!(
-                    "{url:?}: expected memory://, sqlite://PATH, postgres://..., redis://..., \
-                     redis+sentinel://... or redis+cluster://..."
-                ),
-            )
-            .into());
-        }
+        "postgres" => Kind::Postgres {
+            schema: tenure::PgConfig::from_url(url)?.schema_name().to_owned(),
+        },
+        other => Kind::Other(other),
     })
 }
 
@@ -121,4 +101,54 @@ pub(crate) async fn run(args: MigrateArgs) -> Result<(), CliError> {
         println!("Migrated: the {what} is at schema version {version}, current for this tenure.");
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn field(url: &str) -> Option<&'static str> {
+        match kind(url) {
+            Err(CliError::Store(e)) => e.invalid_field(),
+            other => panic!("{url}: expected a store error, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn each_scheme_is_read_by_its_store_whatever_its_case() {
+        let pg = |schema: &str| Kind::Postgres {
+            schema: schema.to_owned(),
+        };
+        for (url, want) in [
+            ("sqlite://w.db", Kind::Sqlite),
+            ("SQLite:w.db", Kind::Sqlite),
+            ("postgres://h/db", pg("tenure")),
+            (
+                "POSTGRES://h/db?sslmode=disable&tenure_schema=jobs",
+                pg("jobs"),
+            ),
+            ("postgresql://h/db?tenure_schema=a_1", pg("a_1")),
+            ("memory://", Kind::Other("memory")),
+            ("Redis+Cluster://h", Kind::Other("redis")),
+            ("rediss://h", Kind::Other("redis")),
+        ] {
+            assert_eq!(kind(url).unwrap(), want, "{url}");
+        }
+    }
+
+    #[test]
+    fn bad_urls_and_schemas_are_refused_naming_the_field() {
+        for (url, want) in [
+            ("mysql://h/db", "url"),
+            ("", "url"),
+            ("postgres://h/db?tenure_schema=a;drop", "tenure_schema"),
+            ("postgres://h/db?tenure_schema=pg_x", "tenure_schema"),
+            (
+                "postgres://h/db?tenure_schema=a&tenure_schema=b",
+                "tenure_schema",
+            ),
+        ] {
+            assert_eq!(field(url), Some(want), "{url}");
+        }
+    }
 }

@@ -24,6 +24,8 @@
 //! ```
 #![deny(missing_docs)]
 
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
 
 pub use tenure_core::*;
@@ -38,7 +40,135 @@ pub use tenure_sqlite::{SqliteConfig, SqliteStore};
 /// A store chosen at run time.
 pub type DynStore = Arc<dyn Store>;
 
-/// Opens the store a URL names (see the crate docs for the schemes).
+/// What opening a store by URL returns.
+type Opening = Pin<Box<dyn Future<Output = Result<DynStore>> + Send>>;
+
+/// One store [`open`] knows: the URL schemes its crate declares, and how a URL of
+/// them is opened (the store's own `from_url`, then its constructor). The one table of
+/// schemes, [`BACKENDS`], is read by [`open`] and by the `tenure` CLI.
+#[derive(Clone, Copy)]
+#[non_exhaustive]
+pub struct Backend {
+    /// The store's name, as [`Store::name`] answers it.
+    pub name: &'static str,
+    /// Its URL schemes, lowercase (the store crate's `URL_SCHEMES`).
+    pub schemes: &'static [&'static str],
+    /// What its URLs look like, for messages: `sqlite://PATH`.
+    pub shape: &'static str,
+    opener: fn(String) -> Opening,
+}
+
+impl std::fmt::Debug for Backend {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Backend")
+            .field("name", &self.name)
+            .field("schemes", &self.schemes)
+            .field("shape", &self.shape)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Backend {
+    /// Opens the store `url` names; `url` must have one of [`Backend::schemes`].
+    ///
+    /// # Errors
+    /// What the store's `from_url` and constructor answer.
+    pub async fn open(&self, url: &str) -> Result<DynStore> {
+        (self.opener)(url.to_owned()).await
+    }
+}
+
+/// Every store this build opens by URL (the `sqlite`, `postgres` and `redis` features
+/// add theirs), in the order messages list them.
+pub const BACKENDS: &[Backend] = &[
+    Backend {
+        name: "memory",
+        schemes: tenure_memory::URL_SCHEMES,
+        shape: "memory://",
+        opener: |url| {
+            Box::pin(async move { Ok(Arc::new(MemoryStore::from_url(&url)?) as DynStore) })
+        },
+    },
+    #[cfg(feature = "sqlite")]
+    Backend {
+        name: "sqlite",
+        schemes: tenure_sqlite::URL_SCHEMES,
+        shape: "sqlite://PATH",
+        opener: |url| {
+            Box::pin(async move {
+                let config = SqliteConfig::from_url(&url)?;
+                Ok(Arc::new(SqliteStore::open(config).await?) as DynStore)
+            })
+        },
+    },
+    #[cfg(feature = "postgres")]
+    Backend {
+        name: "postgres",
+        schemes: tenure_postgres::URL_SCHEMES,
+        shape: "postgres://USER@HOST/DB?tenure_schema=NAME",
+        opener: |url| {
+            Box::pin(async move {
+                let config = PgConfig::from_url(&url)?;
+                Ok(Arc::new(PgStore::connect(config).await?) as DynStore)
+            })
+        },
+    },
+    #[cfg(feature = "redis")]
+    Backend {
+        name: "redis",
+        schemes: tenure_redis::URL_SCHEMES,
+        shape: "redis://HOST:6379?tenure_prefix=NAME",
+        opener: |url| {
+            Box::pin(async move {
+                let store = RedisStore::connect(RedisConfig::from_url(&url)?).await?;
+                store.ping().await?;
+                Ok(Arc::new(store) as DynStore)
+            })
+        },
+    },
+];
+
+/// The store whose scheme `url` has, matched without regard to case (RFC 3986:
+/// `SQLite://` is `sqlite://`).
+///
+/// # Errors
+/// [`Error::InvalidInput`] naming `url` when no store of this build has its scheme,
+/// listing the schemes it has.
+pub fn backend(url: &str) -> Result<&'static Backend> {
+    let scheme = url_scheme(url).map(|(scheme, _)| scheme);
+    scheme
+        .and_then(|scheme| {
+            BACKENDS
+                .iter()
+                .find(|b| b.schemes.contains(&scheme.as_str()))
+        })
+        .ok_or_else(|| {
+            let schemes: Vec<String> = BACKENDS
+                .iter()
+                .flat_map(|b| b.schemes)
+                .map(|s| format!("{s}://"))
+                .collect();
+            Error::invalid("url", format!("{url:?}: expected {}", or_list(&schemes)))
+        })
+}
+
+/// What a store URL looks like, one [`Backend::shape`] per store of this build:
+/// `memory://, sqlite://PATH, ... or redis://HOST:6379?tenure_prefix=NAME`.
+pub fn url_shapes() -> String {
+    let shapes: Vec<String> = BACKENDS.iter().map(|b| b.shape.to_owned()).collect();
+    or_list(&shapes)
+}
+
+/// `a, b or c`.
+fn or_list(items: &[String]) -> String {
+    match items.split_last() {
+        Some((last, [])) => last.clone(),
+        Some((last, rest)) => format!("{} or {last}", rest.join(", ")),
+        None => String::new(),
+    }
+}
+
+/// Opens the store a URL names (see the crate docs for the schemes, and [`BACKENDS`]).
 ///
 /// `sqlite://` creates and migrates the file; `postgres://` (or `postgresql://`)
 /// connects and migrates the schema given by the `tenure_schema` parameter (default
@@ -47,132 +177,17 @@ pub type DynStore = Arc<dyn Store>;
 /// checks that the server answers;
 /// every other parameter goes to the driver, and one the driver does not understand is
 /// refused naming it. The scheme is matched without regard to case (`SQLite://` is
-/// `sqlite://`); the rest of the URL is passed on as written.
+/// `sqlite://`); the rest of the URL is passed on as written. Each store reads its own
+/// URL: [`MemoryStore::from_url`], `SqliteConfig::from_url`, `PgConfig::from_url`,
+/// `RedisConfig::from_url`.
 ///
 /// # Errors
-/// [`Error::InvalidInput`] naming `url` for an unknown scheme, a scheme whose store
-/// was compiled out, or a malformed URL; otherwise whatever opening the store answers
-/// (for example [`Error::Unavailable`] when the server does not answer).
+/// [`Error::InvalidInput`] naming `url` for an unknown scheme (a store compiled out
+/// included) or a malformed URL, naming `tenure_schema` or `tenure_prefix` for a bad
+/// value of it; otherwise whatever opening the store answers (for example
+/// [`Error::Unavailable`] when the server does not answer).
 pub async fn open(url: &str) -> Result<DynStore> {
-    // Schemes are case-insensitive (RFC 3986): `SQLite://`, `POSTGRES://` and
-    // `Redis://` open the same stores as their lowercase forms.
-    let scheme = url
-        .split_once(':')
-        .map(|(s, _)| s.to_ascii_lowercase())
-        .unwrap_or_default();
-    let url = &match url.split_once(':') {
-        Some((_, rest)) => format!("{scheme}:{rest}"),
-        None => url.to_owned(),
-    };
-    match scheme.as_str() {
-        "memory" => {
-            if url != "memory://" && url != "memory:" {
-                return Err(Error::invalid(
-                    "url",
-                    format!("{url:?}: memory:// takes no path or options"),
-                ));
-            }
-            Ok(Arc::new(MemoryStore::default()))
-        }
-        "sqlite" => open_sqlite(url).await,
-        "postgres" | "postgresql" => open_postgres(url).await,
-        "redis" | "rediss" | "redis+sentinel" | "redis+cluster" => open_redis(url).await,
-        _ => Err(Error::invalid(
-            "url",
-            format!(
-                "{url:?}: expected memory://, sqlite://PATH, postgres://..., redis://..., \
-                 redis+sentinel://... or redis+cluster://..."
-            ),
-        )),
-    }
-}
-
-#[cfg(feature = "sqlite")]
-async fn open_sqlite(url: &str) -> Result<DynStore> {
-    let config = SqliteConfig::from_url(url)?;
-    Ok(Arc::new(SqliteStore::open(config).await?))
-}
-
-#[cfg(not(feature = "sqlite"))]
-async fn open_sqlite(url: &str) -> Result<DynStore> {
-    Err(Error::invalid(
-        "url",
-        format!("{url:?}: this build has no SQLite store (feature `sqlite`)"),
-    ))
-}
-
-#[cfg(feature = "postgres")]
-async fn open_postgres(url: &str) -> Result<DynStore> {
-    let (driver_url, schema) = split_schema(url)?;
-    let mut config = PgConfig::new(driver_url);
-    if let Some(schema) = schema {
-        tenure_postgres::check_schema("tenure_schema", &schema)?;
-        config = config.schema(&schema);
-    }
-    Ok(Arc::new(PgStore::connect(config).await?))
-}
-
-#[cfg(not(feature = "postgres"))]
-async fn open_postgres(url: &str) -> Result<DynStore> {
-    Err(Error::invalid(
-        "url",
-        format!("{url:?}: this build has no PostgreSQL store (feature `postgres`)"),
-    ))
-}
-
-#[cfg(feature = "redis")]
-async fn open_redis(url: &str) -> Result<DynStore> {
-    let (driver_url, prefix) = split_param(url, "tenure_prefix")?;
-    let mut config = RedisConfig::new(driver_url);
-    if let Some(prefix) = prefix {
-        validate_identifier("tenure_prefix", &prefix)?;
-        config = config.prefix(&prefix);
-    }
-    let store = RedisStore::connect(config).await?;
-    store.ping().await?;
-    Ok(Arc::new(store))
-}
-
-#[cfg(not(feature = "redis"))]
-async fn open_redis(url: &str) -> Result<DynStore> {
-    Err(Error::invalid(
-        "url",
-        format!("{url:?}: this build has no Redis store (feature `redis`)"),
-    ))
-}
-
-/// Takes our own `tenure_schema` parameter out of a Postgres URL, leaving the rest for
-/// the driver.
-#[cfg_attr(not(feature = "postgres"), allow(dead_code))]
-fn split_schema(url: &str) -> Result<(String, Option<String>)> {
-    split_param(url, "tenure_schema")
-}
-
-/// Takes our own parameter `name` out of a URL's query, leaving the rest for the
-/// driver.
-#[cfg_attr(not(any(feature = "postgres", feature = "redis")), allow(dead_code))]
-fn split_param(url: &str, name: &str) -> Result<(String, Option<String>)> {
-    let Some((base, query)) = url.split_once('?') else {
-        return Ok((url.to_owned(), None));
-    };
-    let mut found = None;
-    let mut rest = Vec::new();
-    for pair in query.split('&').filter(|p| !p.is_empty()) {
-        match pair.split_once('=') {
-            Some((key, value)) if key == name => {
-                if found.replace(value.to_owned()).is_some() {
-                    return Err(Error::invalid("url", format!("{name} is given twice")));
-                }
-            }
-            _ => rest.push(pair),
-        }
-    }
-    let driver_url = if rest.is_empty() {
-        base.to_owned()
-    } else {
-        format!("{base}?{}", rest.join("&"))
-    };
-    Ok((driver_url, found))
+    backend(url)?.open(url).await
 }
 
 #[cfg(test)]
@@ -211,23 +226,59 @@ mod tests {
     }
 
     #[test]
-    fn tenure_schema_is_taken_out_of_the_postgres_url() {
-        let (u, s) = split_schema("postgres://h/db?sslmode=disable&tenure_schema=jobs").unwrap();
-        assert_eq!(u, "postgres://h/db?sslmode=disable");
-        assert_eq!(s.as_deref(), Some("jobs"));
-        let (u, s) = split_schema("postgres://h/db").unwrap();
-        assert_eq!((u.as_str(), s), ("postgres://h/db", None));
+    fn every_scheme_has_one_store_and_unknown_ones_name_the_url() {
+        for (url, name) in [
+            ("memory://", "memory"),
+            ("MEMORY:", "memory"),
+            ("sqlite://w.db", "sqlite"),
+            ("SQLite:w.db", "sqlite"),
+            ("postgres://h/db", "postgres"),
+            ("postgresql://h/db", "postgres"),
+            ("PostgreSQL://h/db", "postgres"),
+            ("redis://h", "redis"),
+            ("rediss://h", "redis"),
+            ("redis+sentinel://h/m", "redis"),
+            ("Redis+Cluster://h", "redis"),
+        ] {
+            assert_eq!(backend(url).unwrap().name, name, "{url}");
+        }
+        let mut schemes: Vec<&str> = BACKENDS.iter().flat_map(|b| b.schemes).copied().collect();
+        let count = schemes.len();
+        schemes.sort_unstable();
+        schemes.dedup();
+        assert_eq!(schemes.len(), count, "a scheme listed twice: {schemes:?}");
+        for bad in ["mysql://x", "", "memory", "redis-x://h"] {
+            let err = backend(bad).unwrap_err();
+            assert_eq!(err.invalid_field(), Some("url"), "{bad:?}");
+            assert!(
+                err.to_string().contains("expected memory://, sqlite://"),
+                "{err}"
+            );
+        }
+        assert_eq!(
+            url_shapes(),
+            "memory://, sqlite://PATH, postgres://USER@HOST/DB?tenure_schema=NAME or \
+             redis://HOST:6379?tenure_prefix=NAME"
+        );
     }
 
-    #[test]
-    fn tenure_prefix_is_taken_out_of_the_redis_url() {
-        let (u, p) = split_param(
-            "redis://h:6379/0?protocol=resp2&tenure_prefix=jobs",
-            "tenure_prefix",
-        )
-        .unwrap();
-        assert_eq!(u, "redis://h:6379/0?protocol=resp2");
-        assert_eq!(p.as_deref(), Some("jobs"));
+    #[tokio::test]
+    async fn tenure_schema_and_tenure_prefix_given_twice_or_bare_are_refused_naming_them() {
+        for (url, field) in [
+            (
+                "postgres://127.0.0.1:1/db?tenure_schema=a&tenure_schema=b",
+                "tenure_schema",
+            ),
+            ("postgres://127.0.0.1:1/db?tenure_schema", "tenure_schema"),
+            (
+                "redis://127.0.0.1:1/?tenure_prefix=a&tenure_prefix=b",
+                "tenure_prefix",
+            ),
+            ("redis://127.0.0.1:1/?tenure_prefix", "tenure_prefix"),
+        ] {
+            let err = open(url).await.err().unwrap();
+            assert_eq!(err.invalid_field(), Some(field), "{url}: {err}");
+        }
     }
 
     #[tokio::test]

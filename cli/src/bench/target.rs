@@ -74,29 +74,12 @@ fn split_schema(url: &str) -> Result<(String, Option<String>), CliError> {
     split_param(url, "tenure_schema")
 }
 
-/// Takes our own parameter `name` out of a URL's query: `(driver_url, value)`.
-fn split_param(url: &str, name: &str) -> Result<(String, Option<String>), CliError> {
-    let Some((base, query)) = url.split_once('?') else {
-        return Ok((url.to_owned(), None));
-    };
-    let mut found = None;
-    let mut rest = Vec::new();
-    for pair in query.split('&').filter(|p| !p.is_empty()) {
-        match pair.split_once('=') {
-            Some((key, value)) if key == name => {
-                if found.replace(value.to_owned()).is_some() {
-                    return Err(CliError::Usage(format!("url: {name} is given twice")));
-                }
-            }
-            _ => rest.push(pair),
-        }
-    }
-    let driver_url = if rest.is_empty() {
-        base.to_owned()
-    } else {
-        format!("{base}?{}", rest.join("&"))
-    };
-    Ok((driver_url, found))
+/// Takes the store's own parameter `name` out of a URL's query, as the store reads it:
+/// `(driver_url, value)`.
+fn split_param(url: &str, name: &'static str) -> Result<(String, Option<String>), CliError> {
+    // The scheme in lowercase, as the store passes it on to its driver.
+    let url = tenure::url_scheme(url).map_or_else(|| url.to_owned(), |(_, url)| url);
+    Ok(tenure::take_url_param(&url, name)?)
 }
 
 fn with_schema(driver_url: &str, schema: &str) -> String {
@@ -157,14 +140,16 @@ impl Target {
     /// Makes the bench's own data for `url`, refusing anything that exists already.
     pub(crate) async fn prepare(url: &str, backlog: usize) -> Result<Target, CliError> {
         let scheme = url.split_once(':').map(|(s, _)| s).unwrap_or_default();
-        match scheme {
+        // The facade's scheme table says which store the URL names.
+        let store = tenure::backend(url).map_or("", |b| b.name);
+        match store {
             "memory" => Ok(Target::Memory),
             "sqlite" => Self::sqlite(url),
-            "postgres" | "postgresql" => Self::postgres(url).await,
-            "redis" | "rediss" | "redis+sentinel" | "redis+cluster" => Self::redis(url).await,
-            "" => Err(CliError::Usage(format!(
-                "url: {url:?} has no scheme; expected memory://, sqlite://PATH, postgres://... \
-                 or redis://..."
+            "postgres" => Self::postgres(url).await,
+            "redis" => Self::redis(url).await,
+            _ if scheme.is_empty() => Err(CliError::Usage(format!(
+                "url: {url:?} has no scheme; expected {}",
+                tenure::url_shapes()
             ))),
             _ => {
                 if backlog > 0 {
@@ -181,17 +166,8 @@ impl Target {
     }
 
     fn sqlite(url: &str) -> Result<Target, CliError> {
-        let rest = url
-            .strip_prefix("sqlite://")
-            .or_else(|| url.strip_prefix("sqlite:"))
-            .unwrap_or_default();
-        let path = rest.split_once('?').map_or(rest, |(p, _)| p);
-        if path.is_empty() {
-            return Err(CliError::Usage(format!(
-                "url: {url:?} names no file; give the path of a new file, sqlite://bench.db"
-            )));
-        }
-        let path = PathBuf::from(path);
+        // The store's own reading of its URL: the path, and no option it would refuse.
+        let path = tenure::SqliteConfig::from_url(url)?.path().to_path_buf();
         if let Some(existing) = sqlite_files(&path).into_iter().find(|p| p.exists()) {
             return Err(CliError::Refused(format!(
                 "{} already exists; tenure bench only runs on a new SQLite file, which it \
