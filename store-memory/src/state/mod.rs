@@ -38,6 +38,7 @@ mod claim;
 mod finalize;
 mod inspect;
 mod instances;
+mod limits;
 mod ready;
 mod recovery;
 mod running;
@@ -75,6 +76,8 @@ struct Entry {
     queue: usize,
     /// Its own slot.
     slot: Slot,
+    /// The key its queue's per-key limits count it under (G16, G17).
+    limit_key: Option<tenure_core::LimitKey>,
 }
 
 impl Entry {
@@ -262,6 +265,8 @@ struct QueueIndex {
     dedup: HashMap<DedupKey, DedupEntry>,
     /// Paused: claims pass the queue over (`Store::queue_pause`).
     paused: bool,
+    /// Its limits, what they count and the candidates they hold back (G16, G17).
+    limits: limits::LimitState,
 }
 
 #[derive(Clone, Default)]
@@ -297,6 +302,9 @@ struct Indexes {
     done: BTreeMap<TimeKey, Slot>,
     /// Index entries a claim looked at; tests assert claims do not scan.
     visits: u64,
+    /// A slot came back under a limit that holds items back (G16); the store fires
+    /// its wake signal and clears this.
+    slot_wake: bool,
 }
 
 impl Indexes {
@@ -418,6 +426,9 @@ impl Indexes {
     fn unlink_running(&mut self, e: &Entry) {
         debug_assert_eq!(e.item.state, ItemState::Running);
         self.running_now = self.running_now.saturating_sub(1);
+        if self.queues[e.queue].limits.freed(e.limit_key()) {
+            self.slot_wake = true;
+        }
         if let Some(scope) = &e.item.scope {
             self.scope_freed(scope);
         }
@@ -521,6 +532,11 @@ impl State {
     pub(crate) fn running_records(&self) -> (usize, usize, usize) {
         let i = &self.idx;
         (i.expiry_records, i.owner_records, i.running_now)
+    }
+
+    /// True once after a slot came back under a limit that holds items back.
+    pub(crate) fn take_slot_wake(&mut self) -> bool {
+        std::mem::take(&mut self.idx.slot_wake)
     }
 
     fn queue_id(&mut self, queue: &QueueName) -> usize {
