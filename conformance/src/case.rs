@@ -46,6 +46,8 @@ pub enum Capability {
     CrossProcessWakeups,
     /// Stream runs ([`Capabilities::stream_runs`]).
     StreamRuns,
+    /// Queue limits, G16 and G17 ([`Capabilities::limits`]).
+    Limits,
 }
 
 impl Capability {
@@ -55,6 +57,7 @@ impl Capability {
             Capability::PartitionedClaiming => "partitioned_claiming",
             Capability::CrossProcessWakeups => "cross_process_wakeups",
             Capability::StreamRuns => "stream_runs",
+            Capability::Limits => "limits",
         }
     }
 
@@ -64,6 +67,7 @@ impl Capability {
             Capability::PartitionedClaiming => caps.partitioned_claiming,
             Capability::CrossProcessWakeups => caps.cross_process_wakeups,
             Capability::StreamRuns => caps.stream_runs,
+            Capability::Limits => caps.limits,
         }
     }
 }

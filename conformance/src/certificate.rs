@@ -51,12 +51,14 @@ pub(crate) fn capability_names(caps: &Capabilities) -> Vec<&'static str> {
     let listed = |c: Capability| match c {
         Capability::PartitionedClaiming
         | Capability::CrossProcessWakeups
-        | Capability::StreamRuns => c,
+        | Capability::StreamRuns
+        | Capability::Limits => c,
     };
     [
         Capability::PartitionedClaiming,
         Capability::CrossProcessWakeups,
         Capability::StreamRuns,
+        Capability::Limits,
     ]
     .into_iter()
     .map(listed)

@@ -106,6 +106,8 @@ mod g13_leader;
 mod g14_enqueue_pins;
 mod g14_partitioned_claiming;
 mod g15_bad_input;
+mod g16_concurrency_limits;
+mod g17_rate_limits;
 mod op_control;
 mod op_inspection;
 
