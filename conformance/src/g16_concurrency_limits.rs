@@ -75,9 +75,36 @@ async fn a_key_limit_hammered_by_eight_peers_is_never_exceeded<H: Harness>(
             "a complete",
         )?;
     }
-    // Then all of them at once, each holding what it claimed across a yield.
+    // Then one claim of 2 through each at once, all held until every one answered.
+    let at_once = crate::fixtures::race(&handles, PEERS, |i, store| {
+        let q = q.clone();
+        async move {
+            let me = owner(&format!("q{i}"))?;
+            let leases = retrying("claim", || {
+                store.claim(ClaimParams::new(q.clone(), me.clone(), 2, LEASE))
+            })
+            .await?;
+            check_leases(&leases, &me, 2)?;
+            Ok((store, leases))
+        }
+    })
+    .await?;
+    let took: usize = at_once.iter().map(|(_, l)| l.len()).sum();
+    ensure(
+        took == N as usize,
+        format!("{PEERS} claims of 2 at once, one through each handle, to take {N} items in all"),
+        took,
+    )?;
+    for (h, leases) in at_once {
+        for l in leases {
+            let told = complete(&*h, l.token).await?;
+            ensure_eq(told, TokenOutcome::Accepted, "a complete")?;
+        }
+    }
+    let settled = 2 * N as usize;
+    // Then all of them draining at once, each holding what it claimed across a yield.
     let running = Arc::new(Mutex::new((0usize, 0usize))); // (now, most)
-    let done = Arc::new(AtomicUsize::new(N as usize));
+    let done = Arc::new(AtomicUsize::new(settled));
     let results = crate::fixtures::race(&handles, PEERS, |i, store| {
         let (q, running, done) = (q.clone(), Arc::clone(&running), Arc::clone(&done));
         async move {

@@ -30,13 +30,14 @@ fn ids(leases: &[Lease]) -> Vec<ItemId> {
     leases.iter().map(|l| l.token.id).collect()
 }
 
-/// Claims up to 10 and completes what it got at once (a start counts for its whole
+/// Claims up to `most` and completes what it got at once (a start counts for its whole
 /// period whatever becomes of its lease); answers how many it got.
 async fn starts<S: tenure_core::Store + ?Sized>(
     store: &S,
     q: &tenure_core::QueueName,
+    most: u32,
 ) -> Result<usize, crate::Failure> {
-    let leases = claim(store, q, &owner("w1")?, 10).await?;
+    let leases = claim(store, q, &owner("w1")?, most).await?;
     for l in &leases {
         ensure_eq(
             complete(store, l.token).await?,
@@ -64,38 +65,47 @@ async fn a_key_rate_holds_in_every_window_probed_at_its_edges<H: Harness>(
     )
     .await?;
     // Three starts at t = 0, then the window's far edge, one tick before and at P.
-    ensure_eq(starts(env.store(), &q).await?, 3, "starts at t = 0")?;
+    ensure_eq(starts(env.store(), &q, 10).await?, 3, "starts at t = 0")?;
     env.advance(PERIOD - TICK);
     ensure_eq(
-        starts(env.store(), &q).await?,
+        starts(env.store(), &q, 10).await?,
         0,
         "starts one tick before t = P",
     )?;
     env.advance(TICK);
+    // A window that is not aligned to the first: one start at P, two at P + 6 s; at
+    // 2P only the start at P has left the window, so one more start, not three (a
+    // counter reset every P would allow three).
+    ensure_eq(starts(env.store(), &q, 1).await?, 1, "starts at t = P")?;
+    env.advance(Duration::from_secs(6));
     ensure_eq(
-        starts(env.store(), &q).await?,
-        3,
-        "starts at t = P, when the first three left the window",
+        starts(env.store(), &q, 10).await?,
+        2,
+        "starts at t = P + 6 s (the rest of the rate)",
     )?;
-    // A window that straddles two bursts: one start at P + 4 s is refused while the
-    // burst at P is in its window, whatever a fixed window would say.
-    env.advance(Duration::from_secs(4));
+    env.advance(PERIOD - Duration::from_secs(6) - TICK);
     ensure_eq(
-        starts(env.store(), &q).await?,
+        starts(env.store(), &q, 10).await?,
         0,
-        "starts 4 s after a burst of the rate",
-    )?;
-    env.advance(PERIOD - Duration::from_secs(4) - TICK);
-    ensure_eq(
-        starts(env.store(), &q).await?,
-        0,
-        "starts one tick before the burst leaves the window",
+        "starts one tick before t = 2P",
     )?;
     env.advance(TICK);
     ensure_eq(
-        starts(env.store(), &q).await?,
-        3,
-        "starts once the burst left the window",
+        starts(env.store(), &q, 10).await?,
+        1,
+        "starts at t = 2P (the start at P left the window, the two at P + 6 s did not)",
+    )?;
+    env.advance(Duration::from_secs(6) - TICK);
+    ensure_eq(
+        starts(env.store(), &q, 10).await?,
+        0,
+        "starts one tick before t = 2P + 6 s",
+    )?;
+    env.advance(TICK);
+    ensure_eq(
+        starts(env.store(), &q, 10).await?,
+        2,
+        "starts at t = 2P + 6 s",
     )?;
     pass()
 }
@@ -171,15 +181,15 @@ async fn a_queue_rate_caps_starts_across_keys<H: Harness>(env: Env<'_, H>) -> Ca
         ],
     )
     .await?;
-    ensure_eq(starts(env.store(), &q).await?, 2, "starts at t = 0")?;
+    ensure_eq(starts(env.store(), &q, 10).await?, 2, "starts at t = 0")?;
     env.advance(PERIOD - TICK);
     ensure_eq(
-        starts(env.store(), &q).await?,
+        starts(env.store(), &q, 10).await?,
         0,
         "starts one tick before the period ends",
     )?;
     env.advance(TICK);
-    ensure_eq(starts(env.store(), &q).await?, 2, "starts at t = P")?;
+    ensure_eq(starts(env.store(), &q, 10).await?, 2, "starts at t = P")?;
     pass()
 }
 
