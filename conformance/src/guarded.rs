@@ -156,4 +156,27 @@ impl<S: Store> Store for Guarded<S> {
     async fn queue_resume(&self, params: tenure_core::PauseParams) -> tenure_core::Result<bool> {
         self.store.queue_resume(params).await
     }
+    async fn limits_set(
+        &self,
+        params: tenure_core::LimitsParams,
+    ) -> tenure_core::Result<Option<tenure_core::QueueLimits>> {
+        self.store.limits_set(params).await
+    }
+    async fn limits_get(
+        &self,
+        queue: &tenure_core::QueueName,
+    ) -> tenure_core::Result<Option<tenure_core::QueueLimits>> {
+        self.store.limits_get(queue).await
+    }
+    async fn limits_clear(&self, queue: &tenure_core::QueueName) -> tenure_core::Result<bool> {
+        self.store.limits_clear(queue).await
+    }
+    async fn limits_list(
+        &self,
+    ) -> tenure_core::Result<Vec<(tenure_core::QueueName, tenure_core::QueueLimits)>> {
+        self.store.limits_list().await
+    }
+    async fn limits_defer(&self, params: tenure_core::DeferParams) -> tenure_core::Result<()> {
+        self.store.limits_defer(params).await
+    }
 }

@@ -14,6 +14,7 @@ use tenure_core::{
 
 use crate::error::STORE;
 
+use super::limits::{limit_key_of, Admit, Gate};
 use super::recovery::recover_where;
 use super::{
     blob_id, claim_chunk, claim_many_sql, is_paused, read_item, read_ready, Cx, OpResult,
@@ -33,9 +34,10 @@ pub(crate) fn enqueue(cx: &Cx<'_>, params: &EnqueueParams) -> OpResult<Vec<Enque
     let mut insert = conn.prepare_cached(
         "INSERT INTO tenure_items (id, queue, payload, stream, scope, dedup_key, priority,
              run_at, state, head, attempt, owner, lease_expires_at, renewals, stalls,
-             max_attempts, max_stalls, max_renewals, last_error, created_at, updated_at, phash)
+             max_attempts, max_stalls, max_renewals, last_error, created_at, updated_at, phash,
+             limit_key)
          VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, 'ready', ?9, 0, NULL, NULL, 0, 0,
-             ?10, ?11, ?12, NULL, ?13, ?13, ?14)",
+             ?10, ?11, ?12, NULL, ?13, ?13, ?14, ?15)",
     )?;
     let mut record_key = conn.prepare_cached(
         "INSERT INTO tenure_dedup (queue, key, item_id, recorded_at, expires_at)
@@ -93,6 +95,7 @@ pub(crate) fn enqueue(cx: &Cx<'_>, params: &EnqueueParams) -> OpResult<Vec<Enque
             item.max_renewals,
             now.as_micros(),
             key_hash(item.stream.as_ref(), item.id),
+            new.limit_key.as_ref().map(tenure_core::LimitKey::as_str),
         ]);
         match inserted {
             Ok(_) => {}
@@ -336,6 +339,11 @@ pub(crate) fn claim(cx: &Cx<'_>, params: &ClaimParams) -> OpResult<Vec<Lease>> {
     let mut busy: HashSet<String> = HashSet::new();
     let mut picked: Vec<Candidate> = Vec::with_capacity(limit.min(1024));
     let run = usize::try_from(params.stream_run).unwrap_or(1);
+    // The limits of each queue that has any (G16, G17), read in this transaction.
+    let mut gates: Vec<Option<Gate>> = Vec::with_capacity(queues.len());
+    for q in &queues {
+        gates.push(Gate::load(cx, q)?);
+    }
     while picked.len() < limit {
         let want = limit - picked.len();
         for c in cursors.iter_mut() {
@@ -343,9 +351,11 @@ pub(crate) fn claim(cx: &Cx<'_>, params: &ClaimParams) -> OpResult<Vec<Lease>> {
         }
         let best = cursors
             .iter_mut()
-            .filter(|c| !c.buf.is_empty())
-            .min_by_key(|c| c.buf.front().map(Candidate::order));
-        let Some(cand) = best.and_then(|c| c.buf.pop_front()) else {
+            .enumerate()
+            .filter(|(_, c)| !c.buf.is_empty())
+            .min_by_key(|(_, c)| c.buf.front().map(Candidate::order));
+        let Some((at, cand)) = best.and_then(|(at, c)| c.buf.pop_front().map(|cand| (at, cand)))
+        else {
             break;
         };
         if let Some(scope) = &cand.item.scope {
@@ -353,9 +363,38 @@ pub(crate) fn claim(cx: &Cx<'_>, params: &ClaimParams) -> OpResult<Vec<Lease>> {
                 busy.insert(scope.as_str().to_owned());
                 continue;
             }
+        }
+        // G16, G17: a queue at its bound gives nothing more; a key at its bound is
+        // passed over, as a busy scope is.
+        let gated = match gates.get_mut(at).and_then(Option::as_mut) {
+            None => None,
+            Some(gate) => {
+                let key = limit_key_of(cx, cand.seq)?;
+                match gate.admit(cx, key.as_deref())? {
+                    Admit::Open => {
+                        gate.taken(cx, key.as_deref())?;
+                        Some(())
+                    }
+                    Admit::KeyShut => continue,
+                    Admit::QueueShut => {
+                        if let Some(c) = cursors.get_mut(at) {
+                            c.buf.clear();
+                            c.done = true;
+                        }
+                        continue;
+                    }
+                }
+            }
+        };
+        if let Some(scope) = &cand.item.scope {
             busy.insert(scope.as_str().to_owned());
         }
-        let head = cand.item.stream.clone().filter(|_| run > 1);
+        // A limited queue's stream heads are claimed alone, each through the gate.
+        let head = cand
+            .item
+            .stream
+            .clone()
+            .filter(|_| run > 1 && gated.is_none());
         let head_seq = cand.seq;
         picked.push(cand);
         if let Some(stream) = head {

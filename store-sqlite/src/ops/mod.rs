@@ -26,6 +26,7 @@ mod claim;
 mod finalize;
 mod inspect;
 mod instances;
+mod limits;
 mod recovery;
 #[cfg(test)]
 mod tests;
@@ -40,6 +41,7 @@ pub(crate) use instances::{
     instance_deregister, instance_evict_stale, instance_heartbeat, instance_list, leader_acquire,
     leader_get, leader_resign,
 };
+pub(crate) use limits::{limits_clear, limits_defer, limits_get, limits_list, limits_set};
 pub(crate) use recovery::{purge, recover_expired};
 
 /// An operation's failure: a driver error (classified by the writer) or an answer of
