@@ -48,6 +48,8 @@ pub enum Capability {
     StreamRuns,
     /// Queue limits, G16 and G17 ([`Capabilities::limits`]).
     Limits,
+    /// Fair shares, G18 ([`Capabilities::fair_shares`]).
+    FairShares,
 }
 
 impl Capability {
@@ -58,6 +60,7 @@ impl Capability {
             Capability::CrossProcessWakeups => "cross_process_wakeups",
             Capability::StreamRuns => "stream_runs",
             Capability::Limits => "limits",
+            Capability::FairShares => "fair_shares",
         }
     }
 
@@ -68,6 +71,7 @@ impl Capability {
             Capability::CrossProcessWakeups => caps.cross_process_wakeups,
             Capability::StreamRuns => caps.stream_runs,
             Capability::Limits => caps.limits,
+            Capability::FairShares => caps.fair_shares,
         }
     }
 }

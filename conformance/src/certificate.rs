@@ -52,13 +52,15 @@ pub(crate) fn capability_names(caps: &Capabilities) -> Vec<&'static str> {
         Capability::PartitionedClaiming
         | Capability::CrossProcessWakeups
         | Capability::StreamRuns
-        | Capability::Limits => c,
+        | Capability::Limits
+        | Capability::FairShares => c,
     };
     [
         Capability::PartitionedClaiming,
         Capability::CrossProcessWakeups,
         Capability::StreamRuns,
         Capability::Limits,
+        Capability::FairShares,
     ]
     .into_iter()
     .map(listed)

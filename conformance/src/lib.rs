@@ -108,6 +108,7 @@ mod g14_partitioned_claiming;
 mod g15_bad_input;
 mod g16_concurrency_limits;
 mod g17_rate_limits;
+mod g18_fair_shares;
 mod op_control;
 mod op_inspection;
 

@@ -23,7 +23,7 @@ use tenure_core::{
     LeaseListParams, LeasePage, ListState, OwnerId, PauseParams, MAX_PAGE,
 };
 use tenure_core::{
-    DeferParams, LimitKey, LimitsParams, QueueLimits, Rate, Timestamp, MAX_CONCURRENCY,
+    DeferParams, FairnessKey, LimitKey, LimitsParams, QueueLimits, Rate, Timestamp, MAX_CONCURRENCY,
 };
 use tenure_memory::{MemorySnapshot, MemoryStore};
 
@@ -295,6 +295,15 @@ enum Flaw {
     IgnoresQueueRate,
     /// Answers a deferral and forgets it (G17).
     IgnoresDeferrals,
+    /// Files the first item of a tenant that arrives while others wait under the
+    /// tenant with the most items, so a newcomer waits out that backlog (G18).
+    ANewTenantJoinsTheLongestLine,
+    /// Ignores the weights a queue configures, serving every tenant by the weight its
+    /// items declare (G18).
+    IgnoresConfiguredWeights,
+    /// Keeps fair shares by limit key where an item has one, so a tenant spread over
+    /// many limit keys gets a share per key (G18).
+    FairSharesByLimitKey,
 }
 
 impl Flaw {
@@ -316,6 +325,9 @@ impl Flaw {
                 | Flaw::KeyRateCountsTheWholeQueue
                 | Flaw::IgnoresQueueRate
                 | Flaw::IgnoresDeferrals
+                | Flaw::ANewTenantJoinsTheLongestLine
+                | Flaw::IgnoresConfiguredWeights
+                | Flaw::FairSharesByLimitKey
         )
     }
 }
@@ -365,6 +377,8 @@ struct Hidden {
     windows: HashMap<QueueName, u64>,
     /// Claims in flight, across handles.
     claims_in_flight: usize,
+    /// Items enqueued per queue and tenant.
+    tenants: HashMap<(QueueName, Option<FairnessKey>), usize>,
 }
 
 #[derive(Clone, Debug)]
@@ -724,6 +738,36 @@ impl Store for Flawed {
 
     async fn enqueue(&self, mut params: EnqueueParams) -> Result<Vec<Enqueued>> {
         if self.flaw.of_limits() {
+            for item in &mut params.items {
+                match self.flaw {
+                    Flaw::FairSharesByLimitKey => {
+                        if let Some(k) = &item.limit_key {
+                            item.fairness_key = Some(FairnessKey::new(k.as_str())?);
+                        }
+                    }
+                    Flaw::ANewTenantJoinsTheLongestLine => {
+                        let mut h = self.hidden();
+                        let seen = h
+                            .tenants
+                            .contains_key(&(item.queue.clone(), item.fairness_key.clone()));
+                        let longest = h
+                            .tenants
+                            .iter()
+                            .filter(|((q, _), _)| *q == item.queue)
+                            .max_by_key(|(_, n)| **n)
+                            .map(|((_, t), n)| (t.clone(), *n));
+                        *h.tenants
+                            .entry((item.queue.clone(), item.fairness_key.clone()))
+                            .or_default() += 1;
+                        if let (false, Some((t, n))) = (seen, longest) {
+                            if n > 1 {
+                                item.fairness_key = t;
+                            }
+                        }
+                    }
+                    _ => {}
+                }
+            }
             let out = self.inner.enqueue(params.clone()).await?;
             let mut h = self.hidden();
             for (item, told) in params.items.iter().zip(&out) {
@@ -1568,6 +1612,7 @@ impl Flawed {
             Flaw::IgnoresKeyOverrides => l.key_overrides.clear(),
             Flaw::IgnoresQueueConcurrency => l.concurrency = None,
             Flaw::IgnoresQueueRate => l.rate = None,
+            Flaw::IgnoresConfiguredWeights => l.weights.clear(),
             Flaw::KeyRateCountsTheWholeQueue => {
                 if let Some(r) = l.key_rate.take() {
                     l.rate = Some(r);
@@ -2813,6 +2858,40 @@ mod limits {
     }
 }
 
+mod fair_shares {
+    use super::*;
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_newcomer_joining_the_longest_line_fails_the_starvation_bound_alone() {
+        must_fail_only(
+            Flaw::ANewTenantJoinsTheLongestLine,
+            "g18_fair_shares",
+            "a_tenant_with_one_item_is_served_within_a_turn_beside_a_large_backlog",
+        )
+        .await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn ignored_weights_fail_the_weight_ratio_alone() {
+        must_fail_only(
+            Flaw::IgnoresConfiguredWeights,
+            "g18_fair_shares",
+            "busy_tenants_are_served_in_the_ratio_of_their_weights_over_ten_thousand_claims",
+        )
+        .await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn shares_by_limit_key_fail_the_many_keys_tenant_alone() {
+        must_fail_only(
+            Flaw::FairSharesByLimitKey,
+            "g18_fair_shares",
+            "a_tenant_spreading_over_many_limit_keys_gains_nothing",
+        )
+        .await;
+    }
+}
+
 mod keys_across_queues {
     use super::*;
 
@@ -2999,7 +3078,7 @@ mod bounds {
 mod registry {
     use super::*;
 
-    const GROUPS: [&str; 19] = [
+    const GROUPS: [&str; 20] = [
         "g01_exclusive_claim",
         "g02_expiry",
         "g03_fenced_finalize",
@@ -3017,6 +3096,7 @@ mod registry {
         "g15_bad_input",
         "g16_concurrency_limits",
         "g17_rate_limits",
+        "g18_fair_shares",
         "op_inspection",
         "op_control",
     ];
@@ -3040,6 +3120,7 @@ mod registry {
             if c.group != "g14_partitioned_claiming"
                 && c.capability != Some(Capability::StreamRuns)
                 && c.capability != Some(Capability::Limits)
+                && c.capability != Some(Capability::FairShares)
             {
                 assert_eq!(
                     c.capability,

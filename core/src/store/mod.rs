@@ -63,10 +63,14 @@ pub struct Capabilities {
     /// Stream runs: a claim with [`ClaimParams::stream_runs`] leases up to `k`
     /// consecutive items of one stream (G9). Stores without it claim heads only.
     pub stream_runs: bool,
-    /// Queue limits: concurrency (G16), rate (G17) and fair shares (G18), with the
-    /// `limits_*` operations and the items' limit and fairness keys. Optional while
-    /// not every store has them: the PostgreSQL store does not yet.
+    /// Queue limits: concurrency (G16) and rate (G17), with the `limits_*` operations
+    /// and the items' limit keys. Optional while not every store has them: the
+    /// PostgreSQL and Redis stores do not yet.
     pub limits: bool,
+    /// Fair shares (G18): claims serve the tenants of a queue by fairness key and
+    /// weight. Stores without it refuse items with a fairness key
+    /// ([`Error::Unsupported`](crate::Error::Unsupported)).
+    pub fair_shares: bool,
 }
 
 impl Capabilities {
@@ -88,9 +92,15 @@ impl Capabilities {
         self
     }
 
-    /// Declares queue limits (G16, G17, G18).
+    /// Declares queue limits (G16, G17).
     pub fn with_limits(mut self) -> Self {
         self.limits = true;
+        self
+    }
+
+    /// Declares fair shares (G18).
+    pub fn with_fair_shares(mut self) -> Self {
+        self.fair_shares = true;
         self
     }
 }
@@ -156,9 +166,15 @@ pub trait Store: Send + Sync + fmt::Debug + 'static {
     ///   [`fairness_key`](crate::NewItem::fairness_key) and
     ///   [`weight`](crate::NewItem::weight) are kept for its claims (G16, G17, G18).
     ///   A store that does not declare [`Capabilities::limits`] MUST answer
-    ///   [`Error::Unsupported`](crate::Error::Unsupported) for an item with a limit or
-    ///   fairness key, writing nothing (known gap: the PostgreSQL store does not check
-    ///   yet, and ignores the keys).
+    ///   [`Error::Unsupported`](crate::Error::Unsupported) for an item with a limit
+    ///   key, and one that does not declare [`Capabilities::fair_shares`] for an item
+    ///   with a fairness key, writing nothing (known gap: the PostgreSQL and Redis
+    ///   stores do not check yet, and ignore the keys).
+    /// - With [`Capabilities::fair_shares`], the item's start tag is fixed here (G18;
+    ///   `g18_fair_shares`): `max(virtual time, its tenant's finish tag)`, and the
+    ///   tenant's finish tag moves on by `1 / weight`, the weight the queue configures
+    ///   for the key ([`QueueLimits::weights`]) or else the item's own. A weight
+    ///   changed later applies to items enqueued after the change.
     async fn enqueue(&self, params: EnqueueParams) -> Result<Vec<Enqueued>>;
 
     /// Leases up to `limit` claimable items of `queues` to `owner`.
@@ -219,11 +235,17 @@ pub trait Store: Send + Sync + fmt::Debug + 'static {
     ///     holds more than R starts. A start stays counted for P whatever becomes of
     ///     its lease. Items held back are not claimed and use no attempt
     ///     (`g17_rate_limits`).
-    ///   - **G18 Fair shares.** Among claimable items of different tenants, start-time
-    ///     fair queueing by fairness key and weight (see
-    ///     [`QueueLimits`](crate::QueueLimits)'s module docs): the claim serves the
-    ///     tenant with the least virtual tag first, then moves its tag on by
-    ///     `1 / weight`; G8 order holds within a tenant (`g18_fair_shares`).
+    ///   - **G18 Fair shares**, on stores that declare [`Capabilities::fair_shares`],
+    ///     in a queue where an item named a tenant: start-time fair queueing. Within a
+    ///     priority, the claim takes the least start tag first (see
+    ///     [`Store::enqueue`]), then `run_at`, then enqueue order, and the queue's
+    ///     virtual time becomes the greatest tag claimed. So a tenant with one ready
+    ///     item beside one with a million is served within a turn of the tenants
+    ///     (about one claim per tenant), busy tenants are served in the ratio of their
+    ///     weights, and the share is per fairness key, never per limit key
+    ///     (`g18_fair_shares`). Items without a fairness key are one unnamed tenant. A
+    ///     queue whose items never named a tenant keeps G8 order exactly. Across the
+    ///     queues of one claim, candidates compare by G8 order without their tags.
     /// - **Put-back rule (G9).** When a running item of a stream leaves `running` other
     ///   than by [`Store::complete`] (a failure, a release, expiry recovery, eviction),
     ///   every later running item of that stream goes back to `ready` untouched: owner

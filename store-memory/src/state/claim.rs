@@ -13,7 +13,7 @@ use tenure_core::{
 
 use super::limits::Gate;
 use super::running::Claimed;
-use super::{DedupEntry, Entry, HashMap, OrderKey, Slot, State};
+use super::{across_queues, DedupEntry, Entry, HashMap, OrderKey, Slot, State};
 
 impl State {
     /// `Store::enqueue`.
@@ -68,6 +68,7 @@ impl State {
             let seq = self.next_seq;
             self.next_seq += 1;
             let q = self.queue_id(&new.queue);
+            let tag = self.idx.queues[q].limits.fair_tag(new);
             if let Some(key) = &new.dedup_key {
                 let expires_at = now + new.dedup_window;
                 let old = self.idx.queues[q]
@@ -86,6 +87,7 @@ impl State {
                 queue: q,
                 slot,
                 limit_key: new.limit_key.clone(),
+                tag,
             });
             let slot = e.slot;
             self.idx.join_members(q, slot);
@@ -189,7 +191,7 @@ impl State {
                 }
                 if let Some((k, _)) = self.idx.queues[q].ready.first_key_value() {
                     self.idx.visits += 1;
-                    if best.is_none_or(|(b, _)| *k < b) {
+                    if best.is_none_or(|(b, _)| across_queues(k) < across_queues(&b)) {
                         best = Some((*k, q));
                     }
                 }
@@ -428,6 +430,7 @@ impl State {
         };
         self.idx.running_now += 1;
         self.idx.queues[q].limits.taken(e.limit_key.as_ref(), now);
+        self.idx.queues[q].limits.served(e.tag);
         self.scratch_claims.push((q, c));
         self.items.push_lease(slot, owner, expires_at, leases)
     }

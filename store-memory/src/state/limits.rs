@@ -28,7 +28,7 @@
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::time::Duration;
 
-use tenure_core::{ItemState, LimitKey, QueueLimits, Rate, Timestamp};
+use tenure_core::{FairnessKey, ItemState, LimitKey, NewItem, QueueLimits, Rate, Timestamp};
 
 use super::{Entry, HashMap, OrderKey, Slot, State};
 
@@ -83,6 +83,28 @@ pub(super) struct LimitState {
     /// Deferrals ([`tenure_core::Store::limits_defer`]): the queue's, and each key's.
     queue_deferred: Option<Timestamp>,
     key_deferred: HashMap<LimitKey, Timestamp>,
+    /// Fair shares (G18).
+    fair: FairShares,
+}
+
+/// One unit of fair-share work in tag units: an item of weight `w` moves its tenant's
+/// tag on by `TAG_UNIT / w`.
+const TAG_UNIT: u64 = 1 << 24;
+
+/// Most tenants a queue remembers before it forgets those whose finish tag the
+/// virtual time has passed (they would start at the virtual time anyway).
+const TENANTS_KEPT: usize = 1024;
+
+/// Start-time fair queueing (G18): every item gets a start tag at enqueue,
+/// `max(virtual time, its tenant's finish tag)`, and moves the tenant's finish tag on
+/// by `TAG_UNIT / weight`; claims take the least tag first (within a priority), and
+/// the virtual time follows the tags claimed. A queue whose items never named a tenant
+/// tags every item 0, so its order is G8's exactly.
+#[derive(Clone, Default)]
+struct FairShares {
+    active: bool,
+    vtime: u64,
+    finish: HashMap<Option<FairnessKey>, u64>,
 }
 
 /// What the gate says of a candidate.
@@ -226,6 +248,34 @@ impl LimitState {
         if let Some(at) = at {
             self.wake.insert((at, key.clone()));
         }
+    }
+
+    /// The start tag of a new item (G18), moving its tenant's finish tag on.
+    pub(super) fn fair_tag(&mut self, new: &NewItem) -> u64 {
+        let f = &mut self.fair;
+        if !f.active {
+            if new.fairness_key.is_none() {
+                return 0;
+            }
+            f.active = true;
+        }
+        let weight = match &self.config {
+            Some(c) => c.weight_of(new.fairness_key.as_ref(), new.weight),
+            None => new.weight.max(1),
+        };
+        if f.finish.len() > TENANTS_KEPT {
+            let v = f.vtime;
+            f.finish.retain(|_, t| *t > v);
+        }
+        let finish = f.finish.entry(new.fairness_key.clone()).or_insert(0);
+        let start = (*finish).max(f.vtime);
+        *finish = start.saturating_add(TAG_UNIT / u64::from(weight));
+        start
+    }
+
+    /// A claim served an item tagged `tag`: the virtual time follows it.
+    pub(super) fn served(&mut self, tag: u64) {
+        self.fair.vtime = self.fair.vtime.max(tag);
     }
 
     /// Forgets a parked candidate (cancelled, or claimed another way).

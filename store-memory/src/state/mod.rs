@@ -59,8 +59,9 @@ use tenure_core::{
 /// foldhash is seeded per process, so keys a caller chooses cannot be aimed at it.
 type HashMap<K, V> = std::collections::HashMap<K, V, foldhash::fast::RandomState>;
 
-/// Claim order (G8): priority, then `run_at`, then enqueue sequence.
-type OrderKey = (i16, Timestamp, u64);
+/// Claim order within a queue: priority, then the fair-share tag (G18; 0 in a queue
+/// whose items never named a tenant), then `run_at`, then enqueue sequence (G8).
+type OrderKey = (i16, u64, Timestamp, u64);
 /// An instant, then the enqueue sequence to keep keys unique.
 type TimeKey = (Timestamp, u64);
 /// A position in the slab.
@@ -78,12 +79,20 @@ struct Entry {
     slot: Slot,
     /// The key its queue's per-key limits count it under (G16, G17).
     limit_key: Option<tenure_core::LimitKey>,
+    /// Its start tag in its queue's fair shares (G18), set at enqueue.
+    tag: u64,
 }
 
 impl Entry {
     fn order_key(&self) -> OrderKey {
-        (self.item.priority, self.item.run_at, self.seq)
+        (self.item.priority, self.tag, self.item.run_at, self.seq)
     }
+}
+
+/// An order key without its fair-share tag: how claims over several queues compare
+/// their queues' first candidates (tags are per queue).
+fn across_queues(k: &OrderKey) -> (i16, Timestamp, u64) {
+    (k.0, k.2, k.3)
 }
 
 /// Items by slot, with free slots reused and a map from id to slot.

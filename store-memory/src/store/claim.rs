@@ -5,16 +5,11 @@
 
 use tenure_core::{ClaimParams, EnqueueParams, Enqueued, Error, Lease, Result};
 
-use crate::error::NAME;
 use crate::MemoryStore;
 
 impl MemoryStore {
     pub(super) fn enqueue_impl(&self, params: &EnqueueParams) -> Result<Vec<Enqueued>> {
         params.validate(&self.inner.limits)?;
-        // G18 fair shares are not served yet: a fairness key is refused, not ignored.
-        if params.items.iter().any(|i| i.fairness_key.is_some()) {
-            return Err(Error::unsupported("enqueue with a fairness key", NAME));
-        }
         let limits = &self.inner.limits;
         let pin_to = params.pin_to.as_ref();
         let out = self.with_state(|s, now| {

@@ -150,6 +150,7 @@ impl Store for MemoryStore {
             .with_partitioned_claiming()
             .with_stream_runs()
             .with_limits()
+            .with_fair_shares()
     }
 
     fn limits(&self) -> Limits {
