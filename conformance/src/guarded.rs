@@ -179,4 +179,10 @@ impl<S: Store> Store for Guarded<S> {
     async fn limits_defer(&self, params: tenure_core::DeferParams) -> tenure_core::Result<()> {
         self.store.limits_defer(params).await
     }
+    async fn limits_wait(
+        &self,
+        queues: &[tenure_core::QueueName],
+    ) -> tenure_core::Result<Option<std::time::Duration>> {
+        self.store.limits_wait(queues).await
+    }
 }

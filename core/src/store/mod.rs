@@ -568,6 +568,25 @@ pub trait Store: Send + Sync + fmt::Debug + 'static {
         let _ = params;
         Err(crate::Error::unsupported("limits_defer", self.name()))
     }
+
+    /// How long from the store's `now` until time alone may make claimable an item of
+    /// `queues` that limits hold back (G16, G17): the next start a rate allows, the end
+    /// of a deferral, or, while items wait for a slot, the next expiry of a running
+    /// lease of those queues (a crashed holder's slot comes back then). `None` when
+    /// nothing waits on time: a slot a finish gives back fires the wake signal
+    /// instead ([`Store::wake_signal`]). Writes nothing that changes an answer. The
+    /// worker asks after a claim that found nothing and polls again at that time
+    /// rather than a poll interval later. The default (stores without
+    /// [`Capabilities::limits`]) answers `None`.
+    ///
+    /// # Contract
+    /// - Never later than the instant a claim would take a held-back item by time
+    ///   alone; an earlier answer costs one empty poll, never a missed start
+    ///   (runtime test `limits::a_worker_at_a_rate_polls_again_when_the_next_start_is_allowed`).
+    async fn limits_wait(&self, queues: &[QueueName]) -> Result<Option<std::time::Duration>> {
+        let _ = queues;
+        Ok(None)
+    }
 }
 
 #[async_trait]
@@ -673,5 +692,8 @@ impl<S: Store + ?Sized> Store for Arc<S> {
     }
     async fn limits_defer(&self, params: DeferParams) -> Result<()> {
         (**self).limits_defer(params).await
+    }
+    async fn limits_wait(&self, queues: &[QueueName]) -> Result<Option<std::time::Duration>> {
+        (**self).limits_wait(queues).await
     }
 }

@@ -327,7 +327,77 @@ impl LimitState {
     }
 }
 
+impl LimitState {
+    /// The earliest instant after `now` at which time alone may let a claim take
+    /// something these limits hold back (a rate's start leaving its window, a
+    /// deferral ending), and whether anything waits for a slot (G16).
+    fn next_start(&mut self, now: Timestamp) -> (Option<Timestamp>, bool) {
+        let mut at: Option<Timestamp> = None;
+        let mut earliest = |t: Timestamp| {
+            if t > now {
+                at = Some(at.map_or(t, |a| a.min(t)));
+            }
+        };
+        if let Some((t, _)) = self.wake.iter().find(|(t, _)| *t > now) {
+            earliest(*t);
+        }
+        if let Some(t) = self.queue_deferred {
+            earliest(t);
+        }
+        let mut waits_for_slot = !self.parked.is_empty();
+        if let Some(cfg) = &self.config {
+            if let Some(rate) = cfg.rate {
+                if self.queue_starts.room(&rate, now) == 0 {
+                    if let Some(t) = self.queue_starts.next_room(&rate) {
+                        earliest(t);
+                    }
+                }
+            }
+            if cfg.concurrency.is_some_and(|n| self.running >= n as usize) {
+                waits_for_slot = true;
+            }
+        }
+        (at, waits_for_slot)
+    }
+}
+
 impl State {
+    /// `Store::limits_wait`: how long from `now` until time alone may make something
+    /// the limits of `queues` hold back claimable: a rate's window, a deferral, or the
+    /// expiry of a running lease while items wait for a slot.
+    pub(crate) fn limits_wait(
+        &mut self,
+        queues: &[tenure_core::QueueName],
+        now: Timestamp,
+    ) -> Option<Duration> {
+        let mut at: Option<Timestamp> = None;
+        for queue in queues {
+            let Some(&q) = self.queue_ids.get(queue) else {
+                continue;
+            };
+            let (t, waits) = self.idx.queues[q].limits.next_start(now);
+            if let Some(t) = t {
+                at = Some(at.map_or(t, |a| a.min(t)));
+            }
+            if waits {
+                // The first live lease of the queue: its expiry gives a slot back.
+                let far = now + Duration::from_secs(100 * 366 * 24 * 60 * 60);
+                let mut removed = 0;
+                let first =
+                    self.idx.queues[q]
+                        .running
+                        .first_expired(&self.items, far, &mut removed);
+                self.idx.expiry_records -= removed;
+                if let Some(c) = first {
+                    at = Some(at.map_or(c.at, |a| a.min(c.at)));
+                }
+            }
+        }
+        at.map(|t| {
+            Duration::from_micros(u64::try_from(t.as_micros() - now.as_micros()).unwrap_or(0))
+        })
+    }
+
     /// Moves the parked candidates of the claimed queues `qs` whose keys have room again
     /// back into `ready` (G16, G17). Called by every claim after recovery, so slots
     /// freed by that recovery count.

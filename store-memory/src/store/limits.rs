@@ -29,6 +29,13 @@ impl MemoryStore {
         self.with_state(|s, _| s.limits_list())
     }
 
+    pub(super) fn limits_wait_impl(
+        &self,
+        queues: &[QueueName],
+    ) -> Result<Option<std::time::Duration>> {
+        self.with_state(|s, now| s.limits_wait(queues, now))
+    }
+
     pub(super) fn limits_defer_impl(&self, params: &DeferParams) -> Result<()> {
         params.validate(&self.inner.limits)?;
         self.with_state(|s, now| {

@@ -284,4 +284,8 @@ impl Store for MemoryStore {
     async fn limits_defer(&self, params: DeferParams) -> Result<()> {
         self.limits_defer_impl(&params)
     }
+
+    async fn limits_wait(&self, queues: &[QueueName]) -> Result<Option<std::time::Duration>> {
+        self.limits_wait_impl(queues)
+    }
 }

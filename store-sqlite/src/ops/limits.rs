@@ -371,3 +371,63 @@ pub(crate) fn limits_defer(cx: &Cx<'_>, params: &DeferParams) -> OpResult<()> {
         .execute(params![params.queue.as_str(), key, until])?;
     Ok(())
 }
+
+/// [`Store::limits_wait`](tenure_core::Store::limits_wait): the soonest of the
+/// queues' deferral ends, the instants their exhausted rates allow a start again, and,
+/// under a concurrency limit, their running leases' expiries; each after `now`. It may
+/// answer earlier than a start is allowed (an extra empty poll), never later.
+pub(crate) fn limits_wait(cx: &Cx<'_>, queues: &[QueueName]) -> OpResult<Option<Duration>> {
+    let now = cx.now.as_micros();
+    let mut at: Option<i64> = None;
+    let mut soonest = |t: Option<i64>| {
+        if let Some(t) = t.filter(|t| *t > now) {
+            at = Some(at.map_or(t, |a| a.min(t)));
+        }
+    };
+    for queue in queues {
+        let q = queue.as_str();
+        soonest(
+            cx.conn
+                .prepare_cached(
+                    "SELECT min(until) FROM tenure_limit_defers WHERE queue = ?1 AND until > ?2",
+                )?
+                .query_row(params![q, now], |r| r.get(0))?,
+        );
+        let Some(config) = read_config(cx, q)? else {
+            continue;
+        };
+        for (rate, queue_only) in [(config.rate, true), (config.key_rate, false)] {
+            let Some(rate) = rate else { continue };
+            let per = micros(rate.per);
+            let sql = if queue_only {
+                "SELECT min(first) FROM (SELECT min(at) AS first, count(*) AS n
+                 FROM tenure_limit_starts WHERE queue = ?1 AND key = '' AND at > ?2
+                 GROUP BY key) WHERE n >= ?3"
+            } else {
+                "SELECT min(first) FROM (SELECT min(at) AS first, count(*) AS n
+                 FROM tenure_limit_starts WHERE queue = ?1 AND key <> '' AND at > ?2
+                 GROUP BY key) WHERE n >= ?3"
+            };
+            let first: Option<i64> = cx
+                .conn
+                .prepare_cached(sql)?
+                .query_row(params![q, now - per, rate.starts], |r| r.get(0))?;
+            soonest(first.map(|t| t + per));
+        }
+        if config.concurrency.is_some()
+            || config.key_concurrency.is_some()
+            || !config.key_overrides.is_empty()
+        {
+            soonest(
+                cx.conn
+                    .prepare_cached(
+                        "SELECT min(lease_expires_at) FROM tenure_items
+                         INDEXED BY tenure_items_running_limit
+                         WHERE queue = ?1 AND state = 'running'",
+                    )?
+                    .query_row([q], |r| r.get(0))?,
+            );
+        }
+    }
+    Ok(at.map(|t| Duration::from_micros(u64::try_from(t - now).unwrap_or(0))))
+}

@@ -41,7 +41,9 @@ pub(crate) use instances::{
     instance_deregister, instance_evict_stale, instance_heartbeat, instance_list, leader_acquire,
     leader_get, leader_resign,
 };
-pub(crate) use limits::{limits_clear, limits_defer, limits_get, limits_list, limits_set};
+pub(crate) use limits::{
+    limits_clear, limits_defer, limits_get, limits_list, limits_set, limits_wait,
+};
 pub(crate) use recovery::{purge, recover_expired};
 
 /// An operation's failure: a driver error (classified by the writer) or an answer of

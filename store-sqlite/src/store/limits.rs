@@ -12,6 +12,7 @@ impl SqliteStore {
         params: LimitsParams,
     ) -> Result<Option<QueueLimits>> {
         params.validate(self.limits_ref())?;
+        self.mark_limited();
         let before = self
             .inner
             .writer
@@ -24,10 +25,37 @@ impl SqliteStore {
 
     pub(super) async fn limits_get_impl(&self, queue: &QueueName) -> Result<Option<QueueLimits>> {
         let queue = queue.clone();
-        self.inner
+        let got = self
+            .inner
             .writer
             .call(move |cx| ops::limits_get(cx, &queue))
-            .await
+            .await?;
+        if got.is_some() {
+            self.mark_limited();
+        }
+        Ok(got)
+    }
+
+    pub(super) async fn limits_wait_impl(
+        &self,
+        queues: &[QueueName],
+    ) -> Result<Option<std::time::Duration>> {
+        let queues = queues.to_vec();
+        let wait = self
+            .inner
+            .writer
+            .call(move |cx| ops::limits_wait(cx, &queues))
+            .await?;
+        if wait.is_some() {
+            self.mark_limited();
+        }
+        Ok(wait)
+    }
+
+    fn mark_limited(&self) {
+        self.inner
+            .limited
+            .store(true, std::sync::atomic::Ordering::Relaxed);
     }
 
     pub(super) async fn limits_clear_impl(&self, queue: &QueueName) -> Result<bool> {

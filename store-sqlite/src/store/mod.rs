@@ -38,6 +38,9 @@ struct Inner {
     config: SqliteConfig,
     writer: Writer,
     wake: WakeSignal,
+    /// Limits were set, read or listed through this handle (G16): a finish may free a
+    /// slot a worker waits for, so finishes fire the wake signal.
+    limited: std::sync::atomic::AtomicBool,
 }
 
 /// A Tenure store in an SQLite file.
@@ -85,6 +88,7 @@ impl SqliteStore {
                 config,
                 writer,
                 wake: WakeSignal::new(),
+                limited: std::sync::atomic::AtomicBool::new(false),
             }),
         })
     }
@@ -298,5 +302,9 @@ impl Store for SqliteStore {
 
     async fn limits_defer(&self, params: tenure_core::DeferParams) -> Result<()> {
         self.limits_defer_impl(params).await
+    }
+
+    async fn limits_wait(&self, queues: &[QueueName]) -> Result<Option<std::time::Duration>> {
+        self.limits_wait_impl(queues).await
     }
 }
