@@ -145,8 +145,12 @@
 //!   the row's own fenced finalize, recovery or eviction gives it back. Rates keep the
 //!   starts of their last period in `tenure_limit_starts`, deferrals live in
 //!   `tenure_limit_defers`. A saturated key's candidates are passed over as busy scopes
-//!   are (the claim walks past them, a cost in proportion to that backlog). G18 (fair
-//!   shares) is not served yet: fairness keys are refused.
+//!   are (the claim walks past them, a cost in proportion to that backlog).
+//! - G18 (fair shares, declared; schema version 8): each item's start tag (`ftag`) is
+//!   fixed at enqueue from `tenure_fair` and `tenure_fair_queues`; a fair queue's claim
+//!   walks `tenure_items_ready_fair (queue, priority, ftag, run_at, seq)`, a partial
+//!   index holding only tagged rows, so other queues pay nothing. A partitioned claim
+//!   (G14) of a fair queue walks the ordinary ready index, in G8 order.
 //! - Time is stored as INTEGER microseconds from the store's [`Clock`](tenure_core::Clock);
 //!   SQLite's own time functions are never used.
 //!

@@ -15,7 +15,7 @@ use crate::config::SqliteConfig;
 use crate::error::{self, Phase};
 
 /// The schema version this crate creates and understands (kept in `tenure_meta`).
-pub const SCHEMA_VERSION: i64 = 7;
+pub const SCHEMA_VERSION: i64 = 8;
 
 /// One migration step, run inside the migration transaction. A step is Rust, not just
 /// SQL, so it can compute what SQL cannot (v2 back-fills the FNV-1a partition hash).
@@ -24,7 +24,7 @@ type Migration = fn(&Connection) -> rusqlite::Result<()>;
 /// Migrations, in order: `MIGRATIONS[i]` takes version `i` to `i + 1`. A new file runs
 /// them all, so a fresh schema and a migrated one are the same.
 const MIGRATIONS: &[Migration] = &[
-    migrate_v1, migrate_v2, migrate_v3, migrate_v4, migrate_v5, migrate_v6, migrate_v7,
+    migrate_v1, migrate_v2, migrate_v3, migrate_v4, migrate_v5, migrate_v6, migrate_v7, migrate_v8,
 ];
 
 fn migrate_v1(conn: &Connection) -> rusqlite::Result<()> {
@@ -286,6 +286,39 @@ CREATE TABLE tenure_limit_defers (
 
 fn migrate_v7(conn: &Connection) -> rusqlite::Result<()> {
     conn.execute_batch(V7)
+}
+
+/// Version 8: fair shares (G18).
+///
+/// - `ftag` is the item's start tag plus one in its queue's start-time fair queueing,
+///   fixed at enqueue; 0 in a queue whose items never named a tenant. When a queue's
+///   first item with a fairness key arrives, its existing unfinished items get tag 1
+///   (one update, once), so every ready head of a fair queue is in
+///   `tenure_items_ready_fair`, which holds only rows with a tag: queues without fair
+///   shares pay nothing for it.
+/// - `tenure_fair_queues` holds each fair queue's virtual time; `tenure_fair` each
+///   tenant's finish tag (tenant `''` for items without a fairness key).
+pub(crate) const V8: &str = "
+ALTER TABLE tenure_items ADD COLUMN ftag INTEGER NOT NULL DEFAULT 0;
+CREATE INDEX tenure_items_ready_fair
+    ON tenure_items (queue, priority, ftag, run_at, seq)
+    WHERE state = 'ready' AND head = 1 AND ftag > 0;
+
+CREATE TABLE tenure_fair_queues (
+    queue TEXT    NOT NULL PRIMARY KEY,
+    vtime INTEGER NOT NULL
+) WITHOUT ROWID;
+
+CREATE TABLE tenure_fair (
+    queue  TEXT    NOT NULL,
+    tenant TEXT    NOT NULL,
+    finish INTEGER NOT NULL,
+    PRIMARY KEY (queue, tenant)
+) WITHOUT ROWID;
+";
+
+fn migrate_v8(conn: &Connection) -> rusqlite::Result<()> {
+    conn.execute_batch(V8)
 }
 
 /// [`key_hash`] of a stored row's id and stream.

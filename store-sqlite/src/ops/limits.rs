@@ -431,3 +431,97 @@ pub(crate) fn limits_wait(cx: &Cx<'_>, queues: &[QueueName]) -> OpResult<Option<
     }
     Ok(at.map(|t| Duration::from_micros(u64::try_from(t - now).unwrap_or(0))))
 }
+
+/// One unit of fair-share work in tag units: an item of weight `w` moves its tenant's
+/// finish tag on by `TAG_UNIT / w` (G18).
+const TAG_UNIT: i64 = 1 << 24;
+
+/// Fair shares of the queues one enqueue call writes to (G18).
+#[derive(Default)]
+pub(crate) struct FairTags {
+    /// Per queue, its virtual time once it is fair.
+    vtime: HashMap<String, Option<i64>>,
+}
+
+impl FairTags {
+    /// The `ftag` of a new item: 0 in a queue that never saw a fairness key, else its
+    /// start tag plus one, moving its tenant's finish tag on. The first item with a
+    /// fairness key makes its queue fair, tagging its unfinished items 1.
+    pub(crate) fn tag(
+        &mut self,
+        cx: &Cx<'_>,
+        queue: &QueueName,
+        tenant: Option<&FairnessKey>,
+        declared: u32,
+    ) -> OpResult<i64> {
+        let q = queue.as_str();
+        if !self.vtime.contains_key(q) {
+            let v: Option<i64> = cx
+                .conn
+                .prepare_cached("SELECT vtime FROM tenure_fair_queues WHERE queue = ?1")?
+                .query_row([q], |r| r.get(0))
+                .optional()?;
+            self.vtime.insert(q.to_owned(), v);
+        }
+        let vtime = match self.vtime.get(q).copied().flatten() {
+            Some(v) => v,
+            None if tenant.is_none() => return Ok(0),
+            None => {
+                cx.conn
+                    .prepare_cached("INSERT INTO tenure_fair_queues (queue, vtime) VALUES (?1, 0)")?
+                    .execute([q])?;
+                cx.conn
+                    .prepare_cached(
+                        "UPDATE tenure_items SET ftag = 1
+                         WHERE queue = ?1 AND ftag = 0 AND state <> 'done'",
+                    )?
+                    .execute([q])?;
+                self.vtime.insert(q.to_owned(), Some(0));
+                0
+            }
+        };
+        let name = tenant.map_or("", FairnessKey::as_str);
+        let configured: Option<i64> = match tenant {
+            Some(t) => cx
+                .conn
+                .prepare_cached(
+                    "SELECT value FROM tenure_limit_keys
+                     WHERE queue = ?1 AND kind = 'weight' AND key = ?2",
+                )?
+                .query_row(params![q, t.as_str()], |r| r.get(0))
+                .optional()?,
+            None => None,
+        };
+        let weight = configured.unwrap_or(i64::from(declared)).max(1);
+        let finish: i64 = cx
+            .conn
+            .prepare_cached("SELECT finish FROM tenure_fair WHERE queue = ?1 AND tenant = ?2")?
+            .query_row(params![q, name], |r| r.get(0))
+            .optional()?
+            .unwrap_or(0);
+        let start = finish.max(vtime);
+        cx.conn
+            .prepare_cached(
+                "INSERT INTO tenure_fair (queue, tenant, finish) VALUES (?1, ?2, ?3)
+                 ON CONFLICT (queue, tenant) DO UPDATE SET finish = excluded.finish",
+            )?
+            .execute(params![q, name, start.saturating_add(TAG_UNIT / weight)])?;
+        Ok(start + 1)
+    }
+}
+
+/// Whether `queue` keeps fair shares (its claims walk `tenure_items_ready_fair`).
+pub(crate) fn is_fair(cx: &Cx<'_>, queue: &str) -> OpResult<bool> {
+    Ok(cx
+        .conn
+        .prepare_cached("SELECT 1 FROM tenure_fair_queues WHERE queue = ?1")?
+        .exists([queue])?)
+}
+
+/// A claim of a fair queue took items tagged up to `ftag`: its virtual time follows.
+pub(crate) fn served(cx: &Cx<'_>, queue: &str, ftag: i64) -> OpResult<()> {
+    cx.conn
+        .prepare_cached("UPDATE tenure_fair_queues SET vtime = max(vtime, ?2) WHERE queue = ?1")?
+        .execute(params![queue, ftag - 1])?;
+    Ok(())
+}

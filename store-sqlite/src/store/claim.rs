@@ -10,10 +10,6 @@ use crate::{ops, SqliteStore};
 impl SqliteStore {
     pub(super) async fn enqueue_impl(&self, params: EnqueueParams) -> Result<Vec<Enqueued>> {
         params.validate(self.limits_ref())?;
-        // G18 fair shares are not served yet: a fairness key is refused, not ignored.
-        if params.items.iter().any(|i| i.fairness_key.is_some()) {
-            return Err(Error::unsupported("enqueue with a fairness key", STORE));
-        }
         let limits = *self.limits_ref();
         let out = self
             .inner

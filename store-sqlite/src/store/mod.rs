@@ -158,6 +158,7 @@ impl Store for SqliteStore {
             .with_partitioned_claiming()
             .with_stream_runs()
             .with_limits()
+            .with_fair_shares()
     }
 
     fn limits(&self) -> Limits {
