@@ -173,8 +173,8 @@ pub trait Store: Send + Sync + fmt::Debug + 'static {
     ///   A store that does not declare [`Capabilities::limits`] MUST answer
     ///   [`Error::Unsupported`](crate::Error::Unsupported) for an item with a limit
     ///   key, and one that does not declare [`Capabilities::fair_shares`] for an item
-    ///   with a fairness key, writing nothing (known gap: the PostgreSQL and Redis
-    ///   stores do not check yet, and ignore the keys).
+    ///   with a fairness key, writing nothing (known gap: the PostgreSQL store does not
+    ///   check yet, and ignores the keys).
     /// - With [`Capabilities::fair_shares`], the item's start tag is fixed here (G18;
     ///   `g18_fair_shares`): `max(virtual time, its tenant's finish tag)`, and the
     ///   tenant's finish tag moves on by `1 / weight`, the weight the queue configures
