@@ -141,6 +141,10 @@ enum Flaw {
     /// Finalizes every token of a batch of more than one by the item's current
     /// attempt, whatever the token says (G3 in batches).
     BatchesIgnoreTheAttempt,
+    /// Fences a batch of more than one token on `(id, attempt)` alone, not the lease
+    /// id, while single tokens are fenced in full (G3 in batches: the held-out store
+    /// of issue 27).
+    BatchesFenceOnTheAttemptOnly,
     /// Leases every claim for 30 s, whatever was asked (G2).
     FixedClaimLease,
     /// Renews every lease for 30 s, whatever was asked (G4).
@@ -496,7 +500,9 @@ impl Flawed {
     /// With [`Flaw::BatchesIgnoreTheAttempt`], a batch's tokens rewritten to the items'
     /// current attempts.
     async fn current_attempts(&self, tokens: &mut [LeaseToken]) -> Result<()> {
-        if self.flaw == Flaw::FencesOnTheAttemptOnly {
+        if self.flaw == Flaw::FencesOnTheAttemptOnly
+            || (self.flaw == Flaw::BatchesFenceOnTheAttemptOnly && tokens.len() > 1)
+        {
             for token in tokens {
                 if let Some(item) = self.inner.item_get(token.id).await? {
                     if item.state == ItemState::Running && item.attempt == token.attempt {
@@ -2855,6 +2861,33 @@ mod limits {
             "a_deferred_key_starts_nothing_until_its_time_and_holds_up_no_other_key",
         )
         .await;
+    }
+}
+
+mod forged_lease_ids {
+    use super::*;
+
+    const FORGED: &str =
+        "a_token_of_the_right_attempt_and_another_lease_id_is_refused_on_every_path";
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn batches_fenced_on_the_attempt_fail_the_forged_token_and_failover_cases() {
+        must_fail_each(
+            Flaw::BatchesFenceOnTheAttemptOnly,
+            "g03_fenced_finalize",
+            &[
+                FORGED,
+                "a_claim_lost_in_a_failover_leaves_its_token_refused",
+            ],
+        )
+        .await;
+    }
+
+    /// Without any failover: the forged-token case needs no snapshot, so a harness
+    /// without one still catches a store that ignores the lease id.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn fencing_on_the_attempt_alone_fails_the_forged_token_case_without_a_snapshot() {
+        must_fail(Flaw::FencesOnTheAttemptOnly, "g03_fenced_finalize", FORGED).await;
     }
 }
 
