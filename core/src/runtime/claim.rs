@@ -57,7 +57,12 @@ async fn limits_wait(shared: &Shared) -> Option<Duration> {
         return None;
     }
     match shared.store.limits_wait(&shared.settings.queues).await {
-        Ok(wait) => wait,
+        Ok(wait) => {
+            if wait.is_some() {
+                add(&shared.metrics.limit_waits, 1);
+            }
+            wait
+        }
         Err(e) => {
             tracing::debug!(event = "claim", error = %e, "limits_wait failed");
             None

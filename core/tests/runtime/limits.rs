@@ -63,10 +63,15 @@ async fn a_worker_at_a_rate_polls_again_when_the_next_start_is_allowed() {
         "the second start exactly when the rate allows it (the backoff alone would poll \
          at 65.75 s)"
     );
-    let polls = worker.metrics().polls;
+    let m = worker.metrics();
     assert!(
-        polls <= 14,
-        "no spinning while the key waits: {polls} polls in 60 s"
+        m.polls <= 14,
+        "no spinning while the key waits: {} polls in 60 s",
+        m.polls
+    );
+    assert!(
+        m.limit_waits >= 1,
+        "the waits on the rate are counted: {m:?}"
     );
 }
 
