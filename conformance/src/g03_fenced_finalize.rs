@@ -7,14 +7,14 @@
 //! acknowledged claim (the harness's [`Harness::snapshot`] models it), the same attempt
 //! number is handed out again under a new lease id, and the lost lease's token stays
 //! refused. That needs no failover to test: a token with the right `(id, attempt)` and
-//! a lease id no claim granted is refused on every finalize path, alone and in a batch.
+//! a lease id no claim granted is refused on every finalize path, alone, in a batch of
+//! such tokens and in a batch beside a current lease, which is still accepted.
 
 use std::time::Duration;
 
 use tenure_core::{
-    ClaimParams, CompleteParams, FailOutcome, FailParams, Item, ItemId, ItemState, LeaseId,
-    LeaseToken, QueueName, RecoverParams, ReleaseParams, RenewOutcome, RenewParams, Store,
-    TokenOutcome,
+    ClaimParams, CompleteParams, FailOutcome, FailParams, Item, ItemId, ItemState, LeaseToken,
+    QueueName, RecoverParams, ReleaseParams, RenewOutcome, RenewParams, Store, TokenOutcome,
 };
 
 use crate::case::Verdict;
@@ -48,7 +48,7 @@ pub(crate) fn cases<H: Harness>() -> Vec<Case<H>> {
         one_token_completed_by_sixteen_racers_is_accepted_once,
         a_late_complete_racing_a_reclaim_is_told_the_truth,
         a_claim_lost_in_a_failover_leaves_its_token_refused,
-        a_token_with_the_right_attempt_and_another_lease_id_is_refused_alone_and_batched,
+        a_token_of_the_right_attempt_and_another_lease_id_is_refused_on_every_path,
     ]
 }
 
@@ -474,12 +474,13 @@ async fn a_late_complete_racing_a_reclaim_is_told_the_truth<H: Harness>(
 /// restores a snapshot taken before it, as a replica promoted before the claim reached
 /// it would hold), the item is claimed again, and the same attempt number may come
 /// back. Every write with the lost lease's token is refused and changes nothing, each
-/// call alone and in a batch beside current leases; the new lease's are accepted.
+/// call alone, in a batch of lost tokens and in a batch beside current leases; the new
+/// lease's are accepted.
 async fn a_claim_lost_in_a_failover_leaves_its_token_refused<H: Harness>(
     env: Env<'_, H>,
 ) -> CaseResult {
     let q = queue("g03")?;
-    let id = enqueue_one(env.store(), item(&q)).await?;
+    let ids = enqueue_n(env.store(), &q, 2).await?;
     let restore = match env.snapshot().await? {
         Snapshot::Taken(restore) => restore,
         Snapshot::NotOffered { reason } => {
@@ -488,23 +489,22 @@ async fn a_claim_lost_in_a_failover_leaves_its_token_refused<H: Harness>(
             })
         }
     };
-    let lost = claim_one(
-        env.store(),
-        &q,
-        &owner("w1")?,
-        "the claim the failover loses",
-    )
-    .await?;
+    let lost = claim(env.store(), &q, &owner("w1")?, 2).await?;
+    ensure_eq(lost.len(), 2, "items taken by the claim the failover loses")?;
     restore
         .restore()
         .await
         .or_fail("the harness to restore the snapshot")?;
     let peer = env.peer().await?;
-    let new = claim_one(&*peer, &q, &owner("w2")?, "the claim after the failover").await?;
-    ensure_eq(new.token.id, id, "the item claimed after the failover")?;
-    let current = get(env.store(), id).await?;
+    let new = claim(&*peer, &q, &owner("w2")?, 2).await?;
+    let new_ids: Vec<ItemId> = new.iter().map(|l| l.token.id).collect();
+    ensure_eq(new_ids, ids.clone(), "the items claimed after the failover")?;
+    let before = [
+        get(env.store(), ids[0]).await?,
+        get(env.store(), ids[1]).await?,
+    ];
     ensure_eq(
-        told_all(&env, lost.token).await?,
+        told_all(&env, lost[0].token).await?,
         (
             RenewOutcome::LeaseLost,
             FailOutcome::LeaseLost,
@@ -514,75 +514,150 @@ async fn a_claim_lost_in_a_failover_leaves_its_token_refused<H: Harness>(
         &format!(
             "renew, fail, release and complete with the lost lease's token {} (the new \
              lease is {})",
-            lost.token, new.token
+            lost[0].token, new[0].token
         ),
     )?;
-    expect_unchanged(env.store(), &current, "the lost lease's writes").await?;
-    // The runtime batches: the lost token beside current ones is refused all the same.
+    // The same tokens in batches: every one refused, as alone.
+    let stale: Vec<LeaseToken> = lost.iter().map(|l| l.token).collect();
+    told_all_batched(env.store(), &stale, "the lost leases' tokens").await?;
+    // And beside current leases, which are accepted in the same batch.
     enqueue_n(env.store(), &q, 4).await?;
-    let beside = claim(&*peer, &q, &owner("w2")?, 4).await?;
-    told_batched(&env, lost.token, &beside).await?;
-    expect_unchanged(env.store(), &current, "the lost lease's batched writes").await?;
-    ensure(
-        matches!(
-            renew(&*peer, new.token, LEASE).await?,
-            RenewOutcome::Renewed { .. }
-        ),
-        "the new lease's renew to be accepted",
-        new.token,
-    )?;
-    ensure_eq(
-        complete(&*peer, new.token).await?,
-        TokenOutcome::Accepted,
-        "the new lease's complete",
-    )?;
-    expect_finished(env.store(), id, "after the new lease's complete").await?;
+    let beside = claim(&*peer, &q, &owner("w3")?, 4).await?;
+    told_batched(&env, lost[0].token, &beside).await?;
+    for (item, what) in before.iter().zip(["the first item", "the second item"]) {
+        expect_unchanged(
+            env.store(),
+            item,
+            &format!("the lost lease's writes ({what})"),
+        )
+        .await?;
+    }
+    for l in &new {
+        ensure(
+            matches!(
+                renew(&*peer, l.token, LEASE).await?,
+                RenewOutcome::Renewed { .. }
+            ),
+            "the new lease's renew to be accepted",
+            l.token,
+        )?;
+        ensure_eq(
+            complete(&*peer, l.token).await?,
+            TokenOutcome::Accepted,
+            "the new lease's complete",
+        )?;
+        expect_finished(env.store(), l.token.id, "after the new lease's complete").await?;
+    }
     pass()
 }
 
-/// A token forged from a real lease: the same item and attempt, and a lease id no claim
-/// granted (freshly minted, so it names another lease).
-async fn a_token_with_the_right_attempt_and_another_lease_id_is_refused_alone_and_batched<
-    H: Harness,
->(
+/// Renew, a permanent fail, release and complete, each one call with every token of
+/// `tokens`: every answer must be lease lost.
+async fn told_all_batched<S: Store + ?Sized>(
+    store: &S,
+    tokens: &[LeaseToken],
+    what: &str,
+) -> Result<(), crate::Failure> {
+    let n = tokens.len();
+    let renewed = store
+        .renew(tenure_core::RenewParams::new(tokens.to_vec(), LEASE))
+        .await
+        .or_fail("renew")?;
+    ensure_eq(
+        renewed,
+        vec![RenewOutcome::LeaseLost; n],
+        &format!("one renew of {what}"),
+    )?;
+    let failed = store
+        .fail(tenure_core::FailParams::new(
+            tokens.iter().map(|t| permanent(*t, "forged")).collect(),
+        ))
+        .await
+        .or_fail("fail")?;
+    ensure_eq(
+        failed,
+        vec![FailOutcome::LeaseLost; n],
+        &format!("one permanent fail of {what}"),
+    )?;
+    let released = store
+        .release(tenure_core::ReleaseParams::new(tokens.to_vec()))
+        .await
+        .or_fail("release")?;
+    ensure_eq(
+        released,
+        vec![TokenOutcome::LeaseLost; n],
+        &format!("one release of {what}"),
+    )?;
+    let completed = store
+        .complete(CompleteParams::new(tokens.to_vec()))
+        .await
+        .or_fail("complete")?;
+    ensure_eq(
+        completed,
+        vec![TokenOutcome::LeaseLost; n],
+        &format!("one complete of {what}"),
+    )?;
+    Ok(())
+}
+
+/// No snapshot needed: a token with an item's right id and attempt but a lease id the
+/// claim never minted is refused by every finalize, alone and in a batch, and changes
+/// nothing; the real tokens then work.
+async fn a_token_of_the_right_attempt_and_another_lease_id_is_refused_on_every_path<H: Harness>(
     env: Env<'_, H>,
 ) -> CaseResult {
-    let q = queue("g03-forged")?;
-    let id = enqueue_one(env.store(), item(&q)).await?;
-    let real = claim_one(env.store(), &q, &owner("w1")?, "the real lease").await?;
-    let mut lease = LeaseId::mint();
-    while lease == real.token.lease {
-        lease = LeaseId::mint();
-    }
-    let forged = LeaseToken::new(id, real.token.attempt, lease);
-    enqueue_n(env.store(), &q, 4).await?;
-    let beside = claim(env.store(), &q, &owner("w1")?, 4).await?;
-    // Time moves on, so a write with the forged token would show in the item.
-    env.advance(Duration::from_secs(5));
-    let before = get(env.store(), id).await?;
+    let q = queue("g03")?;
+    let ids = enqueue_n(env.store(), &q, 2).await?;
+    let leases = claim(env.store(), &q, &owner("w1")?, 2).await?;
+    ensure_eq(leases.len(), 2, "items claimed")?;
+    let forged: Vec<LeaseToken> = leases
+        .iter()
+        .map(|l| {
+            let mut lease = tenure_core::LeaseId::mint();
+            while lease == l.token.lease {
+                lease = tenure_core::LeaseId::mint();
+            }
+            LeaseToken::new(l.token.id, l.token.attempt, lease)
+        })
+        .collect();
+    let before = [
+        get(env.store(), ids[0]).await?,
+        get(env.store(), ids[1]).await?,
+    ];
     ensure_eq(
-        told_all(&env, forged).await?,
+        told_all(&env, forged[0]).await?,
         (
             RenewOutcome::LeaseLost,
             FailOutcome::LeaseLost,
             TokenOutcome::LeaseLost,
             TokenOutcome::LeaseLost,
         ),
-        &format!(
-            "renew, fail, release and complete, each alone, with the forged token {forged} \
-             (the lease is {})",
-            real.token
-        ),
+        "renew, fail, release and complete, each alone, with a forged lease id",
     )?;
-    expect_unchanged(env.store(), &before, "writes with a forged token").await?;
-    told_batched(&env, forged, &beside).await?;
-    expect_unchanged(env.store(), &before, "batched writes with a forged token").await?;
+    told_all_batched(env.store(), &forged, "two tokens with forged lease ids").await?;
+    // And beside current leases, which are accepted in the same batch.
+    enqueue_n(env.store(), &q, 4).await?;
+    let beside = claim(env.store(), &q, &owner("w2")?, 4).await?;
+    told_batched(&env, forged[0], &beside).await?;
+    for (item, what) in before.iter().zip(["the first item", "the second item"]) {
+        expect_unchanged(
+            env.store(),
+            item,
+            &format!("forged tokens' writes ({what})"),
+        )
+        .await?;
+    }
+    let real: Vec<LeaseToken> = leases.iter().map(|l| l.token).collect();
+    let told = env
+        .store()
+        .complete(CompleteParams::new(real))
+        .await
+        .or_fail("complete")?;
     ensure_eq(
-        complete(env.store(), real.token).await?,
-        TokenOutcome::Accepted,
-        "the real lease's complete",
+        told,
+        vec![TokenOutcome::Accepted; 2],
+        "one complete of the real tokens",
     )?;
-    expect_finished(env.store(), id, "after the real lease's complete").await?;
     pass()
 }
 
