@@ -258,7 +258,7 @@ async fn limits_hold_on_a_cluster_with_every_key_of_the_queue_under_its_hash_tag
     let claim = || store.claim(ClaimParams::new(queue(), owner.clone(), 10, lease));
     let first = claim().await.unwrap();
     assert_eq!(first.len(), 3, "2 of a, 1 of b");
-    let tokens: Vec<_> = first.iter().map(|l| l.token.clone()).collect();
+    let tokens: Vec<_> = first.iter().map(|l| l.token).collect();
     store.complete(CompleteParams::new(tokens)).await.unwrap();
     // a has one start left in its window, b its second item.
     assert_eq!(claim().await.unwrap().len(), 2);

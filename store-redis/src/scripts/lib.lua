@@ -291,6 +291,18 @@ local function unlink_running(h)
   if h.sc then scope_freed(h.sc) end
 end
 
+-- After finishes that left the running sets of `queues` (a table keyed by queue): when
+-- one of them has limits, a slot may have come back, so the wake-up hint goes out once
+-- (G16): workers of other processes waiting for the slot claim at once.
+local function slots_freed(queues)
+  for q in pairs(queues) do
+    if redis.call('EXISTS', k_lim(q)) == 1 then
+      redis.call('SPUBLISH', K_WAKE, '1')
+      return
+    end
+  end
+end
+
 -- Takes a finished or deleted item out of its stream; when it was the head, the next
 -- item becomes a candidate (G9). A stream left with no unfinished item loses its pin
 -- (G14).
