@@ -120,6 +120,8 @@ async fn a_version_4_schema_with_streams_in_flight_upgrades_and_they_go_on_in_or
         .replace("__SCHEMA__", &s);
     // Version 6's lease column stays (its migration adds it only when missing);
     // its complete function goes, as the version-4 code below never calls it.
+    // Migration 9's objects stay until just before the upgrade: this code's claim
+    // reads the claim cursors, and it stands in for version-4 code's claims here.
     sqlx::raw_sql(&format!(
         "DROP FUNCTION {s}.tenure_promote(text[]); \
          DROP FUNCTION {s}.tenure_complete(bigint, uuid[], integer[], bigint[], boolean); \
@@ -162,6 +164,10 @@ async fn a_version_4_schema_with_streams_in_flight_upgrades_and_they_go_on_in_or
     );
     assert_eq!(pending(&mut ctx.admin, &s, "b").await, 0);
 
+    sqlx::raw_sql(&undo_claim_cursors(&s))
+        .execute(&mut ctx.admin)
+        .await
+        .unwrap();
     ctx.store.migrate().await.unwrap();
     let versions: Vec<i32> = sqlx::query_scalar(&format!(
         "SELECT version FROM {s}.tenure_migrations ORDER BY version"
@@ -221,6 +227,19 @@ async fn a_schema_newer_than_this_code_is_a_conflict() {
     ctx.finish().await;
 }
 
+/// SQL that removes what migration 9 adds (its complete function is migration 8's
+/// with another plan, so it stays), leaving a version-8 schema.
+fn undo_claim_cursors(s: &str) -> String {
+    format!(
+        "DROP TRIGGER items_cursor_insert ON {s}.items; \
+         DROP TRIGGER items_cursor_update ON {s}.items; \
+         DROP FUNCTION {s}.tenure_cursor_lower_inserted(); \
+         DROP FUNCTION {s}.tenure_cursor_lower_updated(); \
+         DROP FUNCTION {s}.tenure_cursor_advance(bigint, text[]); \
+         DROP TABLE {s}.claim_cursors;"
+    )
+}
+
 /// Rows in the live-upgrade test below; `TENURE_UPGRADE_ROWS` overrides it (the
 /// measured run on docs/benchmarks.md used 1,000,000).
 const UPGRADE_ROWS: i64 = 20_000;
@@ -244,18 +263,14 @@ async fn a_live_version_8_table_upgrades_to_claim_cursors_with_claims_going_on()
         .unwrap_or(UPGRADE_ROWS);
     // Back to version 8: what migration 9 adds goes.
     sqlx::raw_sql(&format!(
-        "DROP TRIGGER items_cursor_insert ON {s}.items; \
-         DROP TRIGGER items_cursor_update ON {s}.items; \
-         DROP FUNCTION {s}.tenure_cursor_lower_inserted(); \
-         DROP FUNCTION {s}.tenure_cursor_lower_updated(); \
-         DROP FUNCTION {s}.tenure_cursor_advance(bigint, text[]); \
-         DROP TABLE {s}.claim_cursors; \
+        "{undo_9} \
          DELETE FROM {s}.tenure_migrations WHERE version >= 9; \
          INSERT INTO {s}.items (id, queue, payload, priority, run_at, state, head, attempt, \
              renewals, stalls, max_attempts, max_stalls, max_renewals, created_at, updated_at) \
          SELECT gen_random_uuid(), 'q', '\\x00', 0, 0, 'ready', true, 0, 0, 0, 25, 25, 6, 0, 0 \
          FROM generate_series(1, {rows}); \
-         ANALYZE {s}.items;"
+         ANALYZE {s}.items;",
+        undo_9 = undo_claim_cursors(&s),
     ))
     .execute(&mut ctx.admin)
     .await
