@@ -381,7 +381,7 @@ impl PgStore {
             q.dedup();
             q
         };
-        self.advance_cursors(now, &queues).await;
+        self.advance_cursors(now, &queues).await?;
         let mut check_expired = true;
         let mut recovered: Vec<Uuid> = Vec::new();
         let mut races = 0;
@@ -456,25 +456,32 @@ impl PgStore {
     }
 
     /// Moves the claim cursors of `queues` forward when [`CursorPace`] says it is due,
-    /// in a transaction of its own. Best effort: a failure is logged, and the claim
-    /// that follows reports a lost connection itself.
-    async fn advance_cursors(&self, now: Timestamp, queues: &[String]) {
+    /// in a transaction of its own. A connection that cannot be had is the claim's
+    /// error too, so it is answered at once; a failed statement is only logged (the
+    /// claim that follows reports what is wrong, a schema not migrated included).
+    async fn advance_cursors(&self, now: Timestamp, queues: &[String]) -> Result<()> {
         let due = match self.inner.cursor_pace.lock() {
             Ok(mut pace) => pace.due(),
             Err(_) => false,
         };
         if !due {
-            return;
+            return Ok(());
         }
+        let mut s = self.session().await?;
         let run = self
             .query(&self.inner.sql.cursor_advance)
             .bind(now.as_micros())
             .bind(queues)
-            .execute(&self.inner.pool)
+            .execute(&mut *s)
             .await;
-        if let Err(e) = run {
-            tracing::debug!(error = %e, "tenure-postgres: moving the claim cursors");
+        match run {
+            Ok(_) => s.finish().await?,
+            Err(e) => {
+                tracing::debug!(error = %e, "tenure-postgres: moving the claim cursors");
+                s.settle().await;
+            }
         }
+        Ok(())
     }
 
     /// Counts `n` claimed items towards the next move of the claim cursors.
