@@ -156,6 +156,7 @@ DECLARE
     v_ids uuid[];
     v_streams text[];
     v_more uuid[];
+    v_ok uuid[];
     v_heads text[];
 BEGIN
     IF p_keep_done THEN
@@ -180,54 +181,66 @@ BEGIN
     END IF;
 
     -- Tokens left over: items behind a head of their stream (or refused by the fence).
-    IF coalesce(array_length(v_ids, 1), 0) < coalesce(array_length(p_ids, 1), 0) THEN
-        IF p_keep_done THEN
-            WITH t AS (
-                SELECT * FROM unnest(p_ids, p_attempts, p_leases) WITH ORDINALITY AS t(id, attempt, lease, ord)
-            ), d AS (
-                SELECT * FROM unnest(v_ids, v_streams) AS d(id, stream)
-            ), fin AS (
-                UPDATE __SCHEMA__.items i
-                SET state = 'done', owner = NULL, lease_expires_at = NULL, updated_at = p_now
-                FROM t
-                WHERE i.id = ANY(p_ids) AND i.id = t.id AND i.attempt = t.attempt
-                    AND i.lease = t.lease AND i.state = (SELECT 'running'::text) AND NOT i.head
-                    AND EXISTS (SELECT 1 FROM t a JOIN d ON d.id = a.id
-                                WHERE a.ord < t.ord AND d.stream = i.stream)
-                    AND NOT EXISTS (
-                        SELECT 1 FROM __SCHEMA__.items e
-                        WHERE e.stream = i.stream AND NOT e.head AND e.seq < i.seq
-                            AND e.state <> 'done'
-                            AND NOT EXISTS (SELECT 1 FROM t b
-                                            WHERE b.id = e.id AND b.attempt = e.attempt AND b.lease = e.lease
-                                                AND e.state = 'running' AND b.ord < t.ord))
-                RETURNING i.id
-            )
-            SELECT array_agg(fin.id) INTO v_more FROM fin;
-        ELSE
-            WITH t AS (
-                SELECT * FROM unnest(p_ids, p_attempts, p_leases) WITH ORDINALITY AS t(id, attempt, lease, ord)
-            ), d AS (
-                SELECT * FROM unnest(v_ids, v_streams) AS d(id, stream)
-            ), fin AS (
-                DELETE FROM __SCHEMA__.items i
-                USING t
-                WHERE i.id = ANY(p_ids) AND i.id = t.id AND i.attempt = t.attempt
-                    AND i.lease = t.lease AND i.state = (SELECT 'running'::text) AND NOT i.head
-                    AND EXISTS (SELECT 1 FROM t a JOIN d ON d.id = a.id
-                                WHERE a.ord < t.ord AND d.stream = i.stream)
-                    AND NOT EXISTS (
-                        SELECT 1 FROM __SCHEMA__.items e
-                        WHERE e.stream = i.stream AND NOT e.head AND e.seq < i.seq
-                            AND e.state <> 'done'
-                            AND NOT EXISTS (SELECT 1 FROM t b
-                                            WHERE b.id = e.id AND b.attempt = e.attempt AND b.lease = e.lease
-                                                AND e.state = 'running' AND b.ord < t.ord))
-                RETURNING i.id
-            )
-            SELECT array_agg(fin.id) INTO v_more FROM fin;
+    -- Migration 8's rule, found another way: for each stream whose head the first
+    -- statement finished, its first unfinished waiting items in enqueue order (by
+    -- `items_stream_waiting`, at most as many as there are tokens), each with the
+    -- earliest and the latest position of its token in the call. An item finishes when
+    -- it and every item ahead of it hold a current token, and its token comes after
+    -- the head's and after every token of the items ahead. Migration 8 compared each
+    -- item with every waiting item of its stream (a join over the whole stream per
+    -- call, so a stream of 5,000 items spent a quarter of a second on a run of 100).
+    IF coalesce(array_length(v_ids, 1), 0) < coalesce(array_length(p_ids, 1), 0)
+        AND array_length(array_remove(v_streams, NULL), 1) IS NOT NULL THEN
+        WITH t AS (
+            SELECT * FROM unnest(p_ids, p_attempts, p_leases) WITH ORDINALITY AS t(id, attempt, lease, ord)
+        ), hd AS (
+            SELECT d.stream, min(a.ord) AS ord
+            FROM unnest(v_ids, v_streams) AS d(id, stream) JOIN t a ON a.id = d.id
+            WHERE d.stream IS NOT NULL GROUP BY d.stream
+        ), w AS (
+            SELECT hd.stream, hd.ord AS head_ord, e.id, e.seq,
+                   min(b.ord) AS first_ord, max(b.ord) AS last_ord
+            FROM hd CROSS JOIN LATERAL (
+                SELECT x.id, x.seq, x.attempt, x.lease, x.state FROM __SCHEMA__.items x
+                WHERE x.stream = hd.stream AND NOT x.head AND x.state <> 'done'
+                ORDER BY x.seq LIMIT cardinality(p_ids)) e
+            LEFT JOIN t b ON b.id = e.id AND b.attempt = e.attempt AND b.lease = e.lease
+                AND e.state = 'running'
+            GROUP BY hd.stream, hd.ord, e.id, e.seq
+        ), r AS (
+            SELECT w.id, w.head_ord, w.last_ord,
+                   bool_and(w.first_ord IS NOT NULL) OVER (PARTITION BY w.stream ORDER BY w.seq)
+                       AS all_held,
+                   max(w.first_ord) OVER (PARTITION BY w.stream ORDER BY w.seq
+                       ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS ahead_ord
+            FROM w
+        )
+        SELECT array_agg(r.id) INTO v_ok FROM r
+        WHERE r.all_held AND r.last_ord > greatest(r.head_ord, coalesce(r.ahead_ord, 0));
+
+        IF v_ok IS NOT NULL THEN
+            IF p_keep_done THEN
+                WITH fin AS (
+                    UPDATE __SCHEMA__.items i
+                    SET state = 'done', owner = NULL, lease_expires_at = NULL, updated_at = p_now
+                    FROM unnest(p_ids, p_attempts, p_leases) AS t(id, attempt, lease)
+                    WHERE i.id = ANY(v_ok) AND i.id = t.id AND i.attempt = t.attempt
+                        AND i.lease = t.lease AND i.state = (SELECT 'running'::text) AND NOT i.head
+                    RETURNING i.id
+                )
+                SELECT array_agg(DISTINCT fin.id) INTO v_more FROM fin;
+            ELSE
+                WITH fin AS (
+                    DELETE FROM __SCHEMA__.items i
+                    USING unnest(p_ids, p_attempts, p_leases) AS t(id, attempt, lease)
+                    WHERE i.id = ANY(v_ok) AND i.id = t.id AND i.attempt = t.attempt
+                        AND i.lease = t.lease AND i.state = (SELECT 'running'::text) AND NOT i.head
+                    RETURNING i.id
+                )
+                SELECT array_agg(DISTINCT fin.id) INTO v_more FROM fin;
+            END IF;
+            v_ids := v_ids || v_more;
         END IF;
-        v_ids := v_ids || v_more;
     END IF;
 
     -- The streams whose head finished, in sorted order (the order their rows lock in).
