@@ -240,6 +240,11 @@ fn undo_claim_cursors(s: &str) -> String {
     )
 }
 
+/// A deadlock or serialization failure: what version-8 code answers as Unavailable.
+fn retryable(e: &sqlx::Error) -> bool {
+    matches!(e, sqlx::Error::Database(d) if matches!(d.code().as_deref(), Some("40P01" | "40001")))
+}
+
 /// Rows in the live-upgrade test below; `TENURE_UPGRADE_ROWS` overrides it (the
 /// measured run on docs/benchmarks.md used 1,000,000).
 const UPGRADE_ROWS: i64 = 20_000;
@@ -283,15 +288,17 @@ async fn a_live_version_8_table_upgrades_to_claim_cursors_with_claims_going_on()
     let stop = Arc::new(AtomicBool::new(false));
     let migrated = Arc::new(AtomicBool::new(false));
     let old_claims_after = Arc::new(AtomicU64::new(0));
+    let old_retries = Arc::new(AtomicU64::new(0));
     // Version-8 code: the claim statement's core (a scan of items_claim from its front,
     // FOR UPDATE SKIP LOCKED) and the five-argument complete, fenced on the lease.
     let mut old = Vec::new();
     for n in 0..2 {
-        let (finished, stop, migrated, after) = (
+        let (finished, stop, migrated, after, retries) = (
             finished.clone(),
             stop.clone(),
             migrated.clone(),
             old_claims_after.clone(),
+            old_retries.clone(),
         );
         let (s, clock) = (s.clone(), ctx.clock.clone());
         let mut conn = common::admin().await.unwrap();
@@ -301,7 +308,7 @@ async fn a_live_version_8_table_upgrades_to_claim_cursors_with_claims_going_on()
             while !stop.load(Ordering::SeqCst) {
                 let now = clock.now().as_micros();
                 let lease = 1_000 + n;
-                let got: Vec<(uuid::Uuid, i32, i64)> = sqlx::query_as(&format!(
+                let got: Result<Vec<(uuid::Uuid, i32, i64)>, _> = sqlx::query_as(&format!(
                     "WITH picked AS MATERIALIZED ( \
                          SELECT p.id FROM {s}.items p WHERE p.queue = 'q' AND p.state = 'ready' \
                              AND p.head AND p.run_at <= $1 \
@@ -315,8 +322,16 @@ async fn a_live_version_8_table_upgrades_to_claim_cursors_with_claims_going_on()
                 .bind(now)
                 .bind(lease)
                 .fetch_all(&mut conn)
-                .await
-                .unwrap();
+                .await;
+                // Version-8 code answers a deadlock (a claim racing a finish) as
+                // Unavailable, and its caller claims again; so does this one.
+                let got = match got {
+                    Err(e) if retryable(&e) => {
+                        retries.fetch_add(1, Ordering::SeqCst);
+                        continue;
+                    }
+                    other => other.unwrap(),
+                };
                 if got.is_empty() {
                     tokio::time::sleep(Duration::from_millis(5)).await;
                     continue;
@@ -326,17 +341,25 @@ async fn a_live_version_8_table_upgrades_to_claim_cursors_with_claims_going_on()
                 if migrated.load(Ordering::SeqCst) {
                     after.fetch_add(1, Ordering::SeqCst);
                 }
-                let done: Vec<uuid::Uuid> = sqlx::query_scalar(&format!(
-                    "SELECT c FROM {s}.tenure_complete($1, $2::uuid[], $3::int4[], \
-                         $4::int8[], false) AS c"
-                ))
-                .bind(now)
-                .bind(got.iter().map(|g| g.0).collect::<Vec<_>>())
-                .bind(got.iter().map(|g| g.1).collect::<Vec<_>>())
-                .bind(got.iter().map(|g| g.2).collect::<Vec<_>>())
-                .fetch_all(&mut conn)
-                .await
-                .unwrap();
+                let done: Vec<uuid::Uuid> = loop {
+                    let done = sqlx::query_scalar(&format!(
+                        "SELECT c FROM {s}.tenure_complete($1, $2::uuid[], $3::int4[], \
+                             $4::int8[], false) AS c"
+                    ))
+                    .bind(now)
+                    .bind(got.iter().map(|g| g.0).collect::<Vec<_>>())
+                    .bind(got.iter().map(|g| g.1).collect::<Vec<_>>())
+                    .bind(got.iter().map(|g| g.2).collect::<Vec<_>>())
+                    .fetch_all(&mut conn)
+                    .await;
+                    match done {
+                        // Rolled back: the same tokens again (the fence decides).
+                        Err(e) if retryable(&e) => {
+                            retries.fetch_add(1, Ordering::SeqCst);
+                        }
+                        other => break other.unwrap(),
+                    }
+                };
                 assert_eq!(done.len(), got.len(), "version-8 completes are accepted");
                 let mut f = finished.lock().unwrap();
                 for id in done {
@@ -420,8 +443,10 @@ async fn a_live_version_8_table_upgrades_to_claim_cursors_with_claims_going_on()
     );
     eprintln!(
         "live upgrade: {rows} rows, migration {migration:?}, longest pause between \
-         version-8 claims {longest:?}, Worker finished {}",
-        m.completed
+         version-8 claims {longest:?}, Worker finished {}, version-8 statements retried \
+         after a deadlock {}",
+        m.completed,
+        old_retries.load(Ordering::SeqCst)
     );
     ctx.finish().await;
 }
