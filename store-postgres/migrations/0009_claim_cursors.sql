@@ -18,7 +18,7 @@
 --   its write and its commit, so the scan that follows (a fresh snapshot: the function
 --   is VOLATILE) sees every ready head that exists; a writer that comes later lowers
 --   the cursor again if it must. The advance is called by the store now and then
---   (every few hundred items claimed), in a transaction of its own.
+--   (every 1,000 items claimed or every second), in a transaction of its own.
 --
 -- When the queue has no ready head left, any cursor satisfies the invariant; the
 -- advance then puts it at (priority, now, 0), below what an enqueue writes next, so the
