@@ -33,6 +33,7 @@ use crate::sql::Sql;
 use crate::{listen, migrate, PgConfig, STORE};
 
 mod claim;
+pub(crate) use claim::refuse_limit_keys;
 mod finalize;
 pub(crate) mod inspect;
 mod instances;
