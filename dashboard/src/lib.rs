@@ -79,8 +79,11 @@ mod assets;
 mod cache;
 mod config;
 mod handlers;
+mod hosts;
+mod notice;
 mod pages;
 mod security;
+mod serve;
 mod text;
 
 use std::sync::Arc;
@@ -91,12 +94,15 @@ use tenure_core::Store;
 
 pub use access::{Access, Action, Authorizer};
 pub use config::{BasicAuth, DashboardConfig};
+pub use serve::{serve, ServeOptions};
 
 /// What every handler shares: the store, the configuration and the one counts cache.
 pub(crate) struct Shared {
     pub(crate) store: Arc<dyn Store>,
     pub(crate) config: DashboardConfig,
     pub(crate) cache: cache::CountsCache,
+    pub(crate) notices: notice::Notices,
+    pub(crate) throttle: security::Throttle,
 }
 
 pub(crate) type AppState = Arc<Shared>;
@@ -109,6 +115,8 @@ pub fn router(store: Arc<dyn Store>, config: DashboardConfig) -> Router {
         store,
         config,
         cache,
+        notices: notice::Notices::default(),
+        throttle: security::Throttle::default(),
     });
     let guarded = Router::new()
         .route("/", get(handlers::overview))
@@ -132,7 +140,14 @@ pub fn router(store: Arc<dyn Store>, config: DashboardConfig) -> Router {
         .route("/find", get(handlers::find))
         .route("/assets/{name}", get(assets::serve))
         .fallback(handlers::not_found)
-        .layer(axum::middleware::from_fn(security::same_origin_only))
+        .layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            security::read_body,
+        ))
+        .layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            security::same_origin_only,
+        ))
         .layer(axum::middleware::from_fn_with_state(
             state.clone(),
             security::basic_auth,
@@ -140,6 +155,10 @@ pub fn router(store: Arc<dyn Store>, config: DashboardConfig) -> Router {
     Router::new()
         .route("/healthz", get(handlers::healthz))
         .merge(guarded)
+        .layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            security::allowed_host,
+        ))
         .layer(axum::middleware::from_fn(security::headers))
         .with_state(state)
 }

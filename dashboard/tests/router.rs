@@ -82,6 +82,80 @@ on_every_store! {
     find_by_id_redirects_to_the_item_or_answers_404_or_400 => find_case;
     leases_are_listed_soonest_expiry_first => leases_case;
     healthz_answers_ok_when_the_store_answers => healthz_case;
+    any_valid_queue_name_dots_included_round_trips_through_links_and_forms => names_case;
+    an_unknown_queue_is_a_404_with_a_way_back_and_cannot_be_paused_into_existence => unknown_queue_case;
+}
+
+async fn names_case(store: &DynStore) {
+    let long = "q".repeat(128);
+    let names = ["..", ".", "a.b:c-d_e", long.as_str()];
+    for name in names {
+        ready(store, name, 1).await;
+    }
+    let app = app(store);
+    let overview = get(&app, "/").await;
+    for name in names {
+        // The link a page shows for the queue, as the router receives it.
+        let row = format!("<tr data-queue=\"{name}\">");
+        let at = overview.body.find(&row).unwrap_or_else(|| panic!("{row}"));
+        let rest = &overview.body[at..];
+        let start = rest.find("href=\"").unwrap() + 6;
+        let link = &rest[start..start + rest[start..].find('"').unwrap()];
+        assert!(
+            rest[..rest.find("</tr>").unwrap()].contains(&format!("title=\"{name}\"")),
+            "the whole name on hover"
+        );
+        let page = get(&app, link).await;
+        assert_eq!(page.status, StatusCode::OK, "{name}: {link}");
+        assert!(page.body.contains(&format!("Queue <code>{name}</code>")));
+        let v = get(&app, &format!("{link}?format=json")).await.json();
+        assert_eq!(v["queue"], name);
+        assert_eq!(v["items"].as_array().unwrap().len(), 1);
+        let r = post(&app, &format!("{link}/pause"), "").await;
+        assert_eq!(r.status, StatusCode::SEE_OTHER, "{name}: {}", r.body);
+        assert!(store.queue_counts(&q(name)).await.unwrap().paused, "{name}");
+    }
+}
+
+async fn unknown_queue_case(store: &DynStore) {
+    ready(store, "mail", 1).await;
+    let app = app(store);
+    for path in [
+        "/queues/nope",
+        "/queues/nope?state=dead",
+        "/queues/nope/dead",
+    ] {
+        let r = get(&app, path).await;
+        assert_eq!(r.status, StatusCode::NOT_FOUND, "{path}");
+        assert!(r.body.contains("No queue nope"), "{}", r.body);
+        assert!(
+            r.body.contains("<a href=\"/\">Overview</a>"),
+            "a way back: {}",
+            r.body
+        );
+        let json = get(
+            &app,
+            &format!(
+                "{path}{}format=json",
+                if path.contains('?') { '&' } else { '?' }
+            ),
+        )
+        .await;
+        assert_eq!(json.status, StatusCode::NOT_FOUND);
+        assert_eq!(json.json()["error"]["kind"], "not_found");
+    }
+    for path in [
+        "/queues/nope/pause",
+        "/queues/nope/resume",
+        "/queues/nope/dead/requeue",
+    ] {
+        let r = post(&app, path, "").await;
+        assert_eq!(r.status, StatusCode::NOT_FOUND, "{path}");
+    }
+    let names = store.queue_list().await.unwrap();
+    assert!(!names.contains(&q("nope")), "no phantom queue: {names:?}");
+    let v = get(&app, "/?format=json").await.json();
+    assert_eq!(v["queues"].as_array().unwrap().len(), 1, "{v}");
 }
 
 async fn overview_case(store: &DynStore) {
@@ -217,8 +291,8 @@ async fn cross_site_case(store: &DynStore) {
     assert_eq!(counts(&app, "emails").await, (0, 0, 0, 1, false));
     // An Origin that matches Host passes for browsers that send no Sec-Fetch-Site.
     let req = axum::http::Request::post("/queues/emails/pause")
-        .header("origin", "http://dash.local:8080")
-        .header("host", "dash.local:8080")
+        .header("origin", "http://localhost:8080")
+        .header("host", "localhost:8080")
         .header("content-type", "application/x-www-form-urlencoded")
         .body(axum::body::Body::empty())
         .unwrap();
@@ -267,7 +341,12 @@ async fn pause_case(store: &DynStore) {
     )
     .await;
     assert_eq!(r.status, StatusCode::SEE_OTHER);
-    assert_eq!(r.location(), "/queues/emails?state=ready");
+    assert!(
+        r.location()
+            .starts_with("/queues/emails?state=ready&notice="),
+        "{}",
+        r.location()
+    );
     assert!(
         counts(&app, "emails").await.4,
         "the cache was cleared by the action"
@@ -280,7 +359,7 @@ async fn pause_case(store: &DynStore) {
     // A `back` that leaves the dashboard is not followed.
     let r = post(&app, "/queues/emails/resume", "back=%2F%2Fevil.example%2F").await;
     assert_eq!(r.status, StatusCode::SEE_OTHER);
-    assert_eq!(r.location(), "/queues/emails");
+    assert!(r.location().starts_with("/queues/emails?notice="));
     assert!(!counts(&app, "emails").await.4);
     let v = send(
         &app,
@@ -306,15 +385,22 @@ async fn cancel_case(store: &DynStore) {
     assert_eq!(running.token.id, ids[0]);
     let unknown = tenure::ItemId::new();
     let app = app(store);
-    let form = format!("id={}&id={}&id={unknown}&back=%2F", ids[0], ids[1]);
-    let r = post(&app, "/items/cancel", &form).await;
+    let form = format!(
+        "id={}&id={}&id={unknown}&back=%2F&confirm=yes",
+        ids[0], ids[1]
+    );
+    let r = follow(&app, &post(&app, "/items/cancel", &form).await).await;
     assert_eq!(r.status, StatusCode::OK, "{}", r.body);
-    assert!(r.body.contains("Cancelled 1 of 3 items."), "{}", r.body);
-    assert!(r
-        .body
-        .contains("not cancelled: running (attempt 1, owner worker-a)"));
-    assert!(r.body.contains("not found"));
-    let r = post(&app, "/items/cancel?format=json", &format!("id={}", ids[0])).await;
+    let text = notice(&r);
+    assert!(text.contains("Cancelled 1 of 3 items."), "{text}");
+    assert!(text.contains("not cancelled: running (attempt 1, owner worker-a)"));
+    assert!(text.contains("not found"));
+    let r = post(
+        &app,
+        "/items/cancel?format=json",
+        &format!("id={}&confirm=yes", ids[0]),
+    )
+    .await;
     assert_eq!(r.json()["results"][0]["outcome"], "running");
     assert_eq!(counts(&app, "emails").await, (0, 0, 1, 0, false));
     assert_eq!(
@@ -331,9 +417,13 @@ async fn requeue_case(store: &DynStore) {
     let id = dead(store, "emails", "boom").await;
     let app = app(store);
     assert_eq!(counts(&app, "emails").await, (0, 0, 0, 1, false));
-    let r = post(&app, "/items/requeue", &format!("id={id}")).await;
+    let r = follow(
+        &app,
+        &post(&app, "/items/requeue", &format!("id={id}")).await,
+    )
+    .await;
     assert_eq!(r.status, StatusCode::OK, "{}", r.body);
-    assert!(r.body.contains("Requeued 1 of 1 item "), "{}", r.body);
+    assert!(notice(&r).contains("Requeued 1 of 1 item "), "{}", r.body);
     assert_eq!(counts(&app, "emails").await, (1, 0, 0, 0, false));
     let item = store.item_get(id).await.unwrap().unwrap();
     assert_eq!(item.state, tenure::ItemState::Ready);
@@ -354,18 +444,31 @@ async fn discard_case(store: &DynStore) {
         "confirm=emails&limit=1",
     )
     .await;
-    assert_eq!(r.status, StatusCode::OK, "{}", r.body);
+    let page = follow(&app, &r).await;
+    assert_eq!(page.status, StatusCode::OK, "{}", page.body);
     assert!(
-        r.body.contains("Discarded 1 item of queue emails."),
+        notice(&page).contains("Discarded 1 item of queue emails."),
         "{}",
-        r.body
+        page.body
     );
     assert_eq!(counts(&app, "emails").await.3, 1);
+    // A reload of the result page shows the result is gone and takes no other batch.
+    let again = get(&app, r.location()).await;
+    assert!(
+        notice(&again).contains("shown once already"),
+        "{}",
+        again.body
+    );
+    assert_eq!(
+        counts(&app, "emails").await.3,
+        1,
+        "the reload discarded nothing"
+    );
     let r = post(&app, "/queues/emails/dead/requeue", "limit=10").await;
     assert!(
-        r.body.contains("Requeued 1 item of queue emails."),
+        notice(&follow(&app, &r).await).contains("Requeued 1 item of queue emails."),
         "{}",
-        r.body
+        r.location()
     );
     assert_eq!(counts(&app, "emails").await, (1, 0, 0, 0, false));
     assert_eq!(
@@ -549,9 +652,11 @@ async fn nested_under_a_prefix_every_link_and_form_carries_it() {
         "back=%2Fops%2Ftenure",
     )
     .await;
-    assert_eq!(
-        (r.status, r.location()),
-        (StatusCode::SEE_OTHER, "/ops/tenure")
+    assert_eq!(r.status, StatusCode::SEE_OTHER);
+    assert!(
+        r.location().starts_with("/ops/tenure?notice="),
+        "{}",
+        r.location()
     );
     let r = post(
         &app,
@@ -559,10 +664,11 @@ async fn nested_under_a_prefix_every_link_and_form_carries_it() {
         "back=%2Felsewhere",
     )
     .await;
-    assert_eq!(
-        r.location(),
-        "/ops/tenure/queues/emails",
-        "a back outside the prefix is not followed"
+    assert!(
+        r.location()
+            .starts_with("/ops/tenure/queues/emails?notice="),
+        "a back outside the prefix is not followed: {}",
+        r.location()
     );
     assert_eq!(
         get(&app, "/ops/tenure/healthz").await.status,
@@ -605,7 +711,7 @@ async fn leases_case(store: &DynStore) {
 async fn healthz_case(store: &DynStore) {
     let app = app(store);
     let r = get(&app, "/healthz").await;
-    assert_eq!((r.status, r.body.as_str()), (StatusCode::OK, "ok\n"));
+    assert_eq!((r.status, r.body.as_str()), (StatusCode::OK, "up\n"));
 }
 
 // Memory-store cases: auth, the authorizer, the shared cache, expired leases.
@@ -721,7 +827,7 @@ mod memory_only {
             send(&app, req("support", "/items/requeue", format!("id={id}")))
                 .await
                 .status,
-            StatusCode::OK
+            StatusCode::SEE_OTHER
         );
         assert_eq!(
             store.item_get(id).await.unwrap().unwrap().state,
@@ -769,9 +875,11 @@ mod memory_only {
             StatusCode::SERVICE_UNAVAILABLE,
             "past the TTL the store is read again"
         );
+        let health = get(&app, "/healthz").await;
         assert_eq!(
-            get(&app, "/healthz").await.status,
-            StatusCode::SERVICE_UNAVAILABLE
+            (health.status, health.body.as_str()),
+            (StatusCode::SERVICE_UNAVAILABLE, "down\n"),
+            "up or down, nothing about the store"
         );
         memory.set_available(true);
         assert_eq!(get(&app, "/?format=json").await.status, StatusCode::OK);
@@ -833,8 +941,8 @@ async fn a_listing_page_is_shared_while_fresh_and_read_again_after_an_action() {
     let later = ready(store, "emails", 1).await;
     assert_eq!(listed(get(&app, page).await), all(&ids));
     // An action through the dashboard: the page is read again.
-    let r = post(&app, "/items/cancel", &format!("id={}", ids[0])).await;
-    assert_eq!(r.status, StatusCode::OK, "{}", r.body);
+    let r = post(&app, "/items/cancel", &format!("id={}&confirm=yes", ids[0])).await;
+    assert_eq!(r.status, StatusCode::SEE_OTHER, "{}", r.body);
     assert_eq!(listed(get(&app, page).await), all(&[ids[1], later[0]]));
     f.remove().await;
 }
