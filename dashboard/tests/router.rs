@@ -886,6 +886,37 @@ mod memory_only {
     }
 
     #[tokio::test]
+    async fn dead_counts_and_old_ready_ages_are_highlighted_with_one_class_attribute() {
+        let clock = ManualClock::new(Timestamp::from_micros(1_700_000_000_000_000));
+        let store: DynStore = Arc::new(MemoryStore::new(clock.clone()));
+        dead(&store, "mail", "boom").await;
+        ready(&store, "mail", 1).await;
+        ready(&store, "fresh", 1).await;
+        clock.advance(Duration::from_secs(120));
+        ready(&store, "fresh2", 1).await;
+        let app = router(
+            store.clone(),
+            DashboardConfig::new().clock(Arc::new(clock.clone())),
+        );
+        let page = get(&app, "/").await.body;
+        let row = |name: &str| {
+            let at = page.find(&format!("<tr data-queue=\"{name}\">")).unwrap();
+            page[at..at + page[at..].find("</tr>").unwrap()].to_owned()
+        };
+        let mail = row("mail");
+        assert!(mail.contains("<td class=\"num dead warn\">"), "{mail}");
+        assert!(mail.contains("<td class=\"lag warn\">2m00s</td>"), "{mail}");
+        let fresh2 = row("fresh2");
+        assert!(fresh2.contains("<td class=\"num dead\">"), "{fresh2}");
+        assert!(fresh2.contains("<td class=\"lag\">"), "{fresh2}");
+        assert!(
+            !page.contains("\" class=\""),
+            "never two class attributes on one tag"
+        );
+        assert!(!page.contains("class=\"num dead\" class"));
+    }
+
+    #[tokio::test]
     async fn a_lease_past_its_expiry_that_nobody_recovered_is_marked() {
         let clock = ManualClock::new(Timestamp::from_micros(1_700_000_000_000_000));
         let store: DynStore = Arc::new(MemoryStore::new(clock.clone()));
