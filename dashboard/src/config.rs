@@ -163,6 +163,11 @@ impl DashboardConfig {
     }
 
     /// Requires these credentials on every page but `/healthz` (401 otherwise).
+    ///
+    /// After five failed attempts a client waits 1 s, doubling up to 60 s, and is
+    /// answered `429` meanwhile. Clients are told apart by peer address, which
+    /// [`crate::serve`] gives each request (`ConnectInfo<SocketAddr>`); without it
+    /// (or behind one proxy) all share one count, so guessing slows everyone.
     pub fn basic_auth(mut self, auth: BasicAuth) -> Self {
         self.basic_auth = Some(auth);
         self

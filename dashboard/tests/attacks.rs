@@ -455,6 +455,10 @@ async fn a_client_that_never_finishes_its_headers_is_dropped() {
         "dropped by the header timeout, not at once"
     );
     assert!(!String::from_utf8_lossy(&buf).contains("200 OK"));
+    // So is one that connects and says nothing at all.
+    let mut silent = TcpStream::connect(addr).await.unwrap();
+    let read = tokio::time::timeout(Duration::from_secs(10), silent.read_to_end(&mut buf)).await;
+    assert!(read.is_ok(), "the server dropped the silent client");
     // The server still answers whole requests.
     let ok = raw(
         addr,
