@@ -34,6 +34,7 @@ pub struct DashboardConfig {
     pub(crate) clock: SharedClock,
     pub(crate) hosts: HostRules,
     pub(crate) body_timeout: Duration,
+    pub(crate) list_payloads: bool,
 }
 
 impl fmt::Debug for DashboardConfig {
@@ -50,6 +51,7 @@ impl fmt::Debug for DashboardConfig {
             .field("leader_name", &self.leader_name)
             .field("hosts", &self.hosts)
             .field("body_timeout", &self.body_timeout)
+            .field("list_payloads", &self.list_payloads)
             .finish_non_exhaustive()
     }
 }
@@ -80,7 +82,16 @@ impl DashboardConfig {
             clock: Arc::new(SystemClock),
             hosts: HostRules::loopback(),
             body_timeout: Duration::from_secs(10),
+            list_payloads: true,
         }
+    }
+
+    /// Shows the start of each item's payload in a column of the queue listings and
+    /// their JSON (default on; escaped, one line, cut with an ellipsis). Off, payloads
+    /// are shown only on an item's page, when asked for.
+    pub fn list_payloads(mut self, show: bool) -> Self {
+        self.list_payloads = show;
+        self
     }
 
     /// Also answers requests whose `Host` is `host`: the name a reverse proxy or the

@@ -364,6 +364,9 @@ pub(crate) struct QueueQuery {
     state: Option<String>,
     order: Option<String>,
     after: Option<String>,
+    /// `1`: the last page (the newest items in oldest-first order, or the oldest in
+    /// newest-first order).
+    last: Option<String>,
 }
 
 pub(crate) async fn queue(
@@ -395,10 +398,18 @@ pub(crate) async fn queue(
             )
         }
     };
+    let last = q.last.as_deref() == Some("1");
+    // The last page is the first page of the other order, turned round: the contract's
+    // two orders are exact mirrors of each other.
+    let read_order = match (last, order) {
+        (false, o) => o,
+        (true, ListOrder::NewestFirst) => ListOrder::OldestFirst,
+        (true, _) => ListOrder::NewestFirst,
+    };
     let mut params = ItemListParams::new(queue.clone(), list_state)
-        .order(order)
+        .order(read_order)
         .limit(state.config.page_size.min(MAX_PAGE));
-    let after = q.after.filter(|a| !a.is_empty());
+    let after = q.after.filter(|a| !a.is_empty() && !last);
     if let Some(a) = &after {
         match Cursor::new(a.clone()) {
             Ok(c) => params = params.after(c),
@@ -409,10 +420,10 @@ pub(crate) async fn queue(
         "{}\u{0}{}\u{0}{}\u{0}{}",
         queue,
         list_state.as_str(),
-        pages::order_str(order),
+        pages::order_str(read_order),
         after.as_deref().unwrap_or("")
     );
-    let page = match state
+    let mut page = match state
         .cache
         .item_page(key, state.store.item_list(params))
         .await
@@ -420,6 +431,11 @@ pub(crate) async fn queue(
         Ok(p) => p,
         Err(e) => return ctx.store_error(&state, &e),
     };
+    if last {
+        page.items.reverse();
+        page.next = None;
+    }
+    let previews = state.config.list_payloads;
     let snap = match snapshot(&state).await {
         Ok(s) => s,
         Err(e) => return ctx.store_error(&state, &e),
@@ -427,8 +443,15 @@ pub(crate) async fn queue(
     let counts = snap.counts(&queue);
     ctx.html_or_json(
         || {
-            ctx.view(&state)
-                .queue(&queue, counts, list_state, order, &page, after.as_deref())
+            ctx.view(&state).queue(
+                &queue,
+                counts,
+                list_state,
+                order,
+                &page,
+                after.as_deref(),
+                last,
+            )
         },
         || {
             json!({
@@ -437,7 +460,11 @@ pub(crate) async fn queue(
                 "order": pages::order_str(order),
                 "counts": counts.map(|c| queue_json(&queue, c)),
                 "as_of": iso(page.as_of),
-                "items": page.items.iter().map(|i| item_json(i, None)).collect::<Vec<_>>(),
+                "last_page": last,
+                "items": page.items.iter().map(|i| item_json(
+                    i,
+                    previews.then(|| crate::text::preview(&i.payload, pages::LIST_PREVIEW_BYTES)),
+                )).collect::<Vec<_>>(),
                 "next": page.next.as_ref().map(Cursor::as_str),
             })
         },

@@ -12,7 +12,7 @@
 //! | path | page | JSON twin |
 //! |---|---|---|
 //! | `/` | every queue's ready / scheduled / running / dead counts, paused flag and oldest ready age; the instances and their last heartbeat; the leader and its term | `/?format=json` |
-//! | `/queues/{queue}?state=&order=&after=` | a queue's items in one state, oldest or newest first, paged by cursor; 404 for a queue `Store::queue_list` does not name | `?format=json` |
+//! | `/queues/{queue}?state=&order=&after=&last=` | a queue's items in one state, oldest or newest first, paged by cursor (`last=1`: the last page), with the start of each payload and last error ([`DashboardConfig::list_payloads`]); 404 for a queue `Store::queue_list` does not name | `?format=json` |
 //! | `/items/{id}?payload=show` | one item: attempt of max, stalls, renewals, owner, lease expiry, run_at, keys, last error; the payload preview only when asked for | `?format=json` |
 //! | `/leases?queue=&after=` | live leases, soonest expiry first; expired leases nobody recovered yet are marked | `?format=json` |
 //! | `/find?id=` | find an item by id (the box on every page) | `?format=json` |

@@ -12,6 +12,13 @@ use crate::config::DashboardConfig;
 use crate::notice::Shown;
 use crate::text::{clip, iso, preview, query_value, relative, segment, span};
 
+/// Payload bytes read for a listing's preview column (and its JSON).
+pub(crate) const LIST_PREVIEW_BYTES: usize = 240;
+/// Characters of a payload or last error shown in a listing's cell.
+const CELL_CHARS: usize = 60;
+/// Characters of a last error in its cell's title (on hover).
+const TITLE_CHARS: usize = 1000;
+
 /// How old the oldest ready item may be before its age is flagged.
 const LAG_WARN_SECS: u64 = 60;
 
@@ -229,6 +236,7 @@ impl View<'_> {
         order: ListOrder,
         page: &ItemPage,
         after: Option<&str>,
+        last: bool,
     ) -> Markup {
         let now = page.as_of;
         let here = self.queue_link(queue);
@@ -246,6 +254,7 @@ impl View<'_> {
                     th { "Item" } th { "Attempt" } th { "Run at" } th { "Enqueued" }
                     @if state == ListState::Running { th { "Owner" } th { "Lease ends" } }
                     @if state == ListState::Dead { th { "Died" } }
+                    @if self.cfg.list_payloads { th { "Payload" } }
                     th { "Last error" }
                 } }
                 tbody {
@@ -261,7 +270,17 @@ impl View<'_> {
                                 td { @if let Some(t) = item.lease_expires_at { (expiry(t, now)) } }
                             }
                             @if state == ListState::Dead { td title=(iso(item.updated_at)) { (relative(item.updated_at, now)) } }
-                            td.error { @if let Some(e) = &item.last_error { (clip(e, 120)) } }
+                            @if self.cfg.list_payloads {
+                                @let (text, cut) = preview(&item.payload, LIST_PREVIEW_BYTES);
+                                @let shown = clip(&text, CELL_CHARS);
+                                @let more = cut || shown.chars().count() < text.chars().count();
+                                td.payload title=[more.then(|| clip(&text, LIST_PREVIEW_BYTES))] {
+                                    @if item.payload.is_empty() { span.meta { "empty" } } @else { code { (shown) } }
+                                }
+                            }
+                            td.error title=[item.last_error.as_deref().filter(|e| e.chars().count() > CELL_CHARS).map(|e| clip(e, TITLE_CHARS))] {
+                                @if let Some(e) = &item.last_error { (clip(e, CELL_CHARS)) }
+                            }
                         }
                     }
                 }
@@ -287,7 +306,8 @@ impl View<'_> {
                     }
                 }
             }
-            @if after.is_some() { p.meta { "A later page. " a href=(format!("{here}?state={}&order={order_name}", state.as_str())) { "First page" } } }
+            @if last { p.meta #last-page { "The last page: the " (if order == ListOrder::NewestFirst { "oldest" } else { "newest" }) " " (page.items.len()) " items." } }
+            @else if after.is_some() { p.meta { "A later page." } }
             @if page.items.is_empty() {
                 p.empty { "No " (state.as_str()) " items." }
             } @else if selectable {
@@ -306,8 +326,14 @@ impl View<'_> {
             } @else {
                 (rows)
             }
-            @if let Some(next) = &page.next {
-                p.paging { a #next href=(format!("{here}?state={}&order={order_name}&after={}", state.as_str(), query_value(next.as_str()))) { "Next page →" } }
+            @if after.is_some() || last || page.next.is_some() {
+                nav.paging {
+                    @if after.is_some() || last { a #first href=(format!("{here}?state={}&order={order_name}", state.as_str())) { "← First page" } " " }
+                    @if let Some(next) = &page.next {
+                        a #next href=(format!("{here}?state={}&order={order_name}&after={}", state.as_str(), query_value(next.as_str()))) { "Next page →" } " "
+                        a #last href=(format!("{here}?state={}&order={order_name}&last=1", state.as_str())) { "Last page ⇥" }
+                    }
+                }
             }
             p.meta { "Listed as of " (iso(page.as_of)) "; every viewer shares one read of this page for a few seconds (longer when it is slow to read), and an action here reads it again." }
             @if state == ListState::Dead && (self.can(Action::Requeue) || self.can(Action::Discard)) {

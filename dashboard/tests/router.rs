@@ -84,6 +84,138 @@ on_every_store! {
     healthz_answers_ok_when_the_store_answers => healthz_case;
     any_valid_queue_name_dots_included_round_trips_through_links_and_forms => names_case;
     an_unknown_queue_is_a_404_with_a_way_back_and_cannot_be_paused_into_existence => unknown_queue_case;
+    a_listing_has_first_and_last_page_links_and_the_last_page_holds_the_tail => last_page_case;
+    listings_preview_payloads_and_errors_cut_and_escaped => list_preview_case;
+}
+
+async fn last_page_case(store: &DynStore) {
+    let ids: Vec<String> = ready(store, "emails", 5)
+        .await
+        .iter()
+        .map(ToString::to_string)
+        .collect();
+    let app = router(store.clone(), DashboardConfig::new().page_size(2));
+    let listed = |v: serde_json::Value| -> Vec<String> {
+        v["items"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|i| i["id"].as_str().unwrap().to_owned())
+            .collect()
+    };
+    let first = get(&app, "/queues/emails?state=ready").await;
+    assert!(first.body.contains("id=\"next\""));
+    assert!(
+        first.body.contains(
+            "id=\"last\" href=\"/queues/emails?state=ready&amp;order=oldest&amp;last=1\""
+        ),
+        "{}",
+        first.body
+    );
+    assert!(
+        !first.body.contains("id=\"first\""),
+        "already the first page"
+    );
+    let v = get(&app, "/queues/emails?state=ready&last=1&format=json")
+        .await
+        .json();
+    assert_eq!(
+        listed(v.clone()),
+        ids[3..].to_vec(),
+        "the newest two, oldest first"
+    );
+    assert_eq!(v["next"], serde_json::Value::Null);
+    assert_eq!(v["last_page"], true);
+    let v = get(
+        &app,
+        "/queues/emails?state=ready&order=newest&last=1&format=json",
+    )
+    .await
+    .json();
+    assert_eq!(
+        listed(v),
+        vec![ids[1].clone(), ids[0].clone()],
+        "the oldest two, newest first"
+    );
+    let last = get(&app, "/queues/emails?state=ready&last=1").await;
+    assert!(last.body.contains("id=\"first\""), "{}", last.body);
+    assert!(!last.body.contains("id=\"next\"") && !last.body.contains("id=\"last\""));
+    assert!(last.body.contains("The last page: the newest 2 items."));
+    let v = get(&app, "/queues/emails?state=ready&format=json")
+        .await
+        .json();
+    let next = v["next"].as_str().unwrap();
+    let later = get(&app, &format!("/queues/emails?state=ready&after={next}")).await;
+    assert!(later
+        .body
+        .contains("id=\"first\" href=\"/queues/emails?state=ready&amp;order=oldest\""));
+}
+
+async fn list_preview_case(store: &DynStore) {
+    let hostile = "\"><img src=x onerror=alert(1)><script>alert(2)</script>";
+    store
+        .enqueue_one(NewItem::new(q("emails"), hostile.as_bytes().to_vec()))
+        .await
+        .unwrap();
+    let long = format!(
+        "{{\"to\":\"ada@example.com\",\"body\":\"{}\"}}",
+        "x".repeat(500)
+    );
+    store
+        .enqueue_one(NewItem::new(q("emails"), long.into_bytes()))
+        .await
+        .unwrap();
+    store
+        .enqueue_one(NewItem::new(q("emails"), vec![0xff, 0x00, 0x01]))
+        .await
+        .unwrap();
+    store
+        .enqueue_one(NewItem::new(
+            q("emails"),
+            b"line one\nline two\r\n".to_vec(),
+        ))
+        .await
+        .unwrap();
+    let error = format!("smtp: <b>550</b> {}", "e".repeat(300));
+    dead(store, "dead-letters", &error).await;
+    let app = app(store);
+    let page = get(&app, "/queues/emails?state=ready").await.body;
+    assert!(page.contains("<th>Payload</th>"));
+    assert!(
+        !page.contains("<img") && !page.contains("<script>alert"),
+        "escaped"
+    );
+    assert!(
+        page.contains("&quot;&gt;&lt;img src=x onerror=alert(1)&gt;"),
+        "{page}"
+    );
+    assert!(page.contains("<code>{&quot;to&quot;:&quot;ada@example.com&quot;,&quot;body&quot;:&quot;xxxxxxxxxxxxxxxxxxxxxxxxxxx…</code>"), "cut to 60 characters: {page}");
+    assert!(page.contains("<code>ff 00 01</code>"), "binary as hex");
+    assert!(
+        page.contains("<code>line one line two  </code>"),
+        "one line: {page}"
+    );
+    let dead_page = get(&app, "/queues/dead-letters?state=dead").await.body;
+    let cell = &dead_page[dead_page.find("<td class=\"error\"").unwrap()..];
+    let cell = &cell[..cell.find("</td>").unwrap()];
+    assert!(
+        cell.contains("title=\"smtp: &lt;b&gt;550&lt;/b&gt; eee"),
+        "the whole error on hover: {cell}"
+    );
+    assert!(cell.ends_with("eeeee…"), "cut in the cell: {cell}");
+    assert!(!dead_page.contains("<b>550"));
+    let v = get(&app, "/queues/emails?state=ready&format=json")
+        .await
+        .json();
+    assert_eq!(v["items"][0]["payload_preview"], hostile);
+    assert_eq!(v["items"][1]["payload_truncated"], true);
+    let off = router(store.clone(), DashboardConfig::new().list_payloads(false));
+    let page = get(&off, "/queues/emails?state=ready").await.body;
+    assert!(!page.contains("<th>Payload</th>") && !page.contains("onerror"));
+    let v = get(&off, "/queues/emails?state=ready&format=json")
+        .await
+        .json();
+    assert_eq!(v["items"][0].get("payload_preview"), None);
 }
 
 async fn names_case(store: &DynStore) {
