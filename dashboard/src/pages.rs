@@ -389,7 +389,8 @@ impl View<'_> {
                 @if self.can(Action::Cancel) {
                     form method="post" action=(self.link("/items/cancel")) {
                         input type="hidden" name="id" value=(item.id);
-                        input type="hidden" name="back" value=(back);
+                        // A cancelled item is gone: its queue is where to go after.
+                        input type="hidden" name="back" value=(self.queue_link(&item.queue));
                         button.danger type="submit" { "Cancel this item…" }
                     }
                 }

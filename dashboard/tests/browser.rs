@@ -216,7 +216,12 @@ async fn an_operator_pauses_a_queue_and_requeues_a_dead_item_in_chromium() {
                 .counts_ttl(Duration::from_millis(200)),
         ),
     );
-    let server = tokio::spawn(async move { axum::serve(listener, app).await });
+    let server = tokio::spawn(tenure_dashboard::serve(
+        listener,
+        app,
+        tenure_dashboard::ServeOptions::new(),
+        std::future::pending(),
+    ));
     let base = format!("http://{addr}/ops/tenure");
 
     let c = browser(&driver).await;
@@ -382,6 +387,44 @@ async fn an_operator_pauses_a_queue_and_requeues_a_dead_item_in_chromium() {
         shot(&c, &format!("10-queue-{file}-paused")).await;
         assert!(store.queue_counts(&q(name)).await.unwrap().paused, "{name}");
     }
+
+    // A discard by id asks first, and runs only once confirmed.
+    c.goto(&format!("{base}/queues/emails?state=dead"))
+        .await
+        .unwrap();
+    c.wait()
+        .for_element(Locator::Css("#items input[name='id']"))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    c.find(Locator::Css("button[formaction$='/items/discard']"))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    until_text(&c, "h1", "Discard dead items?").await;
+    shot(&c, "13-discard-asks").await;
+    assert_eq!(
+        store.queue_counts(&q("emails")).await.unwrap().dead,
+        1,
+        "asked, not run"
+    );
+    c.find(Locator::Css("#confirm button.danger"))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    until_text(
+        &c,
+        "#notice .text",
+        "Discarded 1 of 1 item (items that were not dead are left alone).",
+    )
+    .await;
+    assert_eq!(store.queue_counts(&q("emails")).await.unwrap().dead, 0);
 
     // A page whose name was rebound to 127.0.0.1 gets nothing from the dashboard.
     let port = addr.port();
