@@ -557,6 +557,11 @@ async fn dot_names_round_trip_through_links_and_forms_over_real_http() {
         assert!(r.starts_with("HTTP/1.1 303"), "{name}: {r}");
         assert!(store.queue_counts(&q(name)).await.unwrap().paused, "{name}");
     }
+    // A client that sends %2E%2E as it is (curl, scripts) reaches the queue too; only
+    // browsers resolve it away, hence the ~ in the dashboard's own links.
+    let page = get("/ops/tenure/queues/%2E%2E?format=json".to_owned()).await;
+    assert!(page.starts_with("HTTP/1.1 200"), "{page}");
+    assert!(page.contains("\"queue\":\"..\""), "{page}");
     assert!(
         !store
             .queue_list()
