@@ -123,7 +123,8 @@ impl Ctx {
     }
 
     /// A store error as a response: bad input 400, unavailable 503, not found 404, the
-    /// rest 500.
+    /// rest 500. The text of an unavailable or internal error (a file path, a host, a
+    /// driver's message) goes to the log, not to the page.
     fn store_error(&self, state: &AppState, e: &tenure_core::Error) -> Response {
         let (status, kind) = match e.kind() {
             ErrorKind::InvalidInput => (StatusCode::BAD_REQUEST, "invalid_input"),
@@ -132,7 +133,18 @@ impl Ctx {
             ErrorKind::Conflict => (StatusCode::CONFLICT, "conflict"),
             _ => (StatusCode::INTERNAL_SERVER_ERROR, "internal"),
         };
-        self.fail(state, status, kind, &e.to_string())
+        match kind {
+            "unavailable" | "internal" => {
+                tracing::warn!(error = %e, kind, "dashboard: the store failed a request");
+                let text = if kind == "unavailable" {
+                    "The store does not answer; the dashboard's log says why."
+                } else {
+                    "The store failed this request; the dashboard's log says why."
+                };
+                self.fail(state, status, kind, text)
+            }
+            _ => self.fail(state, status, kind, &e.to_string()),
+        }
     }
 
     fn html_or_json(

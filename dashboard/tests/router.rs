@@ -1007,6 +1007,18 @@ mod memory_only {
             StatusCode::SERVICE_UNAVAILABLE,
             "past the TTL the store is read again"
         );
+        let page = get(&app, "/").await;
+        assert_eq!(page.status, StatusCode::SERVICE_UNAVAILABLE);
+        assert!(
+            page.body.contains("The store does not answer"),
+            "{}",
+            page.body
+        );
+        assert!(
+            !page.body.contains("switched off"),
+            "the store's own text goes to the log: {}",
+            page.body
+        );
         let health = get(&app, "/healthz").await;
         assert_eq!(
             (health.status, health.body.as_str()),
