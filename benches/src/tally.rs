@@ -29,13 +29,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
-use tenure_core::{
-    async_trait, Capabilities, ClaimParams, CompleteParams, DeregisterParams, DiscardParams,
-    EnqueueParams, Enqueued, EvictParams, Evicted, FailOutcome, FailParams, HeartbeatParams,
-    Instance, Item, ItemId, LeaderParams, LeaderStatus, Lease, Limits, PurgeParams, Purged,
-    QueueCounts, QueueName, RecoverParams, Recovered, ReleaseParams, RenewOutcome, RenewParams,
-    RequeueParams, Store, TokenOutcome, WakeSignal,
-};
+use tenure_core::{ClaimParams, CompleteParams, ItemId, Lease, Store, TokenOutcome};
 
 /// Shards of the per-item counts, so concurrent `complete` calls rarely share a lock.
 const SHARDS: usize = 64;
@@ -229,115 +223,28 @@ impl<S: Store> Tallied<S> {
     }
 }
 
-#[async_trait]
-impl<S: Store> Store for Tallied<S> {
-    fn name(&self) -> &'static str {
-        self.inner.name()
-    }
-    fn capabilities(&self) -> Capabilities {
-        self.inner.capabilities()
-    }
-    fn limits(&self) -> Limits {
-        self.inner.limits()
-    }
-    fn wake_signal(&self) -> Option<WakeSignal> {
-        self.inner.wake_signal()
-    }
-    async fn enqueue(&self, params: EnqueueParams) -> tenure_core::Result<Vec<Enqueued>> {
-        self.inner.enqueue(params).await
-    }
-    async fn claim(&self, params: ClaimParams) -> tenure_core::Result<Vec<Lease>> {
-        let started = Instant::now();
-        let leases = self.inner.claim(params).await?;
-        if !leases.is_empty() {
-            self.tally.record_claim(started.elapsed());
-        }
-        Ok(leases)
-    }
-    async fn renew(&self, params: RenewParams) -> tenure_core::Result<Vec<RenewOutcome>> {
-        self.inner.renew(params).await
-    }
-    async fn complete(&self, params: CompleteParams) -> tenure_core::Result<Vec<TokenOutcome>> {
-        let ids: Vec<ItemId> = params.tokens.iter().map(|t| t.id).collect();
-        let outcomes = self.inner.complete(params).await?;
-        self.tally.record_complete(&ids, &outcomes);
-        Ok(outcomes)
-    }
-    async fn fail(&self, params: FailParams) -> tenure_core::Result<Vec<FailOutcome>> {
-        self.inner.fail(params).await
-    }
-    async fn release(&self, params: ReleaseParams) -> tenure_core::Result<Vec<TokenOutcome>> {
-        self.inner.release(params).await
-    }
-    async fn recover_expired(&self, params: RecoverParams) -> tenure_core::Result<Recovered> {
-        self.inner.recover_expired(params).await
-    }
-    async fn purge(&self, params: PurgeParams) -> tenure_core::Result<Purged> {
-        self.inner.purge(params).await
-    }
-    async fn dead_requeue(&self, params: RequeueParams) -> tenure_core::Result<u64> {
-        self.inner.dead_requeue(params).await
-    }
-    async fn dead_discard(&self, params: DiscardParams) -> tenure_core::Result<u64> {
-        self.inner.dead_discard(params).await
-    }
-    async fn item_get(&self, id: ItemId) -> tenure_core::Result<Option<Item>> {
-        self.inner.item_get(id).await
-    }
-    async fn queue_counts(&self, queue: &QueueName) -> tenure_core::Result<QueueCounts> {
-        self.inner.queue_counts(queue).await
-    }
-    async fn instance_heartbeat(&self, params: HeartbeatParams) -> tenure_core::Result<()> {
-        self.inner.instance_heartbeat(params).await
-    }
-    async fn instance_list(&self) -> tenure_core::Result<Vec<Instance>> {
-        self.inner.instance_list().await
-    }
-    async fn instance_evict_stale(&self, params: EvictParams) -> tenure_core::Result<Evicted> {
-        self.inner.instance_evict_stale(params).await
-    }
-    async fn instance_deregister(&self, params: DeregisterParams) -> tenure_core::Result<Evicted> {
-        self.inner.instance_deregister(params).await
-    }
-    async fn leader_acquire(&self, params: LeaderParams) -> tenure_core::Result<LeaderStatus> {
-        self.inner.leader_acquire(params).await
-    }
-    async fn leader_resign(&self, params: LeaderParams) -> tenure_core::Result<bool> {
-        self.inner.leader_resign(params).await
-    }
-    async fn leader_get(
-        &self,
-        name: &tenure_core::LeaderName,
-    ) -> tenure_core::Result<Option<tenure_core::LeaderInfo>> {
-        self.inner.leader_get(name).await
-    }
+tenure_core::forward_store! {
+    impl<S: Store> Store for Tallied<S> {
+        forward self => self.inner;
 
-    async fn item_list(
-        &self,
-        params: tenure_core::ItemListParams,
-    ) -> tenure_core::Result<tenure_core::ItemPage> {
-        self.inner.item_list(params).await
-    }
-    async fn lease_list(
-        &self,
-        params: tenure_core::LeaseListParams,
-    ) -> tenure_core::Result<tenure_core::LeasePage> {
-        self.inner.lease_list(params).await
-    }
-    async fn queue_list(&self) -> tenure_core::Result<Vec<tenure_core::QueueName>> {
-        self.inner.queue_list().await
-    }
-    async fn item_cancel(
-        &self,
-        params: tenure_core::CancelParams,
-    ) -> tenure_core::Result<Vec<tenure_core::CancelOutcome>> {
-        self.inner.item_cancel(params).await
-    }
-    async fn queue_pause(&self, params: tenure_core::PauseParams) -> tenure_core::Result<bool> {
-        self.inner.queue_pause(params).await
-    }
-    async fn queue_resume(&self, params: tenure_core::PauseParams) -> tenure_core::Result<bool> {
-        self.inner.queue_resume(params).await
+        async fn claim(&self, params: ClaimParams) -> tenure_core::Result<Vec<Lease>> {
+            let started = Instant::now();
+            let leases = self.inner.claim(params).await?;
+            if !leases.is_empty() {
+                self.tally.record_claim(started.elapsed());
+            }
+            Ok(leases)
+        }
+
+        async fn complete(
+            &self,
+            params: CompleteParams,
+        ) -> tenure_core::Result<Vec<TokenOutcome>> {
+            let ids: Vec<ItemId> = params.tokens.iter().map(|t| t.id).collect();
+            let outcomes = self.inner.complete(params).await?;
+            self.tally.record_complete(&ids, &outcomes);
+            Ok(outcomes)
+        }
     }
 }
 

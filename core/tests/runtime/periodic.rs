@@ -7,13 +7,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use tenure_core::runtime::{Job, Missed, Periodic, Recurrence, Role, Worker, WorkerBuilder};
-use tenure_core::{
-    async_trait, ClaimParams, CompleteParams, DeregisterParams, DiscardParams, EnqueueParams,
-    Enqueued, EvictParams, Evicted, FailOutcome, FailParams, HeartbeatParams, Instance, Item,
-    ItemId, LeaderParams, LeaderStatus, Lease, Limits, PurgeParams, Purged, QueueCounts, QueueName,
-    RecoverParams, Recovered, ReleaseParams, RenewOutcome, RenewParams, RequeueParams, Result,
-    Store, Timestamp, TokenOutcome, WakeSignal,
-};
+use tenure_core::{EnqueueParams, Enqueued, ItemId, QueueName, Result, Store, Timestamp};
 use tenure_memory::MemoryStore;
 use tokio::sync::Notify;
 
@@ -303,135 +297,45 @@ impl MidTick {
     }
 }
 
-#[async_trait]
-impl Store for MidTick {
-    fn name(&self) -> &'static str {
-        self.inner.name()
-    }
-    fn limits(&self) -> Limits {
-        self.inner.limits()
-    }
-    fn wake_signal(&self) -> Option<WakeSignal> {
-        self.inner.wake_signal()
-    }
-    async fn enqueue(&self, params: EnqueueParams) -> Result<Vec<Enqueued>> {
-        let keys: Vec<String> = params
-            .items
-            .iter()
-            .map(|i| {
-                i.dedup_key
-                    .as_ref()
-                    .map(|k| k.as_str().to_owned())
-                    .unwrap_or_default()
-            })
-            .collect();
-        let periodic = keys.iter().any(|k| k.starts_with("tenure.periodic:"));
-        let death = if periodic {
-            *self.hang.lock().unwrap()
-        } else {
-            None
-        };
-        if death.is_some() {
-            *self.hung_keys.lock().unwrap() = keys.clone();
+tenure_core::forward_store! {
+    impl Store for MidTick {
+        forward self => self.inner;
+
+        async fn enqueue(&self, params: EnqueueParams) -> Result<Vec<Enqueued>> {
+            let keys: Vec<String> = params
+                .items
+                .iter()
+                .map(|i| {
+                    i.dedup_key
+                        .as_ref()
+                        .map(|k| k.as_str().to_owned())
+                        .unwrap_or_default()
+                })
+                .collect();
+            let periodic = keys.iter().any(|k| k.starts_with("tenure.periodic:"));
+            let death = if periodic {
+                *self.hang.lock().unwrap()
+            } else {
+                None
+            };
+            if death.is_some() {
+                *self.hung_keys.lock().unwrap() = keys.clone();
+            }
+            if death == Some(Death::BeforeTheWrite) {
+                self.hung.notify_one();
+                std::future::pending::<()>().await;
+            }
+            let answers = self.inner.enqueue(params).await?;
+            if periodic {
+                let mut seen = self.answers.lock().unwrap();
+                seen.extend(keys.into_iter().zip(answers.iter().copied()));
+            }
+            if death == Some(Death::AfterTheWrite) {
+                self.hung.notify_one();
+                std::future::pending::<()>().await;
+            }
+            Ok(answers)
         }
-        if death == Some(Death::BeforeTheWrite) {
-            self.hung.notify_one();
-            std::future::pending::<()>().await;
-        }
-        let answers = self.inner.enqueue(params).await?;
-        if periodic {
-            let mut seen = self.answers.lock().unwrap();
-            seen.extend(keys.into_iter().zip(answers.iter().copied()));
-        }
-        if death == Some(Death::AfterTheWrite) {
-            self.hung.notify_one();
-            std::future::pending::<()>().await;
-        }
-        Ok(answers)
-    }
-    async fn claim(&self, params: ClaimParams) -> Result<Vec<Lease>> {
-        self.inner.claim(params).await
-    }
-    async fn renew(&self, params: RenewParams) -> Result<Vec<RenewOutcome>> {
-        self.inner.renew(params).await
-    }
-    async fn complete(&self, params: CompleteParams) -> Result<Vec<TokenOutcome>> {
-        self.inner.complete(params).await
-    }
-    async fn fail(&self, params: FailParams) -> Result<Vec<FailOutcome>> {
-        self.inner.fail(params).await
-    }
-    async fn release(&self, params: ReleaseParams) -> Result<Vec<TokenOutcome>> {
-        self.inner.release(params).await
-    }
-    async fn recover_expired(&self, params: RecoverParams) -> Result<Recovered> {
-        self.inner.recover_expired(params).await
-    }
-    async fn purge(&self, params: PurgeParams) -> Result<Purged> {
-        self.inner.purge(params).await
-    }
-    async fn dead_requeue(&self, params: RequeueParams) -> Result<u64> {
-        self.inner.dead_requeue(params).await
-    }
-    async fn dead_discard(&self, params: DiscardParams) -> Result<u64> {
-        self.inner.dead_discard(params).await
-    }
-    async fn item_get(&self, id: ItemId) -> Result<Option<Item>> {
-        self.inner.item_get(id).await
-    }
-    async fn queue_counts(&self, queue: &QueueName) -> Result<QueueCounts> {
-        self.inner.queue_counts(queue).await
-    }
-    async fn instance_heartbeat(&self, params: HeartbeatParams) -> Result<()> {
-        self.inner.instance_heartbeat(params).await
-    }
-    async fn instance_list(&self) -> Result<Vec<Instance>> {
-        self.inner.instance_list().await
-    }
-    async fn instance_evict_stale(&self, params: EvictParams) -> Result<Evicted> {
-        self.inner.instance_evict_stale(params).await
-    }
-    async fn instance_deregister(&self, params: DeregisterParams) -> Result<Evicted> {
-        self.inner.instance_deregister(params).await
-    }
-    async fn leader_acquire(&self, params: LeaderParams) -> Result<LeaderStatus> {
-        self.inner.leader_acquire(params).await
-    }
-    async fn leader_resign(&self, params: LeaderParams) -> Result<bool> {
-        self.inner.leader_resign(params).await
-    }
-    async fn leader_get(
-        &self,
-        name: &tenure_core::LeaderName,
-    ) -> Result<Option<tenure_core::LeaderInfo>> {
-        self.inner.leader_get(name).await
-    }
-    async fn item_list(
-        &self,
-        params: tenure_core::ItemListParams,
-    ) -> Result<tenure_core::ItemPage> {
-        self.inner.item_list(params).await
-    }
-    async fn lease_list(
-        &self,
-        params: tenure_core::LeaseListParams,
-    ) -> Result<tenure_core::LeasePage> {
-        self.inner.lease_list(params).await
-    }
-    async fn queue_list(&self) -> Result<Vec<QueueName>> {
-        self.inner.queue_list().await
-    }
-    async fn item_cancel(
-        &self,
-        params: tenure_core::CancelParams,
-    ) -> Result<Vec<tenure_core::CancelOutcome>> {
-        self.inner.item_cancel(params).await
-    }
-    async fn queue_pause(&self, params: tenure_core::PauseParams) -> Result<bool> {
-        self.inner.queue_pause(params).await
-    }
-    async fn queue_resume(&self, params: tenure_core::PauseParams) -> Result<bool> {
-        self.inner.queue_resume(params).await
     }
 }
 

@@ -6,11 +6,10 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use tenure_core::{
-    async_trait, ClaimParams, Clock, CompleteParams, DeregisterParams, DiscardParams,
-    EnqueueParams, Enqueued, EvictParams, Evicted, FailOutcome, FailParams, HeartbeatParams,
-    Instance, Item, ItemId, LeaderParams, LeaderStatus, Lease, LeaseToken, Limits, NewItem,
-    PurgeParams, Purged, QueueCounts, QueueName, RecoverParams, Recovered, ReleaseParams,
-    RenewOutcome, RenewParams, RequeueParams, Result, Store, Timestamp, TokenOutcome, WakeSignal,
+    ClaimParams, Clock, CompleteParams, EnqueueParams, EvictParams, Evicted, FailOutcome,
+    FailParams, HeartbeatParams, Item, ItemId, Lease, LeaseToken, NewItem, PurgeParams, Purged,
+    QueueName, RecoverParams, Recovered, ReleaseParams, RenewOutcome, RenewParams, Result, Store,
+    Timestamp, TokenOutcome, WakeSignal,
 };
 use tenure_memory::MemoryStore;
 use tokio::sync::Notify;
@@ -221,217 +220,163 @@ impl<S: Store> Probe<S> {
     }
 }
 
-#[async_trait]
-impl<S: Store> Store for Probe<S> {
-    fn name(&self) -> &'static str {
-        self.inner.name()
-    }
-    fn capabilities(&self) -> tenure_core::Capabilities {
-        if self.plain.load(Ordering::SeqCst) {
-            return tenure_core::Capabilities::default();
+tenure_core::forward_store! {
+    impl<S: Store> Store for Probe<S> {
+        forward self => self.inner;
+
+        fn capabilities(&self) -> tenure_core::Capabilities {
+            if self.plain.load(Ordering::SeqCst) {
+                return tenure_core::Capabilities::default();
+            }
+            self.inner.capabilities()
         }
-        self.inner.capabilities()
-    }
-    fn limits(&self) -> Limits {
-        self.inner.limits()
-    }
-    fn wake_signal(&self) -> Option<WakeSignal> {
-        if let Some(signal) = self.wake.lock().unwrap().clone() {
-            return Some(signal);
+
+        fn wake_signal(&self) -> Option<WakeSignal> {
+            if let Some(signal) = self.wake.lock().unwrap().clone() {
+                return Some(signal);
+            }
+            self.inner.wake_signal()
         }
-        self.inner.wake_signal()
-    }
-    async fn enqueue(&self, params: EnqueueParams) -> Result<Vec<Enqueued>> {
-        self.inner.enqueue(params).await
-    }
-    async fn claim(&self, mut params: ClaimParams) -> Result<Vec<Lease>> {
-        let at = Instant::now();
-        let out_now = self.claims_out.fetch_add(1, Ordering::SeqCst) + 1;
-        {
-            let mut log = self.log();
-            log.claims_out_max = log.claims_out_max.max(out_now);
-        }
-        if self
-            .panic_claims
-            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
-            .is_ok()
-        {
+
+        async fn claim(&self, mut params: ClaimParams) -> Result<Vec<Lease>> {
+            let at = Instant::now();
+            let out_now = self.claims_out.fetch_add(1, Ordering::SeqCst) + 1;
+            {
+                let mut log = self.log();
+                log.claims_out_max = log.claims_out_max.max(out_now);
+            }
+            if self
+                .panic_claims
+                .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
+                .is_ok()
+            {
+                self.claims_out.fetch_sub(1, Ordering::SeqCst);
+                panic!("the probe's claim panics");
+            }
+            let delay = *self.claim_delay.lock().unwrap();
+            if !delay.is_zero() {
+                tokio::time::sleep(delay).await;
+            }
             self.claims_out.fetch_sub(1, Ordering::SeqCst);
-            panic!("the probe's claim panics");
-        }
-        let delay = *self.claim_delay.lock().unwrap();
-        if !delay.is_zero() {
-            tokio::time::sleep(delay).await;
-        }
-        self.claims_out.fetch_sub(1, Ordering::SeqCst);
-        let asked = params.limit;
-        if self
-            .fail_claims
-            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
-            .is_ok()
-        {
-            self.log().claims.push((at, asked, 0));
-            return Err(tenure_core::Error::unavailable(
-                "probe",
-                "the store is down",
-            ));
-        }
-        if self.greedy.load(Ordering::SeqCst) {
-            params.limit += 1;
-        }
-        let out = self.inner.claim(params).await;
-        let got = out.as_ref().map(Vec::len).unwrap_or(0);
+            let asked = params.limit;
+            if self
+                .fail_claims
+                .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
+                .is_ok()
+            {
+                self.log().claims.push((at, asked, 0));
+                return Err(tenure_core::Error::unavailable(
+                    "probe",
+                    "the store is down",
+                ));
+            }
+            if self.greedy.load(Ordering::SeqCst) {
+                params.limit += 1;
+            }
+            let out = self.inner.claim(params).await;
+            let got = out.as_ref().map(Vec::len).unwrap_or(0);
 
-        let mut log = self.log();
-        log.claims.push((at, asked, got));
-        log.leases_out += got;
-        log.leases_out_max = log.leases_out_max.max(log.leases_out);
-        drop(log);
-        out
-    }
-    async fn renew(&self, params: RenewParams) -> Result<Vec<RenewOutcome>> {
-        {
             let mut log = self.log();
-            log.renews.push((Instant::now(), params.tokens.len()));
-            log.renewed_tokens.extend(params.tokens.iter().copied());
+            log.claims.push((at, asked, got));
+            log.leases_out += got;
+            log.leases_out_max = log.leases_out_max.max(log.leases_out);
+            drop(log);
+            out
         }
-        if self.hang_renew.load(Ordering::SeqCst) {
-            self.parked.notified().await;
-        }
-        self.inner.renew(params).await
-    }
-    async fn complete(&self, params: CompleteParams) -> Result<Vec<TokenOutcome>> {
-        {
-            let mut log = self.log();
-            log.completes.push((Instant::now(), params.tokens.len()));
-        }
-        if self
-            .panic_completes
-            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
-            .is_ok()
-        {
-            panic!("the probe's complete panics");
-        }
-        let delay = *self.complete_delay.lock().unwrap();
-        if !delay.is_zero() {
-            tokio::time::sleep(delay).await;
-        }
-        if self
-            .out_of_order
-            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
-            .is_ok()
-        {
-            return Ok(vec![TokenOutcome::OutOfOrder; params.tokens.len()]);
-        }
-        let tokens = params.tokens.len();
-        let out = self.inner.complete(params).await;
-        if out.is_ok() {
-            let mut log = self.log();
-            log.leases_out = log.leases_out.saturating_sub(tokens);
-        }
-        if out.is_ok() && self.answer_lost() {
-            return Err(tenure_core::Error::unavailable(
-                "probe",
-                "connection lost after commit",
-            ));
-        }
-        out
-    }
-    async fn fail(&self, params: FailParams) -> Result<Vec<FailOutcome>> {
-        {
-            let mut log = self.log();
-            log.fails.push((Instant::now(), params.failures.len()));
-        }
-        let out = self.inner.fail(params).await;
-        if out.is_ok() && self.answer_lost() {
-            return Err(tenure_core::Error::unavailable(
-                "probe",
-                "connection lost after commit",
-            ));
-        }
-        out
-    }
-    async fn release(&self, params: ReleaseParams) -> Result<Vec<TokenOutcome>> {
-        {
-            let mut log = self.log();
-            log.releases.push(params.tokens.len());
-            log.released_tokens.extend(params.tokens.iter().copied());
-        }
-        self.inner.release(params).await
-    }
-    async fn recover_expired(&self, params: RecoverParams) -> Result<Recovered> {
-        self.log().recovers += 1;
-        self.inner.recover_expired(params).await
-    }
-    async fn purge(&self, params: PurgeParams) -> Result<Purged> {
-        self.log().purges += 1;
-        self.inner.purge(params).await
-    }
-    async fn dead_requeue(&self, params: RequeueParams) -> Result<u64> {
-        self.inner.dead_requeue(params).await
-    }
-    async fn dead_discard(&self, params: DiscardParams) -> Result<u64> {
-        self.inner.dead_discard(params).await
-    }
-    async fn item_get(&self, id: ItemId) -> Result<Option<Item>> {
-        self.inner.item_get(id).await
-    }
-    async fn queue_counts(&self, queue: &QueueName) -> Result<QueueCounts> {
-        self.inner.queue_counts(queue).await
-    }
-    async fn instance_heartbeat(&self, params: HeartbeatParams) -> Result<()> {
-        self.log().heartbeats.push(Instant::now());
-        self.inner.instance_heartbeat(params).await
-    }
-    async fn instance_list(&self) -> Result<Vec<Instance>> {
-        self.inner.instance_list().await
-    }
-    async fn instance_evict_stale(&self, params: EvictParams) -> Result<Evicted> {
-        self.log().evicts += 1;
-        self.inner.instance_evict_stale(params).await
-    }
-    async fn instance_deregister(&self, params: DeregisterParams) -> Result<Evicted> {
-        self.inner.instance_deregister(params).await
-    }
-    async fn leader_acquire(&self, params: LeaderParams) -> Result<LeaderStatus> {
-        self.inner.leader_acquire(params).await
-    }
-    async fn leader_resign(&self, params: LeaderParams) -> Result<bool> {
-        self.inner.leader_resign(params).await
-    }
-    async fn leader_get(
-        &self,
-        name: &tenure_core::LeaderName,
-    ) -> Result<Option<tenure_core::LeaderInfo>> {
-        self.inner.leader_get(name).await
-    }
 
-    async fn item_list(
-        &self,
-        params: tenure_core::ItemListParams,
-    ) -> tenure_core::Result<tenure_core::ItemPage> {
-        self.inner.item_list(params).await
-    }
-    async fn lease_list(
-        &self,
-        params: tenure_core::LeaseListParams,
-    ) -> tenure_core::Result<tenure_core::LeasePage> {
-        self.inner.lease_list(params).await
-    }
-    async fn queue_list(&self) -> tenure_core::Result<Vec<tenure_core::QueueName>> {
-        self.inner.queue_list().await
-    }
-    async fn item_cancel(
-        &self,
-        params: tenure_core::CancelParams,
-    ) -> tenure_core::Result<Vec<tenure_core::CancelOutcome>> {
-        self.inner.item_cancel(params).await
-    }
-    async fn queue_pause(&self, params: tenure_core::PauseParams) -> tenure_core::Result<bool> {
-        self.inner.queue_pause(params).await
-    }
-    async fn queue_resume(&self, params: tenure_core::PauseParams) -> tenure_core::Result<bool> {
-        self.inner.queue_resume(params).await
+        async fn renew(&self, params: RenewParams) -> Result<Vec<RenewOutcome>> {
+            {
+                let mut log = self.log();
+                log.renews.push((Instant::now(), params.tokens.len()));
+                log.renewed_tokens.extend(params.tokens.iter().copied());
+            }
+            if self.hang_renew.load(Ordering::SeqCst) {
+                self.parked.notified().await;
+            }
+            self.inner.renew(params).await
+        }
+
+        async fn complete(&self, params: CompleteParams) -> Result<Vec<TokenOutcome>> {
+            {
+                let mut log = self.log();
+                log.completes.push((Instant::now(), params.tokens.len()));
+            }
+            if self
+                .panic_completes
+                .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
+                .is_ok()
+            {
+                panic!("the probe's complete panics");
+            }
+            let delay = *self.complete_delay.lock().unwrap();
+            if !delay.is_zero() {
+                tokio::time::sleep(delay).await;
+            }
+            if self
+                .out_of_order
+                .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
+                .is_ok()
+            {
+                return Ok(vec![TokenOutcome::OutOfOrder; params.tokens.len()]);
+            }
+            let tokens = params.tokens.len();
+            let out = self.inner.complete(params).await;
+            if out.is_ok() {
+                let mut log = self.log();
+                log.leases_out = log.leases_out.saturating_sub(tokens);
+            }
+            if out.is_ok() && self.answer_lost() {
+                return Err(tenure_core::Error::unavailable(
+                    "probe",
+                    "connection lost after commit",
+                ));
+            }
+            out
+        }
+
+        async fn fail(&self, params: FailParams) -> Result<Vec<FailOutcome>> {
+            {
+                let mut log = self.log();
+                log.fails.push((Instant::now(), params.failures.len()));
+            }
+            let out = self.inner.fail(params).await;
+            if out.is_ok() && self.answer_lost() {
+                return Err(tenure_core::Error::unavailable(
+                    "probe",
+                    "connection lost after commit",
+                ));
+            }
+            out
+        }
+
+        async fn release(&self, params: ReleaseParams) -> Result<Vec<TokenOutcome>> {
+            {
+                let mut log = self.log();
+                log.releases.push(params.tokens.len());
+                log.released_tokens.extend(params.tokens.iter().copied());
+            }
+            self.inner.release(params).await
+        }
+
+        async fn recover_expired(&self, params: RecoverParams) -> Result<Recovered> {
+            self.log().recovers += 1;
+            self.inner.recover_expired(params).await
+        }
+
+        async fn purge(&self, params: PurgeParams) -> Result<Purged> {
+            self.log().purges += 1;
+            self.inner.purge(params).await
+        }
+
+        async fn instance_heartbeat(&self, params: HeartbeatParams) -> Result<()> {
+            self.log().heartbeats.push(Instant::now());
+            self.inner.instance_heartbeat(params).await
+        }
+
+        async fn instance_evict_stale(&self, params: EvictParams) -> Result<Evicted> {
+            self.log().evicts += 1;
+            self.inner.instance_evict_stale(params).await
+        }
     }
 }
 

@@ -28,7 +28,6 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use redis::aio::MultiplexedConnection;
-use tenure_core::async_trait;
 
 /// True when a missing server must fail the run (CI sets `TENURE_REQUIRE_STORES=1`).
 pub fn required() -> bool {
@@ -612,158 +611,32 @@ impl<S> Ledger<S> {
     }
 }
 
-#[async_trait]
-impl<S: tenure_core::Store> tenure_core::Store for Ledger<S> {
-    fn name(&self) -> &'static str {
-        self.inner.name()
-    }
-    fn capabilities(&self) -> tenure_core::Capabilities {
-        self.inner.capabilities()
-    }
-    fn limits(&self) -> tenure_core::Limits {
-        self.inner.limits()
-    }
-    fn wake_signal(&self) -> Option<tenure_core::WakeSignal> {
-        self.inner.wake_signal()
-    }
-    async fn enqueue(
-        &self,
-        p: tenure_core::EnqueueParams,
-    ) -> tenure_core::Result<Vec<tenure_core::Enqueued>> {
-        self.inner.enqueue(p).await
-    }
-    async fn claim(
-        &self,
-        p: tenure_core::ClaimParams,
-    ) -> tenure_core::Result<Vec<tenure_core::Lease>> {
-        self.inner.claim(p).await
-    }
-    async fn renew(
-        &self,
-        p: tenure_core::RenewParams,
-    ) -> tenure_core::Result<Vec<tenure_core::RenewOutcome>> {
-        self.inner.renew(p).await
-    }
-    async fn complete(
-        &self,
-        p: tenure_core::CompleteParams,
-    ) -> tenure_core::Result<Vec<tenure_core::TokenOutcome>> {
-        let tokens = p.tokens.clone();
-        let answer = self.inner.complete(p).await;
-        let mut told = self.told.lock().unwrap();
-        match &answer {
-            Ok(outcomes) => {
-                for (t, o) in tokens.iter().zip(outcomes) {
-                    match o {
-                        tenure_core::TokenOutcome::Accepted => {
-                            told.accepted.push((*t, Instant::now()))
+tenure_core::forward_store! {
+    impl<S: tenure_core::Store> tenure_core::Store for Ledger<S> {
+        forward self => self.inner;
+
+        async fn complete(
+            &self,
+            p: tenure_core::CompleteParams,
+        ) -> tenure_core::Result<Vec<tenure_core::TokenOutcome>> {
+            let tokens = p.tokens.clone();
+            let answer = self.inner.complete(p).await;
+            let mut told = self.told.lock().unwrap();
+            match &answer {
+                Ok(outcomes) => {
+                    for (t, o) in tokens.iter().zip(outcomes) {
+                        match o {
+                            tenure_core::TokenOutcome::Accepted => {
+                                told.accepted.push((*t, Instant::now()))
+                            }
+                            tenure_core::TokenOutcome::LeaseLost
+                            | tenure_core::TokenOutcome::OutOfOrder => told.lost.push(*t),
                         }
-                        tenure_core::TokenOutcome::LeaseLost
-                        | tenure_core::TokenOutcome::OutOfOrder => told.lost.push(*t),
                     }
                 }
+                Err(_) => told.unanswered.extend(tokens),
             }
-            Err(_) => told.unanswered.extend(tokens),
+            answer
         }
-        answer
-    }
-    async fn fail(
-        &self,
-        p: tenure_core::FailParams,
-    ) -> tenure_core::Result<Vec<tenure_core::FailOutcome>> {
-        self.inner.fail(p).await
-    }
-    async fn release(
-        &self,
-        p: tenure_core::ReleaseParams,
-    ) -> tenure_core::Result<Vec<tenure_core::TokenOutcome>> {
-        self.inner.release(p).await
-    }
-    async fn recover_expired(
-        &self,
-        p: tenure_core::RecoverParams,
-    ) -> tenure_core::Result<tenure_core::Recovered> {
-        self.inner.recover_expired(p).await
-    }
-    async fn purge(&self, p: tenure_core::PurgeParams) -> tenure_core::Result<tenure_core::Purged> {
-        self.inner.purge(p).await
-    }
-    async fn dead_requeue(&self, p: tenure_core::RequeueParams) -> tenure_core::Result<u64> {
-        self.inner.dead_requeue(p).await
-    }
-    async fn dead_discard(&self, p: tenure_core::DiscardParams) -> tenure_core::Result<u64> {
-        self.inner.dead_discard(p).await
-    }
-    async fn item_get(
-        &self,
-        id: tenure_core::ItemId,
-    ) -> tenure_core::Result<Option<tenure_core::Item>> {
-        self.inner.item_get(id).await
-    }
-    async fn queue_counts(
-        &self,
-        q: &tenure_core::QueueName,
-    ) -> tenure_core::Result<tenure_core::QueueCounts> {
-        self.inner.queue_counts(q).await
-    }
-    async fn instance_heartbeat(&self, p: tenure_core::HeartbeatParams) -> tenure_core::Result<()> {
-        self.inner.instance_heartbeat(p).await
-    }
-    async fn instance_list(&self) -> tenure_core::Result<Vec<tenure_core::Instance>> {
-        self.inner.instance_list().await
-    }
-    async fn instance_evict_stale(
-        &self,
-        p: tenure_core::EvictParams,
-    ) -> tenure_core::Result<tenure_core::Evicted> {
-        self.inner.instance_evict_stale(p).await
-    }
-    async fn instance_deregister(
-        &self,
-        p: tenure_core::DeregisterParams,
-    ) -> tenure_core::Result<tenure_core::Evicted> {
-        self.inner.instance_deregister(p).await
-    }
-    async fn leader_acquire(
-        &self,
-        p: tenure_core::LeaderParams,
-    ) -> tenure_core::Result<tenure_core::LeaderStatus> {
-        self.inner.leader_acquire(p).await
-    }
-    async fn leader_resign(&self, p: tenure_core::LeaderParams) -> tenure_core::Result<bool> {
-        self.inner.leader_resign(p).await
-    }
-    async fn leader_get(
-        &self,
-        name: &tenure_core::LeaderName,
-    ) -> tenure_core::Result<Option<tenure_core::LeaderInfo>> {
-        self.inner.leader_get(name).await
-    }
-    async fn item_list(
-        &self,
-        p: tenure_core::ItemListParams,
-    ) -> tenure_core::Result<tenure_core::ItemPage> {
-        self.inner.item_list(p).await
-    }
-    async fn lease_list(
-        &self,
-        p: tenure_core::LeaseListParams,
-    ) -> tenure_core::Result<tenure_core::LeasePage> {
-        self.inner.lease_list(p).await
-    }
-    async fn queue_list(&self) -> tenure_core::Result<Vec<tenure_core::QueueName>> {
-        self.inner.queue_list().await
-    }
-    async fn item_cancel(
-        &self,
-        p: tenure_core::CancelParams,
-    ) -> tenure_core::Result<Vec<tenure_core::CancelOutcome>> {
-        self.inner.item_cancel(p).await
-    }
-    async fn queue_pause(&self, p: tenure_core::PauseParams) -> tenure_core::Result<bool> {
-        self.inner.queue_pause(p).await
-    }
-    async fn queue_resume(&self, p: tenure_core::PauseParams) -> tenure_core::Result<bool> {
-        self.inner.queue_resume(p).await
     }
 }

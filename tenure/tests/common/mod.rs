@@ -250,125 +250,28 @@ impl LedgerStore {
     }
 }
 
-use tenure::{
-    async_trait, Capabilities, ClaimParams, CompleteParams, DeregisterParams, DiscardParams,
-    EnqueueParams, Enqueued, EvictParams, Evicted, FailOutcome, FailParams, HeartbeatParams,
-    Instance, Item, ItemId, LeaderParams, LeaderStatus, Lease, Limits, PurgeParams, Purged,
-    QueueCounts, QueueName, RecoverParams, Recovered, ReleaseParams, RenewOutcome, RenewParams,
-    RequeueParams, Store, TokenOutcome, WakeSignal,
-};
+use tenure::{CompleteParams, Store, TokenOutcome};
 
-#[async_trait]
-impl Store for LedgerStore {
-    fn name(&self) -> &'static str {
-        self.inner.name()
-    }
-    fn capabilities(&self) -> Capabilities {
-        self.inner.capabilities()
-    }
-    fn limits(&self) -> Limits {
-        self.inner.limits()
-    }
-    fn wake_signal(&self) -> Option<WakeSignal> {
-        self.inner.wake_signal()
-    }
-    async fn enqueue(&self, p: EnqueueParams) -> tenure::Result<Vec<Enqueued>> {
-        self.inner.enqueue(p).await
-    }
-    async fn claim(&self, p: ClaimParams) -> tenure::Result<Vec<Lease>> {
-        self.inner.claim(p).await
-    }
-    async fn renew(&self, p: RenewParams) -> tenure::Result<Vec<RenewOutcome>> {
-        self.inner.renew(p).await
-    }
-    async fn complete(&self, p: CompleteParams) -> tenure::Result<Vec<TokenOutcome>> {
-        let tokens = p.tokens.clone();
-        let out = self.inner.complete(p).await?;
-        let mut lines = String::new();
-        for (t, o) in tokens.iter().zip(&out) {
-            if *o == TokenOutcome::Accepted {
-                lines.push_str(&format!("{} {}\n", t.id, t.attempt));
+tenure::forward_store! {
+    impl Store for LedgerStore {
+        forward self => self.inner;
+
+        async fn complete(&self, p: CompleteParams) -> tenure::Result<Vec<TokenOutcome>> {
+            let tokens = p.tokens.clone();
+            let out = self.inner.complete(p).await?;
+            let mut lines = String::new();
+            for (t, o) in tokens.iter().zip(&out) {
+                if *o == TokenOutcome::Accepted {
+                    lines.push_str(&format!("{} {}\n", t.id, t.attempt));
+                }
             }
+            use std::io::Write;
+            self.file
+                .lock()
+                .unwrap()
+                .write_all(lines.as_bytes())
+                .unwrap();
+            Ok(out)
         }
-        use std::io::Write;
-        self.file
-            .lock()
-            .unwrap()
-            .write_all(lines.as_bytes())
-            .unwrap();
-        Ok(out)
-    }
-    async fn fail(&self, p: FailParams) -> tenure::Result<Vec<FailOutcome>> {
-        self.inner.fail(p).await
-    }
-    async fn release(&self, p: ReleaseParams) -> tenure::Result<Vec<TokenOutcome>> {
-        self.inner.release(p).await
-    }
-    async fn recover_expired(&self, p: RecoverParams) -> tenure::Result<Recovered> {
-        self.inner.recover_expired(p).await
-    }
-    async fn purge(&self, p: PurgeParams) -> tenure::Result<Purged> {
-        self.inner.purge(p).await
-    }
-    async fn dead_requeue(&self, p: RequeueParams) -> tenure::Result<u64> {
-        self.inner.dead_requeue(p).await
-    }
-    async fn dead_discard(&self, p: DiscardParams) -> tenure::Result<u64> {
-        self.inner.dead_discard(p).await
-    }
-    async fn item_get(&self, id: ItemId) -> tenure::Result<Option<Item>> {
-        self.inner.item_get(id).await
-    }
-    async fn queue_counts(&self, q: &QueueName) -> tenure::Result<QueueCounts> {
-        self.inner.queue_counts(q).await
-    }
-    async fn instance_heartbeat(&self, p: HeartbeatParams) -> tenure::Result<()> {
-        self.inner.instance_heartbeat(p).await
-    }
-    async fn instance_list(&self) -> tenure::Result<Vec<Instance>> {
-        self.inner.instance_list().await
-    }
-    async fn instance_evict_stale(&self, p: EvictParams) -> tenure::Result<Evicted> {
-        self.inner.instance_evict_stale(p).await
-    }
-    async fn instance_deregister(&self, p: DeregisterParams) -> tenure::Result<Evicted> {
-        self.inner.instance_deregister(p).await
-    }
-    async fn leader_acquire(&self, p: LeaderParams) -> tenure::Result<LeaderStatus> {
-        self.inner.leader_acquire(p).await
-    }
-    async fn leader_resign(&self, p: LeaderParams) -> tenure::Result<bool> {
-        self.inner.leader_resign(p).await
-    }
-    async fn leader_get(
-        &self,
-        name: &tenure::LeaderName,
-    ) -> tenure::Result<Option<tenure::LeaderInfo>> {
-        self.inner.leader_get(name).await
-    }
-
-    async fn item_list(&self, params: tenure::ItemListParams) -> tenure::Result<tenure::ItemPage> {
-        self.inner.item_list(params).await
-    }
-    async fn lease_list(
-        &self,
-        params: tenure::LeaseListParams,
-    ) -> tenure::Result<tenure::LeasePage> {
-        self.inner.lease_list(params).await
-    }
-    async fn queue_list(&self) -> tenure::Result<Vec<tenure::QueueName>> {
-        self.inner.queue_list().await
-    }
-    async fn item_cancel(
-        &self,
-        params: tenure::CancelParams,
-    ) -> tenure::Result<Vec<tenure::CancelOutcome>> {
-        self.inner.item_cancel(params).await
-    }
-    async fn queue_pause(&self, params: tenure::PauseParams) -> tenure::Result<bool> {
-        self.inner.queue_pause(params).await
-    }
-    async fn queue_resume(&self, params: tenure::PauseParams) -> tenure::Result<bool> {
-        self.inner.queue_resume(params).await
     }
 }
