@@ -21,6 +21,7 @@ mod control;
 mod dashboard;
 mod error;
 mod items;
+mod limits;
 mod migrate;
 mod output;
 mod status;
@@ -60,6 +61,10 @@ enum Command {
     Requeue(control::RequeueArgs),
     /// Delete dead items for good, by id or by queue (and age).
     Discard(control::DiscardArgs),
+    /// Queue limits: at most N running per queue and per key, R starts per period,
+    /// fair-share weights (list, set, clear).
+    #[command(subcommand)]
+    Limits(limits::LimitsCommand),
     /// Create or upgrade the store's schema, or print it as SQL (--print).
     Migrate(migrate::MigrateArgs),
     /// Serve the web dashboard: queues, items, leases and actions in a browser
@@ -81,6 +86,7 @@ impl Command {
             Command::Pause(a) | Command::Resume(a) => a.target.json,
             Command::Requeue(a) => a.which.target.json,
             Command::Discard(a) => a.which.target.json,
+            Command::Limits(c) => c.json(),
             Command::Migrate(a) => a.target.json,
             Command::Bench(a) => a.json,
             Command::Dashboard(_) => false,
@@ -111,6 +117,7 @@ fn main() -> ExitCode {
             Command::Resume(args) => control::pause(args, false).await,
             Command::Requeue(args) => control::requeue(args).await,
             Command::Discard(args) => control::discard(args).await,
+            Command::Limits(command) => limits::run(command).await,
             Command::Migrate(args) => migrate::run(args).await,
             Command::Bench(args) => bench::run(args).await,
             Command::Dashboard(args) => dashboard::run(args).await,

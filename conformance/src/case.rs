@@ -46,6 +46,10 @@ pub enum Capability {
     CrossProcessWakeups,
     /// Stream runs ([`Capabilities::stream_runs`]).
     StreamRuns,
+    /// Queue limits, G16 and G17 ([`Capabilities::limits`]).
+    Limits,
+    /// Fair shares, G18 ([`Capabilities::fair_shares`]).
+    FairShares,
 }
 
 impl Capability {
@@ -55,6 +59,8 @@ impl Capability {
             Capability::PartitionedClaiming => "partitioned_claiming",
             Capability::CrossProcessWakeups => "cross_process_wakeups",
             Capability::StreamRuns => "stream_runs",
+            Capability::Limits => "limits",
+            Capability::FairShares => "fair_shares",
         }
     }
 
@@ -64,6 +70,8 @@ impl Capability {
             Capability::PartitionedClaiming => caps.partitioned_claiming,
             Capability::CrossProcessWakeups => caps.cross_process_wakeups,
             Capability::StreamRuns => caps.stream_runs,
+            Capability::Limits => caps.limits,
+            Capability::FairShares => caps.fair_shares,
         }
     }
 }

@@ -51,12 +51,16 @@ pub(crate) fn capability_names(caps: &Capabilities) -> Vec<&'static str> {
     let listed = |c: Capability| match c {
         Capability::PartitionedClaiming
         | Capability::CrossProcessWakeups
-        | Capability::StreamRuns => c,
+        | Capability::StreamRuns
+        | Capability::Limits
+        | Capability::FairShares => c,
     };
     [
         Capability::PartitionedClaiming,
         Capability::CrossProcessWakeups,
         Capability::StreamRuns,
+        Capability::Limits,
+        Capability::FairShares,
     ]
     .into_iter()
     .map(listed)

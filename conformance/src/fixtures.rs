@@ -49,6 +49,23 @@ pub(crate) fn stream(name: &str) -> Result<StreamKey, Failure> {
 }
 
 /// A scope key.
+pub(crate) fn limit_key(name: &str) -> Result<tenure_core::LimitKey, Failure> {
+    key(tenure_core::LimitKey::new(name), "a limit key")
+}
+
+/// Sets `queue`'s limits, which must succeed.
+pub(crate) async fn set_limits<S: Store + ?Sized>(
+    store: &S,
+    queue: &QueueName,
+    limits: tenure_core::QueueLimits,
+) -> Result<(), Failure> {
+    store
+        .limits_set(tenure_core::LimitsParams::new(queue.clone(), limits))
+        .await
+        .or_fail("limits_set")?;
+    Ok(())
+}
+
 pub(crate) fn scope(name: &str) -> Result<ScopeKey, Failure> {
     key(ScopeKey::new(name), "ScopeKey::new")
 }

@@ -46,6 +46,7 @@ pub(crate) fn cases<H: Harness>() -> Vec<Case<H>> {
         one_token_completed_by_sixteen_racers_is_accepted_once,
         a_late_complete_racing_a_reclaim_is_told_the_truth,
         a_claim_lost_in_a_failover_leaves_its_token_refused,
+        a_token_of_the_right_attempt_and_another_lease_id_is_refused_on_every_path,
     ]
 }
 
@@ -476,7 +477,7 @@ async fn a_claim_lost_in_a_failover_leaves_its_token_refused<H: Harness>(
     env: Env<'_, H>,
 ) -> CaseResult {
     let q = queue("g03")?;
-    let id = enqueue_one(env.store(), item(&q)).await?;
+    let ids = enqueue_n(env.store(), &q, 2).await?;
     let restore = match env.snapshot().await? {
         Snapshot::Taken(restore) => restore,
         Snapshot::NotOffered { reason } => {
@@ -485,23 +486,22 @@ async fn a_claim_lost_in_a_failover_leaves_its_token_refused<H: Harness>(
             })
         }
     };
-    let lost = claim_one(
-        env.store(),
-        &q,
-        &owner("w1")?,
-        "the claim the failover loses",
-    )
-    .await?;
+    let lost = claim(env.store(), &q, &owner("w1")?, 2).await?;
+    ensure_eq(lost.len(), 2, "items taken by the claim the failover loses")?;
     restore
         .restore()
         .await
         .or_fail("the harness to restore the snapshot")?;
     let peer = env.peer().await?;
-    let new = claim_one(&*peer, &q, &owner("w2")?, "the claim after the failover").await?;
-    ensure_eq(new.token.id, id, "the item claimed after the failover")?;
-    let current = get(env.store(), id).await?;
+    let new = claim(&*peer, &q, &owner("w2")?, 2).await?;
+    let new_ids: Vec<ItemId> = new.iter().map(|l| l.token.id).collect();
+    ensure_eq(new_ids, ids.clone(), "the items claimed after the failover")?;
+    let before = [
+        get(env.store(), ids[0]).await?,
+        get(env.store(), ids[1]).await?,
+    ];
     ensure_eq(
-        told_all(&env, lost.token).await?,
+        told_all(&env, lost[0].token).await?,
         (
             RenewOutcome::LeaseLost,
             FailOutcome::LeaseLost,
@@ -511,24 +511,142 @@ async fn a_claim_lost_in_a_failover_leaves_its_token_refused<H: Harness>(
         &format!(
             "renew, fail, release and complete with the lost lease's token {} (the new \
              lease is {})",
-            lost.token, new.token
+            lost[0].token, new[0].token
         ),
     )?;
-    expect_unchanged(env.store(), &current, "the lost lease's writes").await?;
-    ensure(
-        matches!(
-            renew(&*peer, new.token, LEASE).await?,
-            RenewOutcome::Renewed { .. }
-        ),
-        "the new lease's renew to be accepted",
-        new.token,
-    )?;
+    // The same tokens in batches: every one refused, as alone.
+    let stale: Vec<LeaseToken> = lost.iter().map(|l| l.token).collect();
+    told_all_batched(env.store(), &stale, "the lost leases' tokens").await?;
+    for (item, what) in before.iter().zip(["the first item", "the second item"]) {
+        expect_unchanged(
+            env.store(),
+            item,
+            &format!("the lost lease's writes ({what})"),
+        )
+        .await?;
+    }
+    for l in &new {
+        ensure(
+            matches!(
+                renew(&*peer, l.token, LEASE).await?,
+                RenewOutcome::Renewed { .. }
+            ),
+            "the new lease's renew to be accepted",
+            l.token,
+        )?;
+        ensure_eq(
+            complete(&*peer, l.token).await?,
+            TokenOutcome::Accepted,
+            "the new lease's complete",
+        )?;
+        expect_finished(env.store(), l.token.id, "after the new lease's complete").await?;
+    }
+    pass()
+}
+
+/// Renew, a permanent fail, release and complete, each one call with every token of
+/// `tokens`: every answer must be lease lost.
+async fn told_all_batched<S: Store + ?Sized>(
+    store: &S,
+    tokens: &[LeaseToken],
+    what: &str,
+) -> Result<(), crate::Failure> {
+    let n = tokens.len();
+    let renewed = store
+        .renew(tenure_core::RenewParams::new(tokens.to_vec(), LEASE))
+        .await
+        .or_fail("renew")?;
     ensure_eq(
-        complete(&*peer, new.token).await?,
-        TokenOutcome::Accepted,
-        "the new lease's complete",
+        renewed,
+        vec![RenewOutcome::LeaseLost; n],
+        &format!("one renew of {what}"),
     )?;
-    expect_finished(env.store(), id, "after the new lease's complete").await?;
+    let failed = store
+        .fail(tenure_core::FailParams::new(
+            tokens.iter().map(|t| permanent(*t, "forged")).collect(),
+        ))
+        .await
+        .or_fail("fail")?;
+    ensure_eq(
+        failed,
+        vec![FailOutcome::LeaseLost; n],
+        &format!("one permanent fail of {what}"),
+    )?;
+    let released = store
+        .release(tenure_core::ReleaseParams::new(tokens.to_vec()))
+        .await
+        .or_fail("release")?;
+    ensure_eq(
+        released,
+        vec![TokenOutcome::LeaseLost; n],
+        &format!("one release of {what}"),
+    )?;
+    let completed = store
+        .complete(CompleteParams::new(tokens.to_vec()))
+        .await
+        .or_fail("complete")?;
+    ensure_eq(
+        completed,
+        vec![TokenOutcome::LeaseLost; n],
+        &format!("one complete of {what}"),
+    )?;
+    Ok(())
+}
+
+/// No snapshot needed: a token with an item's right id and attempt but a lease id the
+/// claim never minted is refused by every finalize, alone and in a batch, and changes
+/// nothing; the real tokens then work.
+async fn a_token_of_the_right_attempt_and_another_lease_id_is_refused_on_every_path<H: Harness>(
+    env: Env<'_, H>,
+) -> CaseResult {
+    let q = queue("g03")?;
+    let ids = enqueue_n(env.store(), &q, 2).await?;
+    let leases = claim(env.store(), &q, &owner("w1")?, 2).await?;
+    ensure_eq(leases.len(), 2, "items claimed")?;
+    let forged: Vec<LeaseToken> = leases
+        .iter()
+        .map(|l| {
+            let mut lease = tenure_core::LeaseId::mint();
+            while lease == l.token.lease {
+                lease = tenure_core::LeaseId::mint();
+            }
+            LeaseToken::new(l.token.id, l.token.attempt, lease)
+        })
+        .collect();
+    let before = [
+        get(env.store(), ids[0]).await?,
+        get(env.store(), ids[1]).await?,
+    ];
+    ensure_eq(
+        told_all(&env, forged[0]).await?,
+        (
+            RenewOutcome::LeaseLost,
+            FailOutcome::LeaseLost,
+            TokenOutcome::LeaseLost,
+            TokenOutcome::LeaseLost,
+        ),
+        "renew, fail, release and complete, each alone, with a forged lease id",
+    )?;
+    told_all_batched(env.store(), &forged, "two tokens with forged lease ids").await?;
+    for (item, what) in before.iter().zip(["the first item", "the second item"]) {
+        expect_unchanged(
+            env.store(),
+            item,
+            &format!("forged tokens' writes ({what})"),
+        )
+        .await?;
+    }
+    let real: Vec<LeaseToken> = leases.iter().map(|l| l.token).collect();
+    let told = env
+        .store()
+        .complete(CompleteParams::new(real))
+        .await
+        .or_fail("complete")?;
+    ensure_eq(
+        told,
+        vec![TokenOutcome::Accepted; 2],
+        "one complete of the real tokens",
+    )?;
     pass()
 }
 

@@ -56,7 +56,8 @@
 //! # What the report says
 //!
 //! - A failure names the case, what the guarantee expected and what the store did.
-//! - Cases for optional features (G14 partitioned claiming) run only when
+//! - Cases for optional features (G14 partitioned claiming, G16 and G17 queue limits,
+//!   G18 fair shares) run only when
 //!   [`Store::capabilities`](tenure_core::Store::capabilities) declares them; otherwise
 //!   they are reported as skipped, with the missing capability. Mandatory guarantees
 //!   have no such switch, and one mandatory G14 case holds a store to its declaration:
@@ -106,6 +107,9 @@ mod g13_leader;
 mod g14_enqueue_pins;
 mod g14_partitioned_claiming;
 mod g15_bad_input;
+mod g16_concurrency_limits;
+mod g17_rate_limits;
+mod g18_fair_shares;
 mod op_control;
 mod op_inspection;
 

@@ -23,7 +23,7 @@ pub const CASE_TIME_LIMIT: Duration = Duration::from_secs(180);
 
 /// Every case of the suite, group by group: the single registry both runners use.
 pub fn cases<H: Harness>() -> Vec<Case<H>> {
-    let groups: [fn() -> Vec<Case<H>>; 15] = [
+    let groups: [fn() -> Vec<Case<H>>; 18] = [
         crate::g01_exclusive_claim::cases::<H>,
         crate::g02_expiry::cases::<H>,
         crate::g03_fenced_finalize::cases::<H>,
@@ -39,6 +39,9 @@ pub fn cases<H: Harness>() -> Vec<Case<H>> {
         crate::g13_leader::cases::<H>,
         crate::g14_partitioned_claiming::cases::<H>,
         crate::g15_bad_input::cases::<H>,
+        crate::g16_concurrency_limits::cases::<H>,
+        crate::g17_rate_limits::cases::<H>,
+        crate::g18_fair_shares::cases::<H>,
     ];
     // Cases that cut across groups (keys across queues, mixed batches, varied inputs,
     // bounds) live in files of their own and register in their guarantee's group; a

@@ -22,6 +22,9 @@ use tenure_core::{
     CancelOutcome, CancelParams, Clock, Cursor, DeadFilter, DedupKey, ItemListParams, ItemPage,
     LeaseListParams, LeasePage, ListState, OwnerId, PauseParams, MAX_PAGE,
 };
+use tenure_core::{
+    DeferParams, FairnessKey, LimitKey, LimitsParams, QueueLimits, Rate, Timestamp, MAX_CONCURRENCY,
+};
 use tenure_memory::{MemorySnapshot, MemoryStore};
 
 // ---------------------------------------------------------------------------------------
@@ -138,6 +141,10 @@ enum Flaw {
     /// Finalizes every token of a batch of more than one by the item's current
     /// attempt, whatever the token says (G3 in batches).
     BatchesIgnoreTheAttempt,
+    /// Fences a batch of more than one token on `(id, attempt)` alone, not the lease
+    /// id, while single tokens are fenced in full (G3 in batches: the held-out store
+    /// of issue 27).
+    BatchesFenceOnTheAttemptOnly,
     /// Leases every claim for 30 s, whatever was asked (G2).
     FixedClaimLease,
     /// Renews every lease for 30 s, whatever was asked (G4).
@@ -257,6 +264,76 @@ enum Flaw {
     /// Checks a dead filter's limit but not its age: an age over ten years is taken as
     /// ten years instead of refused.
     FilterSkipsTheAgeBound,
+    /// Lets a claim that overlaps another read the running counts from before the
+    /// other's, as two claimers reading one snapshot do (pg-boss's "may be slightly
+    /// exceeded"; G16 under concurrent claims).
+    ConcurrentClaimsShareOneCount,
+    /// Gives a keyed lease's slot back once half its lease has passed without a
+    /// finish, as a limiter trusting a heartbeat would (G16, a crashed holder).
+    FreesTheSlotAtHalfTheLease,
+    /// Gives a slot back on a release or fail before checking the token, so a
+    /// superseded lease's refused finish still frees one (Solid Queue #761; G16).
+    StaleFinishFreesASlot,
+    /// Fences the completes of keyed items on `(id, attempt)` alone, so a claim lost in
+    /// a failover completes its successor and frees its slot (G16).
+    FencesLimitedItemsOnTheAttemptOnly,
+    /// Answers nothing to a small claim that would pass a saturated key over for
+    /// another key's item, as a claim stopping at its first blocked candidate would
+    /// (head-of-line blocking; G16).
+    WaitsBehindASaturatedKey,
+    /// Applies the per-key default to every key, overrides ignored (G16).
+    IgnoresKeyOverrides,
+    /// Ignores the queue-wide concurrency limit (G16).
+    IgnoresQueueConcurrency,
+    /// Applies a queue's first limits only: later changes are answered and dropped (G16).
+    IgnoresLimitChanges,
+    /// Clamps out-of-range limits into range and writes them instead of refusing (G15
+    /// for limits; G16).
+    ClampsBadLimits,
+    /// Forgets a rate's starts at every multiple of its period, as a counter in fixed
+    /// windows does: up to twice the rate in a window that straddles two (G17).
+    RatesInFixedWindows,
+    /// Counts a per-key rate over the whole queue (G17).
+    KeyRateCountsTheWholeQueue,
+    /// Ignores the queue-wide rate (G17).
+    IgnoresQueueRate,
+    /// Answers a deferral and forgets it (G17).
+    IgnoresDeferrals,
+    /// Files the first item of a tenant that arrives while others wait under the
+    /// tenant with the most items, so a newcomer waits out that backlog (G18).
+    ANewTenantJoinsTheLongestLine,
+    /// Ignores the weights a queue configures, serving every tenant by the weight its
+    /// items declare (G18).
+    IgnoresConfiguredWeights,
+    /// Keeps fair shares by limit key where an item has one, so a tenant spread over
+    /// many limit keys gets a share per key (G18).
+    FairSharesByLimitKey,
+}
+
+impl Flaw {
+    /// The flaws of queue limits, whose claims and finishes go through
+    /// [`Flawed::limit_claim`] and its kin.
+    fn of_limits(self) -> bool {
+        matches!(
+            self,
+            Flaw::ConcurrentClaimsShareOneCount
+                | Flaw::FreesTheSlotAtHalfTheLease
+                | Flaw::StaleFinishFreesASlot
+                | Flaw::FencesLimitedItemsOnTheAttemptOnly
+                | Flaw::WaitsBehindASaturatedKey
+                | Flaw::IgnoresKeyOverrides
+                | Flaw::IgnoresQueueConcurrency
+                | Flaw::IgnoresLimitChanges
+                | Flaw::ClampsBadLimits
+                | Flaw::RatesInFixedWindows
+                | Flaw::KeyRateCountsTheWholeQueue
+                | Flaw::IgnoresQueueRate
+                | Flaw::IgnoresDeferrals
+                | Flaw::ANewTenantJoinsTheLongestLine
+                | Flaw::IgnoresConfiguredWeights
+                | Flaw::FairSharesByLimitKey
+        )
+    }
 }
 
 /// What the wrapper hid from the inner store, to show it again on reads.
@@ -293,6 +370,19 @@ struct Hidden {
     frozen: HashMap<ItemId, Item>,
     /// The last holder told Leader, per lease name.
     leaders: HashMap<LeaderName, LeaderInfo>,
+    /// Every keyed item's queue and limit key, and the keyed items in enqueue order.
+    limit_keys: HashMap<ItemId, (QueueName, LimitKey)>,
+    limit_order: Vec<ItemId>,
+    /// Limits as the caller set them, per queue.
+    configs: HashMap<QueueName, QueueLimits>,
+    /// Keyed leases handed out, with the instant of their claim.
+    keyed_leases: Vec<(Lease, Timestamp)>,
+    /// Per queue, the fixed window the last claim fell in.
+    windows: HashMap<QueueName, u64>,
+    /// Claims in flight, across handles.
+    claims_in_flight: usize,
+    /// Items enqueued per queue and tenant.
+    tenants: HashMap<(QueueName, Option<FairnessKey>), usize>,
 }
 
 #[derive(Clone, Debug)]
@@ -410,7 +500,9 @@ impl Flawed {
     /// With [`Flaw::BatchesIgnoreTheAttempt`], a batch's tokens rewritten to the items'
     /// current attempts.
     async fn current_attempts(&self, tokens: &mut [LeaseToken]) -> Result<()> {
-        if self.flaw == Flaw::FencesOnTheAttemptOnly {
+        if self.flaw == Flaw::FencesOnTheAttemptOnly
+            || (self.flaw == Flaw::BatchesFenceOnTheAttemptOnly && tokens.len() > 1)
+        {
             for token in tokens {
                 if let Some(item) = self.inner.item_get(token.id).await? {
                     if item.state == ItemState::Running && item.attempt == token.attempt {
@@ -651,6 +743,48 @@ impl Store for Flawed {
     }
 
     async fn enqueue(&self, mut params: EnqueueParams) -> Result<Vec<Enqueued>> {
+        if self.flaw.of_limits() {
+            for item in &mut params.items {
+                match self.flaw {
+                    Flaw::FairSharesByLimitKey => {
+                        if let Some(k) = &item.limit_key {
+                            item.fairness_key = Some(FairnessKey::new(k.as_str())?);
+                        }
+                    }
+                    Flaw::ANewTenantJoinsTheLongestLine => {
+                        let mut h = self.hidden();
+                        let seen = h
+                            .tenants
+                            .contains_key(&(item.queue.clone(), item.fairness_key.clone()));
+                        let longest = h
+                            .tenants
+                            .iter()
+                            .filter(|((q, _), _)| *q == item.queue)
+                            .max_by_key(|(_, n)| **n)
+                            .map(|((_, t), n)| (t.clone(), *n));
+                        *h.tenants
+                            .entry((item.queue.clone(), item.fairness_key.clone()))
+                            .or_default() += 1;
+                        if let (false, Some((t, n))) = (seen, longest) {
+                            if n > 1 {
+                                item.fairness_key = t;
+                            }
+                        }
+                    }
+                    _ => {}
+                }
+            }
+            let out = self.inner.enqueue(params.clone()).await?;
+            let mut h = self.hidden();
+            for (item, told) in params.items.iter().zip(&out) {
+                if let (Some(k), false) = (&item.limit_key, told.duplicate) {
+                    h.limit_keys
+                        .insert(item.id, (item.queue.clone(), k.clone()));
+                    h.limit_order.push(item.id);
+                }
+            }
+            return Ok(out);
+        }
         if self.flaw == Flaw::IgnoresEnqueuePins {
             params.pin_to = None;
         }
@@ -775,6 +909,9 @@ impl Store for Flawed {
     }
 
     async fn claim(&self, mut params: ClaimParams) -> Result<Vec<Lease>> {
+        if self.flaw.of_limits() {
+            return self.limit_claim(params).await;
+        }
         if matches!(
             self.flaw,
             Flaw::IgnoresPartitions | Flaw::ClaimsAllWithoutThePartitionCapability
@@ -889,6 +1026,10 @@ impl Store for Flawed {
     }
 
     async fn complete(&self, mut params: CompleteParams) -> Result<Vec<TokenOutcome>> {
+        if self.flaw.of_limits() {
+            self.attempt_only(&mut params.tokens).await?;
+            return self.inner.complete(params).await;
+        }
         self.current_attempts(&mut params.tokens).await?;
         self.id_order(&mut params.tokens, |t| t.id);
         if self.flaw == Flaw::IgnoresAttemptOnComplete {
@@ -929,6 +1070,18 @@ impl Store for Flawed {
     }
 
     async fn fail(&self, mut params: FailParams) -> Result<Vec<FailOutcome>> {
+        if self.flaw.of_limits() {
+            let tokens: Vec<LeaseToken> = params.failures.iter().map(|f| f.token).collect();
+            let out = self.inner.fail(params).await?;
+            let refused: Vec<LeaseToken> = tokens
+                .into_iter()
+                .zip(&out)
+                .filter(|(_, o)| **o == FailOutcome::LeaseLost)
+                .map(|(t, _)| t)
+                .collect();
+            self.stale_frees(&refused).await?;
+            return Ok(out);
+        }
         if self.flaw == Flaw::IgnoresRetryDelay {
             for f in &mut params.failures {
                 if let Retry::After(_) = f.retry {
@@ -947,6 +1100,18 @@ impl Store for Flawed {
     }
 
     async fn release(&self, mut params: ReleaseParams) -> Result<Vec<TokenOutcome>> {
+        if self.flaw.of_limits() {
+            let tokens = params.tokens.clone();
+            let out = self.inner.release(params).await?;
+            let refused: Vec<LeaseToken> = tokens
+                .into_iter()
+                .zip(&out)
+                .filter(|(_, o)| **o == TokenOutcome::LeaseLost)
+                .map(|(t, _)| t)
+                .collect();
+            self.stale_frees(&refused).await?;
+            return Ok(out);
+        }
         self.keep_tails_behind(&params.tokens).await?;
         self.current_attempts(&mut params.tokens).await?;
         self.id_order(&mut params.tokens, |t| t.id);
@@ -1410,6 +1575,244 @@ impl Store for Flawed {
         }
         self.inner.queue_resume(params).await
     }
+
+    async fn limits_set(&self, params: LimitsParams) -> Result<Option<QueueLimits>> {
+        if self.flaw.of_limits() {
+            return self.limit_set(params).await;
+        }
+        self.inner.limits_set(params).await
+    }
+
+    async fn limits_get(&self, queue: &QueueName) -> Result<Option<QueueLimits>> {
+        if self.flaw.of_limits() {
+            return self.limit_get(queue).await;
+        }
+        self.inner.limits_get(queue).await
+    }
+
+    async fn limits_clear(&self, queue: &QueueName) -> Result<bool> {
+        self.hidden().configs.remove(queue);
+        self.inner.limits_clear(queue).await
+    }
+
+    async fn limits_list(&self) -> Result<Vec<(QueueName, QueueLimits)>> {
+        self.inner.limits_list().await
+    }
+
+    async fn limits_defer(&self, params: DeferParams) -> Result<()> {
+        if self.flaw == Flaw::IgnoresDeferrals {
+            return params.validate(&self.limits());
+        }
+        self.inner.limits_defer(params).await
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// The flaws of queue limits (G16, G17).
+
+impl Flawed {
+    /// What the inner store is given for `limits`, with this flaw applied.
+    fn inner_limits(&self, limits: &QueueLimits) -> QueueLimits {
+        let mut l = limits.clone();
+        match self.flaw {
+            Flaw::IgnoresKeyOverrides => l.key_overrides.clear(),
+            Flaw::IgnoresQueueConcurrency => l.concurrency = None,
+            Flaw::IgnoresQueueRate => l.rate = None,
+            Flaw::IgnoresConfiguredWeights => l.weights.clear(),
+            Flaw::KeyRateCountsTheWholeQueue => {
+                if let Some(r) = l.key_rate.take() {
+                    l.rate = Some(r);
+                }
+            }
+            _ => {}
+        }
+        l
+    }
+
+    async fn limit_set(&self, params: LimitsParams) -> Result<Option<QueueLimits>> {
+        if self.flaw == Flaw::ClampsBadLimits && params.validate(&self.limits()).is_err() {
+            let mut l = params.limits.clone();
+            let clamp = |n: u32| n.clamp(1, MAX_CONCURRENCY);
+            l.concurrency = l.concurrency.map(clamp);
+            l.key_concurrency = l.key_concurrency.map(clamp);
+            for n in l.key_overrides.values_mut() {
+                *n = clamp(*n);
+            }
+            for r in l.rate.iter_mut().chain(l.key_rate.iter_mut()) {
+                *r = Rate::new(r.starts.max(1), r.per.max(Duration::from_secs(1)));
+            }
+            return self
+                .inner
+                .limits_set(LimitsParams::new(params.queue, l))
+                .await;
+        }
+        params.validate(&self.limits())?;
+        let before = self.hidden().configs.get(&params.queue).cloned();
+        if self.flaw == Flaw::IgnoresLimitChanges && before.is_some() {
+            return Ok(before);
+        }
+        self.hidden()
+            .configs
+            .insert(params.queue.clone(), params.limits.clone());
+        let inner = self.inner_limits(&params.limits);
+        self.inner
+            .limits_set(LimitsParams::new(params.queue, inner))
+            .await?;
+        Ok(before)
+    }
+
+    async fn limit_get(&self, queue: &QueueName) -> Result<Option<QueueLimits>> {
+        let shown = self.hidden().configs.get(queue).cloned();
+        match shown {
+            Some(l) if self.flaw != Flaw::ClampsBadLimits => Ok(Some(l)),
+            _ => self.inner.limits_get(queue).await,
+        }
+    }
+
+    /// A claim with one of the limit flaws.
+    async fn limit_claim(&self, params: ClaimParams) -> Result<Vec<Lease>> {
+        let now = self.clock.now();
+        let config = params.queues.iter().find_map(|q| {
+            self.hidden()
+                .configs
+                .get(q)
+                .cloned()
+                .map(|c| (q.clone(), c))
+        });
+        match (self.flaw, &config) {
+            (Flaw::FreesTheSlotAtHalfTheLease, Some(_)) => {
+                let old: Vec<Lease> = {
+                    let mut h = self.hidden();
+                    let (old, young): (Vec<_>, Vec<_>) =
+                        h.keyed_leases.drain(..).partition(|(l, at)| {
+                            (now.as_micros() - at.as_micros()) * 2
+                                >= l.expires_at.as_micros() - at.as_micros()
+                        });
+                    h.keyed_leases = young;
+                    old.into_iter().map(|(l, _)| l).collect()
+                };
+                for l in old {
+                    self.inner
+                        .release(ReleaseParams::new(vec![l.token]))
+                        .await?;
+                }
+            }
+            (Flaw::RatesInFixedWindows, Some((q, c))) => {
+                if let Some(per) = c.key_rate.map(|r| r.per) {
+                    let window = (now.as_micros() / per.as_micros() as i64) as u64;
+                    let last = self.hidden().windows.insert(q.clone(), window);
+                    if last.is_some_and(|w| w != window) {
+                        self.inner.limits_clear(q).await?;
+                        self.inner
+                            .limits_set(LimitsParams::new(q.clone(), self.inner_limits(c)))
+                            .await?;
+                    }
+                }
+            }
+            (Flaw::ConcurrentClaimsShareOneCount, Some((q, c))) => {
+                self.hidden().claims_in_flight += 1;
+                tokio::task::yield_now().await;
+                let overlapping = self.hidden().claims_in_flight > 1;
+                if overlapping {
+                    // The counts this claim read did not see the other claim's.
+                    let mut raised = c.clone();
+                    raised.key_concurrency = raised.key_concurrency.map(|n| n * 8);
+                    self.inner
+                        .limits_set(LimitsParams::new(q.clone(), raised))
+                        .await?;
+                }
+                let out = self.inner.claim(params).await;
+                if overlapping {
+                    self.inner
+                        .limits_set(LimitsParams::new(q.clone(), c.clone()))
+                        .await?;
+                }
+                self.hidden().claims_in_flight -= 1;
+                return out;
+            }
+            _ => {}
+        }
+        let small = params.limit <= 2;
+        let leases = self.inner.claim(params).await?;
+        {
+            let mut h = self.hidden();
+            for l in &leases {
+                if h.limit_keys.contains_key(&l.token.id) {
+                    h.keyed_leases.push((l.clone(), now));
+                }
+            }
+        }
+        if self.flaw == Flaw::WaitsBehindASaturatedKey && small && config.is_some() {
+            // Blocked: an earlier keyed item of another key still waits.
+            let (order, keys) = {
+                let h = self.hidden();
+                (h.limit_order.clone(), h.limit_keys.clone())
+            };
+            for l in &leases {
+                let mine = keys.get(&l.token.id).map(|(_, k)| k.clone());
+                let pos = order.iter().position(|id| *id == l.token.id);
+                let before: Vec<ItemId> = match pos {
+                    Some(p) => order[..p].to_vec(),
+                    None => order.clone(),
+                };
+                for id in before {
+                    let other = keys.get(&id).map(|(_, k)| k.clone());
+                    if other == mine {
+                        continue;
+                    }
+                    let waiting = self
+                        .inner
+                        .item_get(id)
+                        .await?
+                        .is_some_and(|i| i.state == ItemState::Ready && i.run_at <= now);
+                    if waiting {
+                        let tokens: Vec<LeaseToken> = leases.iter().map(|l| l.token).collect();
+                        self.inner.release(ReleaseParams::new(tokens)).await?;
+                        return Ok(Vec::new());
+                    }
+                }
+            }
+        }
+        Ok(leases)
+    }
+
+    /// With [`Flaw::FencesLimitedItemsOnTheAttemptOnly`], keyed tokens rewritten to
+    /// the items' current lease of the same attempt.
+    async fn attempt_only(&self, tokens: &mut [LeaseToken]) -> Result<()> {
+        if self.flaw != Flaw::FencesLimitedItemsOnTheAttemptOnly {
+            return Ok(());
+        }
+        for t in tokens {
+            if !self.hidden().limit_keys.contains_key(&t.id) {
+                continue;
+            }
+            if let Some(item) = self.inner.item_get(t.id).await? {
+                if item.state == ItemState::Running && item.attempt == t.attempt {
+                    *t = item.token();
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// With [`Flaw::StaleFinishFreesASlot`], a slot given for each refused keyed token:
+    /// the key's limit raised by one.
+    async fn stale_frees(&self, refused: &[LeaseToken]) -> Result<()> {
+        if self.flaw != Flaw::StaleFinishFreesASlot {
+            return Ok(());
+        }
+        for t in refused {
+            let keyed = self.hidden().limit_keys.get(&t.id).cloned();
+            let Some((q, k)) = keyed else { continue };
+            let Some(mut c) = self.inner.limits_get(&q).await? else {
+                continue;
+            };
+            let n = c.key_limit(&k).unwrap_or(MAX_CONCURRENCY - 1) + 1;
+            c.key_overrides.insert(k, n);
+            self.inner.limits_set(LimitsParams::new(q, c)).await?;
+        }
+        Ok(())
+    }
 }
 
 struct FlawedHarness(Flaw);
@@ -1586,17 +1989,24 @@ mod memory_store {
             report.did_not_apply(),
             vec![
                 "g03_fenced_finalize::a_claim_lost_in_a_failover_leaves_its_token_refused"
-                    .to_owned()
+                    .to_owned(),
+                "g16_concurrency_limits::a_claim_lost_in_a_failover_frees_no_slot_through_its_token"
+                    .to_owned(),
             ],
         );
         let cert = report.certificate();
         assert!(!cert.is_complete(), "{cert}");
-        let line = &cert.not_certified[0];
-        assert!(
-            line.starts_with("g03_fenced_finalize: ")
-                && line.contains("does not implement Harness::snapshot"),
-            "{line}"
-        );
+        assert_eq!(cert.not_certified.len(), 2, "{cert}");
+        for (line, group) in cert
+            .not_certified
+            .iter()
+            .zip(["g03_fenced_finalize: ", "g16_concurrency_limits: "])
+        {
+            assert!(
+                line.starts_with(group) && line.contains("does not implement Harness::snapshot"),
+                "{line}"
+            );
+        }
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -2320,6 +2730,201 @@ mod broken_wrappers {
     }
 }
 
+mod limits {
+    use super::*;
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn claims_sharing_one_count_fail_the_eight_peer_hammer_alone() {
+        must_fail_only(
+            Flaw::ConcurrentClaimsShareOneCount,
+            "g16_concurrency_limits",
+            "a_key_limit_hammered_by_eight_peers_is_never_exceeded",
+        )
+        .await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_slot_freed_at_half_the_lease_fails_the_crashed_holder_alone() {
+        must_fail_only(
+            Flaw::FreesTheSlotAtHalfTheLease,
+            "g16_concurrency_limits",
+            "a_crashed_holders_slot_comes_back_at_its_lease_expiry_and_not_before",
+        )
+        .await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_stale_finish_freeing_a_slot_fails_the_takeover_case_alone() {
+        must_fail_only(
+            Flaw::StaleFinishFreesASlot,
+            "g16_concurrency_limits",
+            "a_stale_finish_after_a_takeover_frees_no_slot",
+        )
+        .await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn keyed_completes_fenced_on_the_attempt_fail_the_failover_case_alone() {
+        must_fail_only(
+            Flaw::FencesLimitedItemsOnTheAttemptOnly,
+            "g16_concurrency_limits",
+            "a_claim_lost_in_a_failover_frees_no_slot_through_its_token",
+        )
+        .await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn waiting_behind_a_saturated_key_fails_the_head_of_line_case_alone() {
+        must_fail_only(
+            Flaw::WaitsBehindASaturatedKey,
+            "g16_concurrency_limits",
+            "a_saturated_key_is_passed_over_for_free_keys",
+        )
+        .await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn ignored_overrides_fail_the_override_case_alone() {
+        must_fail_only(
+            Flaw::IgnoresKeyOverrides,
+            "g16_concurrency_limits",
+            "a_key_override_wins_over_the_per_key_default",
+        )
+        .await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn an_ignored_queue_limit_fails_the_queue_wide_case_alone() {
+        must_fail_only(
+            Flaw::IgnoresQueueConcurrency,
+            "g16_concurrency_limits",
+            "a_queue_wide_limit_caps_running_items_across_keys",
+        )
+        .await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn ignored_limit_changes_fail_the_lowering_case_alone() {
+        must_fail_only(
+            Flaw::IgnoresLimitChanges,
+            "g16_concurrency_limits",
+            "lowering_a_limit_preempts_nothing_and_stops_new_claims",
+        )
+        .await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn clamped_bad_limits_fail_the_bad_input_case_alone() {
+        must_fail_only(
+            Flaw::ClampsBadLimits,
+            "g16_concurrency_limits",
+            "bad_limits_name_their_field_and_write_nothing",
+        )
+        .await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn fixed_rate_windows_fail_the_window_edges_case_alone() {
+        must_fail_only(
+            Flaw::RatesInFixedWindows,
+            "g17_rate_limits",
+            "a_key_rate_holds_in_every_window_probed_at_its_edges",
+        )
+        .await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_key_rate_counted_over_the_queue_fails_the_other_keys_case_alone() {
+        must_fail_only(
+            Flaw::KeyRateCountsTheWholeQueue,
+            "g17_rate_limits",
+            "a_key_at_its_rate_holds_up_no_other_key_and_its_items_use_no_attempt",
+        )
+        .await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn an_ignored_queue_rate_fails_the_queue_rate_case_alone() {
+        must_fail_only(
+            Flaw::IgnoresQueueRate,
+            "g17_rate_limits",
+            "a_queue_rate_caps_starts_across_keys",
+        )
+        .await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn ignored_deferrals_fail_the_deferral_case_alone() {
+        must_fail_only(
+            Flaw::IgnoresDeferrals,
+            "g17_rate_limits",
+            "a_deferred_key_starts_nothing_until_its_time_and_holds_up_no_other_key",
+        )
+        .await;
+    }
+}
+
+mod forged_lease_ids {
+    use super::*;
+
+    const FORGED: &str =
+        "a_token_of_the_right_attempt_and_another_lease_id_is_refused_on_every_path";
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn batches_fenced_on_the_attempt_fail_the_forged_token_and_failover_cases() {
+        must_fail_each(
+            Flaw::BatchesFenceOnTheAttemptOnly,
+            "g03_fenced_finalize",
+            &[
+                FORGED,
+                "a_claim_lost_in_a_failover_leaves_its_token_refused",
+            ],
+        )
+        .await;
+    }
+
+    /// Without any failover: the forged-token case needs no snapshot, so a harness
+    /// without one still catches a store that ignores the lease id.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn fencing_on_the_attempt_alone_fails_the_forged_token_case_without_a_snapshot() {
+        must_fail(Flaw::FencesOnTheAttemptOnly, "g03_fenced_finalize", FORGED).await;
+    }
+}
+
+mod fair_shares {
+    use super::*;
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_newcomer_joining_the_longest_line_fails_the_starvation_bound_alone() {
+        must_fail_only(
+            Flaw::ANewTenantJoinsTheLongestLine,
+            "g18_fair_shares",
+            "a_tenant_with_one_item_is_served_within_a_turn_beside_a_large_backlog",
+        )
+        .await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn ignored_weights_fail_the_weight_ratio_alone() {
+        must_fail_only(
+            Flaw::IgnoresConfiguredWeights,
+            "g18_fair_shares",
+            "busy_tenants_are_served_in_the_ratio_of_their_weights_over_ten_thousand_claims",
+        )
+        .await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn shares_by_limit_key_fail_the_many_keys_tenant_alone() {
+        must_fail_only(
+            Flaw::FairSharesByLimitKey,
+            "g18_fair_shares",
+            "a_tenant_spreading_over_many_limit_keys_gains_nothing",
+        )
+        .await;
+    }
+}
+
 mod keys_across_queues {
     use super::*;
 
@@ -2506,7 +3111,7 @@ mod bounds {
 mod registry {
     use super::*;
 
-    const GROUPS: [&str; 17] = [
+    const GROUPS: [&str; 20] = [
         "g01_exclusive_claim",
         "g02_expiry",
         "g03_fenced_finalize",
@@ -2522,6 +3127,9 @@ mod registry {
         "g13_leader",
         "g14_partitioned_claiming",
         "g15_bad_input",
+        "g16_concurrency_limits",
+        "g17_rate_limits",
+        "g18_fair_shares",
         "op_inspection",
         "op_control",
     ];
@@ -2542,7 +3150,10 @@ mod registry {
                 "{} is not a snake-case sentence",
                 c.full_name()
             );
-            if c.group != "g14_partitioned_claiming" && c.capability != Some(Capability::StreamRuns)
+            if c.group != "g14_partitioned_claiming"
+                && c.capability != Some(Capability::StreamRuns)
+                && c.capability != Some(Capability::Limits)
+                && c.capability != Some(Capability::FairShares)
             {
                 assert_eq!(
                     c.capability,

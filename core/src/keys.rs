@@ -11,6 +11,8 @@
 //! | [`StreamKey`] | `stream` | 1..=255 | any non-control UTF-8 |
 //! | [`ScopeKey`] | `scope` | 1..=255 | any non-control UTF-8 |
 //! | [`DedupKey`] | `dedup_key` | 1..=255 | any non-control UTF-8 |
+//! | [`LimitKey`] | `limit_key` | 1..=255 | any non-control UTF-8 |
+//! | [`FairnessKey`] | `fairness_key` | 1..=255 | any non-control UTF-8 |
 
 use std::fmt;
 
@@ -140,6 +142,17 @@ validated_string!(
 validated_string!(
     /// A producer's idempotency key: a second enqueue inside the window is a duplicate (G11).
     DedupKey, "dedup_key", MAX_KEY_BYTES, key_char
+);
+
+validated_string!(
+    /// The key a queue's concurrency and rate limits count by (G16, G17): a tenant, an
+    /// external API. Counted per queue: one key in two queues is two keys.
+    LimitKey, "limit_key", MAX_KEY_BYTES, key_char
+);
+validated_string!(
+    /// The key a queue's fair shares are kept by (G18): a tenant. Per queue, as
+    /// [`LimitKey`].
+    FairnessKey, "fairness_key", MAX_KEY_BYTES, key_char
 );
 
 impl OwnerId {

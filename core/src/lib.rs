@@ -63,14 +63,14 @@ mod time;
 pub use error::{BoxError, Error, ErrorKind, Result};
 pub use ext::StoreExt;
 pub use keys::{
-    validate_identifier, DedupKey, LeaderName, OwnerId, QueueName, ScopeKey, StreamKey,
-    MAX_KEY_BYTES, MAX_NAME_BYTES,
+    validate_identifier, DedupKey, FairnessKey, LeaderName, LimitKey, OwnerId, QueueName, ScopeKey,
+    StreamKey, MAX_KEY_BYTES, MAX_NAME_BYTES,
 };
 pub use model::{
     Enqueued, Evicted, FailOutcome, Instance, Item, ItemId, ItemState, LeaderInfo, LeaderStatus,
     Lease, LeaseId, LeaseToken, NewItem, Purged, QueueCounts, Recovered, RenewOutcome, Schedule,
     TokenOutcome, DEFAULT_DEDUP_WINDOW, DEFAULT_MAX_ATTEMPTS, DEFAULT_MAX_RENEWALS,
-    DEFAULT_MAX_STALLS, MAX_ATTEMPTS_LIMIT,
+    DEFAULT_MAX_STALLS, MAX_ATTEMPTS_LIMIT, MAX_WEIGHT,
 };
 pub use operate::{
     CancelOutcome, Cursor, ItemPage, LeaseInfo, LeasePage, ListOrder, ListState, MAX_CURSOR_BYTES,
@@ -91,6 +91,10 @@ pub use store::{
     EvictParams, FailParams, Failure, HeartbeatParams, LeaderParams, Limits, PurgeParams,
     RecoverParams, ReleaseParams, RenewParams, RequeueParams, Retry, Store, WakeHealth, WakeSignal,
     DEFAULT_STALE_AFTER, MAX_ERROR_BYTES, MAX_STREAM_RUN,
+};
+pub use store::{
+    DeferParams, LimitsParams, QueueLimits, Rate, MAX_CONCURRENCY, MAX_DEFER, MAX_LIMIT_ENTRIES,
+    MAX_RATE_PERIOD, MAX_RATE_STARTS, MIN_RATE_PERIOD,
 };
 pub use store::{DEFAULT_MAX_CLAIM_QUEUES, DEFAULT_SCHEDULE_WINDOW};
 pub use task::{task_queue, Task, TaskOptions};

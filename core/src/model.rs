@@ -7,7 +7,7 @@ use std::time::Duration;
 use uuid::Uuid;
 
 use crate::error::{Error, Result};
-use crate::keys::{DedupKey, OwnerId, QueueName, ScopeKey, StreamKey};
+use crate::keys::{DedupKey, FairnessKey, LimitKey, OwnerId, QueueName, ScopeKey, StreamKey};
 use crate::time::Timestamp;
 
 /// Default most attempts an item gets before a retryable failure makes it dead (G5).
@@ -20,6 +20,8 @@ pub const DEFAULT_MAX_RENEWALS: u32 = 6;
 pub const DEFAULT_DEDUP_WINDOW: Duration = Duration::from_secs(30 * 24 * 60 * 60);
 /// Most attempts an item may be given.
 pub const MAX_ATTEMPTS_LIMIT: u32 = 10_000;
+/// Largest fair-share weight of an item or of a fairness key (G18).
+pub const MAX_WEIGHT: u32 = 10_000;
 
 /// An item's identifier: a UUID v7, so ids sort roughly by creation time.
 #[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -241,6 +243,16 @@ pub struct NewItem {
     pub max_stalls: u32,
     /// Renewals allowed per attempt.
     pub max_renewals: u32,
+    /// The key the queue's per-key concurrency and rate limits count it under (G16,
+    /// G17). `None`: only the queue-wide limits apply.
+    pub limit_key: Option<LimitKey>,
+    /// The tenant whose fair share it is served from (G18). `None`: the queue's
+    /// unnamed tenant, one tenant like any other.
+    pub fairness_key: Option<FairnessKey>,
+    /// Its tenant's weight as the producer declares it (1..=[`MAX_WEIGHT`], default
+    /// 1); a weight the queue configures for the key
+    /// ([`QueueLimits::weight`](crate::QueueLimits::weight)) wins over it (G18).
+    pub weight: u32,
 }
 
 impl NewItem {
@@ -259,6 +271,9 @@ impl NewItem {
             max_attempts: DEFAULT_MAX_ATTEMPTS,
             max_stalls: DEFAULT_MAX_STALLS,
             max_renewals: DEFAULT_MAX_RENEWALS,
+            limit_key: None,
+            fairness_key: None,
+            weight: 1,
         }
     }
 
@@ -326,6 +341,24 @@ impl NewItem {
     /// Sets the renewals allowed per attempt.
     pub fn max_renewals(mut self, n: u32) -> Self {
         self.max_renewals = n;
+        self
+    }
+
+    /// Counts the item under `key` in its queue's per-key limits (G16, G17).
+    pub fn limit_key(mut self, key: LimitKey) -> Self {
+        self.limit_key = Some(key);
+        self
+    }
+
+    /// Serves the item from the fair share of tenant `key` (G18).
+    pub fn fairness_key(mut self, key: FairnessKey) -> Self {
+        self.fairness_key = Some(key);
+        self
+    }
+
+    /// Declares its tenant's weight (1..=[`MAX_WEIGHT`]; G18).
+    pub fn weight(mut self, weight: u32) -> Self {
+        self.weight = weight;
         self
     }
 

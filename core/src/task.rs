@@ -18,7 +18,7 @@ use serde::de::DeserializeOwned;
 use serde::Serialize;
 
 use crate::error::{Error, Result};
-use crate::keys::{DedupKey, QueueName, ScopeKey, StreamKey};
+use crate::keys::{DedupKey, FairnessKey, LimitKey, QueueName, ScopeKey, StreamKey};
 use crate::model::{NewItem, Schedule, DEFAULT_MAX_ATTEMPTS};
 use crate::retry::RetryPolicy;
 use crate::time::Timestamp;
@@ -132,6 +132,24 @@ pub trait Task: Serialize + DeserializeOwned + Send + Sync + 'static {
     fn scope(&self) -> Result<Option<ScopeKey>> {
         Ok(None)
     }
+
+    /// The limit key of the value's item (G16, G17: its queue's per-key concurrency
+    /// and rate limits count it under this key). Default none. An error refuses the
+    /// enqueue.
+    fn limit_key(&self) -> Result<Option<LimitKey>> {
+        Ok(None)
+    }
+
+    /// The tenant of the value's item (G18: fair shares). Default none. An error
+    /// refuses the enqueue.
+    fn fairness_key(&self) -> Result<Option<FairnessKey>> {
+        Ok(None)
+    }
+
+    /// The tenant's weight the value's item declares (G18; 1..=10 000). Default 1.
+    fn weight(&self) -> u32 {
+        1
+    }
 }
 
 /// The queue of task type `T`, checked; an invalid [`Task::QUEUE`] is an
@@ -169,6 +187,9 @@ pub struct TaskOptions {
     scope: Option<ScopeKey>,
     priority: Option<i16>,
     max_attempts: Option<u32>,
+    limit_key: Option<LimitKey>,
+    fairness_key: Option<FairnessKey>,
+    weight: Option<u32>,
 }
 
 impl TaskOptions {
@@ -224,6 +245,24 @@ impl TaskOptions {
         self.max_attempts = Some(n);
         self
     }
+
+    /// This limit key (G16, G17) instead of the task's [`Task::limit_key`].
+    pub fn limit_key(mut self, key: LimitKey) -> Self {
+        self.limit_key = Some(key);
+        self
+    }
+
+    /// This tenant (G18) instead of the task's [`Task::fairness_key`].
+    pub fn fairness_key(mut self, key: FairnessKey) -> Self {
+        self.fairness_key = Some(key);
+        self
+    }
+
+    /// This weight (G18) instead of the task's [`Task::weight`].
+    pub fn weight(mut self, weight: u32) -> Self {
+        self.weight = Some(weight);
+        self
+    }
 }
 
 impl NewItem {
@@ -271,6 +310,15 @@ impl NewItem {
             Some(scope) => Some(scope),
             None => value.scope()?,
         };
+        item.limit_key = match options.limit_key {
+            Some(key) => Some(key),
+            None => value.limit_key()?,
+        };
+        item.fairness_key = match options.fairness_key {
+            Some(key) => Some(key),
+            None => value.fairness_key()?,
+        };
+        item.weight = options.weight.unwrap_or_else(|| value.weight());
         Ok(item)
     }
 }

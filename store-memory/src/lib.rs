@@ -1,6 +1,7 @@
 //! In-memory Tenure store: every guarantee, no server, for tests and single-process use.
 //!
-//! [`MemoryStore`] keeps G1..G15, the optional G14 partitioned claiming included, by
+//! [`MemoryStore`] keeps G1..G18, the optional G14 partitioned claiming and G16..G18
+//! queue limits and fair shares included, by
 //! running the pure state machine of [`tenure_core::machine`] directly: every transition a store method
 //! makes is one call to the machine function of the same name, under one lock.
 //!
@@ -90,6 +91,7 @@
 //! | `state/mod.rs` | the schema: the data and its indexes |
 //! | `state/claim.rs`, `state/finalize.rs`, `state/recovery.rs`, `state/instances.rs`, `state/inspect.rs` | every operation as a synchronous function on the data, by the same groups |
 //! | `state/ready.rs`, `state/running.rs` | the claim index of ready items, and the lazy indexes of running items (by expiry, by owner) |
+//! | `store/limits.rs`, `state/limits.rs` | queue limits and fair shares (G16, G17, G18): the gate every claim passes candidates through, the candidates it parks, the fair-share tags |
 //! | `tests.rs` | tests that read the internals |
 //!
 //! There is no `tx.rs`: a memory store has no transaction of the application's to join.

@@ -138,6 +138,19 @@
 //!   [`key_hash`](tenure_core::partition::key_hash) computed in Rust at enqueue, and
 //!   `tenure_stream_pins (stream PRIMARY KEY, instance)`. See
 //!   [Partitioned claiming](#partitioned-claiming-g14).
+//! - G16, G17 (queue limits, declared; schema version 7): every count is read inside
+//!   the claim's `BEGIN IMMEDIATE` transaction. A queue's or limit key's running count
+//!   is `count(*)` of its running rows through `tenure_items_running_limit (queue,
+//!   limit_key) WHERE state = 'running'`, never a counter: a slot is a lease, and only
+//!   the row's own fenced finalize, recovery or eviction gives it back. Rates keep the
+//!   starts of their last period in `tenure_limit_starts`, deferrals live in
+//!   `tenure_limit_defers`. A saturated key's candidates are passed over as busy scopes
+//!   are (the claim walks past them, a cost in proportion to that backlog).
+//! - G18 (fair shares, declared; schema version 8): each item's start tag (`ftag`) is
+//!   fixed at enqueue from `tenure_fair` and `tenure_fair_queues`; a fair queue's claim
+//!   walks `tenure_items_ready_fair (queue, priority, ftag, run_at, seq)`, a partial
+//!   index holding only tagged rows, so other queues pay nothing. A partitioned claim
+//!   (G14) of a fair queue walks the ordinary ready index, in G8 order.
 //! - Time is stored as INTEGER microseconds from the store's [`Clock`](tenure_core::Clock);
 //!   SQLite's own time functions are never used.
 //!
@@ -266,6 +279,7 @@
 //! | `store/claim.rs`, `store/finalize.rs`, `store/recovery.rs`, `store/instances.rs`, `store/inspect.rs` | the `Store` methods' bodies by contract group: each validates its params and runs its SQL on the writer's connection |
 //! | `ops/mod.rs` | what every operation shares: the call context, the statements of the hot paths (pinned to their indexes, with the test of their plans in `ops/tests.rs`), and reading and writing item rows |
 //! | `ops/claim.rs`, `ops/finalize.rs`, `ops/recovery.rs`, `ops/instances.rs`, `ops/inspect.rs` | every operation as SQL on one connection, by the same groups |
+//! | `store/limits.rs`, `ops/limits.rs` | queue limits (G16, G17): the `limits_*` bodies, and the gate a claim passes each candidate through |
 //! | `schema.rs` | the schema: its version, [`schema_script`], the migrations, and opening a connection onto it |
 //! | `tx.rs` | the calls inside the application's transaction (`_in_tx`) |
 //! | `writer.rs` | the writer thread each open store feeds |

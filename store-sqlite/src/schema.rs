@@ -15,7 +15,7 @@ use crate::config::SqliteConfig;
 use crate::error::{self, Phase};
 
 /// The schema version this crate creates and understands (kept in `tenure_meta`).
-pub const SCHEMA_VERSION: i64 = 6;
+pub const SCHEMA_VERSION: i64 = 8;
 
 /// One migration step, run inside the migration transaction. A step is Rust, not just
 /// SQL, so it can compute what SQL cannot (v2 back-fills the FNV-1a partition hash).
@@ -24,7 +24,7 @@ type Migration = fn(&Connection) -> rusqlite::Result<()>;
 /// Migrations, in order: `MIGRATIONS[i]` takes version `i` to `i + 1`. A new file runs
 /// them all, so a fresh schema and a migrated one are the same.
 const MIGRATIONS: &[Migration] = &[
-    migrate_v1, migrate_v2, migrate_v3, migrate_v4, migrate_v5, migrate_v6,
+    migrate_v1, migrate_v2, migrate_v3, migrate_v4, migrate_v5, migrate_v6, migrate_v7, migrate_v8,
 ];
 
 fn migrate_v1(conn: &Connection) -> rusqlite::Result<()> {
@@ -232,6 +232,93 @@ ALTER TABLE tenure_items ADD COLUMN lease INTEGER NOT NULL DEFAULT 0;
 
 fn migrate_v6(conn: &Connection) -> rusqlite::Result<()> {
     conn.execute_batch(V6)
+}
+
+/// Version 7: queue limits (G16 concurrency, G17 rate).
+///
+/// - `limit_key` is the item's limit key. A slot is a lease: a key's running count is
+///   `count(*)` of its `running` rows through `tenure_items_running_limit`, read in the
+///   claim's own `BEGIN IMMEDIATE` transaction, never a counter another writer keeps.
+///   Rows running when the file is upgraded have no key and count for their queue only.
+/// - `tenure_limits` holds one row per queue with limits; `tenure_limit_keys` its
+///   per-key overrides and fairness weights.
+/// - `tenure_limit_starts` holds the starts of the last period of each rate (key `''`
+///   for the queue's own rate: no limit key is empty), pruned as claims read them;
+///   `tenure_limit_defers` the deferrals (`Store::limits_defer`).
+pub(crate) const V7: &str = "
+ALTER TABLE tenure_items ADD COLUMN limit_key TEXT;
+CREATE INDEX tenure_items_running_limit
+    ON tenure_items (queue, limit_key) WHERE state = 'running';
+
+CREATE TABLE tenure_limits (
+    queue           TEXT    NOT NULL PRIMARY KEY,
+    concurrency     INTEGER,
+    key_concurrency INTEGER,
+    rate_starts     INTEGER,
+    rate_per        INTEGER,
+    key_rate_starts INTEGER,
+    key_rate_per    INTEGER
+) WITHOUT ROWID;
+
+CREATE TABLE tenure_limit_keys (
+    queue TEXT    NOT NULL,
+    kind  TEXT    NOT NULL CHECK (kind = 'override' OR kind = 'weight'),
+    key   TEXT    NOT NULL,
+    value INTEGER NOT NULL,
+    PRIMARY KEY (queue, kind, key)
+) WITHOUT ROWID;
+
+CREATE TABLE tenure_limit_starts (
+    seq   INTEGER PRIMARY KEY,
+    queue TEXT    NOT NULL,
+    key   TEXT    NOT NULL,
+    at    INTEGER NOT NULL
+);
+CREATE INDEX tenure_limit_starts_key ON tenure_limit_starts (queue, key, at);
+
+CREATE TABLE tenure_limit_defers (
+    queue TEXT    NOT NULL,
+    key   TEXT    NOT NULL,
+    until INTEGER NOT NULL,
+    PRIMARY KEY (queue, key)
+) WITHOUT ROWID;
+";
+
+fn migrate_v7(conn: &Connection) -> rusqlite::Result<()> {
+    conn.execute_batch(V7)
+}
+
+/// Version 8: fair shares (G18).
+///
+/// - `ftag` is the item's start tag plus one in its queue's start-time fair queueing,
+///   fixed at enqueue; 0 in a queue whose items never named a tenant. When a queue's
+///   first item with a fairness key arrives, its existing unfinished items get tag 1
+///   (one update, once), so every ready head of a fair queue is in
+///   `tenure_items_ready_fair`, which holds only rows with a tag: queues without fair
+///   shares pay nothing for it.
+/// - `tenure_fair_queues` holds each fair queue's virtual time; `tenure_fair` each
+///   tenant's finish tag (tenant `''` for items without a fairness key).
+pub(crate) const V8: &str = "
+ALTER TABLE tenure_items ADD COLUMN ftag INTEGER NOT NULL DEFAULT 0;
+CREATE INDEX tenure_items_ready_fair
+    ON tenure_items (queue, priority, ftag, run_at, seq)
+    WHERE state = 'ready' AND head = 1 AND ftag > 0;
+
+CREATE TABLE tenure_fair_queues (
+    queue TEXT    NOT NULL PRIMARY KEY,
+    vtime INTEGER NOT NULL
+) WITHOUT ROWID;
+
+CREATE TABLE tenure_fair (
+    queue  TEXT    NOT NULL,
+    tenant TEXT    NOT NULL,
+    finish INTEGER NOT NULL,
+    PRIMARY KEY (queue, tenant)
+) WITHOUT ROWID;
+";
+
+fn migrate_v8(conn: &Connection) -> rusqlite::Result<()> {
+    conn.execute_batch(V8)
 }
 
 /// [`key_hash`] of a stored row's id and stream.

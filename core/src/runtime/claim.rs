@@ -9,6 +9,7 @@
 use std::future::Future;
 use std::sync::Arc;
 use std::task::{Context, Waker};
+use std::time::Duration;
 
 use tokio::task::JoinSet;
 use tokio::time::{sleep, sleep_until, timeout, Instant};
@@ -46,6 +47,37 @@ fn next_poll(s: &Settings, empty: u32, signal: Option<&WakeSignal>) -> Option<In
     let wait = s.poll.wait_for(empty, health);
     tracing::trace!(event = "poll", %health, empty, ?wait, "next poll");
     wait.map(|w| Instant::now() + w)
+}
+
+/// How long until time alone lets the store start an item its limits hold back, on
+/// stores with limits ([`Store::limits_wait`](crate::Store::limits_wait)); `None` on
+/// others, and when the answer is an error (the poll's own backoff then applies).
+async fn limits_wait(shared: &Shared) -> Option<Duration> {
+    if !shared.store.capabilities().limits {
+        return None;
+    }
+    match shared.store.limits_wait(&shared.settings.queues).await {
+        Ok(wait) => {
+            if wait.is_some() {
+                add(&shared.metrics.limit_waits, 1);
+            }
+            wait
+        }
+        Err(e) => {
+            tracing::debug!(event = "claim", error = %e, "limits_wait failed");
+            None
+        }
+    }
+}
+
+/// The sooner of a poll time and a wait from now; a wait to a start never delays a
+/// poll, and never makes one wait-less (NOTIFY-only) loop poll later than it would.
+fn earliest(poll_at: Option<Instant>, wait: Option<Duration>) -> Option<Instant> {
+    match (poll_at, wait) {
+        (at, None) => at,
+        (None, Some(w)) => Some(Instant::now() + w),
+        (Some(at), Some(w)) => Some(at.min(Instant::now() + w)),
+    }
 }
 
 async fn sleep_until_some(at: Option<Instant>) {
@@ -171,6 +203,10 @@ pub(crate) async fn claim_loop(shared: Arc<Shared>) {
                                 empty = if round_got { 0 } else { empty.saturating_add(1) };
                                 round_got = false;
                                 poll_at = next_poll(s, empty, wake.as_ref());
+                                // Items held back by a rate, a deferral or a lease
+                                // that will expire: poll again when time lets one
+                                // start, not a poll interval past it (G16, G17).
+                                poll_at = earliest(poll_at, limits_wait(&shared).await);
                             } else if round_got {
                                 // Another claim of these brought leases: as after a
                                 // short answer.

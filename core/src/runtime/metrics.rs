@@ -47,6 +47,11 @@ pub struct MetricsSnapshot {
     /// found finished at that attempt (or gone). Not in `completed` or `failed`, which
     /// count the runtime's own writes.
     pub handler_finalized: u64,
+    /// Polls that found nothing while queue limits held items back on time (G16,
+    /// G17): a rate's next start, a deferral, a running lease's expiry; the loop then
+    /// polled again at that time ([`Store::limits_wait`](crate::Store::limits_wait)).
+    /// Growing while queues have work means they wait on their limits.
+    pub limit_waits: u64,
     /// Handlers running now.
     pub in_flight: u64,
 }
@@ -68,6 +73,7 @@ pub(crate) struct Metrics {
     pub(crate) released: AtomicU64,
     pub(crate) store_errors: AtomicU64,
     pub(crate) handler_finalized: AtomicU64,
+    pub(crate) limit_waits: AtomicU64,
     pub(crate) in_flight: AtomicU64,
 }
 
@@ -94,6 +100,7 @@ impl Metrics {
             released: get(&self.released),
             store_errors: get(&self.store_errors),
             handler_finalized: get(&self.handler_finalized),
+            limit_waits: get(&self.limit_waits),
             in_flight: get(&self.in_flight),
         }
     }

@@ -18,6 +18,7 @@
 //! handed to the inner store.
 
 mod forward;
+mod limits;
 mod operate;
 mod params;
 mod wake;
@@ -35,6 +36,11 @@ pub use params::{
 };
 pub use params::{DEFAULT_MAX_CLAIM_QUEUES, DEFAULT_SCHEDULE_WINDOW};
 pub use wake::{WakeHealth, WakeSignal};
+
+pub use limits::{
+    DeferParams, LimitsParams, QueueLimits, Rate, MAX_CONCURRENCY, MAX_DEFER, MAX_LIMIT_ENTRIES,
+    MAX_RATE_PERIOD, MAX_RATE_STARTS, MIN_RATE_PERIOD,
+};
 
 pub use operate::{
     CancelParams, DeadFilter, ItemListParams, LeaseListParams, PauseParams, DEFAULT_DEAD_BATCH,
@@ -62,6 +68,14 @@ pub struct Capabilities {
     /// Stream runs: a claim with [`ClaimParams::stream_runs`] leases up to `k`
     /// consecutive items of one stream (G9). Stores without it claim heads only.
     pub stream_runs: bool,
+    /// Queue limits: concurrency (G16) and rate (G17), with the `limits_*` operations
+    /// and the items' limit keys. Optional while not every store has them: the
+    /// PostgreSQL and Redis stores do not yet.
+    pub limits: bool,
+    /// Fair shares (G18): claims serve the tenants of a queue by fairness key and
+    /// weight. Stores without it refuse items with a fairness key
+    /// ([`Error::Unsupported`](crate::Error::Unsupported)).
+    pub fair_shares: bool,
 }
 
 impl Capabilities {
@@ -80,6 +94,18 @@ impl Capabilities {
     /// Declares stream runs.
     pub fn with_stream_runs(mut self) -> Self {
         self.stream_runs = true;
+        self
+    }
+
+    /// Declares queue limits (G16, G17).
+    pub fn with_limits(mut self) -> Self {
+        self.limits = true;
+        self
+    }
+
+    /// Declares fair shares (G18).
+    pub fn with_fair_shares(mut self) -> Self {
+        self.fair_shares = true;
         self
     }
 }
@@ -141,6 +167,19 @@ pub trait Store: Send + Sync + fmt::Debug + 'static {
     ///   with `what = "instance"` and nothing written; the stream of every inserted item
     ///   that is pinned to nobody is pinned to it, and an existing pin is kept (first
     ///   write wins).
+    /// - An item's [`limit_key`](crate::NewItem::limit_key),
+    ///   [`fairness_key`](crate::NewItem::fairness_key) and
+    ///   [`weight`](crate::NewItem::weight) are kept for its claims (G16, G17, G18).
+    ///   A store that does not declare [`Capabilities::limits`] MUST answer
+    ///   [`Error::Unsupported`](crate::Error::Unsupported) for an item with a limit
+    ///   key, and one that does not declare [`Capabilities::fair_shares`] for an item
+    ///   with a fairness key, writing nothing (known gap: the PostgreSQL store does not
+    ///   check yet, and ignores the keys).
+    /// - With [`Capabilities::fair_shares`], the item's start tag is fixed here (G18;
+    ///   `g18_fair_shares`): `max(virtual time, its tenant's finish tag)`, and the
+    ///   tenant's finish tag moves on by `1 / weight`, the weight the queue configures
+    ///   for the key ([`QueueLimits::weights`]) or else the item's own. A weight
+    ///   changed later applies to items enqueued after the change.
     async fn enqueue(&self, params: EnqueueParams) -> Result<Vec<Enqueued>>;
 
     /// Leases up to `limit` claimable items of `queues` to `owner`.
@@ -181,6 +220,37 @@ pub trait Store: Send + Sync + fmt::Debug + 'static {
     ///   item of the run included), up to `k` items in all and within `limit` (G9;
     ///   `g09_stream_fifo`). Each is claimed as above. The run's leases are adjacent in
     ///   the answer, in stream order.
+    /// - **Limits (G16, G17, G18)**, on stores that declare [`Capabilities::limits`],
+    ///   for a queue with [`QueueLimits`] (see [`Store::limits_set`]), decided in the
+    ///   same atomic step as the claim, across every handle and process:
+    ///   - **G16 Concurrency limits.** The claim takes an item only while the queue has
+    ///     fewer than `concurrency` running items and the item's limit key fewer than
+    ///     its limit ([`QueueLimits::key_limit`]), counting the items this claim takes.
+    ///     The running count is the number of items `running` under a lease, never a
+    ///     counter: a slot comes back only when its lease leaves `running` (its own
+    ///     token, expiry recovery, eviction), so a crashed holder's slot comes back at
+    ///     its lease's expiry and not before, and a superseded lease's refused finish
+    ///     frees nothing (`g16_concurrency_limits`). Items of a saturated key are passed
+    ///     over, not waited for, as busy scopes are: they never hold up other keys'
+    ///     items (no head-of-line blocking).
+    ///   - **G17 Rate limits.** With `rate` (queue) or `key_rate` (per key) of R per
+    ///     period P, the claim takes an item only when fewer than R claims of the queue
+    ///     (of the key) started in `(now - P, now]`, counting this claim's, and not
+    ///     before a deferral ([`Store::limits_defer`]) ends; so no window of length P
+    ///     holds more than R starts. A start stays counted for P whatever becomes of
+    ///     its lease. Items held back are not claimed and use no attempt
+    ///     (`g17_rate_limits`).
+    ///   - **G18 Fair shares**, on stores that declare [`Capabilities::fair_shares`],
+    ///     in a queue where an item named a tenant: start-time fair queueing. Within a
+    ///     priority, the claim takes the least start tag first (see
+    ///     [`Store::enqueue`]), then `run_at`, then enqueue order, and the queue's
+    ///     virtual time becomes the greatest tag claimed. So a tenant with one ready
+    ///     item beside one with a million is served within a turn of the tenants
+    ///     (about one claim per tenant), busy tenants are served in the ratio of their
+    ///     weights, and the share is per fairness key, never per limit key
+    ///     (`g18_fair_shares`). Items without a fairness key are one unnamed tenant. A
+    ///     queue whose items never named a tenant keeps G8 order exactly. Across the
+    ///     queues of one claim, candidates compare by G8 order without their tags.
     /// - **Put-back rule (G9).** When a running item of a stream leaves `running` other
     ///   than by [`Store::complete`] (a failure, a release, expiry recovery, eviction),
     ///   every later running item of that stream goes back to `ready` untouched: owner
@@ -447,6 +517,81 @@ pub trait Store: Send + Sync + fmt::Debug + 'static {
     /// Resumes a paused queue: its items are claimable again. Answers true when it was
     /// paused (conformance group `op_control`).
     async fn queue_resume(&self, params: PauseParams) -> Result<bool>;
+
+    /// Sets a queue's limits (G16, G17, G18), replacing what it had, at run time.
+    /// Answers the limits it had before, `None` when it had none. Only on stores that
+    /// declare [`Capabilities::limits`]; the default answers
+    /// [`Error::Unsupported`](crate::Error::Unsupported) and writes nothing.
+    ///
+    /// # Contract
+    /// - Validates first: a limit of 0 or over the maximum, a rate under one start or
+    ///   a period under 1 s, a weight of 0 is [`Error::InvalidInput`](crate::Error)
+    ///   naming the field, and nothing is written (G15; `g16_concurrency_limits`,
+    ///   `bad_limits_name_their_field_and_write_nothing`).
+    /// - Claims that start after it returns obey the new limits. Lowering a limit below
+    ///   what runs preempts nothing: running leases run on, renew and finish as usual,
+    ///   and no claim takes a slot of the key until its running count is under the new
+    ///   bound (G16; `g16_concurrency_limits`,
+    ///   `lowering_a_limit_preempts_nothing_and_stops_new_claims`).
+    /// - A queue with limits is listed by [`Store::limits_list`] even with no items.
+    async fn limits_set(&self, params: LimitsParams) -> Result<Option<QueueLimits>> {
+        let _ = params;
+        Err(crate::Error::unsupported("limits_set", self.name()))
+    }
+
+    /// The limits of `queue`, `None` when it has none (G16; `g16_concurrency_limits`).
+    /// Reads nothing but the configuration and writes nothing.
+    async fn limits_get(&self, queue: &QueueName) -> Result<Option<QueueLimits>> {
+        let _ = queue;
+        Err(crate::Error::unsupported("limits_get", self.name()))
+    }
+
+    /// Removes `queue`'s limits; answers true when it had some. Its rate history (the
+    /// starts of the last period, a deferral) goes with them (G16, G17).
+    async fn limits_clear(&self, queue: &QueueName) -> Result<bool> {
+        let _ = queue;
+        Err(crate::Error::unsupported("limits_clear", self.name()))
+    }
+
+    /// Every queue with limits, by name, with its limits.
+    async fn limits_list(&self) -> Result<Vec<(QueueName, QueueLimits)>> {
+        Err(crate::Error::unsupported("limits_list", self.name()))
+    }
+
+    /// Pushes the next start of a limit key (or of the whole queue) back: no claim
+    /// starts an item of `params.key` in `params.queue` (of any key, with `None`)
+    /// before `now + params.delay` (G17). A handler told "rate limited, retry in 30 s"
+    /// by the service behind its key calls it, then fails or releases its attempt.
+    ///
+    /// # Contract
+    /// - Items held back are not claimed, so they use no attempt; other keys' items
+    ///   are not held up (G17; `g17_rate_limits`,
+    ///   `a_deferred_key_starts_nothing_until_its_time_and_holds_up_no_other_key`).
+    /// - A later deferral never shortens an earlier one.
+    /// - Works whether or not the queue has limits; [`Store::limits_clear`] ends it.
+    async fn limits_defer(&self, params: DeferParams) -> Result<()> {
+        let _ = params;
+        Err(crate::Error::unsupported("limits_defer", self.name()))
+    }
+
+    /// How long from the store's `now` until time alone may make claimable an item of
+    /// `queues` that limits hold back (G16, G17): the next start a rate allows, the end
+    /// of a deferral, or, while items wait for a slot, the next expiry of a running
+    /// lease of those queues (a crashed holder's slot comes back then). `None` when
+    /// nothing waits on time: a slot a finish gives back fires the wake signal
+    /// instead ([`Store::wake_signal`]). Writes nothing that changes an answer. The
+    /// worker asks after a claim that found nothing and polls again at that time
+    /// rather than a poll interval later. The default (stores without
+    /// [`Capabilities::limits`]) answers `None`.
+    ///
+    /// # Contract
+    /// - Never later than the instant a claim would take a held-back item by time
+    ///   alone; an earlier answer costs one empty poll, never a missed start
+    ///   (runtime test `limits::a_worker_at_a_rate_polls_again_when_the_next_start_is_allowed`).
+    async fn limits_wait(&self, queues: &[QueueName]) -> Result<Option<std::time::Duration>> {
+        let _ = queues;
+        Ok(None)
+    }
 }
 
 /// Every method of [`Store`], in contract order, for
@@ -488,6 +633,12 @@ macro_rules! __store_methods {
             [async item_cancel(params: $crate::CancelParams) -> $crate::Result<::std::vec::Vec<$crate::CancelOutcome>>]
             [async queue_pause(params: $crate::PauseParams) -> $crate::Result<bool>]
             [async queue_resume(params: $crate::PauseParams) -> $crate::Result<bool>]
+            [async limits_set(params: $crate::LimitsParams) -> $crate::Result<::core::option::Option<$crate::QueueLimits>>]
+            [async limits_get(queue: &$crate::QueueName) -> $crate::Result<::core::option::Option<$crate::QueueLimits>>]
+            [async limits_clear(queue: &$crate::QueueName) -> $crate::Result<bool>]
+            [async limits_list() -> $crate::Result<::std::vec::Vec<($crate::QueueName, $crate::QueueLimits)>>]
+            [async limits_defer(params: $crate::DeferParams) -> $crate::Result<()>]
+            [async limits_wait(queues: &[$crate::QueueName]) -> $crate::Result<::core::option::Option<::std::time::Duration>>]
         ] }
     };
 }

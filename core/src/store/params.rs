@@ -214,6 +214,7 @@ impl EnqueueParams {
                     format!("{:?} is outside 1s..={max_window:?}", item.dedup_window),
                 ));
             }
+            super::limits::check_weight(item.weight)?;
             if !ids.insert(item.id) {
                 return Err(Error::invalid(
                     "id",

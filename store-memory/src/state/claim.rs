@@ -11,8 +11,9 @@ use tenure_core::{
     StreamKey, Timestamp,
 };
 
+use super::limits::Gate;
 use super::running::Claimed;
-use super::{DedupEntry, Entry, HashMap, OrderKey, Slot, State};
+use super::{across_queues, DedupEntry, Entry, HashMap, OrderKey, Slot, State};
 
 impl State {
     /// `Store::enqueue`.
@@ -67,6 +68,7 @@ impl State {
             let seq = self.next_seq;
             self.next_seq += 1;
             let q = self.queue_id(&new.queue);
+            let tag = self.idx.queues[q].limits.fair_tag(new);
             if let Some(key) = &new.dedup_key {
                 let expires_at = now + new.dedup_window;
                 let old = self.idx.queues[q]
@@ -84,6 +86,8 @@ impl State {
                 seq,
                 queue: q,
                 slot,
+                limit_key: new.limit_key.clone(),
+                tag,
             });
             let slot = e.slot;
             self.idx.join_members(q, slot);
@@ -152,6 +156,10 @@ impl State {
                 break;
             }
             let (q, key) = (e.queue, e.order_key());
+            let lk = e.limit_key.clone();
+            if !matches!(self.idx.queues[q].limits.gate(lk.as_ref(), now), Gate::Open) {
+                break;
+            }
             if !self.take(slot, q, key, (owner, lease, lease_for), now, leases) {
                 break;
             }
@@ -173,12 +181,17 @@ impl State {
         // leases of one item (`LeaseId`).
         let lease = LeaseId::mint();
         let qs = self.prepare_claim(queues, now);
+        // Queues found at their own bound (G16, G17) during this claim.
+        let mut shut: Vec<usize> = Vec::new();
         while leases.len() < limit {
             let mut best: Option<(OrderKey, usize)> = None;
             for &q in &qs {
+                if !shut.is_empty() && shut.contains(&q) {
+                    continue;
+                }
                 if let Some((k, _)) = self.idx.queues[q].ready.first_key_value() {
                     self.idx.visits += 1;
-                    if best.is_none_or(|(b, _)| *k < b) {
+                    if best.is_none_or(|(b, _)| across_queues(k) < across_queues(&b)) {
                         best = Some((*k, q));
                     }
                 }
@@ -190,6 +203,21 @@ impl State {
             let Some((_, slot)) = self.idx.queues[q].ready.pop_first() else {
                 break;
             };
+            let lk = self.items.get(slot).and_then(|e| e.limit_key.clone());
+            match self.idx.queues[q].limits.gate(lk.as_ref(), now) {
+                Gate::Open => {}
+                Gate::QueueShut => {
+                    self.idx.queues[q].ready.insert(key, slot);
+                    shut.push(q);
+                    continue;
+                }
+                Gate::KeyShut(at) => {
+                    if let Some(lk) = &lk {
+                        self.idx.queues[q].limits.park(lk, key, slot, at);
+                    }
+                    continue;
+                }
+            }
             if self.take(slot, q, key, (owner, lease, lease_for), now, &mut leases) {
                 let head = leases
                     .last()
@@ -285,6 +313,10 @@ impl State {
             if !mine || scope_busy {
                 continue;
             }
+            let lk = e.limit_key.clone();
+            if !matches!(self.idx.queues[q].limits.gate(lk.as_ref(), now), Gate::Open) {
+                continue;
+            }
             let stream = e.item.stream.clone();
             let seq = e.seq;
             if self.idx.queues[q].ready.remove(&key).is_none() {
@@ -359,6 +391,8 @@ impl State {
                 }
             }
         }
+        // Parked candidates whose keys have room again (G16, G17).
+        self.unpark_due(&qs, now);
         qs
     }
 
@@ -395,6 +429,8 @@ impl State {
             slot,
         };
         self.idx.running_now += 1;
+        self.idx.queues[q].limits.taken(e.limit_key.as_ref(), now);
+        self.idx.queues[q].limits.served(e.tag);
         self.scratch_claims.push((q, c));
         self.items.push_lease(slot, owner, expires_at, leases)
     }

@@ -54,6 +54,9 @@ impl Indexes {
         }
         let key = e.order_key();
         self.queues[q].ready.remove(&key);
+        if let Some(k) = e.limit_key() {
+            self.queues[q].limits.unpark_one(k, &key);
+        }
         let Some(scope) = &e.item.scope else {
             return;
         };

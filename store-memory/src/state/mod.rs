@@ -38,6 +38,7 @@ mod claim;
 mod finalize;
 mod inspect;
 mod instances;
+mod limits;
 mod ready;
 mod recovery;
 mod running;
@@ -58,8 +59,9 @@ use tenure_core::{
 /// foldhash is seeded per process, so keys a caller chooses cannot be aimed at it.
 type HashMap<K, V> = std::collections::HashMap<K, V, foldhash::fast::RandomState>;
 
-/// Claim order (G8): priority, then `run_at`, then enqueue sequence.
-type OrderKey = (i16, Timestamp, u64);
+/// Claim order within a queue: priority, then the fair-share tag (G18; 0 in a queue
+/// whose items never named a tenant), then `run_at`, then enqueue sequence (G8).
+type OrderKey = (i16, u64, Timestamp, u64);
 /// An instant, then the enqueue sequence to keep keys unique.
 type TimeKey = (Timestamp, u64);
 /// A position in the slab.
@@ -75,12 +77,22 @@ struct Entry {
     queue: usize,
     /// Its own slot.
     slot: Slot,
+    /// The key its queue's per-key limits count it under (G16, G17).
+    limit_key: Option<tenure_core::LimitKey>,
+    /// Its start tag in its queue's fair shares (G18), set at enqueue.
+    tag: u64,
 }
 
 impl Entry {
     fn order_key(&self) -> OrderKey {
-        (self.item.priority, self.item.run_at, self.seq)
+        (self.item.priority, self.tag, self.item.run_at, self.seq)
     }
+}
+
+/// An order key without its fair-share tag: how claims over several queues compare
+/// their queues' first candidates (tags are per queue).
+fn across_queues(k: &OrderKey) -> (i16, Timestamp, u64) {
+    (k.0, k.2, k.3)
 }
 
 /// Items by slot, with free slots reused and a map from id to slot.
@@ -262,6 +274,8 @@ struct QueueIndex {
     dedup: HashMap<DedupKey, DedupEntry>,
     /// Paused: claims pass the queue over (`Store::queue_pause`).
     paused: bool,
+    /// Its limits, what they count and the candidates they hold back (G16, G17).
+    limits: limits::LimitState,
 }
 
 #[derive(Clone, Default)]
@@ -297,6 +311,9 @@ struct Indexes {
     done: BTreeMap<TimeKey, Slot>,
     /// Index entries a claim looked at; tests assert claims do not scan.
     visits: u64,
+    /// A slot came back under a limit that holds items back (G16); the store fires
+    /// its wake signal and clears this.
+    slot_wake: bool,
 }
 
 impl Indexes {
@@ -418,6 +435,9 @@ impl Indexes {
     fn unlink_running(&mut self, e: &Entry) {
         debug_assert_eq!(e.item.state, ItemState::Running);
         self.running_now = self.running_now.saturating_sub(1);
+        if self.queues[e.queue].limits.freed(e.limit_key()) {
+            self.slot_wake = true;
+        }
         if let Some(scope) = &e.item.scope {
             self.scope_freed(scope);
         }
@@ -521,6 +541,11 @@ impl State {
     pub(crate) fn running_records(&self) -> (usize, usize, usize) {
         let i = &self.idx;
         (i.expiry_records, i.owner_records, i.running_now)
+    }
+
+    /// True once after a slot came back under a limit that holds items back.
+    pub(crate) fn take_slot_wake(&mut self) -> bool {
+        std::mem::take(&mut self.idx.slot_wake)
     }
 
     fn queue_id(&mut self, queue: &QueueName) -> usize {

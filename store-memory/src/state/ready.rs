@@ -123,7 +123,7 @@ mod tests {
             for (seq, op) in ops.into_iter().enumerate() {
                 match op {
                     Op::Insert { priority, run_at } => {
-                        let key = (priority, Timestamp::from_micros(run_at), seq as u64);
+                        let key = (priority, 0, Timestamp::from_micros(run_at), seq as u64);
                         ready.insert(key, seq);
                         model.insert(key, seq);
                     }

@@ -10,6 +10,7 @@ mod claim;
 mod finalize;
 mod inspect;
 mod instances;
+mod limits;
 mod recovery;
 
 use std::fmt;
@@ -18,12 +19,12 @@ use std::sync::{Arc, Mutex};
 
 use tenure_core::{
     async_trait, CancelOutcome, CancelParams, Capabilities, ClaimParams, CompleteParams,
-    DeregisterParams, DiscardParams, EnqueueParams, Enqueued, EvictParams, Evicted, FailOutcome,
-    FailParams, HeartbeatParams, Instance, Item, ItemId, ItemListParams, ItemPage, LeaderInfo,
-    LeaderName, LeaderParams, LeaderStatus, Lease, LeaseListParams, LeasePage, Limits, PauseParams,
-    PurgeParams, Purged, QueueCounts, QueueName, RecoverParams, Recovered, ReleaseParams,
-    RenewOutcome, RenewParams, RequeueParams, Result, SharedClock, Store, Timestamp, TokenOutcome,
-    WakeSignal,
+    DeferParams, DeregisterParams, DiscardParams, EnqueueParams, Enqueued, EvictParams, Evicted,
+    FailOutcome, FailParams, HeartbeatParams, Instance, Item, ItemId, ItemListParams, ItemPage,
+    LeaderInfo, LeaderName, LeaderParams, LeaderStatus, Lease, LeaseListParams, LeasePage, Limits,
+    LimitsParams, PauseParams, PurgeParams, Purged, QueueCounts, QueueLimits, QueueName,
+    RecoverParams, Recovered, ReleaseParams, RenewOutcome, RenewParams, RequeueParams, Result,
+    SharedClock, Store, Timestamp, TokenOutcome, WakeSignal,
 };
 
 // The docs name it.
@@ -101,7 +102,15 @@ impl MemoryStore {
         }
         let mut state = self.inner.state.lock().map_err(|_| poisoned())?;
         let now = self.inner.clock.now();
-        Ok(f(&mut state, now))
+        let out = f(&mut state, now);
+        // A slot freed under a limit that holds items back (G16): waiting workers
+        // claim again at once rather than at their next poll.
+        let wake = state.take_slot_wake();
+        drop(state);
+        if wake {
+            self.inner.wake.notify();
+        }
+        Ok(out)
     }
 
     #[cfg(test)]
@@ -140,6 +149,8 @@ impl Store for MemoryStore {
         Capabilities::default()
             .with_partitioned_claiming()
             .with_stream_runs()
+            .with_limits()
+            .with_fair_shares()
     }
 
     fn limits(&self) -> Limits {
@@ -252,5 +263,29 @@ impl Store for MemoryStore {
 
     async fn queue_resume(&self, params: PauseParams) -> Result<bool> {
         self.queue_resume_impl(&params)
+    }
+
+    async fn limits_set(&self, params: LimitsParams) -> Result<Option<QueueLimits>> {
+        self.limits_set_impl(&params)
+    }
+
+    async fn limits_get(&self, queue: &QueueName) -> Result<Option<QueueLimits>> {
+        self.limits_get_impl(queue)
+    }
+
+    async fn limits_clear(&self, queue: &QueueName) -> Result<bool> {
+        self.limits_clear_impl(queue)
+    }
+
+    async fn limits_list(&self) -> Result<Vec<(QueueName, QueueLimits)>> {
+        self.limits_list_impl()
+    }
+
+    async fn limits_defer(&self, params: DeferParams) -> Result<()> {
+        self.limits_defer_impl(&params)
+    }
+
+    async fn limits_wait(&self, queues: &[QueueName]) -> Result<Option<std::time::Duration>> {
+        self.limits_wait_impl(queues)
     }
 }

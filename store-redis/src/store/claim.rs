@@ -19,6 +19,18 @@ impl RedisStore {
     /// `Store::enqueue`.
     pub(super) async fn enqueue_impl(&self, params: EnqueueParams) -> Result<Vec<Enqueued>> {
         params.validate(&self.inner.limits)?;
+        // Queue limits and fair shares (G16..G18) are not served here yet: an item
+        // that names a limit or fairness key is refused, not run unlimited.
+        if params
+            .items
+            .iter()
+            .any(|i| i.limit_key.is_some() || i.fairness_key.is_some())
+        {
+            return Err(Error::unsupported(
+                "enqueue with a limit or fairness key",
+                crate::error::STORE,
+            ));
+        }
         let now = self.inner.clock.now();
         params.validate_schedule(&self.inner.limits, now)?;
         let mut inv = self.call(&SCRIPTS.enqueue);

@@ -14,11 +14,12 @@ use tenure_core::{
 
 use crate::error::STORE;
 
+use super::limits::{is_fair, limit_key_of, served, Admit, FairTags, Gate};
 use super::recovery::recover_where;
 use super::{
     blob_id, claim_chunk, claim_many_sql, is_paused, read_item, read_ready, Cx, OpResult,
-    SQL_CLAIM_ONE, SQL_LEVEL_SCAN, SQL_LEVEL_SCAN_PARTITIONED, SQL_NEXT_LEVEL, SQL_PIN, SQL_RANK,
-    SQL_RUN_BEHIND, SQL_SCOPE_RUNNING, SQL_STREAM_BUSY,
+    SQL_CLAIM_ONE, SQL_LEVEL_SCAN, SQL_LEVEL_SCAN_FAIR, SQL_LEVEL_SCAN_PARTITIONED, SQL_NEXT_LEVEL,
+    SQL_PIN, SQL_RANK, SQL_RUN_BEHIND, SQL_SCOPE_RUNNING, SQL_STREAM_BUSY,
 };
 
 /// [`Store::enqueue`](tenure_core::Store::enqueue); mirrors [`machine::enqueue`].
@@ -33,9 +34,10 @@ pub(crate) fn enqueue(cx: &Cx<'_>, params: &EnqueueParams) -> OpResult<Vec<Enque
     let mut insert = conn.prepare_cached(
         "INSERT INTO tenure_items (id, queue, payload, stream, scope, dedup_key, priority,
              run_at, state, head, attempt, owner, lease_expires_at, renewals, stalls,
-             max_attempts, max_stalls, max_renewals, last_error, created_at, updated_at, phash)
+             max_attempts, max_stalls, max_renewals, last_error, created_at, updated_at, phash,
+             limit_key, ftag)
          VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, 'ready', ?9, 0, NULL, NULL, 0, 0,
-             ?10, ?11, ?12, NULL, ?13, ?13, ?14)",
+             ?10, ?11, ?12, NULL, ?13, ?13, ?14, ?15, ?16)",
     )?;
     let mut record_key = conn.prepare_cached(
         "INSERT INTO tenure_dedup (queue, key, item_id, recorded_at, expires_at)
@@ -57,6 +59,7 @@ pub(crate) fn enqueue(cx: &Cx<'_>, params: &EnqueueParams) -> OpResult<Vec<Enque
         None => None,
     };
     let mut out = Vec::with_capacity(params.items.len());
+    let mut fair = FairTags::default();
     for new in &params.items {
         if let Some(dk) = &new.dedup_key {
             let existing: Option<Vec<u8>> = find_dup
@@ -74,6 +77,7 @@ pub(crate) fn enqueue(cx: &Cx<'_>, params: &EnqueueParams) -> OpResult<Vec<Enque
             }
         }
         let item = machine::enqueue(new, now);
+        let ftag = fair.tag(cx, &new.queue, new.fairness_key.as_ref(), new.weight)?;
         let head = match &item.stream {
             None => true,
             Some(s) => !stream_busy.exists([s.as_str()])?,
@@ -93,6 +97,8 @@ pub(crate) fn enqueue(cx: &Cx<'_>, params: &EnqueueParams) -> OpResult<Vec<Enque
             item.max_renewals,
             now.as_micros(),
             key_hash(item.stream.as_ref(), item.id),
+            new.limit_key.as_ref().map(tenure_core::LimitKey::as_str),
+            ftag,
         ]);
         match inserted {
             Ok(_) => {}
@@ -128,6 +134,8 @@ pub(crate) fn enqueue(cx: &Cx<'_>, params: &EnqueueParams) -> OpResult<Vec<Enque
 struct Candidate {
     seq: i64,
     item: Item,
+    /// Its start tag plus one in a fair queue (G18), else 0.
+    ftag: i64,
 }
 
 impl Candidate {
@@ -179,6 +187,9 @@ struct QueueCursor<'q> {
     after: (i64, i64),
     level_exhausted: bool,
     done: bool,
+    /// The queue keeps fair shares: walk its level in start-tag order (G18).
+    fair: bool,
+    after_tag: i64,
 }
 
 impl<'q> QueueCursor<'q> {
@@ -191,6 +202,8 @@ impl<'q> QueueCursor<'q> {
             after: (i64::MIN, i64::MIN),
             level_exhausted: true,
             done: false,
+            fair: false,
+            after_tag: i64::MIN,
         }
     }
 
@@ -206,6 +219,7 @@ impl<'q> QueueCursor<'q> {
                     Some(p) => {
                         self.level = Some(p);
                         self.after = (i64::MIN, i64::MIN);
+                        self.after_tag = i64::MIN;
                         self.level_exhausted = false;
                     }
                     None => {
@@ -217,7 +231,20 @@ impl<'q> QueueCursor<'q> {
             let Some(level) = self.level else { break };
             let limit = i64::try_from(want.max(1)).unwrap_or(i64::MAX);
             let mut stmt;
+            let fair = self.fair && self.share.is_none();
             let mut rows = match self.share {
+                None if fair => {
+                    stmt = conn.prepare_cached(SQL_LEVEL_SCAN_FAIR)?;
+                    stmt.query(params![
+                        self.queue.as_str(),
+                        level,
+                        now.as_micros(),
+                        self.after_tag,
+                        self.after.0,
+                        self.after.1,
+                        limit
+                    ])?
+                }
                 None => {
                     stmt = conn.prepare_cached(SQL_LEVEL_SCAN)?;
                     stmt.query(params![
@@ -248,8 +275,10 @@ impl<'q> QueueCursor<'q> {
             let mut got = 0usize;
             while let Some(row) = rows.next()? {
                 let (seq, item) = read_ready(row, self.queue)?;
+                let ftag = if fair { row.get::<_, i64>(15)? } else { 0 };
                 self.after = (item.run_at.as_micros(), seq);
-                self.buf.push_back(Candidate { seq, item });
+                self.after_tag = ftag;
+                self.buf.push_back(Candidate { seq, item, ftag });
                 got += 1;
             }
             if got < want.max(1) {
@@ -292,7 +321,7 @@ fn extend_run(
             }
             busy.insert(scope.as_str().to_owned());
         }
-        picked.push(Candidate { seq, item });
+        picked.push(Candidate { seq, item, ftag: 0 });
     }
     Ok(())
 }
@@ -331,11 +360,19 @@ pub(crate) fn claim(cx: &Cx<'_>, params: &ClaimParams) -> OpResult<Vec<Lease>> {
         .iter()
         .map(|q| QueueCursor::new(q, share.as_ref()))
         .collect();
+    for c in cursors.iter_mut() {
+        c.fair = is_fair(cx, c.queue.as_str())?;
+    }
     let mut scope_running = conn.prepare_cached(SQL_SCOPE_RUNNING)?;
     // Scopes known busy: running before this claim, or taken earlier in this batch (G10).
     let mut busy: HashSet<String> = HashSet::new();
     let mut picked: Vec<Candidate> = Vec::with_capacity(limit.min(1024));
     let run = usize::try_from(params.stream_run).unwrap_or(1);
+    // The limits of each queue that has any (G16, G17), read in this transaction.
+    let mut gates: Vec<Option<Gate>> = Vec::with_capacity(queues.len());
+    for q in &queues {
+        gates.push(Gate::load(cx, q)?);
+    }
     while picked.len() < limit {
         let want = limit - picked.len();
         for c in cursors.iter_mut() {
@@ -343,9 +380,11 @@ pub(crate) fn claim(cx: &Cx<'_>, params: &ClaimParams) -> OpResult<Vec<Lease>> {
         }
         let best = cursors
             .iter_mut()
-            .filter(|c| !c.buf.is_empty())
-            .min_by_key(|c| c.buf.front().map(Candidate::order));
-        let Some(cand) = best.and_then(|c| c.buf.pop_front()) else {
+            .enumerate()
+            .filter(|(_, c)| !c.buf.is_empty())
+            .min_by_key(|(_, c)| c.buf.front().map(Candidate::order));
+        let Some((at, cand)) = best.and_then(|(at, c)| c.buf.pop_front().map(|cand| (at, cand)))
+        else {
             break;
         };
         if let Some(scope) = &cand.item.scope {
@@ -353,9 +392,38 @@ pub(crate) fn claim(cx: &Cx<'_>, params: &ClaimParams) -> OpResult<Vec<Lease>> {
                 busy.insert(scope.as_str().to_owned());
                 continue;
             }
+        }
+        // G16, G17: a queue at its bound gives nothing more; a key at its bound is
+        // passed over, as a busy scope is.
+        let gated = match gates.get_mut(at).and_then(Option::as_mut) {
+            None => None,
+            Some(gate) => {
+                let key = limit_key_of(cx, cand.seq)?;
+                match gate.admit(cx, key.as_deref())? {
+                    Admit::Open => {
+                        gate.taken(cx, key.as_deref())?;
+                        Some(())
+                    }
+                    Admit::KeyShut => continue,
+                    Admit::QueueShut => {
+                        if let Some(c) = cursors.get_mut(at) {
+                            c.buf.clear();
+                            c.done = true;
+                        }
+                        continue;
+                    }
+                }
+            }
+        };
+        if let Some(scope) = &cand.item.scope {
             busy.insert(scope.as_str().to_owned());
         }
-        let head = cand.item.stream.clone().filter(|_| run > 1);
+        // A limited queue's stream heads are claimed alone, each through the gate.
+        let head = cand
+            .item
+            .stream
+            .clone()
+            .filter(|_| run > 1 && gated.is_none());
         let head_seq = cand.seq;
         picked.push(cand);
         if let Some(stream) = head {
@@ -381,7 +449,21 @@ pub(crate) fn claim(cx: &Cx<'_>, params: &ClaimParams) -> OpResult<Vec<Lease>> {
     // One lease id for the leases of this claim: it only has to differ between the
     // leases of one item (`LeaseId`).
     let lease = LeaseId::mint();
-    for Candidate { seq, mut item } in picked {
+    // G18: each fair queue's virtual time follows the greatest tag this claim takes.
+    let mut served_tags: Vec<(String, i64)> = Vec::new();
+    for c in picked.iter().filter(|c| c.ftag > 0) {
+        match served_tags
+            .iter_mut()
+            .find(|(q, _)| q == c.item.queue.as_str())
+        {
+            Some((_, t)) => *t = (*t).max(c.ftag),
+            None => served_tags.push((c.item.queue.as_str().to_owned(), c.ftag)),
+        }
+    }
+    for (q, t) in &served_tags {
+        served(cx, q, *t)?;
+    }
+    for Candidate { seq, mut item, .. } in picked {
         if machine::claim(&mut item, &params.owner, lease, now, params.lease_for) {
             // G14: a claimed stream stays with the owner (a no-op when it already is).
             if let (Some(pin), Some(stream)) = (pin.as_mut(), &item.stream) {

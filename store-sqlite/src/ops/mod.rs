@@ -26,6 +26,7 @@ mod claim;
 mod finalize;
 mod inspect;
 mod instances;
+mod limits;
 mod recovery;
 #[cfg(test)]
 mod tests;
@@ -39,6 +40,9 @@ pub(crate) use inspect::{
 pub(crate) use instances::{
     instance_deregister, instance_evict_stale, instance_heartbeat, instance_list, leader_acquire,
     leader_get, leader_resign,
+};
+pub(crate) use limits::{
+    limits_clear, limits_defer, limits_get, limits_list, limits_set, limits_wait,
 };
 pub(crate) use recovery::{purge, recover_expired};
 
@@ -101,6 +105,18 @@ const ITEM_COLS_LEAN: &str = "seq, id, queue, x'' AS payload, stream, scope, ded
 // The statements on the claim path, each pinned to its partial index with INDEXED BY
 // (an `ANALYZE` taken at an unlucky moment cannot move them to a scan; the test at the
 // bottom checks every plan).
+
+/// Due heads of one priority level of a fair queue after a key, in start-tag order
+/// (G18), then G8's. `run_at <= now` filters rather than stops the walk, since tags
+/// come first: the scheduled items of a fair queue's level are stepped over.
+pub(crate) const SQL_LEVEL_SCAN_FAIR: &str = concat!(
+    "SELECT ",
+    ready_cols!(),
+    ", ftag FROM tenure_items INDEXED BY tenure_items_ready_fair
+     WHERE queue = ?1 AND state = 'ready' AND head = 1 AND ftag > 0 AND priority = ?2
+       AND run_at <= ?3 AND (ftag, run_at, seq) > (?4, ?5, ?6)
+     ORDER BY ftag, run_at, seq LIMIT ?7"
+);
 
 /// The next priority level with a claimable head in a queue (G8).
 const SQL_NEXT_LEVEL: &str = "SELECT priority FROM tenure_items INDEXED BY tenure_items_ready

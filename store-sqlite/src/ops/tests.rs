@@ -17,6 +17,7 @@ fn claim_path_statements_read_their_partial_indexes_without_sorting() {
         (SQL_NEXT_LEVEL, "tenure_items_ready"),
         (SQL_LEVEL_SCAN, "tenure_items_ready"),
         (SQL_LEVEL_SCAN_PARTITIONED, "tenure_items_ready"),
+        (SQL_LEVEL_SCAN_FAIR, "tenure_items_ready_fair"),
         (SQL_UNPIN_INSTANCE, "tenure_stream_pins_instance"),
         (SQL_SCOPE_RUNNING, "tenure_items_running_scope"),
         (SQL_EXPIRED, "tenure_items_expiry"),
@@ -28,7 +29,11 @@ fn claim_path_statements_read_their_partial_indexes_without_sorting() {
         assert!(!p.contains("TEMP B-TREE"), "{sql} sorts: {p}");
     }
     // The level scans seek on (queue, priority) and range over run_at.
-    for sql in [SQL_LEVEL_SCAN, SQL_LEVEL_SCAN_PARTITIONED] {
+    for sql in [
+        SQL_LEVEL_SCAN,
+        SQL_LEVEL_SCAN_PARTITIONED,
+        SQL_LEVEL_SCAN_FAIR,
+    ] {
         let p = plan(&conn, sql);
         assert!(p.contains("queue=? AND priority=?"), "{p}");
     }

@@ -20,25 +20,46 @@ impl SqliteStore {
 
     pub(super) async fn complete_impl(&self, params: CompleteParams) -> Result<Vec<TokenOutcome>> {
         params.validate(self.limits_ref())?;
-        self.inner
+        let out = self
+            .inner
             .writer
             .call_inline(move |cx| ops::complete(cx, &params))
-            .await
+            .await;
+        self.slot_freed();
+        out
     }
 
     pub(super) async fn fail_impl(&self, params: FailParams) -> Result<Vec<FailOutcome>> {
         params.validate(self.limits_ref())?;
-        self.inner
+        let out = self
+            .inner
             .writer
             .call_inline(move |cx| ops::fail(cx, &params))
-            .await
+            .await;
+        self.slot_freed();
+        out
     }
 
     pub(super) async fn release_impl(&self, params: ReleaseParams) -> Result<Vec<TokenOutcome>> {
         params.validate(self.limits_ref())?;
-        self.inner
+        let out = self
+            .inner
             .writer
             .call_inline(move |cx| ops::release(cx, &params))
-            .await
+            .await;
+        self.slot_freed();
+        out
+    }
+
+    /// After a finish: with limits in use through this handle, fires the wake signal,
+    /// so a worker waiting for the slot claims at once (G16).
+    fn slot_freed(&self) {
+        if self
+            .inner
+            .limited
+            .load(std::sync::atomic::Ordering::Relaxed)
+        {
+            self.inner.wake.notify();
+        }
     }
 }

@@ -11,6 +11,7 @@ mod claim;
 mod finalize;
 mod inspect;
 mod instances;
+mod limits;
 mod recovery;
 
 use std::fmt;
@@ -37,6 +38,9 @@ struct Inner {
     config: SqliteConfig,
     writer: Writer,
     wake: WakeSignal,
+    /// Limits were set, read or listed through this handle (G16): a finish may free a
+    /// slot a worker waits for, so finishes fire the wake signal.
+    limited: std::sync::atomic::AtomicBool,
 }
 
 /// A Tenure store in an SQLite file.
@@ -84,6 +88,7 @@ impl SqliteStore {
                 config,
                 writer,
                 wake: WakeSignal::new(),
+                limited: std::sync::atomic::AtomicBool::new(false),
             }),
         })
     }
@@ -152,6 +157,8 @@ impl Store for SqliteStore {
         Capabilities::default()
             .with_partitioned_claiming()
             .with_stream_runs()
+            .with_limits()
+            .with_fair_shares()
     }
 
     fn limits(&self) -> Limits {
@@ -273,5 +280,32 @@ impl Store for SqliteStore {
 
     async fn queue_resume(&self, params: tenure_core::PauseParams) -> Result<bool> {
         self.queue_resume_impl(params).await
+    }
+
+    async fn limits_set(
+        &self,
+        params: tenure_core::LimitsParams,
+    ) -> Result<Option<tenure_core::QueueLimits>> {
+        self.limits_set_impl(params).await
+    }
+
+    async fn limits_get(&self, queue: &QueueName) -> Result<Option<tenure_core::QueueLimits>> {
+        self.limits_get_impl(queue).await
+    }
+
+    async fn limits_clear(&self, queue: &QueueName) -> Result<bool> {
+        self.limits_clear_impl(queue).await
+    }
+
+    async fn limits_list(&self) -> Result<Vec<(QueueName, tenure_core::QueueLimits)>> {
+        self.limits_list_impl().await
+    }
+
+    async fn limits_defer(&self, params: tenure_core::DeferParams) -> Result<()> {
+        self.limits_defer_impl(params).await
+    }
+
+    async fn limits_wait(&self, queues: &[QueueName]) -> Result<Option<std::time::Duration>> {
+        self.limits_wait_impl(queues).await
     }
 }

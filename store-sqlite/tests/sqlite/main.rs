@@ -53,6 +53,7 @@ fn files_in(dir: &Path) -> Vec<String> {
 mod faults;
 mod g09_stream_head;
 mod g10_scope_index;
+mod limits;
 mod open;
 mod partitioned;
 mod peers;

@@ -330,12 +330,22 @@ async fn a_version_1_file_is_migrated_with_the_hash_of_every_existing_item() {
                  DROP TABLE tenure_queues;
                  ALTER TABLE tenure_items DROP COLUMN phash;
                  DROP TABLE tenure_stream_pins;
+                 DROP INDEX tenure_items_ready_fair;
+                 ALTER TABLE tenure_items DROP COLUMN ftag;
+                 DROP TABLE tenure_fair_queues;
+                 DROP TABLE tenure_fair;
+                 DROP INDEX tenure_items_running_limit;
+                 ALTER TABLE tenure_items DROP COLUMN limit_key;
+                 DROP TABLE tenure_limits;
+                 DROP TABLE tenure_limit_keys;
+                 DROP TABLE tenure_limit_starts;
+                 DROP TABLE tenure_limit_defers;
                  ALTER TABLE tenure_items DROP COLUMN lease;
                  UPDATE tenure_meta SET value = 1 WHERE key = 'schema_version';",
         )
         .unwrap();
     }
-    assert_eq!(SCHEMA_VERSION, 6);
+    assert_eq!(SCHEMA_VERSION, 8);
     let store = open(&path, &c).await;
     let rows = hashes(&path);
     assert_eq!(rows.len(), 20, "the finished item was kept too");
@@ -423,6 +433,16 @@ async fn a_version_2_file_gets_the_state_check_without_an_in_list_and_keeps_its_
         .unwrap();
         conn.execute_batch(&format!(
             "PRAGMA schema_version = {}; PRAGMA writable_schema = OFF;
+                 DROP INDEX tenure_items_ready_fair;
+                 ALTER TABLE tenure_items DROP COLUMN ftag;
+                 DROP TABLE tenure_fair_queues;
+                 DROP TABLE tenure_fair;
+                 DROP INDEX tenure_items_running_limit;
+                 ALTER TABLE tenure_items DROP COLUMN limit_key;
+                 DROP TABLE tenure_limits;
+                 DROP TABLE tenure_limit_keys;
+                 DROP TABLE tenure_limit_starts;
+                 DROP TABLE tenure_limit_defers;
                  ALTER TABLE tenure_items DROP COLUMN lease;
                  UPDATE tenure_meta SET value = 2 WHERE key = 'schema_version';",
             v + 1
@@ -484,6 +504,16 @@ async fn a_version_3_file_gains_listing_and_pause_and_keeps_its_items() {
         conn.execute_batch(
             "DROP INDEX tenure_items_list;
                  DROP TABLE tenure_queues;
+                 DROP INDEX tenure_items_ready_fair;
+                 ALTER TABLE tenure_items DROP COLUMN ftag;
+                 DROP TABLE tenure_fair_queues;
+                 DROP TABLE tenure_fair;
+                 DROP INDEX tenure_items_running_limit;
+                 ALTER TABLE tenure_items DROP COLUMN limit_key;
+                 DROP TABLE tenure_limits;
+                 DROP TABLE tenure_limit_keys;
+                 DROP TABLE tenure_limit_starts;
+                 DROP TABLE tenure_limit_defers;
                  ALTER TABLE tenure_items DROP COLUMN lease;
                  UPDATE tenure_meta SET value = 3 WHERE key = 'schema_version';",
         )
@@ -563,6 +593,16 @@ async fn a_version_4_file_lists_its_running_items_from_the_expiry_index() {
         conn.execute_batch(
             "DROP INDEX tenure_items_list;
                  CREATE INDEX tenure_items_list ON tenure_items (queue, state, seq);
+                 DROP INDEX tenure_items_ready_fair;
+                 ALTER TABLE tenure_items DROP COLUMN ftag;
+                 DROP TABLE tenure_fair_queues;
+                 DROP TABLE tenure_fair;
+                 DROP INDEX tenure_items_running_limit;
+                 ALTER TABLE tenure_items DROP COLUMN limit_key;
+                 DROP TABLE tenure_limits;
+                 DROP TABLE tenure_limit_keys;
+                 DROP TABLE tenure_limit_starts;
+                 DROP TABLE tenure_limit_defers;
                  ALTER TABLE tenure_items DROP COLUMN lease;
                  UPDATE tenure_meta SET value = 4 WHERE key = 'schema_version';",
         )
@@ -642,7 +682,17 @@ async fn a_version_5_file_keeps_its_leases_and_fences_new_claims_on_their_lease_
     {
         let conn = rusqlite::Connection::open(&path).unwrap();
         conn.execute_batch(
-            "ALTER TABLE tenure_items DROP COLUMN lease;
+            "DROP INDEX tenure_items_ready_fair;
+                 ALTER TABLE tenure_items DROP COLUMN ftag;
+                 DROP TABLE tenure_fair_queues;
+                 DROP TABLE tenure_fair;
+                 DROP INDEX tenure_items_running_limit;
+                 ALTER TABLE tenure_items DROP COLUMN limit_key;
+                 DROP TABLE tenure_limits;
+                 DROP TABLE tenure_limit_keys;
+                 DROP TABLE tenure_limit_starts;
+                 DROP TABLE tenure_limit_defers;
+                 ALTER TABLE tenure_items DROP COLUMN lease;
                  UPDATE tenure_meta SET value = 5 WHERE key = 'schema_version';",
         )
         .unwrap();
@@ -661,4 +711,125 @@ async fn a_version_5_file_keeps_its_leases_and_fences_new_claims_on_their_lease_
     );
     store.complete_one(legacy).await.unwrap();
     store.complete_one(fresh.token).await.unwrap();
+}
+
+/// A version-6 file (no limit keys) gains queue limits (G16): a lease granted before
+/// the upgrade has no limit key and counts for its queue only, so a queue-wide limit
+/// of 1 holds while it runs and comes back when it finishes; keyed items enqueued
+/// after the upgrade are counted by key.
+#[tokio::test]
+async fn a_version_6_file_counts_its_running_items_under_new_limits() {
+    let dir = TempDir::new().unwrap();
+    let path = db(&dir);
+    let c = clock();
+    let old = {
+        let store = open(&path, &c).await;
+        store
+            .enqueue(EnqueueParams::new(vec![
+                NewItem::new(q(), b"a".to_vec()),
+                NewItem::new(q(), b"b".to_vec()),
+            ]))
+            .await
+            .unwrap();
+        let lease = store.claim_one(q(), me(1), LEASE).await.unwrap().unwrap();
+        store.close().await.unwrap();
+        lease
+    };
+    {
+        let conn = rusqlite::Connection::open(&path).unwrap();
+        conn.execute_batch(&format!(
+            "{}UPDATE tenure_meta SET value = 6 WHERE key = 'schema_version';",
+            "DROP INDEX tenure_items_ready_fair;
+             ALTER TABLE tenure_items DROP COLUMN ftag;
+             DROP TABLE tenure_fair_queues;
+             DROP TABLE tenure_fair;
+             DROP INDEX tenure_items_running_limit;
+             ALTER TABLE tenure_items DROP COLUMN limit_key;
+             DROP TABLE tenure_limits;
+             DROP TABLE tenure_limit_keys;
+             DROP TABLE tenure_limit_starts;
+             DROP TABLE tenure_limit_defers;
+             "
+        ))
+        .unwrap();
+    }
+    let store = open(&path, &c).await;
+    store
+        .limits_set(tenure_core::LimitsParams::new(
+            q(),
+            tenure_core::QueueLimits::new().concurrency(1),
+        ))
+        .await
+        .unwrap();
+    assert!(store.claim_one(q(), me(2), LEASE).await.unwrap().is_none());
+    store.complete_one(old.token).await.unwrap();
+    let next = store.claim_one(q(), me(2), LEASE).await.unwrap().unwrap();
+    store.complete_one(next.token).await.unwrap();
+    let k = tenure_core::LimitKey::new("k").unwrap();
+    store
+        .limits_set(tenure_core::LimitsParams::new(
+            q(),
+            tenure_core::QueueLimits::new().per_key(1),
+        ))
+        .await
+        .unwrap();
+    store
+        .enqueue(EnqueueParams::new(vec![
+            NewItem::new(q(), b"c".to_vec()).limit_key(k.clone()),
+            NewItem::new(q(), b"d".to_vec()).limit_key(k),
+        ]))
+        .await
+        .unwrap();
+    let leases = store
+        .claim(ClaimParams::new(q(), me(3), 10, LEASE))
+        .await
+        .unwrap();
+    assert_eq!(leases.len(), 1, "one item of the key at a time");
+}
+
+/// A version-7 file (no fair shares) gains them (G18): its waiting items are tagged
+/// when the first item with a fairness key arrives, so none is skipped by the fair
+/// walk, and the earlier items, enqueued first, are claimed first.
+#[tokio::test]
+async fn a_version_7_file_keeps_its_waiting_items_when_a_queue_turns_fair() {
+    let dir = TempDir::new().unwrap();
+    let path = db(&dir);
+    let c = clock();
+    let old = {
+        let store = open(&path, &c).await;
+        let ids = store
+            .enqueue(EnqueueParams::new(vec![
+                NewItem::new(q(), b"a".to_vec()),
+                NewItem::new(q(), b"b".to_vec()),
+            ]))
+            .await
+            .unwrap();
+        store.close().await.unwrap();
+        ids
+    };
+    {
+        let conn = rusqlite::Connection::open(&path).unwrap();
+        conn.execute_batch(
+            "DROP INDEX tenure_items_ready_fair;
+             ALTER TABLE tenure_items DROP COLUMN ftag;
+             DROP TABLE tenure_fair_queues;
+             DROP TABLE tenure_fair;
+             UPDATE tenure_meta SET value = 7 WHERE key = 'schema_version';",
+        )
+        .unwrap();
+    }
+    let store = open(&path, &c).await;
+    let tenant = tenure_core::FairnessKey::new("t").unwrap();
+    let new = store
+        .enqueue_one(NewItem::new(q(), b"c".to_vec()).fairness_key(tenant))
+        .await
+        .unwrap();
+    let leases = store
+        .claim(ClaimParams::new(q(), me(1), 10, LEASE))
+        .await
+        .unwrap();
+    let got: Vec<_> = leases.iter().map(|l| l.token.id).collect();
+    assert_eq!(got.len(), 3, "every waiting item is claimable");
+    assert_eq!(&got[..2], &[old[0].id, old[1].id][..]);
+    assert_eq!(got[2], new.id);
 }
