@@ -81,6 +81,22 @@
 //!   its queues (the items waiting behind a free scope's first included) and takes the
 //!   owner's share, so it costs O(n) in the due candidates where an ordinary claim
 //!   costs O(B); the ordinary claim's script path is unchanged.
+//! - **Queue limits** (G16 concurrency, G17 rate; declared in
+//!   [`capabilities`](tenure_core::Store::capabilities) as `limits`): a queue's limits
+//!   are a hash (with a hash each of per-key overrides and of weights), a set names
+//!   the queues that have some, and an item's limit key is a field of its hash (`lk`).
+//!   No running count is kept: the claim counts the queue's running set (a slot is a
+//!   lease) and, per limit key, the members of that set naming the key, in the same
+//!   function call as the claim, so only a lease leaving `running` (its own fenced
+//!   finalize, expiry recovery, eviction) gives a slot back. A rate's starts are a
+//!   sorted set per key by start time, trimmed to the period by the claim that reads
+//!   them; a deferral is a hash of keys to instants. A queue with limits or a deferral
+//!   leaves the claim's fast path for a walk of its `ready` set in claim order that
+//!   passes saturated keys over. Costs: such a claim reads the queue's running set
+//!   once per call when a per-key limit is set (O(running items)), and may walk past a
+//!   saturated key's whole backlog (O(that backlog)). Fair shares (G18) are not served
+//!   yet: an item naming a fairness key is refused
+//!   ([`Error::Unsupported`](tenure_core::Error)), and weights are only stored.
 //!
 //! Scripts check everything before their first write (an enqueue whose id exists
 //! answers [`Error::Conflict`](tenure_core::Error) having written nothing), because
@@ -130,6 +146,10 @@
 //! and 4 (a queue's due bound and pause flag beside it; ready items counted by their
 //! index; the mark), and evicts only the leases in the owner sets layout 4 no longer
 //! keeps.
+//! Limits (G16, G17) added keys and one item field without changing any existing
+//! one, so the layout stays 5 and existing data needs no upgrade: an item without a
+//! limit key is counted by its queue's limits only. An earlier version's claim does
+//! not read limits, so it must be stopped before limits are set on a prefix.
 //!
 //! The shard channel `{<prefix>}:wake` carries the wake-up hint: every enqueue that
 //! inserts publishes on it once (`SPUBLISH`), and [`RedisConfig::listen`] (on by

@@ -21,7 +21,7 @@ const LIB: &str = include_str!("scripts/lib.lua");
 
 /// The operations, by the name their function is registered under (after the
 /// library's tag), with their Lua bodies.
-const OPS: [(&str, &str); 25] = [
+const OPS: [(&str, &str); 31] = [
     ("enqueue", include_str!("scripts/enqueue.lua")),
     ("claim", include_str!("scripts/claim.lua")),
     ("renew", include_str!("scripts/renew.lua")),
@@ -47,6 +47,12 @@ const OPS: [(&str, &str); 25] = [
     ("cancel", include_str!("scripts/cancel.lua")),
     ("pause", include_str!("scripts/pause.lua")),
     ("dead_matching", include_str!("scripts/dead_matching.lua")),
+    ("limits_set", include_str!("scripts/limits_set.lua")),
+    ("limits_get", include_str!("scripts/limits_get.lua")),
+    ("limits_clear", include_str!("scripts/limits_clear.lua")),
+    ("limits_list", include_str!("scripts/limits_list.lua")),
+    ("limits_defer", include_str!("scripts/limits_defer.lua")),
+    ("limits_wait", include_str!("scripts/limits_wait.lua")),
 ];
 
 /// Stands for the library's tag in the text that is hashed.
@@ -81,6 +87,12 @@ pub(crate) struct Scripts {
     pub(crate) cancel: String,
     pub(crate) pause: String,
     pub(crate) dead_matching: String,
+    pub(crate) limits_set: String,
+    pub(crate) limits_get: String,
+    pub(crate) limits_clear: String,
+    pub(crate) limits_list: String,
+    pub(crate) limits_defer: String,
+    pub(crate) limits_wait: String,
 }
 
 /// The library of `lib` and `ops`: `lib` at the top, then each operation's body as
@@ -136,6 +148,12 @@ pub(crate) static SCRIPTS: LazyLock<Scripts> = LazyLock::new(|| {
         cancel: next(),
         pause: next(),
         dead_matching: next(),
+        limits_set: next(),
+        limits_get: next(),
+        limits_clear: next(),
+        limits_list: next(),
+        limits_defer: next(),
+        limits_wait: next(),
         library,
     }
 });

@@ -221,3 +221,60 @@ async fn wait_replicas_waits_on_the_primary_of_the_prefixs_slot_alone_and_a_lost
         .unwrap();
     assert_eq!(libraries.len(), 1, "loaded again on the slot's primary");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn limits_hold_on_a_cluster_with_every_key_of_the_queue_under_its_hash_tag() {
+    use tenure_core::{
+        ClaimParams, CompleteParams, DeferParams, LimitKey, LimitsParams, OwnerId, QueueLimits,
+        Rate,
+    };
+    let Some(cluster) = TempCluster::start(3, 0, NODE_TIMEOUT, &[]).await else {
+        return;
+    };
+    let prefix = format!("l_{}", uuid::Uuid::now_v7().simple());
+    let store = RedisStore::connect(RedisConfig::new(cluster.url()).prefix(&prefix))
+        .await
+        .unwrap();
+    let (a, b) = (LimitKey::new("a").unwrap(), LimitKey::new("b").unwrap());
+    let limits = QueueLimits::new()
+        .per_key(2)
+        .key_override(b.clone(), 1)
+        .key_rate(Rate::new(3, Duration::from_secs(3600)));
+    // A function that touched a key outside the prefix's slot would fail here.
+    assert_eq!(
+        store
+            .limits_set(LimitsParams::new(queue(), limits.clone()))
+            .await
+            .unwrap(),
+        None
+    );
+    let mut items: Vec<NewItem> = (0..6)
+        .map(|n| NewItem::new(queue(), vec![n]).limit_key(a.clone()))
+        .collect();
+    items.extend((0..2).map(|n| NewItem::new(queue(), vec![n]).limit_key(b.clone())));
+    store.enqueue(EnqueueParams::new(items)).await.unwrap();
+    let owner = OwnerId::new("w").unwrap();
+    let lease = Duration::from_secs(60);
+    let claim = || store.claim(ClaimParams::new(queue(), owner.clone(), 10, lease));
+    let first = claim().await.unwrap();
+    assert_eq!(first.len(), 3, "2 of a, 1 of b");
+    let tokens: Vec<_> = first.iter().map(|l| l.token).collect();
+    store.complete(CompleteParams::new(tokens)).await.unwrap();
+    // a has one start left in its window, b its second item.
+    assert_eq!(claim().await.unwrap().len(), 2);
+    assert_eq!(
+        claim().await.unwrap().len(),
+        0,
+        "a's rate and b's slot are used"
+    );
+    assert!(store.limits_wait(&[queue()]).await.unwrap().is_some());
+    store
+        .limits_defer(DeferParams::new(queue(), Some(b), Duration::from_secs(30)))
+        .await
+        .unwrap();
+    assert_eq!(store.limits_get(&queue()).await.unwrap(), Some(limits));
+    assert_eq!(store.limits_list().await.unwrap().len(), 1);
+    assert!(store.limits_clear(&queue()).await.unwrap());
+    assert_eq!(store.limits_list().await.unwrap().len(), 0);
+    assert_eq!(claim().await.unwrap().len(), 3, "no limits: a's last three");
+}

@@ -69,3 +69,78 @@ async fn without_listen_the_signal_is_local() {
         Some(WakeHealth::Local)
     );
 }
+
+/// G16: a slot freed in one process wakes the workers of another at once, not at
+/// the next lease expiry: a finish in a queue with limits publishes the hint.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_finish_in_a_limited_queue_wakes_the_other_processes() {
+    use tenure_core::{
+        ClaimParams, CompleteParams, FailParams, Failure, LimitsParams, OwnerId, QueueLimits,
+        ReleaseParams,
+    };
+    let Some(server) = TempRedis::start(&["--appendonly", "no"]).await else {
+        return;
+    };
+    let prefix = format!("s_{}", uuid::Uuid::now_v7().simple());
+    let store = RedisStore::connect(RedisConfig::new(server.url()).prefix(&prefix))
+        .await
+        .unwrap();
+    let signal = store.wake_signal().unwrap();
+    let mut changes = signal.health_changes();
+    health_becomes(&mut changes, WakeHealth::Healthy).await;
+    let peer = RedisStore::connect(RedisConfig::new(server.url()).prefix(&prefix).listen(false))
+        .await
+        .unwrap();
+    let q = QueueName::new("q").unwrap();
+    peer.limits_set(LimitsParams::new(
+        q.clone(),
+        QueueLimits::new().concurrency(1),
+    ))
+    .await
+    .unwrap();
+    for _ in 0..3 {
+        peer.enqueue_one(NewItem::new(q.clone(), b"x".to_vec()))
+            .await
+            .unwrap();
+    }
+    let owner = OwnerId::new("w").unwrap();
+    let drain = || async {
+        while tokio::time::timeout(Duration::from_millis(50), signal.notified())
+            .await
+            .is_ok()
+        {}
+    };
+    let claim_one = || async {
+        let mut l = peer
+            .claim(ClaimParams::new(
+                q.clone(),
+                owner.clone(),
+                5,
+                Duration::from_secs(60),
+            ))
+            .await
+            .unwrap();
+        assert_eq!(l.len(), 1, "a concurrency of 1");
+        l.remove(0).token
+    };
+    let signal = &signal;
+    let woken = |what: &'static str| async move {
+        tokio::time::timeout(Duration::from_secs(10), signal.notified())
+            .await
+            .unwrap_or_else(|_| panic!("the hint of the peer's {what} arrived"));
+    };
+    let t = claim_one().await;
+    drain().await;
+    peer.complete(CompleteParams::new(vec![t])).await.unwrap();
+    woken("complete").await;
+    let t = claim_one().await;
+    drain().await;
+    peer.release(ReleaseParams::new(vec![t])).await.unwrap();
+    woken("release").await;
+    let t = claim_one().await;
+    drain().await;
+    peer.fail(FailParams::new(vec![Failure::permanent(t, "x")]))
+        .await
+        .unwrap();
+    woken("fail").await;
+}

@@ -25,9 +25,11 @@
 -- The first `limit` members of `ready` are exactly the items to take; no claim of one
 -- of them changes the queue's other members (a scope has at most one candidate per
 -- queue). The same steps as the general path below, without its tables of queues.
+-- A queue with limits or a deferral (G16, G17) takes the general path.
 local run_arg = ARGV[8]
 if ARGV[5] == '0' and ARGV[6] == '1'
-  and (run_arg == '1' or run_arg == nil or tonumber(run_arg) <= 1) then
+  and (run_arg == '1' or run_arg == nil or tonumber(run_arg) <= 1)
+  and redis.call('EXISTS', k_lim(ARGV[7]), k_defer(ARGV[7])) == 0 then
   local q = ARGV[7]
   local due, rewrite, paused = catch_up(q, tonumber(ARGV[1]))
   local out = {}
@@ -118,6 +120,95 @@ end
 queues = open
 nq = #queues
 
+-- G16, G17: the gate of each queue with limits or a deferral, loaded once per call.
+-- Every count is read here, in the same atomic step as the claim: a queue's running
+-- items are its running set `l` (a slot is a lease), a key's are the members of that
+-- set whose `lk` is the key, and a rate's starts are its `rs` zset's entries of the
+-- last period. The claim adds what it takes as it goes.
+local gates = {}
+local any_gate = false
+-- The starts of `key` ('' the queue) in the window of `per` ending now; older ones go.
+local function window(q, key, per)
+  local z = k_starts(q, key)
+  redis.call('ZREMRANGEBYSCORE', z, '-inf', N(now - per))
+  return redis.call('ZCARD', z)
+end
+for _, q in ipairs(queues) do
+  if redis.call('EXISTS', k_lim(q), k_defer(q)) > 0 then
+    local v = redis.call('HMGET', k_lim(q), 'c', 'kc', 'rs', 'rp', 'krs', 'krp')
+    local g = {q = q, defer = {}, keys = {}}
+    g.c = v[1] and tonumber(v[1])
+    g.kc = v[2] and tonumber(v[2])
+    g.rs, g.rp = v[3] and tonumber(v[3]), v[4] and tonumber(v[4])
+    g.krs, g.krp = v[5] and tonumber(v[5]), v[6] and tonumber(v[6])
+    local df = redis.call('HGETALL', k_defer(q))
+    for i = 1, #df, 2 do
+      if tonumber(df[i + 1]) > now then g.defer[df[i]] = true end
+    end
+    g.running = g.c and redis.call('ZCARD', k_run(q)) or 0
+    g.starts = g.rs and window(q, '', g.rp) or 0
+    gates[q] = g
+    any_gate = true
+  end
+end
+-- The running items of each limit key of gate g's queue, counted once per call.
+local function key_running(g)
+  if not g.krun then
+    g.krun = {}
+    for _, id in ipairs(redis.call('ZRANGE', k_run(g.q), 0, -1)) do
+      local lk = redis.call('HGET', k_item(id), 'lk')
+      if lk then g.krun[lk] = (g.krun[lk] or 0) + 1 end
+    end
+  end
+  return g.krun
+end
+-- The gate's verdict on a candidate of limit key lk (false: none): 0 claim it, 1 its
+-- key is at a bound (pass it over), 2 the queue is (claim nothing more from it).
+local function admit(g, lk)
+  if g.defer[''] then return 2 end
+  if g.c and g.running >= g.c then return 2 end
+  if g.rs and g.starts >= g.rs then return 2 end
+  if not lk then return 0 end
+  local k = g.keys[lk]
+  if not k then
+    k = {deferred = g.defer[lk] ~= nil, running = 0, starts = 0}
+    local o = redis.call('HGET', k_lover(g.q), lk)
+    k.limit = (o and tonumber(o)) or g.kc
+    if k.limit then k.running = key_running(g)[lk] or 0 end
+    if g.krs then k.starts = window(g.q, lk, g.krp) end
+    g.keys[lk] = k
+  end
+  if k.deferred or (k.limit and k.running >= k.limit) or (g.krs and k.starts >= g.krs) then
+    return 1
+  end
+  return 0
+end
+-- Counts a claim of item `id` (limit key lk) the gate admitted: a slot, and a start
+-- for each rate, kept one period (the member is unique per claim: the lease is).
+local function charge(g, lk, id)
+  local member = id .. lease_word
+  g.running = g.running + 1
+  if g.rs then
+    g.starts = g.starts + 1
+    redis.call('ZADD', k_starts(g.q, ''), N(now), member)
+    redis.call('SADD', k_ratekeys(g.q), '')
+  end
+  if lk then
+    local k = g.keys[lk]
+    k.running = k.running + 1
+    if g.krs then
+      k.starts = k.starts + 1
+      redis.call('ZADD', k_starts(g.q, lk), N(now), member)
+      redis.call('SADD', k_ratekeys(g.q), lk)
+    end
+  end
+end
+-- The limit key of candidate `m` of a gated queue, else nil.
+local function limit_key(g, m)
+  if not g then return nil end
+  return redis.call('HGET', k_item(member_id(m)), 'lk') or nil
+end
+
 -- What every claimed item's `s` ends with but for the mark and the queue, and its `l`
 -- (lib.lua's item layout): the times as the client wrote them.
 local claimed_tail = ' 0 ' .. ARGV[1]
@@ -181,8 +272,12 @@ local function take_run(m)
     local ra, sq = ra_sq(w[2])
     if ra > now then break end
     if w[4] and redis.call('EXISTS', k_scope_run(w[4])) == 1 then break end
+    local g = gates[w[3]]
+    local lk = g and (redis.call('HGET', k_item(nid), 'lk') or nil)
+    if g and admit(g, lk) ~= 0 then break end
     redis.call('ZREM', k_hold(w[3]), nid)
     if not take(w[3], order_member(ra, sq, nid)) then break end
+    if g then charge(g, lk, nid) end
   end
 end
 
@@ -223,15 +318,63 @@ if partitions > 0 then
     end
     -- An earlier item of this batch may have taken the scope.
     local busy = sc and redis.call('EXISTS', k_scope_run(sc)) == 1
+    local g = gates[q]
+    local lk = limit_key(g, m)
+    if mine and not busy and g and admit(g, lk) ~= 0 then mine = false end
     if mine and not busy then
       if c[4] then redis.call('ZREM', k_ready(q), m) end
-      if take(q, m) and st then
+      local took = take(q, m)
+      if took and g then charge(g, lk, member_id(m)) end
+      if took and st then
         if not pinned then
           redis.call('SET', k_pin(st), owner)
           redis.call('SADD', k_pins(owner), st)
         end
         take_run(m)
       end
+    end
+  end
+elseif any_gate then
+  -- G16, G17: a walk of the queues' `ready` sets in claim order (G8), each from a
+  -- cursor read in pages; a candidate whose key is at a bound is passed over (no
+  -- head-of-line blocking), a queue at a bound is claimed from no more. The walk may
+  -- read past a saturated key's whole backlog: O(that backlog) per claim.
+  local PAGE = 64
+  local cur = {}
+  for _, q in ipairs(queues) do cur[q] = {off = 0, buf = {}, i = 1, shut = false} end
+  -- The next unjudged candidate of q, {score, member}, or nil. `off` counts the
+  -- candidates passed over: the taken ones left `ready`, so the next page starts there.
+  local function peek(q)
+    local c = cur[q]
+    if c.shut then return nil end
+    if c.i > #c.buf then
+      local ms = redis.call('ZRANGE', k_ready(q), c.off, c.off + PAGE - 1, 'WITHSCORES')
+      if #ms == 0 then c.shut = true; return nil end
+      c.buf, c.i = {}, 1
+      for j = 1, #ms, 2 do c.buf[#c.buf + 1] = {tonumber(ms[j + 1]), ms[j]} end
+    end
+    return c.buf[c.i]
+  end
+  while count < run_limit do
+    local best, bq = nil, nil
+    for _, q in ipairs(queues) do
+      local e = peek(q)
+      if e and (not best or order_lt(e[1], e[2], best[1], best[2])) then best, bq = e, q end
+    end
+    if not best then break end
+    local c = cur[bq]
+    c.i = c.i + 1
+    local g = gates[bq]
+    local m = best[2]
+    local lk = limit_key(g, m)
+    local verdict = g and admit(g, lk) or 0
+    if verdict == 2 then
+      c.shut = true
+    elseif verdict == 1 then
+      c.off = c.off + 1
+    elseif redis.call('ZREM', k_ready(bq), m) == 1 and take(bq, m) then
+      if g then charge(g, lk, member_id(m)) end
+      take_run(m)
     end
   end
 elseif nq == 1 then

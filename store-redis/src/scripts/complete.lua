@@ -74,11 +74,14 @@ end
 if q1 then
   redis.call('ZREM', k_run(q1), unpack(run1))
   if not keep then redis.call('ZREM', k_all(q1), unpack(run1)) end
+  if not leaving then slots_freed({[q1] = true}) end
 end
 if leaving then
   for q, ids in pairs(leaving) do
     redis.call('ZREM', k_run(q), unpack(ids))
     if not keep then redis.call('ZREM', k_all(q), unpack(ids)) end
   end
+  if q1 then leaving[q1] = true end
+  slots_freed(leaving)
 end
 return out

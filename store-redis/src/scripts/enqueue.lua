@@ -1,10 +1,11 @@
 -- Store::enqueue. ARGV: now, count, then per item: id, queue, payload, stream, scope,
 -- dedup key, dedup window (µs), priority, run_at, max_attempts, max_stalls,
--- max_renewals, the partition hash's high and low 32 bits (G14) ('' for an absent key). Answers per item {id, duplicate 0/1}, or the
+-- max_renewals, the partition hash's high and low 32 bits (G14), the limit key (G16;
+-- '' for an absent key). Answers per item {id, duplicate 0/1}, or the
 -- error CONFLICT when an id exists; every check runs before the first write.
 local now = tonumber(ARGV[1])
 local count = tonumber(ARGV[2])
-local F = 14
+local F = 15
 local items = {}
 local seen = {}
 local answers = {}
@@ -15,10 +16,12 @@ for i = 1, count do
     sc = ARGV[b + 5], dk = ARGV[b + 6], win = tonumber(ARGV[b + 7]),
     pr = tonumber(ARGV[b + 8]), ra = tonumber(ARGV[b + 9]), ma = ARGV[b + 10],
     ms = ARGV[b + 11], mr = ARGV[b + 12], hh = ARGV[b + 13], hl = ARGV[b + 14],
+    lk = ARGV[b + 15],
   }
   if it.st == '' then it.st = nil end
   if it.sc == '' then it.sc = nil end
   if it.dk == '' then it.dk = nil end
+  if it.lk == '' then it.lk = nil end
   local dup = nil
   if it.dk then
     local sk = it.q .. '\0' .. it.dk
@@ -71,6 +74,7 @@ for i = 1, count do
     if it.st then table.insert(fields, 'st'); table.insert(fields, it.st) end
     if it.sc then table.insert(fields, 'sc'); table.insert(fields, it.sc) end
     if it.dk then table.insert(fields, 'dk'); table.insert(fields, it.dk) end
+    if it.lk then table.insert(fields, 'lk'); table.insert(fields, it.lk) end
     redis.call('HSET', k_item(it.id), unpack(fields))
     redis.call('ZADD', k_all(it.q), N(sq), it.id)
     redis.call('ZADD', k_readyat(it.q), N(it.ra), it.id)

@@ -4,6 +4,7 @@
 local now = tonumber(ARGV[1])
 local n = (#ARGV - 1) / 5
 local out = {}
+local left = {}
 for j = 1, n do
   local b = 2 + (j - 1) * 4
   local id = ARGV[b]
@@ -15,6 +16,7 @@ for j = 1, n do
   else
     if h.st then put_back_after(h.st, h.sq, now) end
     unlink_running(h)
+    left[h.q] = true
     h.e = err
     redis.call('HSET', k_item(id), 'e', err)
     if delay >= 0 and h.a < h.ma then
@@ -27,4 +29,5 @@ for j = 1, n do
     end
   end
 end
+slots_freed(left)
 return out

@@ -25,6 +25,7 @@ local K_INST_SEQ  -- string: the last registration number
 local K_WAKE      -- pub/sub channel: new work (a hint)
 local K_PAUSED    -- hash: paused queue -> when it was paused
 local K_LAYOUT    -- string: the key layout version (below ensure_layout)
+local K_LIMQ      -- set: every queue with limits (G16, G17)
 
 -- Every function of the library calls this first with its KEYS[1]. The keys stay
 -- built while calls name the same root, as one store's calls do.
@@ -41,6 +42,7 @@ local function set_root(root)
   K_WAKE = P .. ':wake'
   K_PAUSED = P .. ':paused'
   K_LAYOUT = P .. ':layout'
+  K_LIMQ = P .. ':limq'
 end
 
 local function k_item(id) return P .. ':i:' .. id end          -- hash: one item
@@ -64,6 +66,27 @@ local function k_pin(s) return P .. ':p:' .. s end             -- string: the in
 local function k_pins(o) return P .. ':ps:' .. o end           -- set: the streams pinned to an instance (G14)
 local function k_all(q) return P .. ':e:' .. q end             -- zset: every stored item of a queue by seq (listings)
 local function k_readyat(q) return P .. ':y:' .. q end         -- zset: ready items of a queue by run_at (oldest age)
+-- Queue limits (G16, G17). No counter of running items: a claim counts the queue's
+-- running set `l` (and, per limit key, the `lk` of its members), so a slot comes back
+-- exactly when its lease leaves `running`, by its own fenced token or by recovery.
+local function k_lim(q) return P .. ':lim:' .. q end           -- hash: a queue's limits: `set`, and c, kc, rs, rp, krs, krp when set
+local function k_lover(q) return P .. ':lo:' .. q end          -- hash: limit key -> its concurrency override
+local function k_lweight(q) return P .. ':lw:' .. q end        -- hash: fairness key -> its weight (kept for G18)
+local function k_defer(q) return P .. ':df:' .. q end          -- hash: limit key ('' the queue) -> no start before (µs)
+local function k_starts(q, key) return P .. ':rs:' .. q .. '\0' .. key end -- zset: starts of the last period ('' the queue), by time
+local function k_ratekeys(q) return P .. ':rk:' .. q end       -- set: the keys with a `rs` zset
+
+-- The limits of queue q as limits_get answers them, or nil when it has none:
+-- {c, kc, rs, rp, krs, krp ('' when unset), {override key, n, ...}, {weight key, w, ...}}.
+local function limits_of(q)
+  local v = redis.call('HMGET', k_lim(q), 'set', 'c', 'kc', 'rs', 'rp', 'krs', 'krp')
+  if not v[1] then return nil end
+  local out = {}
+  for i = 2, 7 do out[i - 1] = v[i] or '' end
+  out[7] = redis.call('HGETALL', k_lover(q))
+  out[8] = redis.call('HGETALL', k_lweight(q))
+  return out
+end
 
 -- The member of an item in a claim-order zset (`ready`, a scope's waiting set). The
 -- score is the priority; equal scores sort by member, so the member encodes run_at
@@ -106,6 +129,8 @@ end
 --               <max_renewals> <created_at> <seq> <hash_hi> <hash_lo>": what few
 --               transitions change; the first seven in the order a claim answers them
 --   l           "<owner> <lease_expires_at>", only while running
+--   lk          the limit key (G16, G17; absent when none): read only by claims of
+--               a queue with limits, so it takes no part in the mark
 
 -- The mark of h's `s` field (above): '+' when it has a stream, scope, dedup key or
 -- last error.
@@ -264,6 +289,18 @@ end
 local function unlink_running(h)
   redis.call('ZREM', k_run(h.q), h.id)
   if h.sc then scope_freed(h.sc) end
+end
+
+-- After finishes that left the running sets of `queues` (a table keyed by queue): when
+-- one of them has limits, a slot may have come back, so the wake-up hint goes out once
+-- (G16): workers of other processes waiting for the slot claim at once.
+local function slots_freed(queues)
+  for q in pairs(queues) do
+    if redis.call('EXISTS', k_lim(q)) == 1 then
+      redis.call('SPUBLISH', K_WAKE, '1')
+      return
+    end
+  end
 end
 
 -- Takes a finished or deleted item out of its stream; when it was the head, the next

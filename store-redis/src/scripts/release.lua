@@ -3,6 +3,7 @@
 -- stalls; max_attempts goes up by one so a release uses up no attempt (G5).
 local now = tonumber(ARGV[1])
 local out = {}
+local left = {}
 for i = 2, #ARGV, 3 do
   local id = ARGV[i]
   local h = load(id)
@@ -11,10 +12,12 @@ for i = 2, #ARGV, 3 do
   else
     if h.st then put_back_after(h.st, h.sq, now) end
     unlink_running(h)
+    left[h.q] = true
     h.ma = h.ma + 1
     h.ra = now
     become_ready(h, now)
     out[#out + 1] = 1
   end
 end
+slots_freed(left)
 return out

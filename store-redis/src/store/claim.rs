@@ -19,15 +19,11 @@ impl RedisStore {
     /// `Store::enqueue`.
     pub(super) async fn enqueue_impl(&self, params: EnqueueParams) -> Result<Vec<Enqueued>> {
         params.validate(&self.inner.limits)?;
-        // Queue limits and fair shares (G16..G18) are not served here yet: an item
-        // that names a limit or fairness key is refused, not run unlimited.
-        if params
-            .items
-            .iter()
-            .any(|i| i.limit_key.is_some() || i.fairness_key.is_some())
-        {
+        // Fair shares (G18) are not served here yet: an item that names a fairness key
+        // is refused, not run unfair. Limit keys are (G16, G17).
+        if params.items.iter().any(|i| i.fairness_key.is_some()) {
             return Err(Error::unsupported(
-                "enqueue with a limit or fairness key",
+                "enqueue with a fairness key",
                 crate::error::STORE,
             ));
         }
@@ -51,6 +47,8 @@ impl RedisStore {
             // The partition hash (G14) as two 32-bit halves: Lua numbers are doubles.
             let hash = key_hash(it.stream.as_ref(), it.id).unsigned_abs();
             inv.arg(hash >> 32).arg(hash & 0xffff_ffff);
+            // G16, G17: the limit key ('' for none).
+            inv.arg(it.limit_key.as_ref().map_or("", |k| k.as_str()));
         }
         // G14: the instance a pinned enqueue pins new streams to, after the items.
         inv.arg(params.pin_to.as_ref().map_or("", |o| o.as_str()));

@@ -44,6 +44,7 @@ impl RedisStore {
             .arg(if self.inner.keep_done { "1" } else { "0" });
         Self::tokens(&mut inv, &params.tokens);
         let answers: Vec<i64> = self.write(&inv).await?;
+        self.slot_freed();
         Ok(answers
             .into_iter()
             .map(|a| match a {
@@ -71,6 +72,7 @@ impl RedisStore {
             inv.arg(f.error.as_str());
         }
         let answers: Vec<Vec<i64>> = self.write(&inv).await?;
+        self.slot_freed();
         answers
             .into_iter()
             .map(|a| match a.as_slice() {
@@ -91,6 +93,7 @@ impl RedisStore {
         inv.arg(self.now());
         Self::tokens(&mut inv, &params.tokens);
         let answers: Vec<i64> = self.write(&inv).await?;
+        self.slot_freed();
         Ok(token_outcomes(answers))
     }
 }

@@ -32,6 +32,7 @@ mod claim;
 mod finalize;
 mod inspect;
 mod instances;
+mod limits;
 mod recovery;
 
 /// A Redis store. `Clone` gives another handle on the same connection.
@@ -64,6 +65,9 @@ struct Inner {
     wait_replicas: Option<(u32, std::time::Duration)>,
     listening: bool,
     wake: WakeSignal,
+    /// Limits were set, read or waited on through this handle (G16): a finish may free
+    /// a slot a worker waits for, so finishes fire the wake signal.
+    limited: std::sync::atomic::AtomicBool,
     listener: Mutex<Option<JoinHandle<()>>>,
 }
 
@@ -134,6 +138,7 @@ impl RedisStore {
                 wait_replicas: config.wait_replicas,
                 listening: config.listen,
                 wake: wake.clone(),
+                limited: std::sync::atomic::AtomicBool::new(false),
                 listener: Mutex::new(None),
             }),
         };
@@ -396,7 +401,8 @@ impl Store for RedisStore {
     fn capabilities(&self) -> Capabilities {
         let caps = Capabilities::default()
             .with_partitioned_claiming()
-            .with_stream_runs();
+            .with_stream_runs()
+            .with_limits();
         if self.inner.listening {
             caps.with_cross_process_wakeups()
         } else {
@@ -519,5 +525,32 @@ impl Store for RedisStore {
 
     async fn queue_resume(&self, params: tenure_core::PauseParams) -> Result<bool> {
         self.set_paused_impl(params, false).await
+    }
+
+    async fn limits_set(
+        &self,
+        params: tenure_core::LimitsParams,
+    ) -> Result<Option<tenure_core::QueueLimits>> {
+        self.limits_set_impl(params).await
+    }
+
+    async fn limits_get(&self, queue: &QueueName) -> Result<Option<tenure_core::QueueLimits>> {
+        self.limits_get_impl(queue).await
+    }
+
+    async fn limits_clear(&self, queue: &QueueName) -> Result<bool> {
+        self.limits_clear_impl(queue).await
+    }
+
+    async fn limits_list(&self) -> Result<Vec<(QueueName, tenure_core::QueueLimits)>> {
+        self.limits_list_impl().await
+    }
+
+    async fn limits_defer(&self, params: tenure_core::DeferParams) -> Result<()> {
+        self.limits_defer_impl(params).await
+    }
+
+    async fn limits_wait(&self, queues: &[QueueName]) -> Result<Option<std::time::Duration>> {
+        self.limits_wait_impl(queues).await
     }
 }
