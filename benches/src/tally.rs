@@ -49,7 +49,7 @@ pub struct Tally {
     accepted: Vec<Mutex<HashMap<ItemId, u32>>>,
     total: AtomicU64,
     refused: AtomicU64,
-    claims: Mutex<Vec<u64>>,
+    claims: Mutex<Vec<(u64, u64)>>,
     timeline: Mutex<Vec<(u64, u32)>>,
 }
 
@@ -98,7 +98,8 @@ impl Tally {
 
     /// Records the wall time of one non-empty claim call.
     pub fn record_claim(&self, took: Duration) {
-        lock(&self.claims).push(micros(took));
+        let at = micros(self.epoch.elapsed());
+        lock(&self.claims).push((at, micros(took)));
     }
 
     /// `complete` answers `Accepted` so far, over all items.
@@ -114,6 +115,13 @@ impl Tally {
     /// The wall time of every non-empty claim so far, in microseconds, in the order
     /// the calls returned.
     pub fn claim_latencies(&self) -> Vec<u64> {
+        lock(&self.claims).iter().map(|(_, took)| *took).collect()
+    }
+
+    /// Every non-empty claim so far as `(when it returned, its wall time)`, both in
+    /// microseconds (the first on the timeline's clock), in the order the calls
+    /// returned.
+    pub fn claim_samples(&self) -> Vec<(u64, u64)> {
         lock(&self.claims).clone()
     }
 

@@ -146,6 +146,17 @@
 //! schema, and connect the workers with `migrate_on_connect(false)` and a role that
 //! only reads and writes rows.
 //!
+//! Rolling deploys across migration 9 are handled in one direction: processes of the
+//! previous version go on claiming and finishing while it runs and after it (a test
+//! runs a version-8 claimer throughout the migration of a live table, with this
+//! version's `Worker` joining once it has committed; nothing is lost, finished twice
+//! or finished unfenced). Their claims ignore the cursors and their writes lower them
+//! through the triggers. The migration holds a `SHARE ROW EXCLUSIVE` lock on `items`
+//! for the milliseconds it takes (no row is rewritten or scanned), so writes wait that
+//! long. This version started against a schema not yet migrated refuses: its calls
+//! answer `Error::Config` ("not migrated to this version; run migrate"), so migrate
+//! first, then roll the new processes out.
+//!
 //! # Required privileges
 //!
 //! - To migrate: `CREATE` on the database (to create the schema), or an existing
@@ -160,6 +171,10 @@
 //! GRANT USAGE ON SCHEMA tenure TO worker;
 //! GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA tenure TO worker;
 //! ```
+//!
+//! `ALL TABLES` covers the tables that exist when it runs: after a migration that adds
+//! one (migration 9 adds `claim_cursors`, which every claim and enqueue writes), run
+//! it again, or set `ALTER DEFAULT PRIVILEGES` for the migrating role.
 //!
 //! # Behind a transaction-pooling proxy (PgBouncer and the like)
 //!
@@ -209,6 +224,50 @@
 //! head-marker loop. Figures from one run of every cell on every store are on the
 //! benchmarks page of the repository (`docs/benchmarks.md`), which
 //! `cargo run --release -p tenure-benches --example bench_page` writes.
+//!
+//! # Under an old snapshot (migration 9)
+//!
+//! While any session of the database holds an old snapshot (a report, `pg_dump`, a
+//! `BEGIN` left open, a standby with `hot_standby_feedback`), vacuum can remove no
+//! row version that died after it, nor mark its index entries dead. Every claim
+//! leaves a dead version of a ready row, and every finish one of a running row, so
+//! a plain scan from the front of `items_claim` walks one entry per item claimed
+//! since the snapshot, and a claim slows with every item finished (0.19 of its free
+//! speed on a 200,000-item drain before migration 9). Three changes keep those
+//! entries out of the hot path:
+//!
+//! - **Claim cursors.** `<schema>.claim_cursors` holds, per queue, a claim key
+//!   `(priority, run_at, seq)` that no committed ready head of the queue is below; a
+//!   claim's scan starts there (a row comparison in the index condition), so it never
+//!   visits the entries of the items claimed before it. Triggers on `items` lower a
+//!   cursor when a write makes a ready head below it (an enqueue, a promote, a retry,
+//!   a release, a recovery, a requeue, from this code or older code alike), after
+//!   taking the queue's cursor lock (`pg_advisory_xact_lock_shared`, transaction
+//!   scoped). `tenure_cursor_advance` moves a cursor forward to the first visible ready
+//!   head only while it holds that lock exclusively, which it tries and never waits
+//!   for: no write is then between its row and its commit, so nothing it cannot see
+//!   can land below the new position, and a write that comes later lowers it again.
+//!   G8 order is therefore exact, whatever the clocks. The store calls the advance
+//!   before a claim once it has claimed 1,000 items or a second has passed, in a
+//!   transaction of its own; between two advances a claim walks at most the entries
+//!   of the items claimed meanwhile. A transaction that enqueues and stays open holds
+//!   its queue's cursor where it is (claims stay correct and walk a little more).
+//! - **The expired-lease check** before a claim starts at the cursor's
+//!   `lease_floor`: the earliest expiry of the queue's visible running items at the
+//!   last advance, and never later than the store's clock minus one second. A claim
+//!   writes `now + lease_for`, so as long as the processes' clocks agree within that
+//!   second no running item expires before the floor; `recover` itself (and the
+//!   worker's maintenance) still scans every expired lease.
+//! - **Finalizes by primary key.** `complete` (inside `tenure_complete`), `fail`,
+//!   `release` and `renew` compare the row's state with `(SELECT 'running'::text)`
+//!   rather than the literal, so the planner cannot prove the partial index
+//!   `items_running` from it; a generic plan that estimated few running rows had
+//!   chosen to scan that whole index for the batch's ids, one entry per item
+//!   finished since the snapshot.
+//!
+//! The dead versions themselves still accumulate until the snapshot ends (vacuum
+//! removes them then); they are no longer in any claim's or finalize's path. The
+//! figures (`tenure bench --hold-snapshot`) are on the benchmarks page.
 //!
 //! # Faults
 //!

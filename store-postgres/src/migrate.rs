@@ -112,6 +112,11 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
         name: "complete: heads first, the stream-order rule only for what is left",
         sql: include_str!("../migrations/0008_complete_heads_first.sql"),
     },
+    Migration {
+        version: 9,
+        name: "claim cursors: a claim starts past the items claimed before it",
+        sql: include_str!("../migrations/0009_claim_cursors.sql"),
+    },
 ];
 
 /// The newest schema version this crate migrates to.

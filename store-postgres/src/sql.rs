@@ -15,6 +15,14 @@ pub(crate) const ITEM_COLS: &str = "i.id, i.seq, i.queue, i.payload, i.stream, i
      i.renewals, i.stalls, i.max_attempts, i.max_stalls, i.max_renewals, i.last_error, \
      i.created_at, i.updated_at, i.lease";
 
+/// `'running'` as the finalize statements compare a token's row with it: the same
+/// value, but no partial index's predicate can be proven from it, so the planner looks
+/// the batch's rows up by primary key. Written as the literal, the condition matched
+/// `items_running`, and a generic plan estimating few running rows scanned that whole
+/// index for the ids: under an old snapshot it holds an entry for every item finished
+/// since (migration 9 does the same inside `tenure_complete`).
+const RUNNING: &str = "(SELECT 'running'::text)";
+
 /// The name of the partial unique index that makes G10 a schema invariant.
 pub(crate) const SCOPE_INDEX: &str = "items_scope_running";
 
@@ -67,6 +75,8 @@ pub(crate) struct Sql {
     pub(crate) put_back_expired: String,
     pub(crate) instance_registered: String,
     pub(crate) pin_enqueued: String,
+    /// Moves the claim cursors of some queues forward (migration 9).
+    pub(crate) cursor_advance: String,
     /// The operator's inspection and control.
     pub(crate) op: crate::store::inspect::OpSql,
 }
@@ -215,6 +225,9 @@ impl Sql {
                           OR NOT EXISTS (SELECT 1 FROM {s}.instances n \
                               WHERE n.id = st.pinned_to))"
             ),
+            // The claim cursors of the queues $2 move to their first visible ready head
+            // (migration 9), at the store's clock $1. In a transaction of its own.
+            cursor_advance: format!("SELECT {s}.tenure_cursor_advance($1, $2::text[])"),
             // machine::enqueue. The identity default draws `seq` row by row in `ord`
             // order, so enqueue order is the order of the call's items.
             enqueue: format!("WITH ins AS ({insert} RETURNING 1) SELECT count(*) FROM ins"),
@@ -363,7 +376,7 @@ impl Sql {
                      SELECT i.id, i.renewals, i.max_renewals FROM {s}.items i \
                      JOIN unnest($2::uuid[], $3::int4[], $5::int8[]) AS t(id, attempt, lease) \
                          ON i.id = t.id AND i.attempt = t.attempt AND i.lease = t.lease \
-                     WHERE i.id = ANY($2::uuid[]) AND i.state = 'running' \
+                     WHERE i.id = ANY($2::uuid[]) AND i.state = {RUNNING} \
                      FOR UPDATE OF i \
                  ), upd AS ( \
                      UPDATE {s}.items i SET lease_expires_at = $4, \
@@ -388,7 +401,7 @@ impl Sql {
                 "SELECT i.id FROM {s}.items i \
                  JOIN unnest($1::uuid[], $2::int4[], $3::int8[]) AS t(id, attempt, lease) \
                      ON i.id = t.id AND i.attempt = t.attempt AND i.lease = t.lease \
-                 WHERE i.id = ANY($1::uuid[]) AND i.state = 'running'"
+                 WHERE i.id = ANY($1::uuid[]) AND i.state = {RUNNING}"
             ),
             // machine::discard: dead items are deleted, followed in the same transaction
             // by `promote` for the streams whose head was among them (answered as the
@@ -415,7 +428,7 @@ impl Sql {
                  FROM unnest($2::uuid[], $3::int4[], $4::int8[], $5::text[], $6::int8[]) \
                      AS t(id, attempt, retry_at, error, lease) \
                  WHERE i.id = ANY($2::uuid[]) AND i.id = t.id AND i.attempt = t.attempt \
-                     AND i.lease = t.lease AND i.state = 'running' \
+                     AND i.lease = t.lease AND i.state = {RUNNING} \
                  RETURNING i.id, i.state, i.run_at, i.stream, i.seq), \
                  {put_back_fail} \
                  SELECT f.id, f.state, f.run_at FROM f"
@@ -428,7 +441,7 @@ impl Sql {
                      max_attempts = i.max_attempts + 1 \
                  FROM unnest($2::uuid[], $3::int4[], $4::int8[]) AS t(id, attempt, lease) \
                  WHERE i.id = ANY($2::uuid[]) AND i.id = t.id AND i.attempt = t.attempt \
-                     AND i.lease = t.lease AND i.state = 'running' \
+                     AND i.lease = t.lease AND i.state = {RUNNING} \
                  RETURNING i.id, i.stream, i.seq), \
                  {put_back_release} \
                  SELECT f.id FROM f"
@@ -609,23 +622,42 @@ fn share_filter(s: &str, a: &str, partitions: &str) -> String {
 }
 
 /// Whether any running item of the claimed queues ($1) has a lease expired at $2.
+///
+/// Each queue's check starts at its cursor's `lease_floor` (migration 9), so it does
+/// not walk the index entries of the running rows finished since an old snapshot.
 fn expired_in_queues(s: &str) -> String {
     format!(
-        "EXISTS (SELECT 1 FROM {s}.items x WHERE x.state = 'running' \
-             AND x.queue = ANY($1::text[]) AND x.lease_expires_at <= $2)"
+        "EXISTS (SELECT 1 FROM unnest($1::text[]) AS gq(name) \
+             WHERE EXISTS (SELECT 1 FROM {s}.items x WHERE x.state = 'running' \
+                 AND x.queue = gq.name AND x.lease_expires_at <= $2 \
+                 AND x.lease_expires_at >= coalesce((SELECT k.lease_floor \
+                     FROM {s}.claim_cursors k WHERE k.queue = gq.name), {MIN_I64})))"
     )
 }
 
+/// The smallest `bigint`, as SQL: the bound of a queue that has no cursor yet.
+const MIN_I64: &str = "(-9223372036854775807 - 1)";
+
 /// The `picked` CTE of a claim: up to $3 items per queue of $1 that pass `filter`
 /// (alias `p`), each queue's by a scan of `items_claim` in claim order with FOR UPDATE
-/// SKIP LOCKED, then the first $3 of them all in claim order.
+/// SKIP LOCKED, then the first $3 of them all in claim order. Each queue's scan starts
+/// at its claim cursor (migration 9): no committed ready head is below it, and the
+/// index entries of the items claimed before it, dead but kept while any session holds
+/// an old snapshot, are not walked.
 fn picked(s: &str, filter: &str) -> String {
     format!(
         "picked AS MATERIALIZED ( \
              SELECT c.id FROM unnest($1::text[]) AS q(name) \
              CROSS JOIN LATERAL ( \
+                 SELECT coalesce(k.priority, (-32768)::int2) AS kp, \
+                     coalesce(k.run_at, {MIN_I64}) AS kr, coalesce(k.seq, {MIN_I64}) AS ks \
+                 FROM (VALUES (1)) AS o(x) \
+                 LEFT JOIN {s}.claim_cursors k ON k.queue = q.name \
+             ) cur \
+             CROSS JOIN LATERAL ( \
                  SELECT p.id, p.priority, p.run_at, p.seq FROM {s}.items p \
                  WHERE {filter} \
+                     AND (p.priority, p.run_at, p.seq) >= (cur.kp, cur.kr, cur.ks) \
                  ORDER BY p.priority, p.run_at, p.seq \
                  LIMIT $3 \
                  FOR UPDATE OF p SKIP LOCKED \

@@ -99,6 +99,17 @@ pub(crate) struct BenchArgs {
     #[arg(long, default_value_t = 0)]
     pub(crate) backlog: usize,
 
+    /// PostgreSQL only: measure twice, each on a schema of its own, first as usual and
+    /// then while another session holds an idle REPEATABLE READ transaction open (as a
+    /// report, `pg_dump` or a forgotten `BEGIN` in psql would), and report both with
+    /// the ratio held / free of items/s. The snapshot is taken with `SELECT 1`, so it
+    /// locks no table; it is taken after seeding, before the drain or the sustained
+    /// run starts, and rolled back when the run ends. Both runs also report the peak
+    /// dead tuples (`pg_stat_user_tables.n_dead_tup`) of the schema's tables, sampled
+    /// every 250 ms.
+    #[arg(long)]
+    pub(crate) hold_snapshot: bool,
+
     /// Print one JSON document on stdout instead of the table.
     #[arg(long)]
     pub(crate) json: bool,
@@ -161,6 +172,13 @@ impl BenchArgs {
                 }
             }
         }
+        if self.hold_snapshot
+            && !(self.url.starts_with("postgres://") || self.url.starts_with("postgresql://"))
+        {
+            return Err(CliError::Usage(
+                "--hold-snapshot: only a postgres:// store has snapshots to hold".to_owned(),
+            ));
+        }
         if let Some(plot) = &self.plot {
             if plot.extension().and_then(|e| e.to_str()) != Some("svg") {
                 return Err(CliError::Usage(format!(
@@ -174,16 +192,49 @@ impl BenchArgs {
 }
 
 /// Runs one bench: prepare the target, measure, clean up (also after a failure or
-/// Ctrl-C), then report.
+/// Ctrl-C), then report. With `--hold-snapshot`, two of them: free, then held.
 pub(crate) async fn run(args: BenchArgs) -> Result<(), CliError> {
     args.check()?;
     // Listening before anything is made: an interrupt from here on is held until the
     // select below sees it, and the cleanup runs.
     let mut interrupt = Interrupt::listen()?;
+    if !args.hold_snapshot {
+        let (report, once) = run_one(&args, &mut interrupt, run::Snapshot::None).await?;
+        if let Some(path) = &args.plot {
+            plot::write_svg(path, &report)?;
+        }
+        if args.json {
+            println!("{}", report.to_json());
+        } else {
+            print!("{}", report.table());
+        }
+        return once;
+    }
+    let (free, free_once) = run_one(&args, &mut interrupt, run::Snapshot::Watch).await?;
+    let (held, held_once) = run_one(&args, &mut interrupt, run::Snapshot::Hold).await?;
+    if let Some(path) = &args.plot {
+        plot::write_svg(path, &held)?;
+    }
+    let pair = report::Pair::new(free, held);
+    if args.json {
+        println!("{}", pair.to_json());
+    } else {
+        print!("{}", pair.table());
+    }
+    free_once.and(held_once)
+}
+
+/// One measurement on a target of its own, cleaned up after. The report comes back
+/// with the exactly-once verdict, which fails the command after the report is shown.
+async fn run_one(
+    args: &BenchArgs,
+    interrupt: &mut Interrupt,
+    snapshot: run::Snapshot,
+) -> Result<(report::Report, Result<(), CliError>), CliError> {
     let target = Target::prepare(&args.url, args.backlog).await?;
     let progress = progress::Progress::new(!(args.json || args.quiet));
     let measured = tokio::select! {
-        m = run::measure(&target, &args, &progress) => m,
+        m = run::measure(&target, args, &progress, snapshot) => m,
         () = interrupt.recv() => Err(CliError::Interrupted),
     };
     progress.finish();
@@ -191,19 +242,13 @@ pub(crate) async fn run(args: BenchArgs) -> Result<(), CliError> {
     let cleaned = target.cleanup().await;
     let measured = measured?;
     cleaned?;
-    let report = report::Report::new(&args, &target, &measured);
-    if let Some(path) = &args.plot {
-        plot::write_svg(path, &report)?;
-    }
-    if args.json {
-        println!("{}", report.to_json());
+    let report = report::Report::new(args, &target, &measured);
+    let once = if measured.exactly_once.holds() {
+        Ok(())
     } else {
-        print!("{}", report.table());
-    }
-    if !measured.exactly_once.holds() {
-        return Err(CliError::ExactlyOnce(measured.exactly_once.to_string()));
-    }
-    Ok(())
+        Err(CliError::ExactlyOnce(measured.exactly_once.to_string()))
+    };
+    Ok((report, once))
 }
 
 /// SIGINT (Ctrl-C) and, on Unix, SIGTERM, caught from the moment [`Interrupt::listen`]

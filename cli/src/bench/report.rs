@@ -1,5 +1,6 @@
 //! What a run reports: one JSON document (`--json`) or a table.
 
+use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
 use serde::Serialize;
@@ -90,6 +91,89 @@ pub(crate) struct Report {
     pub(crate) throughput: Throughput,
     plot: Option<String>,
     cleanup: Cleanup,
+    /// Whether another session held an idle REPEATABLE READ transaction throughout.
+    snapshot_held: bool,
+    /// The peak `n_dead_tup` of each table of the schema during the run (sampled with
+    /// `--hold-snapshot`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    peak_dead_tuples: Option<BTreeMap<String, i64>>,
+    /// Claim p99 over the first and the last minute of a run of two minutes or more.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    claim_p99_by_minute: Option<FirstLast>,
+}
+
+/// A claim percentile over the first and over the last minute of a run.
+#[derive(Debug, Serialize)]
+pub(crate) struct FirstLast {
+    first_minute_us: u64,
+    last_minute_us: u64,
+    /// `last_minute_us / first_minute_us`.
+    last_over_first: f64,
+}
+
+impl FirstLast {
+    /// From `(seconds since the start, wall time in microseconds)` claim samples;
+    /// `None` when they span less than two minutes.
+    fn of(claims: &[(f64, u64)]) -> Option<FirstLast> {
+        let end = claims.iter().map(|(t, _)| *t).fold(0.0, f64::max);
+        if end < 120.0 {
+            return None;
+        }
+        let p99 = |from: f64, to: f64| {
+            let mut v: Vec<u64> = claims
+                .iter()
+                .filter(|(t, _)| *t >= from && *t < to)
+                .map(|(_, us)| *us)
+                .collect();
+            Percentiles::of(&mut v).map(|p| p.p99)
+        };
+        let first = p99(0.0, 60.0)?;
+        let last = p99(end - 60.0, f64::INFINITY)?;
+        Some(FirstLast {
+            first_minute_us: first,
+            last_minute_us: last,
+            last_over_first: last as f64 / (first as f64).max(1.0),
+        })
+    }
+}
+
+/// The two runs of `--hold-snapshot`: without and with a snapshot held.
+#[derive(Debug, Serialize)]
+pub(crate) struct Pair {
+    free: Report,
+    held: Report,
+    /// Items/s with the snapshot held over items/s without.
+    held_over_free: f64,
+}
+
+impl Pair {
+    pub(crate) fn new(free: Report, held: Report) -> Self {
+        let held_over_free = held.items_per_s / free.items_per_s.max(1e-9);
+        Pair {
+            free,
+            held,
+            held_over_free,
+        }
+    }
+
+    /// The pair as one line of JSON.
+    pub(crate) fn to_json(&self) -> String {
+        serde_json::to_string(self).unwrap_or_else(|e| format!("{{\"error\":\"{e}\"}}"))
+    }
+
+    /// Both tables, then the ratio.
+    pub(crate) fn table(&self) -> String {
+        let mut out = String::new();
+        let _ = writeln!(out, "-- no snapshot held");
+        out.push_str(&self.free.table());
+        let _ = writeln!(
+            out,
+            "-- an idle REPEATABLE READ transaction held in another session"
+        );
+        out.push_str(&self.held.table());
+        let _ = writeln!(out, "held / free      {:.2} (items/s)", self.held_over_free);
+        out
+    }
 }
 
 /// A round bucket width giving about 100 buckets over `span` seconds, at least 50 ms.
@@ -187,6 +271,9 @@ impl Report {
                 name,
                 removed,
             },
+            snapshot_held: m.snapshot_held,
+            peak_dead_tuples: m.peak_dead_tuples.clone(),
+            claim_p99_by_minute: FirstLast::of(&m.claims),
         }
     }
 
@@ -263,6 +350,32 @@ impl Report {
             "  cleanup         {} {} {removed}",
             self.cleanup.kind, self.cleanup.name
         );
+        if let Some(fl) = &self.claim_p99_by_minute {
+            let _ = writeln!(
+                out,
+                "  claim p99       first minute {:.2} ms, last minute {:.2} ms ({:.2}x)",
+                ms(fl.first_minute_us),
+                ms(fl.last_minute_us),
+                fl.last_over_first
+            );
+        }
+        if let Some(peaks) = &self.peak_dead_tuples {
+            let list: Vec<String> = peaks.iter().map(|(t, n)| format!("{t} {n}")).collect();
+            let _ = writeln!(
+                out,
+                "  dead tuples     peak {}{}",
+                if list.is_empty() {
+                    "none".to_owned()
+                } else {
+                    list.join(", ")
+                },
+                if self.snapshot_held {
+                    " (snapshot held)"
+                } else {
+                    ""
+                }
+            );
+        }
         if let Some(p) = &self.plot {
             let _ = writeln!(out, "  plot            {p}");
         }

@@ -1,6 +1,10 @@
 //! One measurement: open the store, seed, drain or sustain, check exactly-once, close.
 
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
+
+use sqlx::{Connection, PgConnection};
 
 use tenure::{DynStore, QueueCounts, QueueName, Store};
 use tenure_benches::sustained::{self, Plan, Summary};
@@ -19,6 +23,113 @@ pub(crate) const DEFAULT_STORE_BATCH: usize = 100;
 const SETTLE: Duration = Duration::from_secs(60);
 /// The store loop's sleep after an empty claim in a sustained run.
 const STORE_POLL: Duration = Duration::from_millis(1);
+
+/// What `--hold-snapshot` does around one measurement.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Snapshot {
+    /// Nothing (a run without `--hold-snapshot`).
+    None,
+    /// Sample the schema's dead tuples, holding nothing: the free run.
+    Watch,
+    /// Hold an idle REPEATABLE READ transaction open in another session, and sample.
+    Hold,
+}
+
+/// How often the dead tuples are sampled.
+const DEAD_TUPLE_EVERY: Duration = Duration::from_millis(250);
+
+/// The snapshot held and the dead-tuple sampler of one measurement.
+struct Watch {
+    held: Option<PgConnection>,
+    peaks: Arc<Mutex<BTreeMap<String, i64>>>,
+    sampler: tokio::task::JoinHandle<()>,
+}
+
+impl Watch {
+    /// Takes the snapshot (if `how` says so) and starts sampling, on `target`'s
+    /// PostgreSQL server. `None` for other stores and for [`Snapshot::None`].
+    async fn start(target: &Target, how: Snapshot) -> Result<Option<Watch>, CliError> {
+        let Some((driver_url, schema)) = target.postgres_schema() else {
+            return Ok(None);
+        };
+        if how == Snapshot::None {
+            return Ok(None);
+        }
+        let held = if how == Snapshot::Hold {
+            let mut conn = PgConnection::connect(driver_url)
+                .await
+                .map_err(CliError::db("connecting to hold a snapshot"))?;
+            // `SELECT 1` takes the snapshot and locks no table, so nothing the store
+            // does (a TRUNCATE included) waits for this session.
+            sqlx::Executor::execute(
+                &mut conn,
+                "BEGIN ISOLATION LEVEL REPEATABLE READ; SELECT 1;",
+            )
+            .await
+            .map_err(CliError::db("taking the snapshot"))?;
+            Some(conn)
+        } else {
+            None
+        };
+        let mut conn = PgConnection::connect(driver_url)
+            .await
+            .map_err(CliError::db("connecting to sample dead tuples"))?;
+        let peaks = Arc::new(Mutex::new(BTreeMap::new()));
+        let into = Arc::clone(&peaks);
+        let schema = schema.to_owned();
+        let sampler = tokio::spawn(async move {
+            loop {
+                let rows: Result<Vec<(String, i64)>, _> = sqlx::query_as(
+                    "SELECT relname::text, n_dead_tup FROM pg_stat_user_tables \
+                     WHERE schemaname = $1",
+                )
+                .bind(&schema)
+                .fetch_all(&mut conn)
+                .await;
+                if let Ok(rows) = rows {
+                    let mut peaks = into.lock().unwrap_or_else(|p| p.into_inner());
+                    for (table, dead) in rows {
+                        let peak = peaks.entry(table).or_insert(0);
+                        *peak = (*peak).max(dead);
+                    }
+                }
+                tokio::time::sleep(DEAD_TUPLE_EVERY).await;
+            }
+        });
+        Ok(Some(Watch {
+            held,
+            peaks,
+            sampler,
+        }))
+    }
+
+    /// Stops sampling, rolls the held transaction back, and answers the peaks
+    /// (tables that had none left out).
+    async fn finish(mut self) -> BTreeMap<String, i64> {
+        // One last sample's worth of time: the server publishes counts about once a
+        // second.
+        tokio::time::sleep(Duration::from_millis(1_100)).await;
+        self.sampler.abort();
+        if let Some(mut conn) = self.held.take() {
+            let _ = sqlx::Executor::execute(&mut conn, "ROLLBACK").await;
+            let _ = conn.close().await;
+        }
+        let peaks = self.peaks.lock().unwrap_or_else(|p| p.into_inner());
+        peaks
+            .iter()
+            .filter(|(_, n)| **n > 0)
+            .map(|(t, n)| (t.clone(), *n))
+            .collect()
+    }
+}
+
+impl Drop for Watch {
+    fn drop(&mut self) {
+        // A run that failed: stop sampling; the held connection closes with its
+        // transaction when dropped.
+        self.sampler.abort();
+    }
+}
 
 /// What one run measured.
 #[derive(Debug)]
@@ -47,6 +158,13 @@ pub(crate) struct Measured {
     /// `(seconds since the measurement started, items finished)` per accepted
     /// `complete` call.
     pub(crate) timeline: Vec<(f64, u32)>,
+    /// `(seconds since the measurement started, wall time in microseconds)` of every
+    /// non-empty claim.
+    pub(crate) claims: Vec<(f64, u64)>,
+    /// Whether another session held a snapshot throughout (`--hold-snapshot`).
+    pub(crate) snapshot_held: bool,
+    /// The peak dead tuples of each table of the schema during the run, when sampled.
+    pub(crate) peak_dead_tuples: Option<BTreeMap<String, i64>>,
 }
 
 fn percentiles(mut samples: Vec<u64>) -> Option<Percentiles> {
@@ -59,11 +177,12 @@ pub(crate) async fn measure(
     target: &Target,
     args: &BenchArgs,
     progress: &Progress,
+    snapshot: Snapshot,
 ) -> Result<Measured, CliError> {
     let store: DynStore = tenure::open(target.url()).await?;
     let queue = QueueName::new(format!("bench_{}", fresh_suffix()))?;
     let tallied = Tallied::new(store);
-    let outcome = measure_on(target, args, progress, &tallied, &queue).await;
+    let outcome = measure_on(target, args, progress, &tallied, &queue, snapshot).await;
     drop(tallied);
     outcome
 }
@@ -74,18 +193,21 @@ async fn measure_on(
     progress: &Progress,
     store: &Tallied<DynStore>,
     queue: &QueueName,
+    snapshot: Snapshot,
 ) -> Result<Measured, CliError> {
     let seeding = Instant::now();
     if args.backlog > 0 {
         progress.spin(format!("seeding a backlog of {} items", args.backlog));
         seed_backlog(store, queue, args.backlog).await?;
     }
+    let watch;
     let (ids, drained) = match args.mode {
         Mode::BurnDown => {
             progress.spin(format!("seeding {} items", args.items));
             let ids = seed_ids(store, queue, args.items).await?;
             target.analyze().await?;
             let seed_time = seeding.elapsed();
+            watch = Watch::start(target, snapshot).await?;
             progress.count("draining", args.items as u64, store.tally().clone());
             let start_us = store.tally().now_us();
             let elapsed = burn_down(store, queue, args).await?;
@@ -101,6 +223,7 @@ async fn measure_on(
         Mode::Sustained => {
             target.analyze().await?;
             let seed_time = seeding.elapsed();
+            watch = Watch::start(target, snapshot).await?;
             let plan = Plan::new(args.rate, args.warmup, args.duration);
             progress.count("enqueued and worked", plan.items(), store.tally().clone());
             let start_us = store.tally().now_us();
@@ -135,6 +258,10 @@ async fn measure_on(
         }
     };
     progress.finish();
+    let peak_dead_tuples = match watch {
+        Some(w) => Some(w.finish().await),
+        None => None,
+    };
     let tally = store.tally();
     let exactly_once = tally.check(&ids);
     let left = store.queue_counts(queue).await?;
@@ -175,6 +302,12 @@ async fn measure_on(
         .filter(|(at, _)| *at >= start_us)
         .map(|(at, n)| ((at - start_us) as f64 / 1e6, n))
         .collect();
+    let claims = tally
+        .claim_samples()
+        .into_iter()
+        .filter(|(at, _)| *at >= start_us)
+        .map(|(at, took)| ((at - start_us) as f64 / 1e6, took))
+        .collect();
     Ok(Measured {
         store: store.name(),
         queue: queue.as_str().to_owned(),
@@ -187,6 +320,9 @@ async fn measure_on(
         exactly_once,
         left,
         timeline,
+        claims,
+        snapshot_held: snapshot == Snapshot::Hold,
+        peak_dead_tuples,
     })
 }
 

@@ -324,6 +324,16 @@ impl Target {
         }
     }
 
+    /// A PostgreSQL target's driver URL (without `tenure_schema`) and schema.
+    pub(crate) fn postgres_schema(&self) -> Option<(&str, &str)> {
+        match self {
+            Target::Postgres {
+                driver_url, schema, ..
+            } => Some((driver_url, schema)),
+            _ => None,
+        }
+    }
+
     /// After seeding, before measuring. PostgreSQL: `ANALYZE` of every table of the
     /// bench's schema, so the planner knows the seeded sizes, as autovacuum would in
     /// time; other stores: nothing.

@@ -70,7 +70,7 @@ pub struct Capabilities {
     pub stream_runs: bool,
     /// Queue limits: concurrency (G16) and rate (G17), with the `limits_*` operations
     /// and the items' limit keys. Optional while not every store has them: the
-    /// PostgreSQL and Redis stores do not yet.
+    /// PostgreSQL store does not yet.
     pub limits: bool,
     /// Fair shares (G18): claims serve the tenants of a queue by fairness key and
     /// weight. Stores without it refuse items with a fairness key
@@ -173,8 +173,7 @@ pub trait Store: Send + Sync + fmt::Debug + 'static {
     ///   A store that does not declare [`Capabilities::limits`] MUST answer
     ///   [`Error::Unsupported`](crate::Error::Unsupported) for an item with a limit
     ///   key, and one that does not declare [`Capabilities::fair_shares`] for an item
-    ///   with a fairness key, writing nothing (known gap: the PostgreSQL store does not
-    ///   check yet, and ignores the keys).
+    ///   with a fairness key, writing nothing.
     /// - With [`Capabilities::fair_shares`], the item's start tag is fixed here (G18;
     ///   `g18_fair_shares`): `max(virtual time, its tenant's finish tag)`, and the
     ///   tenant's finish tag moves on by `1 / weight`, the weight the queue configures

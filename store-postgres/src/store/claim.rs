@@ -26,6 +26,35 @@ const SCOPE_RACE_RETRIES: usize = 16;
 /// How many expired leases a claim recovers before it picks (contract of `claim`).
 const CLAIM_RECOVER_LIMIT: i64 = 1_000;
 
+/// How many items a store claims between two moves of its queues' claim cursors.
+const CURSOR_EVERY_ITEMS: u64 = 1_000;
+/// The longest a store claims without moving its queues' claim cursors.
+const CURSOR_EVERY: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// When a store moves its claim cursors forward (migration 9): before a claim, once
+/// [`CURSOR_EVERY_ITEMS`] items were claimed or [`CURSOR_EVERY`] passed since the last
+/// move. Between two moves a claim walks at most the index entries of the items
+/// claimed meanwhile; each move writes one row version per queue, so under an old
+/// snapshot the cursor rows stay small (a few thousand versions in half an hour).
+#[derive(Debug, Default)]
+pub(crate) struct CursorPace {
+    last: Option<std::time::Instant>,
+    claimed: u64,
+}
+
+impl CursorPace {
+    /// Whether a move is due now; if so, the pace restarts from now.
+    fn due(&mut self) -> bool {
+        let due = self.claimed >= CURSOR_EVERY_ITEMS
+            || self.last.is_none_or(|t| t.elapsed() >= CURSOR_EVERY);
+        if due {
+            self.last = Some(std::time::Instant::now());
+            self.claimed = 0;
+        }
+        due
+    }
+}
+
 /// The decoded answer of one run of the claim statement.
 pub(crate) enum ClaimRun {
     /// Expired leases of these queues exist: recover them, then pick.
@@ -41,6 +70,7 @@ impl PgStore {
     /// `Store::enqueue`.
     pub(super) async fn enqueue_impl(&self, params: EnqueueParams) -> Result<Vec<Enqueued>> {
         params.validate(&self.inner.limits)?;
+        refuse_limit_keys(&params.items)?;
         let now = self.inner.clock.now();
         params.validate_schedule(&self.inner.limits, now)?;
         let simple = params.pin_to.is_none()
@@ -352,6 +382,7 @@ impl PgStore {
             q.dedup();
             q
         };
+        self.advance_cursors(now, &queues).await?;
         let mut check_expired = true;
         let mut recovered: Vec<Uuid> = Vec::new();
         let mut races = 0;
@@ -381,6 +412,7 @@ impl PgStore {
                     check_expired = false;
                 }
                 Ok(ClaimRun::Claimed(mut items)) => {
+                    self.count_claimed(items.len());
                     // A row this call recovered may have been locked at the pick by a
                     // stale finalize whose fence then failed: the row is claimable,
                     // so wait for it instead of passing it over. Best effort: the
@@ -421,6 +453,42 @@ impl PgStore {
                 }
                 Err(e) => return Err(map(e)),
             }
+        }
+    }
+
+    /// Moves the claim cursors of `queues` forward when [`CursorPace`] says it is due,
+    /// in a transaction of its own. A connection that cannot be had is the claim's
+    /// error too, so it is answered at once; a failed statement is only logged (the
+    /// claim that follows reports what is wrong, a schema not migrated included).
+    async fn advance_cursors(&self, now: Timestamp, queues: &[String]) -> Result<()> {
+        let due = match self.inner.cursor_pace.lock() {
+            Ok(mut pace) => pace.due(),
+            Err(_) => false,
+        };
+        if !due {
+            return Ok(());
+        }
+        let mut s = self.session().await?;
+        let run = self
+            .query(&self.inner.sql.cursor_advance)
+            .bind(now.as_micros())
+            .bind(queues)
+            .execute(&mut *s)
+            .await;
+        match run {
+            Ok(_) => s.finish().await?,
+            Err(e) => {
+                tracing::debug!(error = %e, "tenure-postgres: moving the claim cursors");
+                s.settle().await;
+            }
+        }
+        Ok(())
+    }
+
+    /// Counts `n` claimed items towards the next move of the claim cursors.
+    fn count_claimed(&self, n: usize) {
+        if let Ok(mut pace) = self.inner.cursor_pace.lock() {
+            pace.claimed += n as u64;
         }
     }
 
@@ -595,4 +663,20 @@ fn leases(mut items: Vec<(i64, Item)>) -> Result<Vec<Lease>> {
 
 fn is_scope_race(e: &sqlx::Error) -> bool {
     matches!(db_code(e), Some((code, Some(c))) if code == "23505" && c == SCOPE_INDEX)
+}
+
+/// Queue limits and fair shares (G16..G18) are not served by this store yet: an item
+/// that names a limit or fairness key is refused, never run unlimited (the `Store`
+/// contract of `enqueue`), and nothing is written.
+pub(crate) fn refuse_limit_keys(items: &[NewItem]) -> Result<()> {
+    if items
+        .iter()
+        .any(|i| i.limit_key.is_some() || i.fairness_key.is_some())
+    {
+        return Err(Error::unsupported(
+            "enqueue with a limit or fairness key",
+            crate::STORE,
+        ));
+    }
+    Ok(())
 }

@@ -33,6 +33,7 @@ use crate::sql::Sql;
 use crate::{listen, migrate, PgConfig, STORE};
 
 mod claim;
+pub(crate) use claim::refuse_limit_keys;
 mod finalize;
 pub(crate) mod inspect;
 mod instances;
@@ -67,6 +68,9 @@ struct Inner {
     /// diagnostics.
     scope_races: AtomicU64,
     listener: Mutex<Option<JoinHandle<()>>>,
+    /// When this store last moved its queues' claim cursors forward, and how many
+    /// items it has claimed since (`claim::CursorPace`).
+    cursor_pace: Mutex<claim::CursorPace>,
 }
 
 impl Drop for Inner {
@@ -160,6 +164,7 @@ impl PgStore {
                 channel: channel.clone(),
                 scope_races: AtomicU64::new(0),
                 listener: Mutex::new(None),
+                cursor_pace: Mutex::new(claim::CursorPace::default()),
             }),
         };
         if config.migrate_on_connect {

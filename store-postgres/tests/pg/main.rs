@@ -24,6 +24,7 @@ fn owner(n: usize) -> OwnerId {
     OwnerId::new(format!("w{n}")).unwrap()
 }
 
+mod claim_cursors;
 mod faults;
 mod g09_stream_fifo;
 mod migrations;

@@ -101,3 +101,39 @@ async fn a_failed_enqueue_leaves_the_callers_transaction_usable() {
     assert!(ctx.store.item_get(id).await.unwrap().is_some());
     ctx.finish().await;
 }
+
+#[tokio::test]
+async fn an_item_with_a_limit_or_fairness_key_is_refused_until_limits_are_served_and_nothing_is_written(
+) {
+    let Some(ctx) = Ctx::new().await else { return };
+    assert!(
+        !ctx.store.capabilities().limits && !ctx.store.capabilities().fair_shares,
+        "this test is for a store that does not serve G16..G18 yet"
+    );
+    let limited = NewItem::new(q(), b"x".to_vec()).limit_key(LimitKey::new("customer-7").unwrap());
+    let fair = NewItem::new(q(), b"y".to_vec()).fairness_key(FairnessKey::new("tenant-1").unwrap());
+    for item in [limited, fair] {
+        let plain = NewItem::new(q(), b"beside".to_vec());
+        let err = ctx
+            .store
+            .enqueue(EnqueueParams::new(vec![plain.clone(), item.clone()]))
+            .await
+            .unwrap_err();
+        assert!(matches!(err, Error::Unsupported { .. }), "{err:?}");
+        let mut conn = sqlx::PgConnection::connect(&common::url()).await.unwrap();
+        let mut tx = conn.begin().await.unwrap();
+        let err = ctx
+            .store
+            .enqueue_in_tx(&mut tx, EnqueueParams::new(vec![plain, item]))
+            .await
+            .unwrap_err();
+        assert!(matches!(err, Error::Unsupported { .. }), "{err:?}");
+        tx.commit().await.unwrap();
+    }
+    assert_eq!(
+        ctx.store.queue_counts(&q()).await.unwrap().ready,
+        0,
+        "nothing written"
+    );
+    ctx.finish().await;
+}
