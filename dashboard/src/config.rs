@@ -11,6 +11,7 @@ use tenure_core::runtime::DEFAULT_LEADER_NAME;
 use tenure_core::{SharedClock, SystemClock};
 
 use crate::access::{Access, Authorizer};
+use crate::hosts::HostRules;
 
 /// Names who made a request, for audit events and metrics.
 pub(crate) type ActorFn = Arc<dyn Fn(&Parts) -> Option<String> + Send + Sync>;
@@ -31,6 +32,9 @@ pub struct DashboardConfig {
     pub(crate) leader_name: String,
     pub(crate) refresh_choices: Vec<u32>,
     pub(crate) clock: SharedClock,
+    pub(crate) hosts: HostRules,
+    pub(crate) body_timeout: Duration,
+    pub(crate) list_payloads: bool,
 }
 
 impl fmt::Debug for DashboardConfig {
@@ -45,6 +49,9 @@ impl fmt::Debug for DashboardConfig {
             .field("page_size", &self.page_size)
             .field("preview_bytes", &self.preview_bytes)
             .field("leader_name", &self.leader_name)
+            .field("hosts", &self.hosts)
+            .field("body_timeout", &self.body_timeout)
+            .field("list_payloads", &self.list_payloads)
             .finish_non_exhaustive()
     }
 }
@@ -56,8 +63,9 @@ impl Default for DashboardConfig {
 }
 
 impl DashboardConfig {
-    /// Served at the root, every action allowed (put auth in front), counts cached for
-    /// 2 s, pages of 50 items, payload previews of 4 KiB.
+    /// Served at the root, every action allowed (put auth in front), answering only
+    /// loopback `Host` names, counts cached for 2 s, pages of 50 items, payload previews
+    /// of 4 KiB, request bodies read within 10 s.
     pub fn new() -> Self {
         DashboardConfig {
             base_path: String::new(),
@@ -72,7 +80,53 @@ impl DashboardConfig {
             leader_name: DEFAULT_LEADER_NAME.to_owned(),
             refresh_choices: vec![0, 1, 2, 5, 15, 30],
             clock: Arc::new(SystemClock),
+            hosts: HostRules::loopback(),
+            body_timeout: Duration::from_secs(10),
+            list_payloads: true,
         }
+    }
+
+    /// Shows the start of each item's payload in a column of the queue listings and
+    /// their JSON (default on; escaped, one line, cut with an ellipsis). Off, payloads
+    /// are shown only on an item's page, when asked for.
+    pub fn list_payloads(mut self, show: bool) -> Self {
+        self.list_payloads = show;
+        self
+    }
+
+    /// Also answers requests whose `Host` is `host`: the name a reverse proxy or the
+    /// users reach the dashboard by. Call it once per name.
+    ///
+    /// Without any, only loopback names answer (`localhost`, `127.0.0.1`, `[::1]`, any
+    /// port); every other `Host` gets `421 Misdirected Request` before any handler runs,
+    /// so a web page that rebinds its own DNS name to this machine can neither read
+    /// nor steer the work (DNS rebinding).
+    ///
+    /// `host` is `name`, `name:port` (then only that port), an IP address, or any of
+    /// these after `https://`: the dashboard is served over TLS under that name (by a
+    /// proxy), so an action whose `Origin` is `https://name` is same-origin. A bare
+    /// name accepts `http://` origins only. Answers an error for anything else (a
+    /// path, a user, an empty name).
+    pub fn allowed_host(mut self, host: &str) -> Result<Self, String> {
+        self.hosts.add(host)?;
+        Ok(self)
+    }
+
+    /// Also answers any `Host` that is an IP address (not a name). A page's DNS name
+    /// can be rebound to this machine, but a request to an IP address carries that
+    /// address, never the attacker's name; `tenure dashboard` sets it when bound to
+    /// every interface (`0.0.0.0`, `::`), where the dashboard is reached by any of the
+    /// machine's addresses. Off by default.
+    pub fn any_ip_host(mut self, allow: bool) -> Self {
+        self.hosts.any_ip = allow;
+        self
+    }
+
+    /// How long a client may take to send an action's body (default 10 s; at least
+    /// 100 ms); past it the request answers `408 Request Timeout` and nothing runs.
+    pub fn body_timeout(mut self, timeout: Duration) -> Self {
+        self.body_timeout = timeout.max(Duration::from_millis(100));
+        self
     }
 
     /// The path the router is mounted under (`"/ops/tenure"`), which every link and
@@ -120,6 +174,11 @@ impl DashboardConfig {
     }
 
     /// Requires these credentials on every page but `/healthz` (401 otherwise).
+    ///
+    /// After five failed attempts a client waits 1 s, doubling up to 60 s, and is
+    /// answered `429` meanwhile. Clients are told apart by peer address, which
+    /// [`crate::serve`] gives each request (`ConnectInfo<SocketAddr>`); without it
+    /// (or behind one proxy) all share one count, so guessing slows everyone.
     pub fn basic_auth(mut self, auth: BasicAuth) -> Self {
         self.basic_auth = Some(auth);
         self

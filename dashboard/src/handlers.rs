@@ -21,9 +21,10 @@ use tenure_core::{
 
 use crate::access::{Access, Action};
 use crate::cache::{LeaderView, Snapshot};
+use crate::notice::{Notice, Shown};
 use crate::pages::{self, View};
 use crate::security::{same_origin, AuthUser};
-use crate::text::{iso, parse_age, segment};
+use crate::text::{dashboard_path, iso, parse_age, queue_segment, segment};
 use crate::AppState;
 
 /// Everything a handler needs to know about the request besides its own input.
@@ -32,6 +33,8 @@ pub(crate) struct Ctx {
     actor: String,
     json: bool,
     headers: HeaderMap,
+    /// The one-time notice this page was sent with (`?notice=ID`), taken.
+    notice: Option<Shown>,
 }
 
 impl FromRequestParts<AppState> for Ctx {
@@ -51,11 +54,21 @@ impl FromRequestParts<AppState> for Ctx {
             .and_then(|f| f(parts))
             .or_else(|| parts.extensions.get::<AuthUser>().map(|u| u.0.clone()))
             .unwrap_or_else(|| "anonymous".to_owned());
+        let notice = if parts.method == axum::http::Method::GET {
+            parts.uri.query().and_then(|q| {
+                q.split('&')
+                    .find_map(|kv| kv.strip_prefix("notice="))
+                    .map(|id| state.notices.take(id))
+            })
+        } else {
+            None
+        };
         let ctx = Ctx {
             access,
             actor,
             json,
             headers: parts.headers.clone(),
+            notice,
         };
         if !ctx.access.can_view() {
             return Err(ctx.fail(
@@ -87,6 +100,7 @@ impl Ctx {
         View {
             cfg: &state.config,
             access: &self.access,
+            notice: self.notice.as_ref(),
         }
     }
 
@@ -109,7 +123,8 @@ impl Ctx {
     }
 
     /// A store error as a response: bad input 400, unavailable 503, not found 404, the
-    /// rest 500.
+    /// rest 500. The text of an unavailable or internal error (a file path, a host, a
+    /// driver's message) goes to the log, not to the page.
     fn store_error(&self, state: &AppState, e: &tenure_core::Error) -> Response {
         let (status, kind) = match e.kind() {
             ErrorKind::InvalidInput => (StatusCode::BAD_REQUEST, "invalid_input"),
@@ -118,7 +133,18 @@ impl Ctx {
             ErrorKind::Conflict => (StatusCode::CONFLICT, "conflict"),
             _ => (StatusCode::INTERNAL_SERVER_ERROR, "internal"),
         };
-        self.fail(state, status, kind, &e.to_string())
+        match kind {
+            "unavailable" | "internal" => {
+                tracing::warn!(error = %e, kind, "dashboard: the store failed a request");
+                let text = if kind == "unavailable" {
+                    "The store does not answer; the dashboard's log says why."
+                } else {
+                    "The store failed this request; the dashboard's log says why."
+                };
+                self.fail(state, status, kind, text)
+            }
+            _ => self.fail(state, status, kind, &e.to_string()),
+        }
     }
 
     fn html_or_json(
@@ -135,7 +161,7 @@ impl Ctx {
 
     /// Refuses an action unless it is same-origin and allowed; answers the refusal.
     fn guard(&self, state: &AppState, action: Action) -> Result<(), Response> {
-        if !same_origin(&self.headers) {
+        if !same_origin(&self.headers, &state.config.hosts) {
             audit(self, action, "refused_cross_site", None, 0);
             return Err(self.fail(
                 state,
@@ -240,19 +266,65 @@ async fn snapshot(state: &AppState) -> tenure_core::Result<std::sync::Arc<Snapsh
         .await
 }
 
+/// The queue a path segment names (see [`segment`]), checked for validity only.
 fn parse_queue(ctx: &Ctx, state: &AppState, raw: &str) -> Result<QueueName, Response> {
-    QueueName::new(raw).map_err(|e| ctx.store_error(state, &e))
+    QueueName::new(queue_segment(raw)).map_err(|e| ctx.store_error(state, &e))
 }
 
+/// The queue a path segment names, when the store knows it ([`Store::queue_list`]
+/// names it); 404 with a way back otherwise. `fresh` skips the shared snapshot (for
+/// actions: nothing may pause a queue into existence).
+///
+/// [`Store::queue_list`]: tenure_core::Store::queue_list
+async fn known_queue(
+    ctx: &Ctx,
+    state: &AppState,
+    raw: &str,
+    fresh: bool,
+) -> Result<QueueName, Response> {
+    let queue = parse_queue(ctx, state, raw)?;
+    if !fresh {
+        if let Ok(snap) = snapshot(state).await {
+            if snap.counts(&queue).is_some() {
+                return Ok(queue);
+            }
+        }
+    }
+    match state.store.queue_list().await {
+        Ok(names) if names.contains(&queue) => Ok(queue),
+        Ok(_) => Err(ctx.fail(
+            state,
+            StatusCode::NOT_FOUND,
+            "not_found",
+            &format!("No queue {queue}: the store has no item in it and it is not paused."),
+        )),
+        Err(e) => Err(ctx.store_error(state, &e)),
+    }
+}
+
+/// `200 up` when the store answers, `503 down` when it does not: nothing else, so
+/// nobody learns a file, host or error text from it (the error goes to the log).
 pub(crate) async fn healthz(State(state): State<AppState>) -> Response {
     match state.store.queue_list().await {
-        Ok(_) => (StatusCode::OK, "ok\n").into_response(),
-        Err(e) => (
-            StatusCode::SERVICE_UNAVAILABLE,
-            format!("unavailable: {e}\n"),
-        )
-            .into_response(),
+        Ok(_) => (StatusCode::OK, "up\n").into_response(),
+        Err(e) => {
+            tracing::warn!(error = %e, "dashboard health check: the store does not answer");
+            (StatusCode::SERVICE_UNAVAILABLE, "down\n").into_response()
+        }
     }
+}
+
+/// The answer to an action that ran: `303 See Other` to `back` with the one-time
+/// `notice` (POST-redirect-GET: a reload of the page after it repeats nothing).
+fn done(state: &AppState, back: &str, notice: Notice) -> Response {
+    let id = state.notices.put(notice);
+    let sep = if back.contains('?') { '&' } else { '?' };
+    Redirect::to(&format!("{back}{sep}notice={id}")).into_response()
+}
+
+/// True when an action's form says it was confirmed (`confirm=yes`).
+fn confirmed(fields: &[(String, String)]) -> bool {
+    fields.iter().any(|(k, v)| k == "confirm" && v == "yes")
 }
 
 pub(crate) async fn not_found(State(state): State<AppState>, ctx: Ctx) -> Response {
@@ -304,6 +376,9 @@ pub(crate) struct QueueQuery {
     state: Option<String>,
     order: Option<String>,
     after: Option<String>,
+    /// `1`: the last page (the newest items in oldest-first order, or the oldest in
+    /// newest-first order).
+    last: Option<String>,
 }
 
 pub(crate) async fn queue(
@@ -312,7 +387,7 @@ pub(crate) async fn queue(
     Path(raw): Path<String>,
     Query(q): Query<QueueQuery>,
 ) -> Response {
-    let queue = match parse_queue(&ctx, &state, &raw) {
+    let queue = match known_queue(&ctx, &state, &raw, false).await {
         Ok(q) => q,
         Err(r) => return r,
     };
@@ -335,10 +410,18 @@ pub(crate) async fn queue(
             )
         }
     };
+    let last = q.last.as_deref() == Some("1");
+    // The last page is the first page of the other order, turned round: the contract's
+    // two orders are exact mirrors of each other.
+    let read_order = match (last, order) {
+        (false, o) => o,
+        (true, ListOrder::NewestFirst) => ListOrder::OldestFirst,
+        (true, _) => ListOrder::NewestFirst,
+    };
     let mut params = ItemListParams::new(queue.clone(), list_state)
-        .order(order)
+        .order(read_order)
         .limit(state.config.page_size.min(MAX_PAGE));
-    let after = q.after.filter(|a| !a.is_empty());
+    let after = q.after.filter(|a| !a.is_empty() && !last);
     if let Some(a) = &after {
         match Cursor::new(a.clone()) {
             Ok(c) => params = params.after(c),
@@ -349,10 +432,10 @@ pub(crate) async fn queue(
         "{}\u{0}{}\u{0}{}\u{0}{}",
         queue,
         list_state.as_str(),
-        pages::order_str(order),
+        pages::order_str(read_order),
         after.as_deref().unwrap_or("")
     );
-    let page = match state
+    let mut page = match state
         .cache
         .item_page(key, state.store.item_list(params))
         .await
@@ -360,6 +443,11 @@ pub(crate) async fn queue(
         Ok(p) => p,
         Err(e) => return ctx.store_error(&state, &e),
     };
+    if last {
+        page.items.reverse();
+        page.next = None;
+    }
+    let previews = state.config.list_payloads;
     let snap = match snapshot(&state).await {
         Ok(s) => s,
         Err(e) => return ctx.store_error(&state, &e),
@@ -367,8 +455,15 @@ pub(crate) async fn queue(
     let counts = snap.counts(&queue);
     ctx.html_or_json(
         || {
-            ctx.view(&state)
-                .queue(&queue, counts, list_state, order, &page, after.as_deref())
+            ctx.view(&state).queue(
+                &queue,
+                counts,
+                list_state,
+                order,
+                &page,
+                after.as_deref(),
+                last,
+            )
         },
         || {
             json!({
@@ -377,7 +472,11 @@ pub(crate) async fn queue(
                 "order": pages::order_str(order),
                 "counts": counts.map(|c| queue_json(&queue, c)),
                 "as_of": iso(page.as_of),
-                "items": page.items.iter().map(|i| item_json(i, None)).collect::<Vec<_>>(),
+                "last_page": last,
+                "items": page.items.iter().map(|i| item_json(
+                    i,
+                    previews.then(|| crate::text::preview(&i.payload, pages::LIST_PREVIEW_BYTES)),
+                )).collect::<Vec<_>>(),
                 "next": page.next.as_ref().map(Cursor::as_str),
             })
         },
@@ -638,7 +737,7 @@ pub(crate) async fn dead_preview(
     Path(raw): Path<String>,
     Query(form): Query<FilterForm>,
 ) -> Response {
-    let queue = match parse_queue(&ctx, &state, &raw) {
+    let queue = match known_queue(&ctx, &state, &raw, false).await {
         Ok(q) => q,
         Err(r) => return r,
     };
@@ -684,21 +783,15 @@ pub(crate) async fn dead_preview(
 }
 
 /// Where to go after an action: the `back` field when it is a path of this dashboard.
+/// Anything else (another site, a tab or newline, a step out of the base path) is
+/// ignored for `fallback`.
 fn back_to(state: &AppState, fields: &[(String, String)], fallback: &str) -> String {
     let base = &state.config.base_path;
     fields
         .iter()
         .find(|(k, _)| k == "back")
         .map(|(_, v)| v.clone())
-        .filter(|v| {
-            v.starts_with('/')
-                && !v.starts_with("//")
-                && !v.contains('\\')
-                && (base.is_empty()
-                    || v == base
-                    || v.starts_with(&format!("{base}/"))
-                    || v.starts_with(&format!("{base}?")))
-        })
+        .filter(|v| dashboard_path(v, base))
         .unwrap_or_else(|| state.config.link(fallback))
 }
 
@@ -713,7 +806,7 @@ async fn pause_or_resume(
     if let Err(r) = ctx.guard(&state, action) {
         return r;
     }
-    let queue = match parse_queue(&ctx, &state, &raw) {
+    let queue = match known_queue(&ctx, &state, &raw, true).await {
         Ok(q) => q,
         Err(r) => return r,
     };
@@ -744,7 +837,26 @@ async fn pause_or_resume(
                 &fields,
                 &format!("/queues/{}", segment(queue.as_str())),
             );
-            Redirect::to(&back).into_response()
+            let (title, text) = match (pause, changed) {
+                (true, true) => (
+                    "Paused",
+                    format!(
+                        "Paused queue {queue}: nothing is claimed from it until it is resumed."
+                    ),
+                ),
+                (true, false) => ("Paused", format!("Queue {queue} was already paused.")),
+                (false, true) => ("Resumed", format!("Resumed queue {queue}.")),
+                (false, false) => ("Resumed", format!("Queue {queue} was not paused.")),
+            };
+            done(
+                &state,
+                &back,
+                Notice {
+                    title: title.to_owned(),
+                    text,
+                    rows: Vec::new(),
+                },
+            )
         }
         Err(e) => {
             audit(&ctx, action, "failed", Some(queue.as_str()), 0);
@@ -826,6 +938,15 @@ pub(crate) async fn cancel(
         Ok(ids) => ids,
         Err(r) => return r,
     };
+    if !confirmed(&fields) {
+        return ask_first(
+            &ctx,
+            &state,
+            Action::Cancel,
+            &ids,
+            &back_to(&state, &fields, "/"),
+        );
+    }
     let res = state
         .store
         .item_cancel(CancelParams::new(ids.clone()))
@@ -848,22 +969,32 @@ pub(crate) async fn cancel(
         .join(",");
     audit(&ctx, Action::Cancel, "done", Some(&subject), n);
     let back = back_to(&state, &fields, "/");
-    ctx.html_or_json(
-        || ctx.view(&state).cancelled(&rows, &back),
-        || {
-            json!({
-                "cancelled": n,
-                "results": rows.iter().map(|(id, o)| {
-                    let mut d = json!({ "id": id, "outcome": pages::cancel_name(o) });
-                    if let tenure_core::CancelOutcome::Running { attempt, owner } = o {
-                        d["attempt"] = json!(attempt);
-                        d["owner"] = json!(owner.as_str());
-                    }
-                    d
-                }).collect::<Vec<_>>(),
-            })
-        },
-    )
+    if !ctx.json {
+        return done(
+            &state,
+            &back,
+            Notice {
+                title: "Cancelled".to_owned(),
+                text: format!("Cancelled {n} of {}.", pages::items(rows.len() as u64)),
+                rows: rows
+                    .iter()
+                    .map(|(id, o)| (id.clone(), pages::cancel_text(o)))
+                    .collect(),
+            },
+        );
+    }
+    Json(json!({
+        "cancelled": n,
+        "results": rows.iter().map(|(id, o)| {
+            let mut d = json!({ "id": id, "outcome": pages::cancel_name(o) });
+            if let tenure_core::CancelOutcome::Running { attempt, owner } = o {
+                d["attempt"] = json!(attempt);
+                d["owner"] = json!(owner.as_str());
+            }
+            d
+        }).collect::<Vec<_>>(),
+    }))
+    .into_response()
 }
 
 /// The page after a requeue or discard: how many, and where to go next.
@@ -874,7 +1005,7 @@ fn dead_done(
     n: u64,
     asked: Option<usize>,
     queue: Option<&QueueName>,
-    back: String,
+    back: &str,
 ) -> Response {
     let verb = if action == Action::Requeue {
         "Requeued"
@@ -889,10 +1020,33 @@ fn dead_done(
         (None, Some(q)) => format!("{verb} {} of queue {q}.", pages::items(n)),
         (None, None) => format!("{verb} {}.", pages::items(n)),
     };
-    ctx.html_or_json(
-        || ctx.view(state).message(verb, &text, Some(("Back", back))),
-        || json!({ action.as_str(): n, "queue": queue.map(QueueName::as_str) }),
+    if ctx.json {
+        return Json(json!({ action.as_str(): n, "queue": queue.map(QueueName::as_str) }))
+            .into_response();
+    }
+    done(
+        state,
+        back,
+        Notice {
+            title: verb.to_owned(),
+            text,
+            rows: Vec::new(),
+        },
     )
+}
+
+/// The page that asks before a destructive action by id runs: the same form again
+/// with `confirm=yes` (JSON: 400 `unconfirmed`). Nothing has run.
+fn ask_first(ctx: &Ctx, state: &AppState, action: Action, ids: &[ItemId], back: &str) -> Response {
+    if ctx.json {
+        return ctx.fail(
+            state,
+            StatusCode::BAD_REQUEST,
+            "unconfirmed",
+            &format!("confirm: send confirm=yes to {action} these items"),
+        );
+    }
+    Html(ctx.view(state).confirm(action, ids, back).into_string()).into_response()
 }
 
 async fn dead_by_ids(
@@ -908,6 +1062,9 @@ async fn dead_by_ids(
         Ok(ids) => ids,
         Err(r) => return r,
     };
+    if action == Action::Discard && !confirmed(&fields) {
+        return ask_first(&ctx, &state, action, &ids, &back_to(&state, &fields, "/"));
+    }
     let asked = ids.len();
     let subject = ids
         .iter()
@@ -924,7 +1081,7 @@ async fn dead_by_ids(
         Ok(n) => {
             audit(&ctx, action, "done", Some(&subject), n);
             let back = back_to(&state, &fields, "/");
-            dead_done(&ctx, &state, action, n, Some(asked), None, back)
+            dead_done(&ctx, &state, action, n, Some(asked), None, &back)
         }
         Err(e) => {
             audit(&ctx, action, "failed", Some(&subject), 0);
@@ -959,7 +1116,7 @@ async fn dead_by_filter(
     if let Err(r) = ctx.guard(&state, action) {
         return r;
     }
-    let queue = match parse_queue(&ctx, &state, &raw) {
+    let queue = match known_queue(&ctx, &state, &raw, true).await {
         Ok(q) => q,
         Err(r) => return r,
     };
@@ -996,7 +1153,7 @@ async fn dead_by_filter(
             let back = state
                 .config
                 .link(&format!("/queues/{}?state=dead", segment(queue.as_str())));
-            dead_done(&ctx, &state, action, n, None, Some(&queue), back)
+            dead_done(&ctx, &state, action, n, None, Some(&queue), &back)
         }
         Err(e) => {
             audit(&ctx, action, "failed", Some(queue.as_str()), 0);

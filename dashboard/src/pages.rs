@@ -2,14 +2,22 @@
 
 use maud::{html, Markup, DOCTYPE};
 use tenure_core::{
-    CancelOutcome, Item, ItemPage, LeaseInfo, ListOrder, ListState, QueueCounts, QueueName,
+    CancelOutcome, Item, ItemId, ItemPage, LeaseInfo, ListOrder, ListState, QueueCounts, QueueName,
     Timestamp,
 };
 
 use crate::access::{Access, Action};
 use crate::cache::{LeaderView, Snapshot};
 use crate::config::DashboardConfig;
+use crate::notice::Shown;
 use crate::text::{clip, iso, preview, query_value, relative, segment, span};
+
+/// Payload bytes read for a listing's preview column (and its JSON).
+pub(crate) const LIST_PREVIEW_BYTES: usize = 240;
+/// Characters of a payload or last error shown in a listing's cell.
+const CELL_CHARS: usize = 60;
+/// Characters of a last error in its cell's title (on hover).
+const TITLE_CHARS: usize = 1000;
 
 /// How old the oldest ready item may be before its age is flagged.
 const LAG_WARN_SECS: u64 = 60;
@@ -18,6 +26,8 @@ const LAG_WARN_SECS: u64 = 60;
 pub(crate) struct View<'a> {
     pub(crate) cfg: &'a DashboardConfig,
     pub(crate) access: &'a Access,
+    /// The one-time notice of the action that led here.
+    pub(crate) notice: Option<&'a Shown>,
 }
 
 impl View<'_> {
@@ -35,6 +45,38 @@ impl View<'_> {
 
     fn can(&self, action: Action) -> bool {
         self.access.allows(action)
+    }
+
+    /// A queue's name as a link, cut with an ellipsis when long; the whole name on
+    /// hover.
+    fn queue_name_link(&self, queue: &QueueName) -> Markup {
+        let href = self.queue_link(queue);
+        html! { a.clip href=(href) title=(queue.as_str()) { (queue) } }
+    }
+
+    /// The notice of the action that led here, above the page's refreshed content.
+    fn notice(&self) -> Markup {
+        html! {
+            @match self.notice {
+                Some(Shown::Fresh(n)) => {
+                    div #notice.notice role="status" {
+                        strong { (n.title) } " " span.text { (n.text) }
+                        @if !n.rows.is_empty() {
+                            div.scroll { table #outcomes {
+                                thead { tr { th { "Item" } th { "Outcome" } } }
+                                tbody { @for (id, o) in &n.rows { tr { td { code { (id) } } td { (o) } } } }
+                            } }
+                        }
+                    }
+                }
+                Some(Shown::Gone) => {
+                    div #notice.notice.gone role="status" {
+                        "This result was shown once already; reloading the page did not repeat the action."
+                    }
+                }
+                None => {}
+            }
+        }
     }
 
     /// The whole page around `body`; `refresh` marks pages the script may reload.
@@ -78,6 +120,7 @@ impl View<'_> {
                             span.mode { "read-only" @if let Access::Actions(_) = self.access { " (some actions)" } }
                         }
                     }
+                    (self.notice())
                     main #content { (body) }
                 }
             }
@@ -125,32 +168,33 @@ impl View<'_> {
             @if snap.queues.is_empty() {
                 p.empty { "No queues: nothing has been enqueued in this store." }
             } @else {
-                table #queues {
+                div.scroll { table #queues {
                     thead { tr {
-                        th { "Queue" } th.num { "Ready" } th.num { "Scheduled" } th.num { "Running" }
-                        th.num { "Dead" } th { "Oldest ready" } th { "State" } th {}
+                        th { "Queue" } th { "State" } th { span.sr { "Pause or resume" } }
+                        th.num { "Ready" } th.num { "Scheduled" } th.num { "Running" }
+                        th.num { "Dead" } th { "Oldest ready" }
                     } }
                     tbody {
                         @for (q, c) in &snap.queues {
                             tr data-queue=(q.as_str()) {
-                                td { a href=(self.queue_link(q)) { (q) } }
+                                td.name { (self.queue_name_link(q)) }
+                                td.state { (paused_badge(c.paused)) }
+                                td.act { (self.pause_form(q, c.paused, &back)) }
                                 td.num.ready { a href=(self.state_link(q, ListState::Ready)) { (c.ready) } }
                                 td.num.scheduled { a href=(self.state_link(q, ListState::Scheduled)) { (c.scheduled) } }
                                 td.num.running { a href=(self.state_link(q, ListState::Running)) { (c.running) } }
-                                td.num.dead class=[(c.dead > 0).then_some("warn")] { a href=(self.state_link(q, ListState::Dead)) { (c.dead) } }
+                                td.num.dead.warn[c.dead > 0] { a href=(self.state_link(q, ListState::Dead)) { (c.dead) } }
                                 (lag_cell(c))
-                                td.state { (paused_badge(c.paused)) }
-                                td { (self.pause_form(q, c.paused, &back)) }
                             }
                         }
                     }
-                }
+                } }
             }
             h2 { "Instances" }
             @if snap.instances.is_empty() {
                 p.empty { "No instances: no worker is registered." }
             } @else {
-                table #instances {
+                div.scroll { table #instances {
                     thead { tr { th { "Instance" } th { "Started" } th { "Last heartbeat" } } }
                     tbody {
                         @for i in &snap.instances {
@@ -162,7 +206,7 @@ impl View<'_> {
                             }
                         }
                     }
-                }
+                } }
             }
             h2 { "Leader" }
             p #leader {
@@ -192,6 +236,7 @@ impl View<'_> {
         order: ListOrder,
         page: &ItemPage,
         after: Option<&str>,
+        last: bool,
     ) -> Markup {
         let now = page.as_of;
         let here = self.queue_link(queue);
@@ -203,12 +248,13 @@ impl View<'_> {
             ListState::Running => false,
         };
         let rows = html! {
-            table #items {
+            div.scroll { table #items {
                 thead { tr {
                     @if selectable { th { span.sr { "Select" } } }
                     th { "Item" } th { "Attempt" } th { "Run at" } th { "Enqueued" }
                     @if state == ListState::Running { th { "Owner" } th { "Lease ends" } }
                     @if state == ListState::Dead { th { "Died" } }
+                    @if self.cfg.list_payloads { th { "Payload" } }
                     th { "Last error" }
                 } }
                 tbody {
@@ -224,14 +270,24 @@ impl View<'_> {
                                 td { @if let Some(t) = item.lease_expires_at { (expiry(t, now)) } }
                             }
                             @if state == ListState::Dead { td title=(iso(item.updated_at)) { (relative(item.updated_at, now)) } }
-                            td.error { @if let Some(e) = &item.last_error { (clip(e, 120)) } }
+                            @if self.cfg.list_payloads {
+                                @let (text, cut) = preview(&item.payload, LIST_PREVIEW_BYTES);
+                                @let shown = clip(&text, CELL_CHARS);
+                                @let more = cut || shown.chars().count() < text.chars().count();
+                                td.payload title=[more.then(|| clip(&text, LIST_PREVIEW_BYTES))] {
+                                    @if item.payload.is_empty() { span.meta { "empty" } } @else { code { (shown) } }
+                                }
+                            }
+                            td.error title=[item.last_error.as_deref().filter(|e| e.chars().count() > CELL_CHARS).map(|e| clip(e, TITLE_CHARS))] {
+                                @if let Some(e) = &item.last_error { (clip(e, CELL_CHARS)) }
+                            }
                         }
                     }
                 }
-            }
+            } }
         };
         let body = html! {
-            h1 { "Queue " code { (queue) } }
+            h1.wrap { "Queue " code { (queue) } }
             div.meta {
                 @if let Some(c) = counts { (paused_badge(c.paused)) " " }
                 (self.pause_form(queue, counts.is_some_and(|c| c.paused), &back))
@@ -250,7 +306,8 @@ impl View<'_> {
                     }
                 }
             }
-            @if after.is_some() { p.meta { "A later page. " a href=(format!("{here}?state={}&order={order_name}", state.as_str())) { "First page" } } }
+            @if last { p.meta #last-page { "The last page: the " (if order == ListOrder::NewestFirst { "oldest" } else { "newest" }) " " (page.items.len()) " items." } }
+            @else if after.is_some() { p.meta { "A later page." } }
             @if page.items.is_empty() {
                 p.empty { "No " (state.as_str()) " items." }
             } @else if selectable {
@@ -260,17 +317,23 @@ impl View<'_> {
                     p.actions {
                         @if state == ListState::Dead {
                             @if self.can(Action::Requeue) { button type="submit" formaction=(self.link("/items/requeue")) { "Requeue selected" } }
-                            @if self.can(Action::Discard) { button.danger type="submit" formaction=(self.link("/items/discard")) { "Discard selected" } }
+                            @if self.can(Action::Discard) { button.danger type="submit" formaction=(self.link("/items/discard")) { "Discard selected…" } }
                         } @else {
-                            button.danger type="submit" formaction=(self.link("/items/cancel")) { "Cancel selected" }
+                            button.danger type="submit" formaction=(self.link("/items/cancel")) { "Cancel selected…" }
                         }
                     }
                 }
             } @else {
                 (rows)
             }
-            @if let Some(next) = &page.next {
-                p.paging { a #next href=(format!("{here}?state={}&order={order_name}&after={}", state.as_str(), query_value(next.as_str()))) { "Next page →" } }
+            @if after.is_some() || last || page.next.is_some() {
+                nav.paging {
+                    @if after.is_some() || last { a #first href=(format!("{here}?state={}&order={order_name}", state.as_str())) { "← First page" } " " }
+                    @if let Some(next) = &page.next {
+                        a #next href=(format!("{here}?state={}&order={order_name}&after={}", state.as_str(), query_value(next.as_str()))) { "Next page →" } " "
+                        a #last href=(format!("{here}?state={}&order={order_name}&last=1", state.as_str())) { "Last page ⇥" }
+                    }
+                }
             }
             p.meta { "Listed as of " (iso(page.as_of)) "; every viewer shares one read of this page for a few seconds (longer when it is slow to read), and an action here reads it again." }
             @if state == ListState::Dead && (self.can(Action::Requeue) || self.can(Action::Discard)) {
@@ -295,7 +358,7 @@ impl View<'_> {
         let back = here.clone();
         let body = html! {
             h1 { "Item " code { (item.id) } }
-            p.meta { "Queue " a href=(self.queue_link(&item.queue)) { (item.queue) } " · state " strong #state { (state) } }
+            p.meta.wrap { "Queue " a href=(self.queue_link(&item.queue)) { (item.queue) } " · state " strong #state { (state) } }
             table.fields {
                 tbody {
                     tr { th { "Attempt" } td { (item.attempt) " of " (item.max_attempts) } }
@@ -326,8 +389,9 @@ impl View<'_> {
                 @if self.can(Action::Cancel) {
                     form method="post" action=(self.link("/items/cancel")) {
                         input type="hidden" name="id" value=(item.id);
-                        input type="hidden" name="back" value=(back);
-                        button.danger type="submit" { "Cancel this item" }
+                        // A cancelled item is gone: its queue is where to go after.
+                        input type="hidden" name="back" value=(self.queue_link(&item.queue));
+                        button.danger type="submit" { "Cancel this item…" }
                     }
                 }
             }
@@ -344,7 +408,7 @@ impl View<'_> {
                         form.inline method="post" action=(self.link("/items/discard")) {
                             input type="hidden" name="id" value=(item.id);
                             input type="hidden" name="back" value=(self.queue_link(&item.queue));
-                            button.danger type="submit" { "Discard" }
+                            button.danger type="submit" { "Discard…" }
                         }
                     }
                 }
@@ -367,7 +431,7 @@ impl View<'_> {
             nav.tabs {
                 a href=(self.link("/leases")) class=[queue.is_none().then_some("on")] { "all queues" }
                 @for q in queues {
-                    a href=(format!("{}?queue={}", self.link("/leases"), query_value(q.as_str()))) class=[(Some(q) == queue).then_some("on")] { (q) }
+                    a.clip href=(format!("{}?queue={}", self.link("/leases"), query_value(q.as_str()))) class=[(Some(q) == queue).then_some("on")] title=(q.as_str()) { (q) }
                 }
             }
             p.meta { "Soonest expiry first, as of " (iso(as_of)) ". A lease past its expiry waits for recovery (its item is claimable again once recovered)." }
@@ -375,14 +439,14 @@ impl View<'_> {
             @if leases.is_empty() {
                 p.empty { "No live leases." }
             } @else {
-                table #leases {
+                div.scroll { table #leases {
                     thead { tr { th { "Item" } th { "Queue" } th { "Attempt" } th { "Owner" } th { "Expires" } th { "Renewals" } } }
                     tbody {
                         @for l in leases {
                             @let expired = l.expires_at <= as_of;
                             tr class=[expired.then_some("expired")] {
                                 td { a.id href=(self.item_link(l.token.id)) { (l.token.id) } }
-                                td { a href=(self.queue_link(&l.queue)) { (l.queue) } }
+                                td.name { (self.queue_name_link(&l.queue)) }
                                 td.num { (l.token.attempt) }
                                 td { (l.owner) }
                                 td title=(iso(l.expires_at)) {
@@ -393,7 +457,7 @@ impl View<'_> {
                             }
                         }
                     }
-                }
+                } }
             }
             @if let Some(n) = next { p.paging { a #next href=(n) { "Next page →" } } }
         };
@@ -419,7 +483,7 @@ impl View<'_> {
             format!(" dead for longer than {older_than}")
         };
         let body = html! {
-            h1 { (capital(action.as_str())) " dead items of " code { (queue) } }
+            h1.wrap { (capital(action.as_str())) " dead items of " code { (queue) } }
             p #preview-count.message {
                 @if exact { strong { (matching) } } @else { "at least " strong { (matching) } }
                 " of " (dead_total) " dead items of " code { (queue) } (age) " match. "
@@ -451,23 +515,35 @@ impl View<'_> {
         )
     }
 
-    /// The per-id outcome of a cancel.
-    pub(crate) fn cancelled(&self, rows: &[(String, CancelOutcome)], back: &str) -> Markup {
-        let n = rows.iter().filter(|(_, o)| o.is_cancelled()).count();
-        let body = html! {
-            h1 { "Cancel" }
-            p.message #result { "Cancelled " (n) " of " (rows.len()) " items." }
-            table #outcomes {
-                thead { tr { th { "Item" } th { "Outcome" } } }
-                tbody {
-                    @for (id, o) in rows {
-                        tr { td { code { (id) } } td { (cancel_text(o)) } }
-                    }
-                }
-            }
-            p { a href=(back) { "Back" } }
+    /// Asks before a cancel or discard by id: the same form again with `confirm=yes`.
+    pub(crate) fn confirm(&self, action: Action, ids: &[ItemId], back: &str) -> Markup {
+        let n = ids.len() as u64;
+        let (title, warning, button) = if action == Action::Discard {
+            (
+                "Discard dead items?",
+                "Discarded items are deleted for good.",
+                format!("Discard {}", items(n)),
+            )
+        } else {
+            (
+                "Cancel items?",
+                "Cancelled items are deleted and never run (a running item is left alone).",
+                format!("Cancel {}", items(n)),
+            )
         };
-        self.page("Cancel", false, body)
+        let body = html! {
+            h1 { (title) }
+            p.message #confirm-text { (warning) " " (capital(&items(n))) ":" }
+            ul #confirm-ids { @for id in ids { li { code { (id) } } } }
+            form #confirm method="post" action=(self.link(&format!("/items/{}", action.as_str()))) {
+                @for id in ids { input type="hidden" name="id" value=(id); }
+                input type="hidden" name="back" value=(back);
+                input type="hidden" name="confirm" value="yes";
+                button.danger type="submit" { (button) } " "
+                a href=(back) { "Keep them" }
+            }
+        };
+        self.page(title, false, body)
     }
 }
 
@@ -544,7 +620,7 @@ fn paused_badge(paused: bool) -> Markup {
 fn lag_cell(c: &QueueCounts) -> Markup {
     html! {
         @match c.oldest_ready_age {
-            Some(age) => td.lag class=[(age.as_secs() >= LAG_WARN_SECS).then_some("warn")] { (span(age)) },
+            Some(age) => td.lag.warn[age.as_secs() >= LAG_WARN_SECS] { (span(age)) },
             None => td.lag { "-" },
         }
     }

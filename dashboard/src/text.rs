@@ -80,9 +80,17 @@ pub(crate) fn clip(text: &str, max: usize) -> String {
 }
 
 /// A queue name as one URL path segment: every byte but letters, digits, `_` and `-`
-/// percent-encoded (so `.` and `..` stay names, not path steps).
+/// percent-encoded, and a name of dots only (`.`, `..`) behind a `~`.
+///
+/// Percent-encoding alone does not keep `..` a name: browsers (the WHATWG URL
+/// standard) treat `%2E%2E` as `..` and resolve it away, so `/queues/%2E%2E` is
+/// fetched as `/`. `~` is never part of a queue name, so `~..` is unambiguous;
+/// [`queue_segment`] reads it back.
 pub(crate) fn segment(name: &str) -> String {
-    let mut out = String::with_capacity(name.len());
+    let mut out = String::with_capacity(name.len() + 1);
+    if !name.is_empty() && name.bytes().all(|b| b == b'.') {
+        out.push('~');
+    }
     for b in name.bytes() {
         if b.is_ascii_alphanumeric() || b == b'_' || b == b'-' {
             out.push(char::from(b));
@@ -91,6 +99,33 @@ pub(crate) fn segment(name: &str) -> String {
         }
     }
     out
+}
+
+/// The queue name a decoded path segment of [`segment`] carries: without its `~`.
+pub(crate) fn queue_segment(raw: &str) -> &str {
+    raw.strip_prefix('~').unwrap_or(raw)
+}
+
+/// `back` when it is a path of the dashboard under `base` (`""` at the root): it
+/// starts with `/` (with `base` and then `/`, `?` or its end), has no `//`, `\` or `#`, no
+/// `.` or `..` step (nor their encodings), and only visible ASCII (no control
+/// character, space, tab or newline, which browsers strip or a `Location` header
+/// cannot carry).
+pub(crate) fn dashboard_path(back: &str, base: &str) -> bool {
+    let visible = !back.is_empty() && back.bytes().all(|b| b.is_ascii_graphic());
+    if !visible || !back.starts_with('/') || back.contains("//") || back.contains(['\\', '#']) {
+        return false;
+    }
+    let under_base = base.is_empty()
+        || back == base
+        || back.starts_with(&format!("{base}/"))
+        || back.starts_with(&format!("{base}?"));
+    let path = back.split(['?', '#']).next().unwrap_or_default();
+    let steps_ok = path.split('/').all(|step| {
+        let lower = step.to_ascii_lowercase().replace("%2e", ".");
+        lower != "." && lower != ".."
+    });
+    under_base && steps_ok
 }
 
 /// A query value, percent-encoded.
@@ -138,8 +173,49 @@ mod tests {
     #[test]
     fn queue_names_become_safe_path_segments() {
         assert_eq!(segment("emails"), "emails");
-        assert_eq!(segment(".."), "%2E%2E");
+        assert_eq!(segment(".."), "~%2E%2E");
+        assert_eq!(segment("."), "~%2E");
+        assert_eq!(segment("..."), "~%2E%2E%2E");
+        assert_eq!(segment("a.."), "a%2E%2E");
         assert_eq!(segment("a:b.c"), "a%3Ab%2Ec");
+        assert_eq!(queue_segment("~.."), "..");
+        assert_eq!(queue_segment("emails"), "emails");
+    }
+
+    #[test]
+    fn back_is_only_ever_a_path_of_the_dashboard() {
+        for ok in [
+            "/",
+            "/queues/emails?state=dead",
+            "/queues/~%2E%2E",
+            "/items/x",
+        ] {
+            assert!(dashboard_path(ok, ""), "{ok}");
+        }
+        for bad in [
+            "",
+            "x",
+            "//evil.example/",
+            "/\t/evil.example",
+            "/\t//evil.example",
+            "/\\evil.example",
+            "/a\nb",
+            "/a\r\nSet-Cookie: x=1",
+            "/a b",
+            "https://evil.example/",
+            "javascript:alert(1)",
+            "/queues/../../x",
+            "/%2e%2E/x",
+            "/é",
+        ] {
+            assert!(!dashboard_path(bad, ""), "{bad:?}");
+        }
+        assert!(dashboard_path("/ops", "/ops"));
+        assert!(dashboard_path("/ops/queues/x", "/ops"));
+        assert!(dashboard_path("/ops?notice=1", "/ops"));
+        assert!(!dashboard_path("/opsx", "/ops"));
+        assert!(!dashboard_path("/ops/../elsewhere", "/ops"));
+        assert!(!dashboard_path("/elsewhere", "/ops"));
     }
 
     #[test]

@@ -1,7 +1,9 @@
 //! The dashboard in a real browser: Debian's Chromium driven through `chromedriver`
 //! over WebDriver (fantoccini; nothing is downloaded). Opens the overview, pauses a
 //! queue, requeues a dead item, sees the counts change (also by the refresher alone),
-//! and saves a screenshot of each page under `target/tmp/dashboard-screens/`.
+//! reaches the queues `..` and `.`, is refused under a rebound name, checks at 390 px
+//! and 1,400 px that nothing important is off-screen, and saves a screenshot of each
+//! page under `target/tmp/dashboard-screens/`.
 //!
 //! Without `chromedriver` and `chromium` on the machine the test skips, saying why;
 //! under CI (`CI` set, as `.ci/run` does) a missing browser is a failure.
@@ -94,6 +96,8 @@ async fn browser(driver: &Driver) -> Client {
                 "--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
                 "--disable-background-networking", "--disable-component-update",
                 "--no-first-run", "--window-size=1280,900",
+                // A web page's name rebound to this machine (DNS rebinding).
+                "--host-resolver-rules=MAP attacker.example 127.0.0.1",
                 format!("--user-data-dir={profile}"),
             ],
         }),
@@ -192,6 +196,9 @@ async fn an_operator_pauses_a_queue_and_requeues_a_dead_item_in_chromium() {
         .await
         .unwrap();
     ready(&store, "thumbnails", 2).await;
+    ready(&store, "..", 1).await;
+    ready(&store, ".", 1).await;
+    ready(&store, &"q".repeat(128), 1).await;
     store
         .instance_heartbeat(HeartbeatParams::new(me()))
         .await
@@ -209,7 +216,12 @@ async fn an_operator_pauses_a_queue_and_requeues_a_dead_item_in_chromium() {
                 .counts_ttl(Duration::from_millis(200)),
         ),
     );
-    let server = tokio::spawn(async move { axum::serve(listener, app).await });
+    let server = tokio::spawn(tenure_dashboard::serve(
+        listener,
+        app,
+        tenure_dashboard::ServeOptions::new(),
+        std::future::pending(),
+    ));
     let base = format!("http://{addr}/ops/tenure");
 
     let c = browser(&driver).await;
@@ -256,11 +268,18 @@ async fn an_operator_pauses_a_queue_and_requeues_a_dead_item_in_chromium() {
         .unwrap();
     until_text(
         &c,
-        "p.message",
+        "#notice .text",
         "Requeued 1 of 1 item (items that were not dead are left alone).",
     )
     .await;
     shot(&c, "4-requeued").await;
+    // A reload shows the result is gone; it requeues nothing more.
+    c.refresh().await.unwrap();
+    poll_text(&c, "#notice", "the notice is gone", |t| {
+        t.contains("shown once already")
+    })
+    .await;
+    assert_eq!(store.queue_counts(&q("emails")).await.unwrap().dead, 1);
 
     // The counts changed: one dead fewer, one ready more.
     c.goto(&base).await.unwrap();
@@ -331,6 +350,146 @@ async fn an_operator_pauses_a_queue_and_requeues_a_dead_item_in_chromium() {
     .await;
     shot(&c, "9-discard-refused").await;
     assert_eq!(store.queue_counts(&q("emails")).await.unwrap().dead, 1);
+
+    // Dead counts are highlighted (one class attribute, not two).
+    c.goto(&base).await.unwrap();
+    let class = c
+        .find(Locator::Css(&format!("{emails} td.dead")))
+        .await
+        .unwrap()
+        .attr("class")
+        .await
+        .unwrap()
+        .unwrap_or_default();
+    assert!(class.split(' ').any(|c| c == "warn"), "{class}");
+
+    // The queues `..` and `.`: their links and Pause forms reach them, not `/`.
+    for (name, file) in [("..", "dotdot"), (".", "dot")] {
+        c.goto(&base).await.unwrap();
+        c.find(Locator::Css(&format!("tr[data-queue='{name}'] td.name a")))
+            .await
+            .unwrap()
+            .click()
+            .await
+            .unwrap();
+        until_text(&c, "h1", &format!("Queue {name}")).await;
+        c.find(Locator::Css(".meta button[name='do']"))
+            .await
+            .unwrap()
+            .click()
+            .await
+            .unwrap();
+        poll_text(&c, "#notice .text", "paused", |t| {
+            t.starts_with(&format!("Paused queue {name}:"))
+        })
+        .await;
+        assert_eq!(text(&c, "h1").await, format!("Queue {name}"));
+        shot(&c, &format!("10-queue-{file}-paused")).await;
+        assert!(store.queue_counts(&q(name)).await.unwrap().paused, "{name}");
+    }
+
+    // A discard by id asks first, and runs only once confirmed.
+    c.goto(&format!("{base}/queues/emails?state=dead"))
+        .await
+        .unwrap();
+    c.wait()
+        .for_element(Locator::Css("#items input[name='id']"))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    c.find(Locator::Css("button[formaction$='/items/discard']"))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    until_text(&c, "h1", "Discard dead items?").await;
+    shot(&c, "13-discard-asks").await;
+    assert_eq!(
+        store.queue_counts(&q("emails")).await.unwrap().dead,
+        1,
+        "asked, not run"
+    );
+    c.find(Locator::Css("#confirm button.danger"))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    until_text(
+        &c,
+        "#notice .text",
+        "Discarded 1 of 1 item (items that were not dead are left alone).",
+    )
+    .await;
+    assert_eq!(store.queue_counts(&q("emails")).await.unwrap().dead, 0);
+
+    // A page whose name was rebound to 127.0.0.1 gets nothing from the dashboard.
+    let port = addr.port();
+    c.goto(&format!("http://attacker.example:{port}/ops/tenure"))
+        .await
+        .unwrap();
+    let body = text(&c, "body").await;
+    assert!(body.starts_with("421 Misdirected Request"), "{body}");
+    assert!(!body.contains("emails"), "{body}");
+    shot(&c, "11-rebound-refused").await;
+
+    // At a phone's width and a wide screen: nothing important off-screen.
+    for (width, label) in [(390u32, "phone"), (1400, "wide")] {
+        c.set_window_size(width, 900).await.unwrap();
+        for (page, path, important) in [
+            (
+                "overview",
+                base.clone(),
+                "tr[data-queue] td.name, tr[data-queue] td.state, tr[data-queue] td.act button",
+            ),
+            (
+                "queue",
+                format!("{base}/queues/{}?state=ready", "q".repeat(128)),
+                "h1, .meta button[name='do'], nav.tabs a",
+            ),
+            (
+                "item",
+                format!("{base}/items/{first_dead}"),
+                "h1, #state, table.fields th, table.fields td, form button",
+            ),
+        ] {
+            c.goto(&path).await.unwrap();
+            c.wait()
+                .for_element(Locator::Css("main#content"))
+                .await
+                .unwrap();
+            let v = c
+                .execute(
+                    "const vw = document.documentElement.clientWidth;
+                     const off = [...document.querySelectorAll(arguments[0])]
+                       .map(e => [e.tagName + '.' + e.className + ' ' + (e.textContent || '').slice(0, 20), e.getBoundingClientRect()])
+                       .filter(([, r]) => r.left < 0 || r.right > vw + 0.5)
+                       .map(([n, r]) => n + ' ' + r.left + '..' + r.right);
+                     return { vw, page: document.documentElement.scrollWidth, count: document.querySelectorAll(arguments[0]).length, off };",
+                    vec![json!(important)],
+                )
+                .await
+                .unwrap();
+            let vw = v["vw"].as_f64().unwrap();
+            assert!(
+                (vw - f64::from(width)).abs() < 40.0,
+                "{label}: a viewport of about {width} px, got {v}"
+            );
+            assert!(
+                v["count"].as_u64().unwrap() > 0,
+                "{page}: {important} found"
+            );
+            assert!(
+                v["page"].as_f64().unwrap() <= vw + 0.5,
+                "{label} {page}: the page is no wider than the screen: {v}"
+            );
+            assert_eq!(v["off"], json!([]), "{label} {page}: off-screen: {v}");
+            shot(&c, &format!("12-{label}-{page}")).await;
+        }
+    }
 
     c.close().await.unwrap();
     server.abort();

@@ -82,6 +82,212 @@ on_every_store! {
     find_by_id_redirects_to_the_item_or_answers_404_or_400 => find_case;
     leases_are_listed_soonest_expiry_first => leases_case;
     healthz_answers_ok_when_the_store_answers => healthz_case;
+    any_valid_queue_name_dots_included_round_trips_through_links_and_forms => names_case;
+    an_unknown_queue_is_a_404_with_a_way_back_and_cannot_be_paused_into_existence => unknown_queue_case;
+    a_listing_has_first_and_last_page_links_and_the_last_page_holds_the_tail => last_page_case;
+    listings_preview_payloads_and_errors_cut_and_escaped => list_preview_case;
+}
+
+async fn last_page_case(store: &DynStore) {
+    let ids: Vec<String> = ready(store, "emails", 5)
+        .await
+        .iter()
+        .map(ToString::to_string)
+        .collect();
+    let app = router(store.clone(), DashboardConfig::new().page_size(2));
+    let listed = |v: serde_json::Value| -> Vec<String> {
+        v["items"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|i| i["id"].as_str().unwrap().to_owned())
+            .collect()
+    };
+    let first = get(&app, "/queues/emails?state=ready").await;
+    assert!(first.body.contains("id=\"next\""));
+    assert!(
+        first.body.contains(
+            "id=\"last\" href=\"/queues/emails?state=ready&amp;order=oldest&amp;last=1\""
+        ),
+        "{}",
+        first.body
+    );
+    assert!(
+        !first.body.contains("id=\"first\""),
+        "already the first page"
+    );
+    let v = get(&app, "/queues/emails?state=ready&last=1&format=json")
+        .await
+        .json();
+    assert_eq!(
+        listed(v.clone()),
+        ids[3..].to_vec(),
+        "the newest two, oldest first"
+    );
+    assert_eq!(v["next"], serde_json::Value::Null);
+    assert_eq!(v["last_page"], true);
+    let v = get(
+        &app,
+        "/queues/emails?state=ready&order=newest&last=1&format=json",
+    )
+    .await
+    .json();
+    assert_eq!(
+        listed(v),
+        vec![ids[1].clone(), ids[0].clone()],
+        "the oldest two, newest first"
+    );
+    let last = get(&app, "/queues/emails?state=ready&last=1").await;
+    assert!(last.body.contains("id=\"first\""), "{}", last.body);
+    assert!(!last.body.contains("id=\"next\"") && !last.body.contains("id=\"last\""));
+    assert!(last.body.contains("The last page: the newest 2 items."));
+    let v = get(&app, "/queues/emails?state=ready&format=json")
+        .await
+        .json();
+    let next = v["next"].as_str().unwrap();
+    let later = get(&app, &format!("/queues/emails?state=ready&after={next}")).await;
+    assert!(later
+        .body
+        .contains("id=\"first\" href=\"/queues/emails?state=ready&amp;order=oldest\""));
+}
+
+async fn list_preview_case(store: &DynStore) {
+    let hostile = "\"><img src=x onerror=alert(1)><script>alert(2)</script>";
+    store
+        .enqueue_one(NewItem::new(q("emails"), hostile.as_bytes().to_vec()))
+        .await
+        .unwrap();
+    let long = format!(
+        "{{\"to\":\"ada@example.com\",\"body\":\"{}\"}}",
+        "x".repeat(500)
+    );
+    store
+        .enqueue_one(NewItem::new(q("emails"), long.into_bytes()))
+        .await
+        .unwrap();
+    store
+        .enqueue_one(NewItem::new(q("emails"), vec![0xff, 0x00, 0x01]))
+        .await
+        .unwrap();
+    store
+        .enqueue_one(NewItem::new(
+            q("emails"),
+            b"line one\nline two\r\n".to_vec(),
+        ))
+        .await
+        .unwrap();
+    let error = format!("smtp: <b>550</b> {}", "e".repeat(300));
+    dead(store, "dead-letters", &error).await;
+    let app = app(store);
+    let page = get(&app, "/queues/emails?state=ready").await.body;
+    assert!(page.contains("<th>Payload</th>"));
+    assert!(
+        !page.contains("<img") && !page.contains("<script>alert"),
+        "escaped"
+    );
+    assert!(
+        page.contains("&quot;&gt;&lt;img src=x onerror=alert(1)&gt;"),
+        "{page}"
+    );
+    assert!(page.contains("<code>{&quot;to&quot;:&quot;ada@example.com&quot;,&quot;body&quot;:&quot;xxxxxxxxxxxxxxxxxxxxxxxxxxx…</code>"), "cut to 60 characters: {page}");
+    assert!(page.contains("<code>ff 00 01</code>"), "binary as hex");
+    assert!(
+        page.contains("<code>line one line two  </code>"),
+        "one line: {page}"
+    );
+    let dead_page = get(&app, "/queues/dead-letters?state=dead").await.body;
+    let cell = &dead_page[dead_page.find("<td class=\"error\"").unwrap()..];
+    let cell = &cell[..cell.find("</td>").unwrap()];
+    assert!(
+        cell.contains("title=\"smtp: &lt;b&gt;550&lt;/b&gt; eee"),
+        "the whole error on hover: {cell}"
+    );
+    assert!(cell.ends_with("eeeee…"), "cut in the cell: {cell}");
+    assert!(!dead_page.contains("<b>550"));
+    let v = get(&app, "/queues/emails?state=ready&format=json")
+        .await
+        .json();
+    assert_eq!(v["items"][0]["payload_preview"], hostile);
+    assert_eq!(v["items"][1]["payload_truncated"], true);
+    let off = router(store.clone(), DashboardConfig::new().list_payloads(false));
+    let page = get(&off, "/queues/emails?state=ready").await.body;
+    assert!(!page.contains("<th>Payload</th>") && !page.contains("onerror"));
+    let v = get(&off, "/queues/emails?state=ready&format=json")
+        .await
+        .json();
+    assert_eq!(v["items"][0].get("payload_preview"), None);
+}
+
+async fn names_case(store: &DynStore) {
+    let long = "q".repeat(128);
+    let names = ["..", ".", "a.b:c-d_e", long.as_str()];
+    for name in names {
+        ready(store, name, 1).await;
+    }
+    let app = app(store);
+    let overview = get(&app, "/").await;
+    for name in names {
+        // The link a page shows for the queue, as the router receives it.
+        let row = format!("<tr data-queue=\"{name}\">");
+        let at = overview.body.find(&row).unwrap_or_else(|| panic!("{row}"));
+        let rest = &overview.body[at..];
+        let start = rest.find("href=\"").unwrap() + 6;
+        let link = &rest[start..start + rest[start..].find('"').unwrap()];
+        assert!(
+            rest[..rest.find("</tr>").unwrap()].contains(&format!("title=\"{name}\"")),
+            "the whole name on hover"
+        );
+        let page = get(&app, link).await;
+        assert_eq!(page.status, StatusCode::OK, "{name}: {link}");
+        assert!(page.body.contains(&format!("Queue <code>{name}</code>")));
+        let v = get(&app, &format!("{link}?format=json")).await.json();
+        assert_eq!(v["queue"], name);
+        assert_eq!(v["items"].as_array().unwrap().len(), 1);
+        let r = post(&app, &format!("{link}/pause"), "").await;
+        assert_eq!(r.status, StatusCode::SEE_OTHER, "{name}: {}", r.body);
+        assert!(store.queue_counts(&q(name)).await.unwrap().paused, "{name}");
+    }
+}
+
+async fn unknown_queue_case(store: &DynStore) {
+    ready(store, "mail", 1).await;
+    let app = app(store);
+    for path in [
+        "/queues/nope",
+        "/queues/nope?state=dead",
+        "/queues/nope/dead",
+    ] {
+        let r = get(&app, path).await;
+        assert_eq!(r.status, StatusCode::NOT_FOUND, "{path}");
+        assert!(r.body.contains("No queue nope"), "{}", r.body);
+        assert!(
+            r.body.contains("<a href=\"/\">Overview</a>"),
+            "a way back: {}",
+            r.body
+        );
+        let json = get(
+            &app,
+            &format!(
+                "{path}{}format=json",
+                if path.contains('?') { '&' } else { '?' }
+            ),
+        )
+        .await;
+        assert_eq!(json.status, StatusCode::NOT_FOUND);
+        assert_eq!(json.json()["error"]["kind"], "not_found");
+    }
+    for path in [
+        "/queues/nope/pause",
+        "/queues/nope/resume",
+        "/queues/nope/dead/requeue",
+    ] {
+        let r = post(&app, path, "").await;
+        assert_eq!(r.status, StatusCode::NOT_FOUND, "{path}");
+    }
+    let names = store.queue_list().await.unwrap();
+    assert!(!names.contains(&q("nope")), "no phantom queue: {names:?}");
+    let v = get(&app, "/?format=json").await.json();
+    assert_eq!(v["queues"].as_array().unwrap().len(), 1, "{v}");
 }
 
 async fn overview_case(store: &DynStore) {
@@ -217,8 +423,8 @@ async fn cross_site_case(store: &DynStore) {
     assert_eq!(counts(&app, "emails").await, (0, 0, 0, 1, false));
     // An Origin that matches Host passes for browsers that send no Sec-Fetch-Site.
     let req = axum::http::Request::post("/queues/emails/pause")
-        .header("origin", "http://dash.local:8080")
-        .header("host", "dash.local:8080")
+        .header("origin", "http://localhost:8080")
+        .header("host", "localhost:8080")
         .header("content-type", "application/x-www-form-urlencoded")
         .body(axum::body::Body::empty())
         .unwrap();
@@ -267,7 +473,12 @@ async fn pause_case(store: &DynStore) {
     )
     .await;
     assert_eq!(r.status, StatusCode::SEE_OTHER);
-    assert_eq!(r.location(), "/queues/emails?state=ready");
+    assert!(
+        r.location()
+            .starts_with("/queues/emails?state=ready&notice="),
+        "{}",
+        r.location()
+    );
     assert!(
         counts(&app, "emails").await.4,
         "the cache was cleared by the action"
@@ -280,7 +491,7 @@ async fn pause_case(store: &DynStore) {
     // A `back` that leaves the dashboard is not followed.
     let r = post(&app, "/queues/emails/resume", "back=%2F%2Fevil.example%2F").await;
     assert_eq!(r.status, StatusCode::SEE_OTHER);
-    assert_eq!(r.location(), "/queues/emails");
+    assert!(r.location().starts_with("/queues/emails?notice="));
     assert!(!counts(&app, "emails").await.4);
     let v = send(
         &app,
@@ -306,15 +517,22 @@ async fn cancel_case(store: &DynStore) {
     assert_eq!(running.token.id, ids[0]);
     let unknown = tenure::ItemId::new();
     let app = app(store);
-    let form = format!("id={}&id={}&id={unknown}&back=%2F", ids[0], ids[1]);
-    let r = post(&app, "/items/cancel", &form).await;
+    let form = format!(
+        "id={}&id={}&id={unknown}&back=%2F&confirm=yes",
+        ids[0], ids[1]
+    );
+    let r = follow(&app, &post(&app, "/items/cancel", &form).await).await;
     assert_eq!(r.status, StatusCode::OK, "{}", r.body);
-    assert!(r.body.contains("Cancelled 1 of 3 items."), "{}", r.body);
-    assert!(r
-        .body
-        .contains("not cancelled: running (attempt 1, owner worker-a)"));
-    assert!(r.body.contains("not found"));
-    let r = post(&app, "/items/cancel?format=json", &format!("id={}", ids[0])).await;
+    let text = notice(&r);
+    assert!(text.contains("Cancelled 1 of 3 items."), "{text}");
+    assert!(text.contains("not cancelled: running (attempt 1, owner worker-a)"));
+    assert!(text.contains("not found"));
+    let r = post(
+        &app,
+        "/items/cancel?format=json",
+        &format!("id={}&confirm=yes", ids[0]),
+    )
+    .await;
     assert_eq!(r.json()["results"][0]["outcome"], "running");
     assert_eq!(counts(&app, "emails").await, (0, 0, 1, 0, false));
     assert_eq!(
@@ -331,9 +549,13 @@ async fn requeue_case(store: &DynStore) {
     let id = dead(store, "emails", "boom").await;
     let app = app(store);
     assert_eq!(counts(&app, "emails").await, (0, 0, 0, 1, false));
-    let r = post(&app, "/items/requeue", &format!("id={id}")).await;
+    let r = follow(
+        &app,
+        &post(&app, "/items/requeue", &format!("id={id}")).await,
+    )
+    .await;
     assert_eq!(r.status, StatusCode::OK, "{}", r.body);
-    assert!(r.body.contains("Requeued 1 of 1 item "), "{}", r.body);
+    assert!(notice(&r).contains("Requeued 1 of 1 item "), "{}", r.body);
     assert_eq!(counts(&app, "emails").await, (1, 0, 0, 0, false));
     let item = store.item_get(id).await.unwrap().unwrap();
     assert_eq!(item.state, tenure::ItemState::Ready);
@@ -354,18 +576,31 @@ async fn discard_case(store: &DynStore) {
         "confirm=emails&limit=1",
     )
     .await;
-    assert_eq!(r.status, StatusCode::OK, "{}", r.body);
+    let page = follow(&app, &r).await;
+    assert_eq!(page.status, StatusCode::OK, "{}", page.body);
     assert!(
-        r.body.contains("Discarded 1 item of queue emails."),
+        notice(&page).contains("Discarded 1 item of queue emails."),
         "{}",
-        r.body
+        page.body
     );
     assert_eq!(counts(&app, "emails").await.3, 1);
+    // A reload of the result page shows the result is gone and takes no other batch.
+    let again = get(&app, r.location()).await;
+    assert!(
+        notice(&again).contains("shown once already"),
+        "{}",
+        again.body
+    );
+    assert_eq!(
+        counts(&app, "emails").await.3,
+        1,
+        "the reload discarded nothing"
+    );
     let r = post(&app, "/queues/emails/dead/requeue", "limit=10").await;
     assert!(
-        r.body.contains("Requeued 1 item of queue emails."),
+        notice(&follow(&app, &r).await).contains("Requeued 1 item of queue emails."),
         "{}",
-        r.body
+        r.location()
     );
     assert_eq!(counts(&app, "emails").await, (1, 0, 0, 0, false));
     assert_eq!(
@@ -549,9 +784,11 @@ async fn nested_under_a_prefix_every_link_and_form_carries_it() {
         "back=%2Fops%2Ftenure",
     )
     .await;
-    assert_eq!(
-        (r.status, r.location()),
-        (StatusCode::SEE_OTHER, "/ops/tenure")
+    assert_eq!(r.status, StatusCode::SEE_OTHER);
+    assert!(
+        r.location().starts_with("/ops/tenure?notice="),
+        "{}",
+        r.location()
     );
     let r = post(
         &app,
@@ -559,10 +796,11 @@ async fn nested_under_a_prefix_every_link_and_form_carries_it() {
         "back=%2Felsewhere",
     )
     .await;
-    assert_eq!(
-        r.location(),
-        "/ops/tenure/queues/emails",
-        "a back outside the prefix is not followed"
+    assert!(
+        r.location()
+            .starts_with("/ops/tenure/queues/emails?notice="),
+        "a back outside the prefix is not followed: {}",
+        r.location()
     );
     assert_eq!(
         get(&app, "/ops/tenure/healthz").await.status,
@@ -605,7 +843,7 @@ async fn leases_case(store: &DynStore) {
 async fn healthz_case(store: &DynStore) {
     let app = app(store);
     let r = get(&app, "/healthz").await;
-    assert_eq!((r.status, r.body.as_str()), (StatusCode::OK, "ok\n"));
+    assert_eq!((r.status, r.body.as_str()), (StatusCode::OK, "up\n"));
 }
 
 // Memory-store cases: auth, the authorizer, the shared cache, expired leases.
@@ -721,7 +959,7 @@ mod memory_only {
             send(&app, req("support", "/items/requeue", format!("id={id}")))
                 .await
                 .status,
-            StatusCode::OK
+            StatusCode::SEE_OTHER
         );
         assert_eq!(
             store.item_get(id).await.unwrap().unwrap().state,
@@ -769,12 +1007,57 @@ mod memory_only {
             StatusCode::SERVICE_UNAVAILABLE,
             "past the TTL the store is read again"
         );
+        let page = get(&app, "/").await;
+        assert_eq!(page.status, StatusCode::SERVICE_UNAVAILABLE);
+        assert!(
+            page.body.contains("The store does not answer"),
+            "{}",
+            page.body
+        );
+        assert!(
+            !page.body.contains("switched off"),
+            "the store's own text goes to the log: {}",
+            page.body
+        );
+        let health = get(&app, "/healthz").await;
         assert_eq!(
-            get(&app, "/healthz").await.status,
-            StatusCode::SERVICE_UNAVAILABLE
+            (health.status, health.body.as_str()),
+            (StatusCode::SERVICE_UNAVAILABLE, "down\n"),
+            "up or down, nothing about the store"
         );
         memory.set_available(true);
         assert_eq!(get(&app, "/?format=json").await.status, StatusCode::OK);
+    }
+
+    #[tokio::test]
+    async fn dead_counts_and_old_ready_ages_are_highlighted_with_one_class_attribute() {
+        let clock = ManualClock::new(Timestamp::from_micros(1_700_000_000_000_000));
+        let store: DynStore = Arc::new(MemoryStore::new(clock.clone()));
+        dead(&store, "mail", "boom").await;
+        ready(&store, "mail", 1).await;
+        ready(&store, "fresh", 1).await;
+        clock.advance(Duration::from_secs(120));
+        ready(&store, "fresh2", 1).await;
+        let app = router(
+            store.clone(),
+            DashboardConfig::new().clock(Arc::new(clock.clone())),
+        );
+        let page = get(&app, "/").await.body;
+        let row = |name: &str| {
+            let at = page.find(&format!("<tr data-queue=\"{name}\">")).unwrap();
+            page[at..at + page[at..].find("</tr>").unwrap()].to_owned()
+        };
+        let mail = row("mail");
+        assert!(mail.contains("<td class=\"num dead warn\">"), "{mail}");
+        assert!(mail.contains("<td class=\"lag warn\">2m00s</td>"), "{mail}");
+        let fresh2 = row("fresh2");
+        assert!(fresh2.contains("<td class=\"num dead\">"), "{fresh2}");
+        assert!(fresh2.contains("<td class=\"lag\">"), "{fresh2}");
+        assert!(
+            !page.contains("\" class=\""),
+            "never two class attributes on one tag"
+        );
+        assert!(!page.contains("class=\"num dead\" class"));
     }
 
     #[tokio::test]
@@ -833,8 +1116,8 @@ async fn a_listing_page_is_shared_while_fresh_and_read_again_after_an_action() {
     let later = ready(store, "emails", 1).await;
     assert_eq!(listed(get(&app, page).await), all(&ids));
     // An action through the dashboard: the page is read again.
-    let r = post(&app, "/items/cancel", &format!("id={}", ids[0])).await;
-    assert_eq!(r.status, StatusCode::OK, "{}", r.body);
+    let r = post(&app, "/items/cancel", &format!("id={}&confirm=yes", ids[0])).await;
+    assert_eq!(r.status, StatusCode::SEE_OTHER, "{}", r.body);
     assert_eq!(listed(get(&app, page).await), all(&[ids[1], later[0]]));
     f.remove().await;
 }

@@ -216,6 +216,37 @@ pub async fn post_from(app: &Router, path: &str, form: &str, site: Option<&str>)
     send(app, req.body(Body::from(form.to_owned())).unwrap()).await
 }
 
+/// The page an action redirected to (`303 See Other`), read with a GET.
+pub async fn follow(app: &Router, r: &Reply) -> Reply {
+    assert_eq!(r.status, StatusCode::SEE_OTHER, "{}", r.body);
+    get(app, r.location()).await
+}
+
+/// The text of the one-time notice on a page (`div#notice`, before `main`), tags
+/// dropped; empty without one.
+pub fn notice(page: &Reply) -> String {
+    let Some(start) = page.body.find("id=\"notice\"") else {
+        return String::new();
+    };
+    let rest = &page.body[start..];
+    let rest = &rest[rest.find('>').map_or(0, |i| i + 1)..];
+    let end = rest.find("<main").unwrap_or(rest.len());
+    let mut text = String::new();
+    let mut in_tag = false;
+    for c in rest[..end].chars() {
+        match c {
+            '<' => {
+                in_tag = true;
+                text.push(' ');
+            }
+            '>' => in_tag = false,
+            c if !in_tag => text.push(c),
+            _ => {}
+        }
+    }
+    text.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
 /// The overview's JSON counts of `queue`: (ready, scheduled, running, dead, paused).
 pub async fn counts(app: &Router, queue: &str) -> (u64, u64, u64, u64, bool) {
     let r = get(app, "/?format=json").await;
