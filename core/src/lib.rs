@@ -100,7 +100,7 @@ pub use store::{
 pub use store::{DEFAULT_MAX_CLAIM_QUEUES, DEFAULT_SCHEDULE_WINDOW};
 pub use task::{task_queue, Task, TaskOptions};
 pub use time::{duration_micros, Clock, ManualClock, SharedClock, SystemClock, Timestamp};
-pub use url::{take_url_param, url_scheme};
+pub use url::{take_url_param, url_in_schemes, url_scheme};
 
 /// Re-exported so stores and tests name the same version.
 pub use async_trait::async_trait;

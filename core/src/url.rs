@@ -18,6 +18,38 @@ pub fn url_scheme(url: &str) -> Option<(String, String)> {
     Some((scheme, url))
 }
 
+/// `url` with its scheme in lowercase, when that scheme is one of `schemes` (a store's
+/// `URL_SCHEMES`).
+///
+/// # Errors
+/// [`Error::InvalidInput`] naming `url`, listing the schemes, for any other scheme.
+///
+/// ```
+/// let url = tenure_core::url_in_schemes("Postgres://h/db", &["postgres", "postgresql"])?;
+/// assert_eq!(url, "postgres://h/db");
+/// let err = tenure_core::url_in_schemes("mysql://h/db", &["postgres", "postgresql"]).unwrap_err();
+/// assert!(err.to_string().contains("does not start with postgres:// or postgresql://"));
+/// # Ok::<(), tenure_core::Error>(())
+/// ```
+pub fn url_in_schemes(url: &str, schemes: &[&str]) -> Result<String> {
+    match url_scheme(url) {
+        Some((scheme, url)) if schemes.contains(&scheme.as_str()) => Ok(url),
+        _ => {
+            let mut names: Vec<String> = schemes.iter().map(|s| format!("{s}://")).collect();
+            let last = names.pop().unwrap_or_default();
+            let list = if names.is_empty() {
+                last
+            } else {
+                format!("{} or {last}", names.join(", "))
+            };
+            Err(Error::invalid(
+                "url",
+                format!("{url:?} does not start with {list}"),
+            ))
+        }
+    }
+}
+
 /// Takes the query parameter `name` out of `url`: the URL without it (for the driver)
 /// and its value, if given.
 ///

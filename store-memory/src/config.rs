@@ -25,21 +25,14 @@ impl MemoryStore {
     /// # Errors
     /// [`Error::InvalidInput`] naming `url` for another scheme, or a path or options.
     pub fn from_url(url: &str) -> Result<Self> {
-        match tenure_core::url_scheme(url) {
-            Some((scheme, url)) if URL_SCHEMES.contains(&scheme.as_str()) => {
-                if url != "memory://" && url != "memory:" {
-                    return Err(Error::invalid(
-                        "url",
-                        format!("{url:?}: memory:// takes no path or options"),
-                    ));
-                }
-                Ok(MemoryStore::default())
-            }
-            _ => Err(Error::invalid(
+        let url = tenure_core::url_in_schemes(url, URL_SCHEMES)?;
+        if url != "memory://" && url != "memory:" {
+            return Err(Error::invalid(
                 "url",
-                format!("{url:?} does not start with memory://"),
-            )),
+                format!("{url:?}: memory:// takes no path or options"),
+            ));
         }
+        Ok(MemoryStore::default())
     }
 
     /// An empty store reading `clock`, with the default [`Limits`].

@@ -4,7 +4,7 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
-use tenure_core::{Clock, Error, Limits, Result, SharedClock, SystemClock};
+use tenure_core::{Clock, Limits, Result, SharedClock, SystemClock};
 
 /// The URL schemes of a PostgreSQL store, lowercase: [`PgConfig::from_url`] reads
 /// them, and `tenure::open` routes them here.
@@ -100,19 +100,11 @@ impl PgConfig {
     /// ```
     ///
     /// # Errors
-    /// [`Error::InvalidInput`] naming `url` for another scheme, or naming
+    /// [`Error::InvalidInput`](tenure_core::Error) naming `url` for another scheme, or naming
     /// `tenure_schema` when it is given twice, has no value or is not a schema the
     /// store may own.
     pub fn from_url(url: &str) -> Result<Self> {
-        let url = match tenure_core::url_scheme(url) {
-            Some((scheme, url)) if URL_SCHEMES.contains(&scheme.as_str()) => url,
-            _ => {
-                return Err(Error::invalid(
-                    "url",
-                    format!("{url:?} does not start with postgres:// or postgresql://"),
-                ))
-            }
-        };
+        let url = tenure_core::url_in_schemes(url, URL_SCHEMES)?;
         let (driver_url, schema) = tenure_core::take_url_param(&url, "tenure_schema")?;
         let mut config = PgConfig::new(driver_url);
         if let Some(schema) = schema {

@@ -115,18 +115,7 @@ impl RedisConfig {
     /// [`Error::InvalidInput`] naming `url` for another scheme, or naming
     /// `tenure_prefix` when it is given twice, has no value or is not a valid prefix.
     pub fn from_url(url: &str) -> Result<Self> {
-        let url = match tenure_core::url_scheme(url) {
-            Some((scheme, url)) if URL_SCHEMES.contains(&scheme.as_str()) => url,
-            _ => {
-                return Err(Error::invalid(
-                    "url",
-                    format!(
-                        "{url:?} does not start with redis://, rediss://, redis+sentinel:// \
-                         or redis+cluster://"
-                    ),
-                ))
-            }
-        };
+        let url = tenure_core::url_in_schemes(url, URL_SCHEMES)?;
         let (driver_url, prefix) = tenure_core::take_url_param(&url, "tenure_prefix")?;
         let mut config = RedisConfig::new(driver_url);
         if let Some(prefix) = prefix {
