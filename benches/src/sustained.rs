@@ -53,6 +53,10 @@ pub struct Plan {
     pub warmup: Duration,
     /// How long the producer runs with items that count.
     pub measure: Duration,
+    /// Producers sending at once, each every `producers`-th item of the schedule (as
+    /// several application processes enqueue side by side); at least 1. One producer
+    /// awaits each enqueue before the next, so its rate is capped by one round trip.
+    pub producers: usize,
 }
 
 impl Plan {
@@ -62,7 +66,14 @@ impl Plan {
             rate,
             warmup,
             measure,
+            producers: 1,
         }
+    }
+
+    /// The same schedule sent by `n` producers at once (at least 1).
+    pub fn producers(mut self, n: usize) -> Self {
+        self.producers = n.max(1);
+        self
     }
 
     /// Items of the warm-up: sequence numbers below this are not counted.
@@ -288,8 +299,9 @@ fn enqueue_err(source: tenure_core::Error) -> BenchError {
     }
 }
 
-/// Produces `plan` on `queue` through `store` (one `enqueue` per item), recording
-/// each id; then waits up to `settle` for every pickup.
+/// Produces `plan` on `queue` through `store` (one `enqueue` per item, from
+/// [`Plan::producers`] producers at once, producer `k` sending items `k`, `k + n`, ...
+/// each when it is due), recording each id; then waits up to `settle` for every pickup.
 async fn produce_on<S: Store>(
     store: &S,
     queue: &QueueName,
@@ -298,15 +310,28 @@ async fn produce_on<S: Store>(
     pickups: &Pickups,
     settle: Duration,
 ) -> Result<Vec<ItemId>, BenchError> {
-    let mut ids = Vec::new();
-    let sent = produce(plan, epoch, |p| {
-        let item = NewItem::new(queue.clone(), p);
-        ids.push(item.id);
-        async move { store.enqueue_one(item).await.map(drop).map_err(enqueue_err) }
-    })
-    .await?;
-    pickups.wait_for(sent, settle).await?;
-    Ok(ids)
+    let n = plan.producers.max(1);
+    let items = plan.items();
+    let start = tokio::time::Instant::now();
+    let ids = Mutex::new(Vec::with_capacity(usize::try_from(items).unwrap_or(0)));
+    let producer = |k: usize| {
+        let ids = &ids;
+        async move {
+            for seq in (k as u64..items).step_by(n) {
+                tokio::time::sleep_until(start + plan.due(seq)).await;
+                let item = NewItem::new(queue.clone(), payload(seq, epoch.now_us()));
+                let id = item.id;
+                store.enqueue_one(item).await.map_err(enqueue_err)?;
+                ids.lock().unwrap_or_else(|p| p.into_inner()).push((seq, id));
+            }
+            Ok::<(), BenchError>(())
+        }
+    };
+    futures_util::future::try_join_all((0..n).map(producer)).await?;
+    pickups.wait_for(items, settle).await?;
+    let mut ids = ids.into_inner().unwrap_or_else(|p| p.into_inner());
+    ids.sort_unstable_by_key(|(seq, _)| *seq);
+    Ok(ids.into_iter().map(|(_, id)| id).collect())
 }
 
 /// Sustained load through the worker runtime: a [`Worker`] of `concurrency` slots on

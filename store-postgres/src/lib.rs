@@ -380,6 +380,7 @@ mod connect;
 mod error;
 mod listen;
 mod migrate;
+mod notify;
 mod rows;
 mod sql;
 mod store;

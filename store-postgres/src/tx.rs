@@ -36,7 +36,14 @@ impl PgStore {
         params.validate_schedule(self.limits_ref(), now)?;
         let mut tx = conn.begin().await.map_err(map)?;
         self.check_pin(&mut tx, &params).await?;
-        let out = self.enqueue_steps(&mut tx, &params.items, now).await?;
+        let out = self
+            .enqueue_steps(
+                &mut tx,
+                &params.items,
+                now,
+                crate::store::Notify::InStatement,
+            )
+            .await?;
         self.pin_enqueued(&mut tx, &params, &out).await?;
         tx.commit().await.map_err(map)?;
         self.notify_local();

@@ -46,6 +46,7 @@ pub(crate) enum Through {
     tenure bench sqlite://bench.db\n  \
     tenure bench 'postgres://user@host/db' --through store -w 4 -b 100 -n 200000 --json\n  \
     tenure bench memory:// --mode sustained --rate 1000 --duration 10s --plot run.svg\n  \
+    tenure bench 'postgres://user@host/db' --mode sustained --rate 1000 --producers 4 --duration 30m --hold-snapshot --held-only\n  \
     tenure bench redis://127.0.0.1:6379 -c 64\n\n\
     Every run checks that each item finished exactly once, and removes the file, schema or \
     key prefix it made. It refuses a SQLite file or PostgreSQL schema that already exists, \
@@ -86,6 +87,14 @@ pub(crate) struct BenchArgs {
     #[arg(long, default_value_t = 500)]
     pub(crate) rate: u32,
 
+    /// Producers enqueueing at once in a sustained run, sharing the --rate schedule
+    /// (as several application processes would). One producer awaits each enqueue
+    /// before the next, so a round trip caps its rate: raise this for high rates. More
+    /// than one share a store handle of their own (on PostgreSQL, a pool of their
+    /// own), apart from the one that works the items (--through worker).
+    #[arg(long, default_value_t = 1)]
+    pub(crate) producers: usize,
+
     /// How long the counted part of a sustained run enqueues, e.g. 10s, 500ms, 2m.
     #[arg(long, value_parser = parse_duration, default_value = "10s")]
     pub(crate) duration: Duration,
@@ -109,6 +118,11 @@ pub(crate) struct BenchArgs {
     /// every 250 ms.
     #[arg(long)]
     pub(crate) hold_snapshot: bool,
+
+    /// With --hold-snapshot, only the held run (no free run first, no ratio): for a
+    /// long sustained run whose first and last minutes are compared with each other.
+    #[arg(long, requires = "hold_snapshot")]
+    pub(crate) held_only: bool,
 
     /// Print one JSON document on stdout instead of the table.
     #[arg(long)]
@@ -158,6 +172,7 @@ impl BenchArgs {
         };
         positive("--workers", self.workers)?;
         positive("--concurrency", self.concurrency)?;
+        positive("--producers", self.producers)?;
         if let Some(b) = self.batch {
             positive("--batch", b)?;
             if u32::try_from(b).is_err() {
@@ -207,6 +222,18 @@ pub(crate) async fn run(args: BenchArgs) -> Result<(), CliError> {
             println!("{}", report.to_json());
         } else {
             print!("{}", report.table());
+        }
+        return once;
+    }
+    if args.held_only {
+        let (held, once) = run_one(&args, &mut interrupt, run::Snapshot::Hold).await?;
+        if let Some(path) = &args.plot {
+            plot::write_svg(path, &held)?;
+        }
+        if args.json {
+            println!("{}", held.to_json());
+        } else {
+            print!("{}", held.table());
         }
         return once;
     }

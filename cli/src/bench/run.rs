@@ -180,21 +180,43 @@ pub(crate) async fn measure(
     snapshot: Snapshot,
 ) -> Result<Measured, CliError> {
     let store: DynStore = tenure::open(target.url()).await?;
+    // Several producers enqueue through a handle of their own, as application
+    // processes beside the workers would: on PostgreSQL they get a pool of their own
+    // and do not queue for the worker's connections.
+    let producer = match (args.mode, args.producers) {
+        (Mode::Sustained, n) if n > 1 => Some(tenure::open(target.url()).await?),
+        _ => None,
+    };
     let queue = QueueName::new(format!("bench_{}", fresh_suffix()))?;
     let tallied = Tallied::new(store);
-    let outcome = measure_on(target, args, progress, &tallied, &queue, snapshot).await;
+    let on = On {
+        store: &tallied,
+        producer: producer.as_ref(),
+        queue: &queue,
+    };
+    let outcome = measure_on(target, args, progress, on, snapshot).await;
     drop(tallied);
+    drop(producer);
     outcome
+}
+
+/// The handles and queue of one run.
+#[derive(Clone, Copy)]
+struct On<'a> {
+    store: &'a Tallied<DynStore>,
+    /// The sustained producers' own handle, when they have one.
+    producer: Option<&'a DynStore>,
+    queue: &'a QueueName,
 }
 
 async fn measure_on(
     target: &Target,
     args: &BenchArgs,
     progress: &Progress,
-    store: &Tallied<DynStore>,
-    queue: &QueueName,
+    on: On<'_>,
     snapshot: Snapshot,
 ) -> Result<Measured, CliError> {
+    let (store, queue) = (on.store, on.queue);
     let seeding = Instant::now();
     if args.backlog > 0 {
         progress.spin(format!("seeding a backlog of {} items", args.backlog));
@@ -224,14 +246,27 @@ async fn measure_on(
             target.analyze().await?;
             let seed_time = seeding.elapsed();
             watch = Watch::start(target, snapshot).await?;
-            let plan = Plan::new(args.rate, args.warmup, args.duration);
+            let plan = Plan::new(args.rate, args.warmup, args.duration).producers(args.producers);
             progress.count("enqueued and worked", plan.items(), store.tally().clone());
             let start_us = store.tally().now_us();
             let run = match args.through {
-                Through::Worker => {
-                    sustained::run_worker(store, store, queue, &plan, args.concurrency, SETTLE)
+                Through::Worker => match on.producer {
+                    Some(producer) => {
+                        sustained::run_worker(
+                            store,
+                            producer,
+                            queue,
+                            &plan,
+                            args.concurrency,
+                            SETTLE,
+                        )
                         .await?
-                }
+                    }
+                    None => {
+                        sustained::run_worker(store, store, queue, &plan, args.concurrency, SETTLE)
+                            .await?
+                    }
+                },
                 Through::Store => {
                     let batch = args.batch.unwrap_or(1);
                     let batch = u32::try_from(batch)

@@ -66,6 +66,16 @@ pub(crate) enum ClaimRun {
     Claimed(Vec<(i64, Item)>),
 }
 
+/// Where an enqueue's NOTIFY to other processes is sent.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Notify {
+    /// In the insert statement, delivered at the transaction's commit: for the
+    /// caller's transaction, whose commit this store does not see.
+    InStatement,
+    /// By the pump, once the store's own transaction has committed.
+    AfterCommit,
+}
+
 impl PgStore {
     /// `Store::enqueue`.
     pub(super) async fn enqueue_impl(&self, params: EnqueueParams) -> Result<Vec<Enqueued>> {
@@ -79,11 +89,12 @@ impl PgStore {
                 .iter()
                 .all(|it| it.dedup_key.is_none() && it.stream.is_none());
         let out = if simple {
-            // One statement: rows and NOTIFY, atomically.
+            // One statement; the NOTIFY follows the commit (`crate::notify`).
             let all: Vec<&NewItem> = params.items.iter().collect();
             let heads = vec![true; all.len()];
             let mut s = self.session().await?;
-            self.insert_rows(&mut s, &all, &heads, now).await?;
+            self.insert_rows(&mut s, &all, &heads, now, Notify::AfterCommit)
+                .await?;
             s.finish().await?;
             all.iter()
                 .map(|it| Enqueued {
@@ -94,12 +105,15 @@ impl PgStore {
         } else {
             let mut tx = self.begin().await?;
             self.check_pin(&mut tx, &params).await?;
-            let out = self.enqueue_steps(&mut tx, &params.items, now).await?;
+            let out = self
+                .enqueue_steps(&mut tx, &params.items, now, Notify::AfterCommit)
+                .await?;
             self.pin_enqueued(&mut tx, &params, &out).await?;
             tx.commit().await.map_err(map)?;
             out
         };
         self.inner.wake.notify();
+        self.wake_others();
         Ok(out)
     }
 
@@ -166,6 +180,7 @@ impl PgStore {
         conn: &mut PgConnection,
         items: &[NewItem],
         now: Timestamp,
+        notify: Notify,
     ) -> Result<Vec<Enqueued>> {
         let sql = &self.inner.sql;
         // G11: the first occurrence of each (queue, key) in the call decides.
@@ -299,18 +314,22 @@ impl PgStore {
                 Some(s) => heads_free.remove(s.as_str()),
             })
             .collect();
-        self.insert_rows(&mut *conn, &insert, &heads, now).await?;
+        self.insert_rows(&mut *conn, &insert, &heads, now, notify)
+            .await?;
         Ok(answers)
     }
 
-    /// Inserts rows with their head flags, sending the NOTIFY when listening.
+    /// Inserts rows with their head flags; when listening, with the NOTIFY in the
+    /// statement if `notify` says so.
     async fn insert_rows(
         &self,
         conn: &mut PgConnection,
         insert: &[&NewItem],
         heads: &[bool],
         now: Timestamp,
+        notify: Notify,
     ) -> Result<()> {
+        let in_statement = self.inner.listening && notify == Notify::InStatement;
         let n = insert.len();
         let mut ids = Vec::with_capacity(n);
         let mut queues = Vec::with_capacity(n);
@@ -338,7 +357,7 @@ impl PgStore {
             max_renewals.push(i32_of("max_renewals", it.max_renewals)?);
             phashes.push(key_hash(it.stream.as_ref(), it.id));
         }
-        let sql = if self.inner.listening {
+        let sql = if in_statement {
             &self.inner.sql.enqueue_notify
         } else {
             &self.inner.sql.enqueue
@@ -359,7 +378,7 @@ impl PgStore {
             .bind(&max_stalls)
             .bind(&max_renewals)
             .bind(&phashes);
-        if self.inner.listening {
+        if in_statement {
             q = q.bind(&self.inner.channel);
         }
         q.execute(conn).await.map_err(map)?;

@@ -33,7 +33,7 @@ use crate::sql::Sql;
 use crate::{listen, migrate, PgConfig, STORE};
 
 mod claim;
-pub(crate) use claim::refuse_limit_keys;
+pub(crate) use claim::{refuse_limit_keys, Notify};
 mod finalize;
 pub(crate) mod inspect;
 mod instances;
@@ -68,6 +68,9 @@ struct Inner {
     /// diagnostics.
     scope_races: AtomicU64,
     listener: Mutex<Option<JoinHandle<()>>>,
+    /// Sends other processes' wake-ups after this store's enqueues commit, when
+    /// listening (see `crate::notify`).
+    pump: Option<crate::notify::Pump>,
     /// When this store last moved its queues' claim cursors forward, and how many
     /// items it has claimed since (`claim::CursorPace`).
     cursor_pace: Mutex<claim::CursorPace>,
@@ -148,6 +151,9 @@ impl PgStore {
             .connect_lazy_with(options.clone());
         let channel = format!("tenure_{}", config.schema);
         let wake = WakeSignal::new();
+        let pump = config
+            .listen
+            .then(|| crate::notify::Pump::spawn(pool.clone(), &channel));
         let store = PgStore {
             inner: Arc::new(Inner {
                 pool,
@@ -164,6 +170,7 @@ impl PgStore {
                 channel: channel.clone(),
                 scope_races: AtomicU64::new(0),
                 listener: Mutex::new(None),
+                pump,
                 cursor_pace: Mutex::new(claim::CursorPace::default()),
             }),
         };
@@ -320,6 +327,14 @@ impl PgStore {
     }
 
     /// Fires this handle's in-process wake signal.
+    /// Asks the pump for a NOTIFY to other processes' listeners, after a commit of
+    /// this handle's that made items ready.
+    pub(crate) fn wake_others(&self) {
+        if let Some(pump) = &self.inner.pump {
+            pump.wake();
+        }
+    }
+
     pub(crate) fn notify_local(&self) {
         self.inner.wake.notify();
     }
