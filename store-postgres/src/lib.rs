@@ -372,6 +372,7 @@
 //! | `tx.rs` | the calls inside the application's transaction (`_in_tx`) |
 //! | `rows.rs` | decoding rows into the model |
 //! | `listen.rs` | the LISTEN/NOTIFY wake-ups |
+//! | `notify.rs` | the NOTIFY sent after an enqueue commits |
 //! | `tests/` | unit tests that need the private statements, one file per module |
 #![deny(missing_docs)]
 
