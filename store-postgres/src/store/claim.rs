@@ -3,6 +3,8 @@
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::atomic::Ordering;
+use tenure_core::async_trait;
+use tenure_core::contract::{Claims, Valid};
 
 use sqlx::postgres::PgRow;
 use sqlx::{PgConnection, Row};
@@ -66,10 +68,10 @@ pub(crate) enum ClaimRun {
     Claimed(Vec<(i64, Item)>),
 }
 
-impl PgStore {
+#[async_trait]
+impl Claims for PgStore {
     /// `Store::enqueue`.
-    pub(super) async fn enqueue_impl(&self, params: EnqueueParams) -> Result<Vec<Enqueued>> {
-        params.validate(&self.inner.limits)?;
+    async fn enqueue(&self, params: Valid<EnqueueParams>) -> Result<Vec<Enqueued>> {
         refuse_limit_keys(&params.items)?;
         let now = self.inner.clock.now();
         params.validate_schedule(&self.inner.limits, now)?;
@@ -103,6 +105,97 @@ impl PgStore {
         Ok(out)
     }
 
+    /// `Store::claim`.
+    async fn claim(&self, params: Valid<ClaimParams>) -> Result<Vec<Lease>> {
+        let now = self.inner.clock.now();
+        let queues: Vec<String> = params
+            .queues
+            .iter()
+            .map(|q| q.as_str().to_owned())
+            .collect();
+        // A queue named twice would be scanned twice and fill the limit with repeats.
+        let queues = {
+            let mut q = queues;
+            q.sort();
+            q.dedup();
+            q
+        };
+        self.advance_cursors(now, &queues).await?;
+        let mut check_expired = true;
+        let mut recovered: Vec<Uuid> = Vec::new();
+        let mut races = 0;
+        loop {
+            let run = {
+                let mut s = self.session().await?;
+                let run = self
+                    .claim_run(&mut *s, &queues, now, &params, check_expired)
+                    .await;
+                match &run {
+                    Ok(_) => s.finish().await?,
+                    Err(e) if is_scope_race(e) => s.settle().await,
+                    Err(_) => {}
+                }
+                run
+            };
+            match run {
+                Ok(ClaimRun::NotRegistered) => {
+                    return Err(Error::not_found("instance", params.owner.as_str()));
+                }
+                Ok(ClaimRun::RecoverFirst) => {
+                    // Contract: recover the queues' expired leases first, then pick.
+                    let (_, ready) = self
+                        .recover(now, CLAIM_RECOVER_LIMIT, Some(&queues))
+                        .await?;
+                    recovered = ready;
+                    check_expired = false;
+                }
+                Ok(ClaimRun::Claimed(mut items)) => {
+                    self.count_claimed(items.len());
+                    // A row this call recovered may have been locked at the pick by a
+                    // stale finalize whose fence then failed: the row is claimable,
+                    // so wait for it instead of passing it over. Best effort: the
+                    // first pass's claims are committed, so an error here keeps them.
+                    let limit = usize::try_from(params.limit).unwrap_or(usize::MAX);
+                    for id in recovered.drain(..) {
+                        if items.len() >= limit {
+                            break;
+                        }
+                        if items.iter().any(|(_, it)| *it.id.as_uuid() == id) {
+                            continue;
+                        }
+                        match self.claim_locked(id, &queues, now, &params).await {
+                            Ok(more) => items.extend(more),
+                            Err(e) => {
+                                if is_scope_race(&e) {
+                                    self.inner.scope_races.fetch_add(1, Ordering::Relaxed);
+                                }
+                                tracing::debug!(error = %e, "tenure-postgres: second claim pass");
+                                break;
+                            }
+                        }
+                    }
+                    if params.stream_run > 1 && !items.is_empty() {
+                        return self.with_runs(items, &queues, now, &params).await;
+                    }
+                    return leases(items);
+                }
+                // G10: a racing claimer committed a running item of a scope we picked;
+                // the partial unique index refused ours and the statement changed
+                // nothing. Pick again: the busy scope is now passed over.
+                Err(e) if is_scope_race(&e) => {
+                    self.inner.scope_races.fetch_add(1, Ordering::Relaxed);
+                    races += 1;
+                    if races > SCOPE_RACE_RETRIES {
+                        return Ok(Vec::new());
+                    }
+                }
+                Err(e) => return Err(map(e)),
+            }
+        }
+    }
+}
+
+impl PgStore {
     /// G14: a pinned enqueue needs a registered instance; checked before any write.
     pub(crate) async fn check_pin(
         &self,
@@ -364,96 +457,6 @@ impl PgStore {
         }
         q.execute(conn).await.map_err(map)?;
         Ok(())
-    }
-
-    /// `Store::claim`.
-    pub(super) async fn claim_impl(&self, params: ClaimParams) -> Result<Vec<Lease>> {
-        params.validate(&self.inner.limits)?;
-        let now = self.inner.clock.now();
-        let queues: Vec<String> = params
-            .queues
-            .iter()
-            .map(|q| q.as_str().to_owned())
-            .collect();
-        // A queue named twice would be scanned twice and fill the limit with repeats.
-        let queues = {
-            let mut q = queues;
-            q.sort();
-            q.dedup();
-            q
-        };
-        self.advance_cursors(now, &queues).await?;
-        let mut check_expired = true;
-        let mut recovered: Vec<Uuid> = Vec::new();
-        let mut races = 0;
-        loop {
-            let run = {
-                let mut s = self.session().await?;
-                let run = self
-                    .claim_run(&mut *s, &queues, now, &params, check_expired)
-                    .await;
-                match &run {
-                    Ok(_) => s.finish().await?,
-                    Err(e) if is_scope_race(e) => s.settle().await,
-                    Err(_) => {}
-                }
-                run
-            };
-            match run {
-                Ok(ClaimRun::NotRegistered) => {
-                    return Err(Error::not_found("instance", params.owner.as_str()));
-                }
-                Ok(ClaimRun::RecoverFirst) => {
-                    // Contract: recover the queues' expired leases first, then pick.
-                    let (_, ready) = self
-                        .recover(now, CLAIM_RECOVER_LIMIT, Some(&queues))
-                        .await?;
-                    recovered = ready;
-                    check_expired = false;
-                }
-                Ok(ClaimRun::Claimed(mut items)) => {
-                    self.count_claimed(items.len());
-                    // A row this call recovered may have been locked at the pick by a
-                    // stale finalize whose fence then failed: the row is claimable,
-                    // so wait for it instead of passing it over. Best effort: the
-                    // first pass's claims are committed, so an error here keeps them.
-                    let limit = usize::try_from(params.limit).unwrap_or(usize::MAX);
-                    for id in recovered.drain(..) {
-                        if items.len() >= limit {
-                            break;
-                        }
-                        if items.iter().any(|(_, it)| *it.id.as_uuid() == id) {
-                            continue;
-                        }
-                        match self.claim_locked(id, &queues, now, &params).await {
-                            Ok(more) => items.extend(more),
-                            Err(e) => {
-                                if is_scope_race(&e) {
-                                    self.inner.scope_races.fetch_add(1, Ordering::Relaxed);
-                                }
-                                tracing::debug!(error = %e, "tenure-postgres: second claim pass");
-                                break;
-                            }
-                        }
-                    }
-                    if params.stream_run > 1 && !items.is_empty() {
-                        return self.with_runs(items, &queues, now, &params).await;
-                    }
-                    return leases(items);
-                }
-                // G10: a racing claimer committed a running item of a scope we picked;
-                // the partial unique index refused ours and the statement changed
-                // nothing. Pick again: the busy scope is now passed over.
-                Err(e) if is_scope_race(&e) => {
-                    self.inner.scope_races.fetch_add(1, Ordering::Relaxed);
-                    races += 1;
-                    if races > SCOPE_RACE_RETRIES {
-                        return Ok(Vec::new());
-                    }
-                }
-                Err(e) => return Err(map(e)),
-            }
-        }
     }
 
     /// Moves the claim cursors of `queues` forward when [`CursorPace`] says it is due,
