@@ -18,6 +18,7 @@
 //! [`forward_store!`](crate::forward_store): only the methods it changes, every other one
 //! handed to the inner store.
 
+mod capabilities;
 mod forward;
 mod limits;
 mod operate;
@@ -29,6 +30,7 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 
+pub use capabilities::Capabilities;
 pub use params::{
     ClaimParams, CompleteParams, DeregisterParams, DiscardParams, EnqueueParams, EvictParams,
     FailParams, Failure, HeartbeatParams, LeaderParams, Limits, PurgeParams, RecoverParams,
@@ -56,61 +58,6 @@ use crate::model::{
     Purged, QueueCounts, Recovered, RenewOutcome, TokenOutcome,
 };
 use crate::operate::{CancelOutcome, ItemPage, LeasePage};
-
-/// Optional features a store may offer. Mandatory guarantees are not listed: every
-/// store keeps all of G1..G13 and G15.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-#[non_exhaustive]
-pub struct Capabilities {
-    /// G14 partitioned claiming.
-    pub partitioned_claiming: bool,
-    /// Wake-ups from other processes (for example Postgres LISTEN/NOTIFY). Every store
-    /// may hand out an in-process [`WakeSignal`] regardless.
-    pub cross_process_wakeups: bool,
-    /// Stream runs: a claim with [`ClaimParams::stream_runs`] leases up to `k`
-    /// consecutive items of one stream (G9). Stores without it claim heads only.
-    pub stream_runs: bool,
-    /// Queue limits: concurrency (G16) and rate (G17), with the `limits_*` operations
-    /// and the items' limit keys. Optional while not every store has them: the
-    /// PostgreSQL store does not yet.
-    pub limits: bool,
-    /// Fair shares (G18): claims serve the tenants of a queue by fairness key and
-    /// weight. Stores without it refuse items with a fairness key
-    /// ([`Error::Unsupported`](crate::Error::Unsupported)).
-    pub fair_shares: bool,
-}
-
-impl Capabilities {
-    /// Declares G14 partitioned claiming.
-    pub fn with_partitioned_claiming(mut self) -> Self {
-        self.partitioned_claiming = true;
-        self
-    }
-
-    /// Declares wake-ups from other processes.
-    pub fn with_cross_process_wakeups(mut self) -> Self {
-        self.cross_process_wakeups = true;
-        self
-    }
-
-    /// Declares stream runs.
-    pub fn with_stream_runs(mut self) -> Self {
-        self.stream_runs = true;
-        self
-    }
-
-    /// Declares queue limits (G16, G17).
-    pub fn with_limits(mut self) -> Self {
-        self.limits = true;
-        self
-    }
-
-    /// Declares fair shares (G18).
-    pub fn with_fair_shares(mut self) -> Self {
-        self.fair_shares = true;
-        self
-    }
-}
 
 /// A storage backend for Tenure: the whole contract, as callers use it.
 ///
