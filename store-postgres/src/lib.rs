@@ -366,7 +366,8 @@
 //! | `connect.rs` | connection management, kept beside `config.rs`: the URL and schema checks run before anything, and the acquire that learns why a connection is slow |
 //! | `error.rs` | sqlx's errors mapped into [`tenure_core::Error`] |
 //! | `store/mod.rs` | [`PgStore`]: the struct, its pool and sessions, and its `Base` impl |
-//! | `store/claim.rs` | enqueue and claim |
+//! | `store/claim.rs` | enqueue and claim (the `Claims` impl), and the steps of a claim |
+//! | `store/enqueue.rs` | the steps of an enqueue, shared with the `_in_tx` calls |
 //! | `store/finalize.rs` | renew, complete, fail and release |
 //! | `store/recovery.rs` | time and recovery: recovering expired leases, purge |
 //! | `store/instances.rs` | instances and the leader lease |

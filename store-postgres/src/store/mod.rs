@@ -35,7 +35,8 @@ use crate::sql::Sql;
 use crate::{listen, migrate, PgConfig, STORE};
 
 mod claim;
-pub(crate) use claim::refuse_limit_keys;
+mod enqueue;
+pub(crate) use enqueue::refuse_limit_keys;
 mod finalize;
 pub(crate) mod inspect;
 mod instances;
