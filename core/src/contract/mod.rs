@@ -24,6 +24,10 @@
 //! itself with [`forward_store!`](crate::forward_store) instead, and leaves the
 //! validation to the store it wraps.
 //!
+//! Bring a group trait into scope only where you implement it: a group method and the
+//! [`Store`] method of the same name would both apply to a concrete store, so
+//! `store.claim(..)` there is ambiguous. Callers import [`Store`] alone.
+//!
 //! ```
 //! use tenure_core::contract::{Base, Claims, Valid};
 //! use tenure_core::{async_trait, ClaimParams, EnqueueParams, Enqueued, Lease, Result};
