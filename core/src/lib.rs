@@ -46,6 +46,7 @@
 //! ```
 #![deny(missing_docs)]
 
+pub mod contract;
 mod error;
 mod ext;
 mod keys;

@@ -69,13 +69,15 @@
 //! - `lib.rs`: the crate docs and the public exports, no logic;
 //! - `config.rs`: what configures the store;
 //! - `error.rs`: the backend's errors mapped into [`tenure_core::Error`];
-//! - `store/`: the [`Store`](tenure_core::Store) impl. `store/mod.rs` holds the store
-//!   type and the impl, in contract order, each method one line that calls the
-//!   inherent `<method>_impl` of the same name in the file of its contract group:
-//!   `store/claim.rs` (enqueue and claim), `store/finalize.rs` (renew, complete, fail,
-//!   release), `store/recovery.rs` (time and recovery: expired leases, purge),
-//!   `store/instances.rs` (instances and leader), `store/inspect.rs` (inspection and
-//!   control: dead items, reads, listings, cancel, pause);
+//! - `store/`: the contract. `store/mod.rs` holds the store type and its
+//!   [`Base`](tenure_core::contract::Base) impl (name, capabilities, limits, wake
+//!   signal); each group of [`tenure_core::contract`] is implemented in a file of its
+//!   own: `store/claim.rs` ([`Claims`](tenure_core::contract::Claims): enqueue and
+//!   claim), `store/finalize.rs` (renew, complete, fail, release), `store/recovery.rs`
+//!   (expired leases, purge), `store/instances.rs` (instances and leader),
+//!   `store/inspect.rs` (dead items, reads, listings, cancel, pause) and
+//!   `store/limits.rs` (queue limits). Core's [`Store`](tenure_core::Store) validates
+//!   every params struct before these see it;
 //! - the schema or scripts, in files of their own;
 //! - `tx.rs`, where the store runs inside the application's own transaction.
 //!
@@ -86,8 +88,8 @@
 //! | `lib.rs` | these docs and the exports |
 //! | `config.rs` | [`MemoryStore`]'s constructors, which are its configuration: a clock, the [`Limits`](tenure_core::Limits), [`MemoryStore::keep_done`] |
 //! | `error.rs` | no mapping: with no backend, every error is one of [`tenure_core::Error`]'s own, made where it arises. It holds the store's name in errors and the two errors of its own conditions (a lock poisoned by a panic, the store switched off) |
-//! | `store/mod.rs` | [`MemoryStore`], [`MemorySnapshot`], the test aids, and the `Store` impl that delegates |
-//! | `store/claim.rs`, `store/finalize.rs`, `store/recovery.rs`, `store/instances.rs`, `store/inspect.rs` | the `Store` methods' bodies by contract group: each validates its params and makes one call into the state under the lock |
+//! | `store/mod.rs` | [`MemoryStore`], [`MemorySnapshot`], the test aids, and the `Base` impl |
+//! | `store/claim.rs`, `store/finalize.rs`, `store/recovery.rs`, `store/instances.rs`, `store/inspect.rs` | one impl per contract group (`Claims`, `Finalize`, `Recovery`, `Instances`, `Inspect`): each method makes one call into the state under the lock |
 //! | `state/mod.rs` | the schema: the data and its indexes |
 //! | `state/claim.rs`, `state/finalize.rs`, `state/recovery.rs`, `state/instances.rs`, `state/inspect.rs` | every operation as a synchronous function on the data, by the same groups |
 //! | `state/ready.rs`, `state/running.rs` | the claim index of ready items, and the lazy indexes of running items (by expiry, by owner) |

@@ -344,13 +344,16 @@
 //! - `lib.rs`: the crate docs and the public exports, no logic;
 //! - `config.rs`: what configures the store;
 //! - `error.rs`: the backend's errors mapped into [`tenure_core::Error`];
-//! - `store/`: the [`Store`](tenure_core::Store) impl. `store/mod.rs` holds the store
-//!   type and the impl, in contract order, each method one line that calls the
-//!   inherent `<method>_impl` of the same name in the file of its contract group:
-//!   `store/claim.rs` (enqueue and claim), `store/finalize.rs` (renew, complete, fail,
-//!   release), `store/recovery.rs` (time and recovery: expired leases, purge),
-//!   `store/instances.rs` (instances and leader), `store/inspect.rs` (inspection and
-//!   control: dead items, reads, listings, cancel, pause);
+//! - `store/`: the contract. `store/mod.rs` holds the store type and its
+//!   [`Base`](tenure_core::contract::Base) impl (name, capabilities, limits, wake
+//!   signal); each group of [`tenure_core::contract`] is implemented in a file of its
+//!   own: `store/claim.rs` ([`Claims`](tenure_core::contract::Claims): enqueue and
+//!   claim), `store/finalize.rs` (renew, complete, fail, release), `store/recovery.rs`
+//!   (expired leases, purge), `store/instances.rs` (instances and leader),
+//!   `store/inspect.rs` (dead items, reads, listings, cancel, pause); the limits group
+//!   keeps its defaults here, in `store/mod.rs`, until this store has limits. Core's
+//!   [`Store`](tenure_core::Store) validates
+//!   every params struct before these see it;
 //! - the schema or scripts, in files of their own;
 //! - `tx.rs`, where the store runs inside the application's own transaction.
 //!
@@ -362,8 +365,9 @@
 //! | `config.rs` | [`PgConfig`]: the store's options |
 //! | `connect.rs` | connection management, kept beside `config.rs`: the URL and schema checks run before anything, and the acquire that learns why a connection is slow |
 //! | `error.rs` | sqlx's errors mapped into [`tenure_core::Error`] |
-//! | `store/mod.rs` | [`PgStore`]: the struct, its pool and sessions, and the `impl Store` delegations |
-//! | `store/claim.rs` | enqueue and claim |
+//! | `store/mod.rs` | [`PgStore`]: the struct, its pool and sessions, and its `Base` impl |
+//! | `store/claim.rs` | enqueue and claim (the `Claims` impl), and the steps of a claim |
+//! | `store/enqueue.rs` | the steps of an enqueue, shared with the `_in_tx` calls |
 //! | `store/finalize.rs` | renew, complete, fail and release |
 //! | `store/recovery.rs` | time and recovery: recovering expired leases, purge |
 //! | `store/instances.rs` | instances and the leader lease |

@@ -328,13 +328,15 @@
 //! - `lib.rs`: the crate docs and the public exports, no logic;
 //! - `config.rs`: what configures the store;
 //! - `error.rs`: the backend's errors mapped into [`tenure_core::Error`];
-//! - `store/`: the [`Store`](tenure_core::Store) impl. `store/mod.rs` holds the store
-//!   type and the impl, in contract order, each method one line that calls the
-//!   inherent `<method>_impl` of the same name in the file of its contract group:
-//!   `store/claim.rs` (enqueue and claim), `store/finalize.rs` (renew, complete, fail,
-//!   release), `store/recovery.rs` (time and recovery: expired leases, purge),
-//!   `store/instances.rs` (instances and leader), `store/inspect.rs` (inspection and
-//!   control: dead items, reads, listings, cancel, pause);
+//! - `store/`: the contract. `store/mod.rs` holds the store type and its
+//!   [`Base`](tenure_core::contract::Base) impl (name, capabilities, limits, wake
+//!   signal); each group of [`tenure_core::contract`] is implemented in a file of its
+//!   own: `store/claim.rs` ([`Claims`](tenure_core::contract::Claims): enqueue and
+//!   claim), `store/finalize.rs` (renew, complete, fail, release), `store/recovery.rs`
+//!   (expired leases, purge), `store/instances.rs` (instances and leader),
+//!   `store/inspect.rs` (dead items, reads, listings, cancel, pause) and
+//!   `store/limits.rs` (queue limits). Core's [`Store`](tenure_core::Store) validates
+//!   every params struct before these see it;
 //! - the schema or scripts, in files of their own;
 //! - `tx.rs`, where the store runs inside the application's own transaction.
 //!
@@ -346,7 +348,7 @@
 //! | `config.rs` | [`RedisConfig`], and the parsing of the Sentinel and Cluster URLs |
 //! | `connect.rs` | connection management, kept beside `config.rs`: one server, Sentinel, Cluster |
 //! | `error.rs` | the driver's errors mapped into [`tenure_core::Error`], in one table |
-//! | `store/mod.rs` | [`RedisStore`]: the struct, its connections and function calls, and the `impl Store` delegations |
+//! | `store/mod.rs` | [`RedisStore`]: the struct, its connections and function calls, and its `Base` impl |
 //! | `store/claim.rs` | enqueue and claim |
 //! | `store/finalize.rs` | renew, complete, fail and release |
 //! | `store/recovery.rs` | time and recovery: recovering expired leases, purge |

@@ -258,13 +258,15 @@
 //! - `lib.rs`: the crate docs and the public exports, no logic;
 //! - `config.rs`: what configures the store;
 //! - `error.rs`: the backend's errors mapped into [`tenure_core::Error`];
-//! - `store/`: the [`Store`] impl. `store/mod.rs` holds the store
-//!   type and the impl, in contract order, each method one line that calls the
-//!   inherent `<method>_impl` of the same name in the file of its contract group:
-//!   `store/claim.rs` (enqueue and claim), `store/finalize.rs` (renew, complete, fail,
-//!   release), `store/recovery.rs` (time and recovery: expired leases, purge),
-//!   `store/instances.rs` (instances and leader), `store/inspect.rs` (inspection and
-//!   control: dead items, reads, listings, cancel, pause);
+//! - `store/`: the contract. `store/mod.rs` holds the store type and its
+//!   [`Base`](tenure_core::contract::Base) impl (name, capabilities, limits, wake
+//!   signal); each group of [`tenure_core::contract`] is implemented in a file of its
+//!   own: `store/claim.rs` ([`Claims`](tenure_core::contract::Claims): enqueue and
+//!   claim), `store/finalize.rs` (renew, complete, fail, release), `store/recovery.rs`
+//!   (expired leases, purge), `store/instances.rs` (instances and leader),
+//!   `store/inspect.rs` (dead items, reads, listings, cancel, pause) and
+//!   `store/limits.rs` (queue limits). Core's [`Store`] validates
+//!   every params struct before these see it;
 //! - the schema or scripts, in files of their own;
 //! - `tx.rs`, where the store runs inside the application's own transaction.
 //!
@@ -275,8 +277,8 @@
 //! | `lib.rs` | these docs and the exports, no logic |
 //! | `config.rs` | [`SqliteConfig`]: the store's options |
 //! | `error.rs` | rusqlite's errors mapped into [`tenure_core::Error`] |
-//! | `store/mod.rs` | [`SqliteStore`]: the struct, its own calls (open, close, connection, ...), and the `impl Store` delegations |
-//! | `store/claim.rs`, `store/finalize.rs`, `store/recovery.rs`, `store/instances.rs`, `store/inspect.rs` | the `Store` methods' bodies by contract group: each validates its params and runs its SQL on the writer's connection |
+//! | `store/mod.rs` | [`SqliteStore`]: the struct, its own calls (open, close, connection, ...), and its `Base` impl |
+//! | `store/claim.rs`, `store/finalize.rs`, `store/recovery.rs`, `store/instances.rs`, `store/inspect.rs` | one impl per contract group (`Claims`, `Finalize`, `Recovery`, `Instances`, `Inspect`): each method runs its SQL on the writer's connection |
 //! | `ops/mod.rs` | what every operation shares: the call context, the statements of the hot paths (pinned to their indexes, with the test of their plans in `ops/tests.rs`), and reading and writing item rows |
 //! | `ops/claim.rs`, `ops/finalize.rs`, `ops/recovery.rs`, `ops/instances.rs`, `ops/inspect.rs` | every operation as SQL on one connection, by the same groups |
 //! | `store/limits.rs`, `ops/limits.rs` | queue limits (G16, G17): the `limits_*` bodies, and the gate a claim passes each candidate through |

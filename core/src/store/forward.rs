@@ -27,6 +27,11 @@
 /// The generated impl carries `#[deny(clippy::missing_trait_methods)]`; a method the
 /// wrapper names that the contract does not have is a compile error.
 ///
+/// A wrapper implements [`Store`](crate::Store) itself, not the groups of
+/// [`contract`](crate::contract) that a store implements: it takes its callers' params
+/// as they are and hands them on, and the store at the bottom validates them once (it
+/// may wrap an `Arc<dyn Store>`, which has no group impls to call).
+///
 /// # Example
 ///
 /// A store that counts claims and leaves everything else to the store it wraps:

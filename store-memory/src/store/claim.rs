@@ -1,15 +1,17 @@
 //! Enqueue and claim (the contract's first group): the bodies of
 //! [`Store::enqueue`](tenure_core::Store::enqueue) and
-//! [`Store::claim`](tenure_core::Store::claim), each validating its params and then one
-//! call into [`State`](crate::state::State) under the lock.
+//! [`Store::claim`](tenure_core::Store::claim), each one call into
+//! [`State`](crate::state::State) under the lock.
 
+use tenure_core::async_trait;
+use tenure_core::contract::{Claims, Valid};
 use tenure_core::{ClaimParams, EnqueueParams, Enqueued, Error, Lease, Result};
 
 use crate::MemoryStore;
 
-impl MemoryStore {
-    pub(super) fn enqueue_impl(&self, params: &EnqueueParams) -> Result<Vec<Enqueued>> {
-        params.validate(&self.inner.limits)?;
+#[async_trait]
+impl Claims for MemoryStore {
+    async fn enqueue(&self, params: Valid<EnqueueParams>) -> Result<Vec<Enqueued>> {
         let limits = &self.inner.limits;
         let pin_to = params.pin_to.as_ref();
         let out = self.with_state(|s, now| {
@@ -20,8 +22,7 @@ impl MemoryStore {
         Ok(out)
     }
 
-    pub(super) fn claim_impl(&self, params: &ClaimParams) -> Result<Vec<Lease>> {
-        params.validate(&self.inner.limits)?;
+    async fn claim(&self, params: Valid<ClaimParams>) -> Result<Vec<Lease>> {
         let limit = usize::try_from(params.limit).unwrap_or(usize::MAX);
         let run = usize::try_from(params.stream_run).unwrap_or(1);
         let Some(partitioning) = params.partitioning else {

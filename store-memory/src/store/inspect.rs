@@ -1,8 +1,10 @@
 //! Inspection and control (the contract's fifth group): the bodies of the dead-item
 //! requeue and discard, the reads (item, counts, listings) and the operator's controls
-//! (cancel, pause, resume), each validating its params and then one call into
+//! (cancel, pause, resume), each one call into
 //! [`State`](crate::state::State) under the lock.
 
+use tenure_core::async_trait;
+use tenure_core::contract::{Inspect, Valid};
 use tenure_core::{
     CancelOutcome, CancelParams, DiscardParams, Item, ItemId, ItemListParams, ItemPage,
     LeaseListParams, LeasePage, PauseParams, QueueCounts, QueueName, RequeueParams, Result,
@@ -10,9 +12,9 @@ use tenure_core::{
 
 use crate::MemoryStore;
 
-impl MemoryStore {
-    pub(super) fn dead_requeue_impl(&self, params: &RequeueParams) -> Result<u64> {
-        params.validate(&self.inner.limits)?;
+#[async_trait]
+impl Inspect for MemoryStore {
+    async fn dead_requeue(&self, params: Valid<RequeueParams>) -> Result<u64> {
         self.with_state(|s, now| match &params.filter {
             Some(f) => {
                 let ids = s.dead_matching(f, now);
@@ -22,8 +24,7 @@ impl MemoryStore {
         })
     }
 
-    pub(super) fn dead_discard_impl(&self, params: &DiscardParams) -> Result<u64> {
-        params.validate(&self.inner.limits)?;
+    async fn dead_discard(&self, params: Valid<DiscardParams>) -> Result<u64> {
         self.with_state(|s, now| match &params.filter {
             Some(f) => {
                 let ids = s.dead_matching(f, now);
@@ -33,16 +34,15 @@ impl MemoryStore {
         })
     }
 
-    pub(super) fn item_get_impl(&self, id: ItemId) -> Result<Option<Item>> {
+    async fn item_get(&self, id: ItemId) -> Result<Option<Item>> {
         self.with_state(|s, _| s.item_get(id))
     }
 
-    pub(super) fn queue_counts_impl(&self, queue: &QueueName) -> Result<QueueCounts> {
+    async fn queue_counts(&self, queue: &QueueName) -> Result<QueueCounts> {
         self.with_state(|s, now| s.queue_counts(queue, now))
     }
 
-    pub(super) fn item_list_impl(&self, params: &ItemListParams) -> Result<ItemPage> {
-        params.validate(&self.inner.limits)?;
+    async fn item_list(&self, params: Valid<ItemListParams>) -> Result<ItemPage> {
         let limit = usize::try_from(params.limit).unwrap_or(usize::MAX);
         self.with_state(|s, now| {
             s.item_list(
@@ -56,28 +56,24 @@ impl MemoryStore {
         })?
     }
 
-    pub(super) fn lease_list_impl(&self, params: &LeaseListParams) -> Result<LeasePage> {
-        params.validate(&self.inner.limits)?;
+    async fn lease_list(&self, params: Valid<LeaseListParams>) -> Result<LeasePage> {
         let limit = usize::try_from(params.limit).unwrap_or(usize::MAX);
         self.with_state(|s, now| s.lease_list(&params.queue, limit, params.cursor.as_ref(), now))?
     }
 
-    pub(super) fn queue_list_impl(&self) -> Result<Vec<QueueName>> {
+    async fn queue_list(&self) -> Result<Vec<QueueName>> {
         self.with_state(|s, _| s.queue_list())
     }
 
-    pub(super) fn item_cancel_impl(&self, params: &CancelParams) -> Result<Vec<CancelOutcome>> {
-        params.validate(&self.inner.limits)?;
+    async fn item_cancel(&self, params: Valid<CancelParams>) -> Result<Vec<CancelOutcome>> {
         self.with_state(|s, now| s.item_cancel(&params.ids, now))?
     }
 
-    pub(super) fn queue_pause_impl(&self, params: &PauseParams) -> Result<bool> {
-        params.validate(&self.inner.limits)?;
+    async fn queue_pause(&self, params: Valid<PauseParams>) -> Result<bool> {
         self.with_state(|s, _| s.set_paused(&params.queue, true))
     }
 
-    pub(super) fn queue_resume_impl(&self, params: &PauseParams) -> Result<bool> {
-        params.validate(&self.inner.limits)?;
+    async fn queue_resume(&self, params: Valid<PauseParams>) -> Result<bool> {
         self.with_state(|s, _| s.set_paused(&params.queue, false))
     }
 }

@@ -1,10 +1,9 @@
-//! [`MemoryStore`]: the type, its test aids, and its [`Store`] impl in contract order.
-//!
-//! The impl only delegates: each method is one call to the inherent method of the same
-//! name with `_impl`, which lives in the file of its contract group ([`claim`],
-//! [`finalize`], [`recovery`], [`instances`], [`inspect`]) and is one call into
-//! [`State`] under the store's lock. The constructors, which are the store's
-//! configuration, are in `config.rs`.
+//! [`MemoryStore`]: the type, its test aids, and its [`Base`] impl. Each group of the
+//! contract is implemented in the file of that group ([`claim`], [`finalize`],
+//! [`recovery`], [`instances`], [`inspect`], [`limits`]), each method one call into
+//! [`State`] under the store's lock; [`Store`] comes from core, which validates the
+//! params first. The constructors, which are the store's configuration, are in
+//! `config.rs`.
 
 mod claim;
 mod finalize;
@@ -17,15 +16,12 @@ use std::fmt;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
-use tenure_core::{
-    async_trait, CancelOutcome, CancelParams, Capabilities, ClaimParams, CompleteParams,
-    DeferParams, DeregisterParams, DiscardParams, EnqueueParams, Enqueued, EvictParams, Evicted,
-    FailOutcome, FailParams, HeartbeatParams, Instance, Item, ItemId, ItemListParams, ItemPage,
-    LeaderInfo, LeaderName, LeaderParams, LeaderStatus, Lease, LeaseListParams, LeasePage, Limits,
-    LimitsParams, PauseParams, PurgeParams, Purged, QueueCounts, QueueLimits, QueueName,
-    RecoverParams, Recovered, ReleaseParams, RenewOutcome, RenewParams, RequeueParams, Result,
-    SharedClock, Store, Timestamp, TokenOutcome, WakeSignal,
-};
+use tenure_core::contract::Base;
+use tenure_core::{Capabilities, Limits, Result, SharedClock, Timestamp, WakeSignal};
+
+// The docs name them.
+#[cfg(doc)]
+use tenure_core::Store;
 
 // The docs name it.
 #[cfg(doc)]
@@ -139,8 +135,7 @@ impl fmt::Debug for MemoryStore {
     }
 }
 
-#[async_trait]
-impl Store for MemoryStore {
+impl Base for MemoryStore {
     fn name(&self) -> &'static str {
         NAME
     }
@@ -163,129 +158,5 @@ impl Store for MemoryStore {
     /// also finds scheduled items and retries coming due).
     fn wake_signal(&self) -> Option<WakeSignal> {
         Some(self.inner.wake.clone())
-    }
-
-    async fn enqueue(&self, params: EnqueueParams) -> Result<Vec<Enqueued>> {
-        self.enqueue_impl(&params)
-    }
-
-    async fn claim(&self, params: ClaimParams) -> Result<Vec<Lease>> {
-        self.claim_impl(&params)
-    }
-
-    async fn renew(&self, params: RenewParams) -> Result<Vec<RenewOutcome>> {
-        self.renew_impl(&params)
-    }
-
-    async fn complete(&self, params: CompleteParams) -> Result<Vec<TokenOutcome>> {
-        self.complete_impl(&params)
-    }
-
-    async fn fail(&self, params: FailParams) -> Result<Vec<FailOutcome>> {
-        self.fail_impl(&params)
-    }
-
-    async fn release(&self, params: ReleaseParams) -> Result<Vec<TokenOutcome>> {
-        self.release_impl(&params)
-    }
-
-    async fn recover_expired(&self, params: RecoverParams) -> Result<Recovered> {
-        self.recover_expired_impl(&params)
-    }
-
-    async fn purge(&self, params: PurgeParams) -> Result<Purged> {
-        self.purge_impl(&params)
-    }
-
-    async fn dead_requeue(&self, params: RequeueParams) -> Result<u64> {
-        self.dead_requeue_impl(&params)
-    }
-
-    async fn dead_discard(&self, params: DiscardParams) -> Result<u64> {
-        self.dead_discard_impl(&params)
-    }
-
-    async fn item_get(&self, id: ItemId) -> Result<Option<Item>> {
-        self.item_get_impl(id)
-    }
-
-    async fn queue_counts(&self, queue: &QueueName) -> Result<QueueCounts> {
-        self.queue_counts_impl(queue)
-    }
-
-    async fn instance_heartbeat(&self, params: HeartbeatParams) -> Result<()> {
-        self.instance_heartbeat_impl(&params)
-    }
-
-    async fn instance_list(&self) -> Result<Vec<Instance>> {
-        self.instance_list_impl()
-    }
-
-    async fn instance_evict_stale(&self, params: EvictParams) -> Result<Evicted> {
-        self.instance_evict_stale_impl(&params)
-    }
-
-    async fn instance_deregister(&self, params: DeregisterParams) -> Result<Evicted> {
-        self.instance_deregister_impl(&params)
-    }
-
-    async fn leader_acquire(&self, params: LeaderParams) -> Result<LeaderStatus> {
-        self.leader_acquire_impl(&params)
-    }
-
-    async fn leader_resign(&self, params: LeaderParams) -> Result<bool> {
-        self.leader_resign_impl(&params)
-    }
-
-    async fn leader_get(&self, name: &LeaderName) -> Result<Option<LeaderInfo>> {
-        self.leader_get_impl(name)
-    }
-
-    async fn item_list(&self, params: ItemListParams) -> Result<ItemPage> {
-        self.item_list_impl(&params)
-    }
-
-    async fn lease_list(&self, params: LeaseListParams) -> Result<LeasePage> {
-        self.lease_list_impl(&params)
-    }
-
-    async fn queue_list(&self) -> Result<Vec<QueueName>> {
-        self.queue_list_impl()
-    }
-
-    async fn item_cancel(&self, params: CancelParams) -> Result<Vec<CancelOutcome>> {
-        self.item_cancel_impl(&params)
-    }
-
-    async fn queue_pause(&self, params: PauseParams) -> Result<bool> {
-        self.queue_pause_impl(&params)
-    }
-
-    async fn queue_resume(&self, params: PauseParams) -> Result<bool> {
-        self.queue_resume_impl(&params)
-    }
-
-    async fn limits_set(&self, params: LimitsParams) -> Result<Option<QueueLimits>> {
-        self.limits_set_impl(&params)
-    }
-
-    async fn limits_get(&self, queue: &QueueName) -> Result<Option<QueueLimits>> {
-        self.limits_get_impl(queue)
-    }
-
-    async fn limits_clear(&self, queue: &QueueName) -> Result<bool> {
-        self.limits_clear_impl(queue)
-    }
-
-    async fn limits_list(&self) -> Result<Vec<(QueueName, QueueLimits)>> {
-        self.limits_list_impl()
-    }
-
-    async fn limits_defer(&self, params: DeferParams) -> Result<()> {
-        self.limits_defer_impl(&params)
-    }
-
-    async fn limits_wait(&self, queues: &[QueueName]) -> Result<Option<std::time::Duration>> {
-        self.limits_wait_impl(queues)
     }
 }

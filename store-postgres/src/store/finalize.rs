@@ -2,6 +2,8 @@
 //! `Store::fail` and `Store::release`, each one fenced statement over the batch.
 
 use std::collections::{HashMap, HashSet};
+use tenure_core::async_trait;
+use tenure_core::contract::{Finalize, Valid};
 
 use sqlx::{PgConnection, Row};
 use tenure_core::{
@@ -15,10 +17,10 @@ use crate::rows::u32_of;
 
 use super::PgStore;
 
-impl PgStore {
+#[async_trait]
+impl Finalize for PgStore {
     /// `Store::renew`.
-    pub(super) async fn renew_impl(&self, params: RenewParams) -> Result<Vec<RenewOutcome>> {
-        params.validate(&self.inner.limits)?;
+    async fn renew(&self, params: Valid<RenewParams>) -> Result<Vec<RenewOutcome>> {
         let now = self.inner.clock.now();
         let expires = now + params.lease_for;
         let (ids, attempts, leases) = token_arrays(params.tokens.iter());
@@ -60,8 +62,7 @@ impl PgStore {
     }
 
     /// `Store::complete`.
-    pub(super) async fn complete_impl(&self, params: CompleteParams) -> Result<Vec<TokenOutcome>> {
-        params.validate(&self.inner.limits)?;
+    async fn complete(&self, params: Valid<CompleteParams>) -> Result<Vec<TokenOutcome>> {
         let mut s = self.session().await?;
         let out = self.complete_on(&mut s, &params).await?;
         s.finish().await?;
@@ -69,8 +70,7 @@ impl PgStore {
     }
 
     /// `Store::fail`.
-    pub(super) async fn fail_impl(&self, params: FailParams) -> Result<Vec<FailOutcome>> {
-        params.validate(&self.inner.limits)?;
+    async fn fail(&self, params: Valid<FailParams>) -> Result<Vec<FailOutcome>> {
         let mut s = self.session().await?;
         let out = self.fail_on(&mut s, &params).await?;
         s.finish().await?;
@@ -78,14 +78,15 @@ impl PgStore {
     }
 
     /// `Store::release`.
-    pub(super) async fn release_impl(&self, params: ReleaseParams) -> Result<Vec<TokenOutcome>> {
-        params.validate(&self.inner.limits)?;
+    async fn release(&self, params: Valid<ReleaseParams>) -> Result<Vec<TokenOutcome>> {
         let mut s = self.session().await?;
         let out = self.release_on(&mut s, &params).await?;
         s.finish().await?;
         Ok(out)
     }
+}
 
+impl PgStore {
     // The fenced finalizes on one connection: the whole of `complete`, `fail` and
     // `release` once a connection is at hand, shared by the store's own calls (on a
     // session of their own) and the `_in_tx` calls (on the caller's transaction).

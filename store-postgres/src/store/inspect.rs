@@ -6,6 +6,8 @@
 //! reader. A cursor is `p.<seq>` for items and `p.<expiry>.<seq>` for leases.
 
 use sqlx::Row;
+use tenure_core::async_trait;
+use tenure_core::contract::{Inspect, Valid};
 use tenure_core::{
     CancelOutcome, CancelParams, Cursor, DeadFilter, DiscardParams, Error, Item, ItemId,
     ItemListParams, ItemPage, ItemState, LeaseInfo, LeaseListParams, LeasePage, LeaseToken,
@@ -103,14 +105,10 @@ fn internal(what: impl std::fmt::Display) -> Error {
     Error::internal(STORE, what.to_string())
 }
 
-impl PgStore {
-    fn op(&self) -> &OpSql {
-        &self.inner.sql.op
-    }
-
+#[async_trait]
+impl Inspect for PgStore {
     /// `Store::item_list`.
-    pub(super) async fn item_list_impl(&self, params: ItemListParams) -> Result<ItemPage> {
-        params.validate(&self.inner.limits)?;
+    async fn item_list(&self, params: Valid<ItemListParams>) -> Result<ItemPage> {
         let now = self.inner.clock.now();
         let after = match &params.cursor {
             Some(c) => c
@@ -157,8 +155,7 @@ impl PgStore {
     }
 
     /// `Store::lease_list`.
-    pub(super) async fn lease_list_impl(&self, params: LeaseListParams) -> Result<LeasePage> {
-        params.validate(&self.inner.limits)?;
+    async fn lease_list(&self, params: Valid<LeaseListParams>) -> Result<LeasePage> {
         let now = self.inner.clock.now();
         let (at, seq) = match &params.cursor {
             Some(c) => c
@@ -214,7 +211,7 @@ impl PgStore {
     }
 
     /// `Store::queue_list`.
-    pub(super) async fn queue_list_impl(&self) -> Result<Vec<QueueName>> {
+    async fn queue_list(&self) -> Result<Vec<QueueName>> {
         let rows = self.fetch_all(self.query(&self.op().queue_list)).await?;
         rows.iter()
             .map(|r| {
@@ -225,11 +222,7 @@ impl PgStore {
     }
 
     /// `Store::item_cancel`.
-    pub(super) async fn item_cancel_impl(
-        &self,
-        params: CancelParams,
-    ) -> Result<Vec<CancelOutcome>> {
-        params.validate(&self.inner.limits)?;
+    async fn item_cancel(&self, params: Valid<CancelParams>) -> Result<Vec<CancelOutcome>> {
         let now = self.inner.clock.now();
         let ids: Vec<Uuid> = params.ids.iter().map(|i| *i.as_uuid()).collect();
         let gone = self
@@ -278,48 +271,18 @@ impl PgStore {
             .collect())
     }
 
-    /// `Store::queue_pause` (`paused`) and `Store::queue_resume`.
-    pub(super) async fn set_paused_impl(&self, params: PauseParams, paused: bool) -> Result<bool> {
-        params.validate(&self.inner.limits)?;
-        let now = self.inner.clock.now();
-        let n = if paused {
-            self.execute(
-                self.query(&self.op().pause)
-                    .bind(params.queue.as_str())
-                    .bind(now.as_micros()),
-            )
-            .await?
-        } else {
-            self.execute(self.query(&self.op().resume).bind(params.queue.as_str()))
-                .await?
-        };
-        Ok(n > 0)
+    /// `Store::queue_pause`.
+    async fn queue_pause(&self, params: Valid<PauseParams>) -> Result<bool> {
+        self.set_paused(&params, true).await
     }
 
-    /// The dead items a filter matches, earliest death first, at most its limit.
-    pub(super) async fn op_dead_matching(
-        &self,
-        f: &DeadFilter,
-        now: Timestamp,
-    ) -> Result<Vec<Uuid>> {
-        let rows = self
-            .fetch_all(
-                self.query(&self.op().dead_matching)
-                    .bind(f.queue.as_str())
-                    .bind(f.dead_before(now).as_micros())
-                    .bind(i64::from(f.limit)),
-            )
-            .await?;
-        rows.iter()
-            .map(|r| r.try_get::<Uuid, _>(0).map_err(map))
-            .collect()
+    /// `Store::queue_resume`.
+    async fn queue_resume(&self, params: Valid<PauseParams>) -> Result<bool> {
+        self.set_paused(&params, false).await
     }
-}
 
-impl PgStore {
     /// `Store::dead_requeue`.
-    pub(super) async fn dead_requeue_impl(&self, params: RequeueParams) -> Result<u64> {
-        params.validate(&self.inner.limits)?;
+    async fn dead_requeue(&self, params: Valid<RequeueParams>) -> Result<u64> {
         let now = self.inner.clock.now();
         let ids: Vec<Uuid> = match &params.filter {
             Some(f) => self.op_dead_matching(f, now).await?,
@@ -340,8 +303,7 @@ impl PgStore {
     }
 
     /// `Store::dead_discard`.
-    pub(super) async fn dead_discard_impl(&self, params: DiscardParams) -> Result<u64> {
-        params.validate(&self.inner.limits)?;
+    async fn dead_discard(&self, params: Valid<DiscardParams>) -> Result<u64> {
         let now = self.inner.clock.now();
         let ids: Vec<Uuid> = match &params.filter {
             Some(f) => self.op_dead_matching(f, now).await?,
@@ -357,7 +319,7 @@ impl PgStore {
     }
 
     /// `Store::item_get`.
-    pub(super) async fn item_get_impl(&self, id: ItemId) -> Result<Option<Item>> {
+    async fn item_get(&self, id: ItemId) -> Result<Option<Item>> {
         let row = self
             .fetch_optional(self.query(&self.inner.sql.item_get).bind(id.as_uuid()))
             .await?;
@@ -365,7 +327,7 @@ impl PgStore {
     }
 
     /// `Store::queue_counts`.
-    pub(super) async fn queue_counts_impl(&self, queue: &QueueName) -> Result<QueueCounts> {
+    async fn queue_counts(&self, queue: &QueueName) -> Result<QueueCounts> {
         let now = self.inner.clock.now();
         let row = self
             .fetch_one(
@@ -385,5 +347,47 @@ impl PgStore {
         )
         .with_paused(paused)
         .with_oldest_ready_age(oldest.map(|at| now.duration_since(Timestamp::from_micros(at)))))
+    }
+}
+
+impl PgStore {
+    /// `Store::queue_pause` (`paused`) and `Store::queue_resume`.
+    async fn set_paused(&self, params: &PauseParams, paused: bool) -> Result<bool> {
+        let now = self.inner.clock.now();
+        let n = if paused {
+            self.execute(
+                self.query(&self.op().pause)
+                    .bind(params.queue.as_str())
+                    .bind(now.as_micros()),
+            )
+            .await?
+        } else {
+            self.execute(self.query(&self.op().resume).bind(params.queue.as_str()))
+                .await?
+        };
+        Ok(n > 0)
+    }
+
+    fn op(&self) -> &OpSql {
+        &self.inner.sql.op
+    }
+
+    /// The dead items a filter matches, earliest death first, at most its limit.
+    pub(super) async fn op_dead_matching(
+        &self,
+        f: &DeadFilter,
+        now: Timestamp,
+    ) -> Result<Vec<Uuid>> {
+        let rows = self
+            .fetch_all(
+                self.query(&self.op().dead_matching)
+                    .bind(f.queue.as_str())
+                    .bind(f.dead_before(now).as_micros())
+                    .bind(i64::from(f.limit)),
+            )
+            .await?;
+        rows.iter()
+            .map(|r| r.try_get::<Uuid, _>(0).map_err(map))
+            .collect()
     }
 }

@@ -2,6 +2,8 @@
 //! deregistration, and the leader lease.
 
 use sqlx::Row;
+use tenure_core::async_trait;
+use tenure_core::contract::{Instances, Valid};
 use tenure_core::{
     DeregisterParams, Error, EvictParams, Evicted, HeartbeatParams, Instance, LeaderInfo,
     LeaderName, LeaderParams, LeaderStatus, OwnerId, Result, Timestamp,
@@ -12,9 +14,10 @@ use crate::STORE;
 
 use super::{count, PgStore};
 
-impl PgStore {
+#[async_trait]
+impl Instances for PgStore {
     /// `Store::instance_heartbeat`.
-    pub(super) async fn instance_heartbeat_impl(&self, params: HeartbeatParams) -> Result<()> {
+    async fn instance_heartbeat(&self, params: HeartbeatParams) -> Result<()> {
         let now = self.inner.clock.now();
         self.execute(
             self.query(&self.inner.sql.heartbeat)
@@ -26,7 +29,7 @@ impl PgStore {
     }
 
     /// `Store::instance_list`.
-    pub(super) async fn instance_list_impl(&self) -> Result<Vec<Instance>> {
+    async fn instance_list(&self) -> Result<Vec<Instance>> {
         let rows = self
             .fetch_all(self.query(&self.inner.sql.instance_list))
             .await?;
@@ -44,8 +47,7 @@ impl PgStore {
     }
 
     /// `Store::instance_evict_stale`.
-    pub(super) async fn instance_evict_stale_impl(&self, params: EvictParams) -> Result<Evicted> {
-        params.validate(&self.inner.limits)?;
+    async fn instance_evict_stale(&self, params: Valid<EvictParams>) -> Result<Evicted> {
         let now = self.inner.clock.now();
         let cutoff = now - params.stale_after;
         let row = self
@@ -70,10 +72,7 @@ impl PgStore {
     }
 
     /// `Store::instance_deregister`.
-    pub(super) async fn instance_deregister_impl(
-        &self,
-        params: DeregisterParams,
-    ) -> Result<Evicted> {
+    async fn instance_deregister(&self, params: DeregisterParams) -> Result<Evicted> {
         let now = self.inner.clock.now();
         let row = self
             .fetch_one(
@@ -94,8 +93,7 @@ impl PgStore {
     }
 
     /// `Store::leader_acquire`.
-    pub(super) async fn leader_acquire_impl(&self, params: LeaderParams) -> Result<LeaderStatus> {
-        params.validate(&self.inner.limits)?;
+    async fn leader_acquire(&self, params: Valid<LeaderParams>) -> Result<LeaderStatus> {
         let now = self.inner.clock.now();
         let expires = now + params.lease_for;
         let won = self
@@ -133,8 +131,7 @@ impl PgStore {
     }
 
     /// `Store::leader_resign`.
-    pub(super) async fn leader_resign_impl(&self, params: LeaderParams) -> Result<bool> {
-        params.validate(&self.inner.limits)?;
+    async fn leader_resign(&self, params: Valid<LeaderParams>) -> Result<bool> {
         let now = self.inner.clock.now();
         let row = self
             .fetch_optional(
@@ -148,7 +145,7 @@ impl PgStore {
     }
 
     /// `Store::leader_get`.
-    pub(super) async fn leader_get_impl(&self, name: &LeaderName) -> Result<Option<LeaderInfo>> {
+    async fn leader_get(&self, name: &LeaderName) -> Result<Option<LeaderInfo>> {
         let now = self.inner.clock.now();
         let Some(r) = self
             .fetch_optional(

@@ -1,9 +1,11 @@
 //! [`PgStore`]: the [`Store`] contract on PostgreSQL.
 //!
-//! This file holds the struct, its pool and sessions, and the `impl Store` as one-line
-//! delegations: each contract call `x` runs the inherent `x_impl` of its group's file
-//! (`claim.rs`, `finalize.rs`, `recovery.rs`, `instances.rs`, `inspect.rs`; see the
-//! crate docs, Layout of this crate).
+//! This file holds the struct, its pool and sessions, and its [`Base`] impl. Each group
+//! of the contract is implemented in its own file (`claim.rs`, `finalize.rs`,
+//! `recovery.rs`, `instances.rs`, `inspect.rs`; see the crate docs, Layout of this
+//! crate); core's [`Store`] validates the params before they reach it. The limits
+//! group ([`Limiting`]) keeps its defaults: this store does not declare
+//! [`Capabilities::limits`].
 
 use std::fmt;
 use std::str::FromStr;
@@ -17,14 +19,14 @@ use sqlx::postgres::PgArguments;
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions, PgRow};
 use sqlx::query::Query;
 use sqlx::{PgConnection, PgPool, Postgres, Row, Transaction};
+use tenure_core::contract::{Base, Limiting};
 use tenure_core::{
-    async_trait, Capabilities, ClaimParams, CompleteParams, DeregisterParams, DiscardParams,
-    EnqueueParams, Enqueued, Error, EvictParams, Evicted, FailOutcome, FailParams, HeartbeatParams,
-    Instance, Item, ItemId, LeaderInfo, LeaderName, LeaderParams, LeaderStatus, Lease, Limits,
-    PurgeParams, Purged, QueueCounts, QueueName, RecoverParams, Recovered, ReleaseParams,
-    RenewOutcome, RenewParams, RequeueParams, Result, SharedClock, Store, Timestamp, TokenOutcome,
-    WakeHealth, WakeSignal,
+    Capabilities, Error, Limits, Result, SharedClock, Timestamp, WakeHealth, WakeSignal,
 };
+
+// The docs name it.
+#[cfg(doc)]
+use tenure_core::Store;
 use tokio::task::JoinHandle;
 
 use crate::connect::{check_schema, check_url, diagnosed};
@@ -33,7 +35,8 @@ use crate::sql::Sql;
 use crate::{listen, migrate, PgConfig, STORE};
 
 mod claim;
-pub(crate) use claim::{refuse_limit_keys, Notify};
+mod enqueue;
+pub(crate) use enqueue::{refuse_limit_keys, Notify};
 mod finalize;
 pub(crate) mod inspect;
 mod instances;
@@ -405,8 +408,9 @@ fn count(row: &PgRow, idx: usize) -> Result<u64> {
     u64::try_from(n).map_err(|e| Error::internal(STORE, e.to_string()))
 }
 
-#[async_trait]
-impl Store for PgStore {
+impl Limiting for PgStore {}
+
+impl Base for PgStore {
     fn name(&self) -> &'static str {
         STORE
     }
@@ -428,114 +432,5 @@ impl Store for PgStore {
 
     fn wake_signal(&self) -> Option<WakeSignal> {
         Some(self.inner.wake.clone())
-    }
-
-    async fn enqueue(&self, params: EnqueueParams) -> Result<Vec<Enqueued>> {
-        self.enqueue_impl(params).await
-    }
-
-    async fn claim(&self, params: ClaimParams) -> Result<Vec<Lease>> {
-        self.claim_impl(params).await
-    }
-
-    async fn renew(&self, params: RenewParams) -> Result<Vec<RenewOutcome>> {
-        self.renew_impl(params).await
-    }
-
-    async fn complete(&self, params: CompleteParams) -> Result<Vec<TokenOutcome>> {
-        self.complete_impl(params).await
-    }
-
-    async fn fail(&self, params: FailParams) -> Result<Vec<FailOutcome>> {
-        self.fail_impl(params).await
-    }
-
-    async fn release(&self, params: ReleaseParams) -> Result<Vec<TokenOutcome>> {
-        self.release_impl(params).await
-    }
-
-    async fn recover_expired(&self, params: RecoverParams) -> Result<Recovered> {
-        self.recover_expired_impl(params).await
-    }
-
-    async fn purge(&self, params: PurgeParams) -> Result<Purged> {
-        self.purge_impl(params).await
-    }
-
-    async fn dead_requeue(&self, params: RequeueParams) -> Result<u64> {
-        self.dead_requeue_impl(params).await
-    }
-
-    async fn dead_discard(&self, params: DiscardParams) -> Result<u64> {
-        self.dead_discard_impl(params).await
-    }
-
-    async fn item_get(&self, id: ItemId) -> Result<Option<Item>> {
-        self.item_get_impl(id).await
-    }
-
-    async fn queue_counts(&self, queue: &QueueName) -> Result<QueueCounts> {
-        self.queue_counts_impl(queue).await
-    }
-
-    async fn instance_heartbeat(&self, params: HeartbeatParams) -> Result<()> {
-        self.instance_heartbeat_impl(params).await
-    }
-
-    async fn instance_list(&self) -> Result<Vec<Instance>> {
-        self.instance_list_impl().await
-    }
-
-    async fn instance_evict_stale(&self, params: EvictParams) -> Result<Evicted> {
-        self.instance_evict_stale_impl(params).await
-    }
-
-    async fn instance_deregister(&self, params: DeregisterParams) -> Result<Evicted> {
-        self.instance_deregister_impl(params).await
-    }
-
-    async fn leader_acquire(&self, params: LeaderParams) -> Result<LeaderStatus> {
-        self.leader_acquire_impl(params).await
-    }
-
-    async fn leader_resign(&self, params: LeaderParams) -> Result<bool> {
-        self.leader_resign_impl(params).await
-    }
-
-    async fn leader_get(&self, name: &LeaderName) -> Result<Option<LeaderInfo>> {
-        self.leader_get_impl(name).await
-    }
-
-    async fn item_list(
-        &self,
-        params: tenure_core::ItemListParams,
-    ) -> Result<tenure_core::ItemPage> {
-        self.item_list_impl(params).await
-    }
-
-    async fn lease_list(
-        &self,
-        params: tenure_core::LeaseListParams,
-    ) -> Result<tenure_core::LeasePage> {
-        self.lease_list_impl(params).await
-    }
-
-    async fn queue_list(&self) -> Result<Vec<QueueName>> {
-        self.queue_list_impl().await
-    }
-
-    async fn item_cancel(
-        &self,
-        params: tenure_core::CancelParams,
-    ) -> Result<Vec<tenure_core::CancelOutcome>> {
-        self.item_cancel_impl(params).await
-    }
-
-    async fn queue_pause(&self, params: tenure_core::PauseParams) -> Result<bool> {
-        self.set_paused_impl(params, true).await
-    }
-
-    async fn queue_resume(&self, params: tenure_core::PauseParams) -> Result<bool> {
-        self.set_paused_impl(params, false).await
     }
 }

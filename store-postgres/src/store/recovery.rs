@@ -2,6 +2,8 @@
 //! `Store::purge`, and the recovery a claim runs first.
 
 use sqlx::Row;
+use tenure_core::async_trait;
+use tenure_core::contract::{Recovery, Valid};
 use tenure_core::{ItemState, PurgeParams, Purged, RecoverParams, Recovered, Result, Timestamp};
 use uuid::Uuid;
 
@@ -9,17 +11,16 @@ use crate::error::map;
 
 use super::{count, PgStore};
 
-impl PgStore {
+#[async_trait]
+impl Recovery for PgStore {
     /// `Store::recover_expired`.
-    pub(super) async fn recover_expired_impl(&self, params: RecoverParams) -> Result<Recovered> {
-        params.validate(&self.inner.limits)?;
+    async fn recover_expired(&self, params: Valid<RecoverParams>) -> Result<Recovered> {
         let now = self.inner.clock.now();
         Ok(self.recover(now, i64::from(params.limit), None).await?.0)
     }
 
     /// `Store::purge`.
-    pub(super) async fn purge_impl(&self, params: PurgeParams) -> Result<Purged> {
-        params.validate(&self.inner.limits)?;
+    async fn purge(&self, params: Valid<PurgeParams>) -> Result<Purged> {
         let now = self.inner.clock.now();
         let cutoff = now - params.keep_done_for;
         let limit = i64::from(params.limit);
@@ -50,7 +51,9 @@ impl PgStore {
             dedup_keys: keys,
         })
     }
+}
 
+impl PgStore {
     /// machine::recover over up to `limit` expired leases of `queues` (all when None);
     /// answers the counts and the ids put back to ready. The items of stream runs
     /// behind an expired item are put back first, so they count no stall (G9).

@@ -3,6 +3,8 @@
 //! `scripts/claim.lua`).
 
 use redis::Value;
+use tenure_core::async_trait;
+use tenure_core::contract::{Claims, Valid};
 use tenure_core::machine;
 use tenure_core::partition::key_hash;
 use tenure_core::{
@@ -15,10 +17,10 @@ use crate::scripts::SCRIPTS;
 
 use super::{id_arg, lease_arg, micros, RedisStore};
 
-impl RedisStore {
+#[async_trait]
+impl Claims for RedisStore {
     /// `Store::enqueue`.
-    pub(super) async fn enqueue_impl(&self, params: EnqueueParams) -> Result<Vec<Enqueued>> {
-        params.validate(&self.inner.limits)?;
+    async fn enqueue(&self, params: Valid<EnqueueParams>) -> Result<Vec<Enqueued>> {
         // Fair shares (G18) are not served here yet: an item that names a fairness key
         // is refused, not run unfair. Limit keys are (G16, G17).
         if params.items.iter().any(|i| i.fairness_key.is_some()) {
@@ -76,8 +78,7 @@ impl RedisStore {
     }
 
     /// `Store::claim`.
-    pub(super) async fn claim_impl(&self, params: ClaimParams) -> Result<Vec<Lease>> {
-        params.validate(&self.inner.limits)?;
+    async fn claim(&self, params: Valid<ClaimParams>) -> Result<Vec<Lease>> {
         let now = self.inner.clock.now();
         let expires_at = now + params.lease_for;
         let mut inv = self.call(&SCRIPTS.claim);

@@ -2,6 +2,8 @@
 //! `Store::fail` and `Store::release`, each one library function over the batch,
 //! fenced on `(id, attempt, lease)`.
 
+use tenure_core::async_trait;
+use tenure_core::contract::{Finalize, Valid};
 use tenure_core::{
     duration_micros, CompleteParams, FailOutcome, FailParams, ReleaseParams, RenewOutcome,
     RenewParams, Result, Retry, Timestamp, TokenOutcome,
@@ -12,10 +14,23 @@ use crate::scripts::SCRIPTS;
 
 use super::{id_arg, lease_arg, u32_of, RedisStore};
 
-impl RedisStore {
+fn token_outcomes(answers: Vec<i64>) -> Vec<TokenOutcome> {
+    answers
+        .into_iter()
+        .map(|a| {
+            if a == 1 {
+                TokenOutcome::Accepted
+            } else {
+                TokenOutcome::LeaseLost
+            }
+        })
+        .collect()
+}
+
+#[async_trait]
+impl Finalize for RedisStore {
     /// `Store::renew`.
-    pub(super) async fn renew_impl(&self, params: RenewParams) -> Result<Vec<RenewOutcome>> {
-        params.validate(&self.inner.limits)?;
+    async fn renew(&self, params: Valid<RenewParams>) -> Result<Vec<RenewOutcome>> {
         let mut inv = self.call(&SCRIPTS.renew);
         inv.arg(self.now()).arg(duration_micros(params.lease_for));
         Self::tokens(&mut inv, &params.tokens);
@@ -37,8 +52,7 @@ impl RedisStore {
     }
 
     /// `Store::complete`.
-    pub(super) async fn complete_impl(&self, params: CompleteParams) -> Result<Vec<TokenOutcome>> {
-        params.validate(&self.inner.limits)?;
+    async fn complete(&self, params: Valid<CompleteParams>) -> Result<Vec<TokenOutcome>> {
         let mut inv = self.call(&SCRIPTS.complete);
         inv.arg(self.now())
             .arg(if self.inner.keep_done { "1" } else { "0" });
@@ -56,8 +70,7 @@ impl RedisStore {
     }
 
     /// `Store::fail`.
-    pub(super) async fn fail_impl(&self, params: FailParams) -> Result<Vec<FailOutcome>> {
-        params.validate(&self.inner.limits)?;
+    async fn fail(&self, params: Valid<FailParams>) -> Result<Vec<FailOutcome>> {
         let mut inv = self.call(&SCRIPTS.fail);
         inv.arg(self.now());
         for f in &params.failures {
@@ -87,8 +100,7 @@ impl RedisStore {
     }
 
     /// `Store::release`.
-    pub(super) async fn release_impl(&self, params: ReleaseParams) -> Result<Vec<TokenOutcome>> {
-        params.validate(&self.inner.limits)?;
+    async fn release(&self, params: Valid<ReleaseParams>) -> Result<Vec<TokenOutcome>> {
         let mut inv = self.call(&SCRIPTS.release);
         inv.arg(self.now());
         Self::tokens(&mut inv, &params.tokens);
@@ -96,17 +108,4 @@ impl RedisStore {
         self.slot_freed();
         Ok(token_outcomes(answers))
     }
-}
-
-fn token_outcomes(answers: Vec<i64>) -> Vec<TokenOutcome> {
-    answers
-        .into_iter()
-        .map(|a| {
-            if a == 1 {
-                TokenOutcome::Accepted
-            } else {
-                TokenOutcome::LeaseLost
-            }
-        })
-        .collect()
 }

@@ -9,6 +9,8 @@
 //! A cursor is `r.<seq>` for items and `r.<expiry>.<id>` for leases.
 
 use redis::{FromRedisValue, Value};
+use tenure_core::async_trait;
+use tenure_core::contract::{Inspect, Valid};
 use tenure_core::{
     CancelOutcome, CancelParams, Cursor, DeadFilter, DiscardParams, Error, Item, ItemId,
     ItemListParams, ItemPage, LeaseInfo, LeaseListParams, LeasePage, LeaseToken, ListOrder,
@@ -28,10 +30,10 @@ fn text(v: &Value) -> Result<String> {
     String::from_redis_value(v).map_err(|_| bad_reply("a listing answered a non-text value"))
 }
 
-impl RedisStore {
+#[async_trait]
+impl Inspect for RedisStore {
     /// `Store::item_list`.
-    pub(super) async fn item_list_impl(&self, params: ItemListParams) -> Result<ItemPage> {
-        params.validate(&self.inner.limits)?;
+    async fn item_list(&self, params: Valid<ItemListParams>) -> Result<ItemPage> {
         let now = self.now();
         let after = match &params.cursor {
             Some(c) => {
@@ -80,8 +82,7 @@ impl RedisStore {
     }
 
     /// `Store::lease_list`.
-    pub(super) async fn lease_list_impl(&self, params: LeaseListParams) -> Result<LeasePage> {
-        params.validate(&self.inner.limits)?;
+    async fn lease_list(&self, params: Valid<LeaseListParams>) -> Result<LeasePage> {
         let now = self.now();
         let (at, after_id) = match &params.cursor {
             Some(c) => {
@@ -138,7 +139,7 @@ impl RedisStore {
     }
 
     /// `Store::queue_list`.
-    pub(super) async fn queue_list_impl(&self) -> Result<Vec<QueueName>> {
+    async fn queue_list(&self) -> Result<Vec<QueueName>> {
         let inv = self.call(&SCRIPTS.queue_list);
         let names: Vec<String> = self.write(&inv).await?;
         names
@@ -148,11 +149,7 @@ impl RedisStore {
     }
 
     /// `Store::item_cancel`.
-    pub(super) async fn item_cancel_impl(
-        &self,
-        params: CancelParams,
-    ) -> Result<Vec<CancelOutcome>> {
-        params.validate(&self.inner.limits)?;
+    async fn item_cancel(&self, params: Valid<CancelParams>) -> Result<Vec<CancelOutcome>> {
         let mut inv = self.call(&SCRIPTS.cancel);
         inv.arg(self.now());
         for id in &params.ids {
@@ -181,33 +178,16 @@ impl RedisStore {
             .collect()
     }
 
-    /// `Store::queue_pause` (`paused`) and `Store::queue_resume`.
-    pub(super) async fn set_paused_impl(&self, params: PauseParams, paused: bool) -> Result<bool> {
-        params.validate(&self.inner.limits)?;
-        let mut inv = self.call(&SCRIPTS.pause);
-        inv.arg(self.now())
-            .arg(params.queue.as_str())
-            .arg(if paused { 1 } else { 0 });
-        let n: i64 = self.write(&inv).await?;
-        Ok(n == 1)
+    async fn queue_pause(&self, params: Valid<PauseParams>) -> Result<bool> {
+        self.set_paused(&params, true).await
     }
 
-    /// The dead items a filter matches, earliest death first, at most its limit.
-    pub(super) async fn op_dead_matching(&self, f: &DeadFilter) -> Result<Vec<ItemId>> {
-        let now = Timestamp::from_micros(self.now());
-        let mut inv = self.call(&SCRIPTS.dead_matching);
-        inv.arg(f.queue.as_str())
-            .arg(f.dead_before(now).as_micros())
-            .arg(f.limit);
-        let ids: Vec<String> = self.read(&inv).await?;
-        ids.iter().map(|s| s.parse::<ItemId>()).collect()
+    async fn queue_resume(&self, params: Valid<PauseParams>) -> Result<bool> {
+        self.set_paused(&params, false).await
     }
-}
 
-impl RedisStore {
     /// `Store::dead_requeue`.
-    pub(super) async fn dead_requeue_impl(&self, params: RequeueParams) -> Result<u64> {
-        params.validate(&self.inner.limits)?;
+    async fn dead_requeue(&self, params: Valid<RequeueParams>) -> Result<u64> {
         let ids = match &params.filter {
             Some(f) => self.op_dead_matching(f).await?,
             None => params.ids.clone(),
@@ -225,8 +205,7 @@ impl RedisStore {
     }
 
     /// `Store::dead_discard`.
-    pub(super) async fn dead_discard_impl(&self, params: DiscardParams) -> Result<u64> {
-        params.validate(&self.inner.limits)?;
+    async fn dead_discard(&self, params: Valid<DiscardParams>) -> Result<u64> {
         let ids = match &params.filter {
             Some(f) => self.op_dead_matching(f).await?,
             None => params.ids.clone(),
@@ -244,7 +223,7 @@ impl RedisStore {
     }
 
     /// `Store::item_get`.
-    pub(super) async fn item_get_impl(&self, id: ItemId) -> Result<Option<Item>> {
+    async fn item_get(&self, id: ItemId) -> Result<Option<Item>> {
         let mut inv = self.call(&SCRIPTS.item_get);
         inv.arg(id.to_string());
         let flat: Flat = self.read(&inv).await?;
@@ -255,7 +234,7 @@ impl RedisStore {
     }
 
     /// `Store::queue_counts`.
-    pub(super) async fn queue_counts_impl(&self, queue: &QueueName) -> Result<QueueCounts> {
+    async fn queue_counts(&self, queue: &QueueName) -> Result<QueueCounts> {
         let mut inv = self.call(&SCRIPTS.queue_counts);
         inv.arg(self.now()).arg(queue.as_str());
         let now = Timestamp::from_micros(self.now());
@@ -275,5 +254,28 @@ impl RedisStore {
         )
         .with_paused(*paused == 1)
         .with_oldest_ready_age(oldest))
+    }
+}
+
+impl RedisStore {
+    /// `Store::queue_pause` (`paused`) and `Store::queue_resume`.
+    async fn set_paused(&self, params: &PauseParams, paused: bool) -> Result<bool> {
+        let mut inv = self.call(&SCRIPTS.pause);
+        inv.arg(self.now())
+            .arg(params.queue.as_str())
+            .arg(if paused { 1 } else { 0 });
+        let n: i64 = self.write(&inv).await?;
+        Ok(n == 1)
+    }
+
+    /// The dead items a filter matches, earliest death first, at most its limit.
+    pub(super) async fn op_dead_matching(&self, f: &DeadFilter) -> Result<Vec<ItemId>> {
+        let now = Timestamp::from_micros(self.now());
+        let mut inv = self.call(&SCRIPTS.dead_matching);
+        inv.arg(f.queue.as_str())
+            .arg(f.dead_before(now).as_micros())
+            .arg(f.limit);
+        let ids: Vec<String> = self.read(&inv).await?;
+        ids.iter().map(|s| s.parse::<ItemId>()).collect()
     }
 }

@@ -2,6 +2,8 @@
 //! deregistration, and the leader lease.
 
 use redis::Value;
+use tenure_core::async_trait;
+use tenure_core::contract::{Instances, Valid};
 use tenure_core::{
     duration_micros, DeregisterParams, EvictParams, Evicted, HeartbeatParams, Instance, LeaderInfo,
     LeaderName, LeaderParams, LeaderStatus, OwnerId, Result, Timestamp,
@@ -12,9 +14,10 @@ use crate::scripts::SCRIPTS;
 
 use super::{int_of, string_of, u64_of, RedisStore};
 
-impl RedisStore {
+#[async_trait]
+impl Instances for RedisStore {
     /// `Store::instance_heartbeat`.
-    pub(super) async fn instance_heartbeat_impl(&self, params: HeartbeatParams) -> Result<()> {
+    async fn instance_heartbeat(&self, params: HeartbeatParams) -> Result<()> {
         let mut inv = self.call(&SCRIPTS.heartbeat);
         inv.arg(self.now()).arg(params.instance.as_str());
         let _: i64 = self.write(&inv).await?;
@@ -22,7 +25,7 @@ impl RedisStore {
     }
 
     /// `Store::instance_list`.
-    pub(super) async fn instance_list_impl(&self) -> Result<Vec<Instance>> {
+    async fn instance_list(&self) -> Result<Vec<Instance>> {
         let inv = self.call(&SCRIPTS.instance_list);
         let rows: Vec<(String, i64, i64)> = self.read(&inv).await?;
         rows.into_iter()
@@ -37,8 +40,7 @@ impl RedisStore {
     }
 
     /// `Store::instance_evict_stale`.
-    pub(super) async fn instance_evict_stale_impl(&self, params: EvictParams) -> Result<Evicted> {
-        params.validate(&self.inner.limits)?;
+    async fn instance_evict_stale(&self, params: Valid<EvictParams>) -> Result<Evicted> {
         let mut inv = self.call(&SCRIPTS.evict);
         inv.arg(self.now()).arg(duration_micros(params.stale_after));
         let answer: Vec<Value> = self.write(&inv).await?;
@@ -56,10 +58,7 @@ impl RedisStore {
     }
 
     /// `Store::instance_deregister`.
-    pub(super) async fn instance_deregister_impl(
-        &self,
-        params: DeregisterParams,
-    ) -> Result<Evicted> {
+    async fn instance_deregister(&self, params: DeregisterParams) -> Result<Evicted> {
         let mut inv = self.call(&SCRIPTS.deregister);
         inv.arg(self.now()).arg(params.instance.as_str());
         let (released, registered): (i64, i64) = self.write(&inv).await?;
@@ -74,8 +73,7 @@ impl RedisStore {
     }
 
     /// `Store::leader_acquire`.
-    pub(super) async fn leader_acquire_impl(&self, params: LeaderParams) -> Result<LeaderStatus> {
-        params.validate(&self.inner.limits)?;
+    async fn leader_acquire(&self, params: Valid<LeaderParams>) -> Result<LeaderStatus> {
         let mut inv = self.call(&SCRIPTS.leader_acquire);
         inv.arg(self.now())
             .arg(params.name.as_str())
@@ -97,8 +95,7 @@ impl RedisStore {
     }
 
     /// `Store::leader_resign`.
-    pub(super) async fn leader_resign_impl(&self, params: LeaderParams) -> Result<bool> {
-        params.validate(&self.inner.limits)?;
+    async fn leader_resign(&self, params: Valid<LeaderParams>) -> Result<bool> {
         let mut inv = self.call(&SCRIPTS.leader_resign);
         inv.arg(self.now())
             .arg(params.name.as_str())
@@ -108,7 +105,7 @@ impl RedisStore {
     }
 
     /// `Store::leader_get`.
-    pub(super) async fn leader_get_impl(&self, name: &LeaderName) -> Result<Option<LeaderInfo>> {
+    async fn leader_get(&self, name: &LeaderName) -> Result<Option<LeaderInfo>> {
         let mut inv = self.call(&SCRIPTS.leader_get);
         inv.arg(self.now()).arg(name.as_str());
         let answer: Vec<Value> = self.read(&inv).await?;

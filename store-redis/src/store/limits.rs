@@ -4,6 +4,8 @@
 
 use std::collections::BTreeMap;
 use std::time::Duration;
+use tenure_core::async_trait;
+use tenure_core::contract::{Limiting, Valid};
 
 use redis::Value;
 use tenure_core::{
@@ -87,13 +89,10 @@ fn per(r: Option<Rate>) -> String {
     r.map_or_else(String::new, |r| duration_micros(r.per).to_string())
 }
 
-impl RedisStore {
+#[async_trait]
+impl Limiting for RedisStore {
     /// `Store::limits_set`.
-    pub(super) async fn limits_set_impl(
-        &self,
-        params: LimitsParams,
-    ) -> Result<Option<QueueLimits>> {
-        params.validate(&self.inner.limits)?;
+    async fn limits_set(&self, params: Valid<LimitsParams>) -> Result<Option<QueueLimits>> {
         let l = &params.limits;
         let mut inv = self.call(&SCRIPTS.limits_set);
         inv.arg(params.queue.as_str())
@@ -119,7 +118,7 @@ impl RedisStore {
     }
 
     /// `Store::limits_get`.
-    pub(super) async fn limits_get_impl(&self, queue: &QueueName) -> Result<Option<QueueLimits>> {
+    async fn limits_get(&self, queue: &QueueName) -> Result<Option<QueueLimits>> {
         let mut inv = self.call(&SCRIPTS.limits_get);
         inv.arg(queue.as_str());
         let got = limits_of(&self.read::<Value>(&inv).await?)?;
@@ -130,7 +129,7 @@ impl RedisStore {
     }
 
     /// `Store::limits_clear`.
-    pub(super) async fn limits_clear_impl(&self, queue: &QueueName) -> Result<bool> {
+    async fn limits_clear(&self, queue: &QueueName) -> Result<bool> {
         let mut inv = self.call(&SCRIPTS.limits_clear);
         inv.arg(queue.as_str());
         let had: i64 = self.write(&inv).await?;
@@ -139,7 +138,7 @@ impl RedisStore {
     }
 
     /// `Store::limits_list`.
-    pub(super) async fn limits_list_impl(&self) -> Result<Vec<(QueueName, QueueLimits)>> {
+    async fn limits_list(&self) -> Result<Vec<(QueueName, QueueLimits)>> {
         let inv = self.call(&SCRIPTS.limits_list);
         let answer: Vec<Value> = self.read(&inv).await?;
         let mut out = Vec::with_capacity(answer.len() / 2);
@@ -156,8 +155,7 @@ impl RedisStore {
     }
 
     /// `Store::limits_defer`.
-    pub(super) async fn limits_defer_impl(&self, params: DeferParams) -> Result<()> {
-        params.validate(&self.inner.limits)?;
+    async fn limits_defer(&self, params: Valid<DeferParams>) -> Result<()> {
         let until = self.inner.clock.now() + params.delay;
         let mut inv = self.call(&SCRIPTS.limits_defer);
         inv.arg(params.queue.as_str())
@@ -169,7 +167,7 @@ impl RedisStore {
     }
 
     /// `Store::limits_wait`.
-    pub(super) async fn limits_wait_impl(&self, queues: &[QueueName]) -> Result<Option<Duration>> {
+    async fn limits_wait(&self, queues: &[QueueName]) -> Result<Option<Duration>> {
         let now = self.inner.clock.now();
         let mut inv = self.call(&SCRIPTS.limits_wait);
         inv.arg(micros(now)).arg(queues.len());
@@ -183,7 +181,9 @@ impl RedisStore {
             .map_err(|_| Error::internal(crate::STORE, "limits_wait answered the past"))?;
         Ok(Some(Duration::from_micros(wait)))
     }
+}
 
+impl RedisStore {
     /// Limits were set, read or waited on through this handle (G16): a finish may free
     /// a slot a worker waits for, so finishes fire the wake signal.
     fn mark_limited(&self) {

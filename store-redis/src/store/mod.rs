@@ -1,24 +1,26 @@
 //! [`RedisStore`]: the [`Store`] contract on Redis, one library function per operation.
 //!
 //! This file holds the struct, its connections and the calls of the library's
-//! functions, and the `impl Store` as one-line delegations: each contract call `x` runs
-//! the inherent `x_impl` of its group's file (`claim.rs`, `finalize.rs`, `recovery.rs`,
-//! `instances.rs`, `inspect.rs`; see the crate docs, Layout of this crate). `admin.rs`
-//! holds the whole-prefix housekeeping, which is outside the contract.
+//! functions, and its [`Base`] impl. Each group of the contract is implemented in its own
+//! file (`claim.rs`, `finalize.rs`, `recovery.rs`, `instances.rs`, `inspect.rs`,
+//! `limits.rs`; see the crate docs, Layout of this crate); core's [`Store`] validates the
+//! params before they reach it. `admin.rs` holds the whole-prefix housekeeping, which is
+//! outside the contract.
 
 use std::fmt;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 
 use redis::{AsyncConnectionConfig, Cmd, FromRedisValue, RedisResult, Value};
+use tenure_core::contract::Base;
 use tenure_core::{
-    async_trait, validate_identifier, Capabilities, ClaimParams, CompleteParams, DeregisterParams,
-    DiscardParams, EnqueueParams, Enqueued, Error, EvictParams, Evicted, FailOutcome, FailParams,
-    HeartbeatParams, Instance, Item, ItemId, LeaderInfo, LeaderName, LeaderParams, LeaderStatus,
-    Lease, LeaseId, Limits, PurgeParams, Purged, QueueCounts, QueueName, RecoverParams, Recovered,
-    ReleaseParams, RenewOutcome, RenewParams, RequeueParams, Result, SharedClock, Store, Timestamp,
-    TokenOutcome, WakeHealth, WakeSignal,
+    validate_identifier, Capabilities, Error, ItemId, LeaseId, Limits, Result, SharedClock,
+    Timestamp, WakeHealth, WakeSignal,
 };
+
+// The docs name it.
+#[cfg(doc)]
+use tenure_core::Store;
 use tokio::task::JoinHandle;
 
 use crate::config::topology;
@@ -392,8 +394,7 @@ fn u32_of(n: i64) -> Result<u32> {
     u32::try_from(n).map_err(|_| bad_reply(format!("{n} is out of range")))
 }
 
-#[async_trait]
-impl Store for RedisStore {
+impl Base for RedisStore {
     fn name(&self) -> &'static str {
         STORE
     }
@@ -416,141 +417,5 @@ impl Store for RedisStore {
 
     fn wake_signal(&self) -> Option<WakeSignal> {
         Some(self.inner.wake.clone())
-    }
-
-    async fn enqueue(&self, params: EnqueueParams) -> Result<Vec<Enqueued>> {
-        self.enqueue_impl(params).await
-    }
-
-    async fn claim(&self, params: ClaimParams) -> Result<Vec<Lease>> {
-        self.claim_impl(params).await
-    }
-
-    async fn renew(&self, params: RenewParams) -> Result<Vec<RenewOutcome>> {
-        self.renew_impl(params).await
-    }
-
-    async fn complete(&self, params: CompleteParams) -> Result<Vec<TokenOutcome>> {
-        self.complete_impl(params).await
-    }
-
-    async fn fail(&self, params: FailParams) -> Result<Vec<FailOutcome>> {
-        self.fail_impl(params).await
-    }
-
-    async fn release(&self, params: ReleaseParams) -> Result<Vec<TokenOutcome>> {
-        self.release_impl(params).await
-    }
-
-    async fn recover_expired(&self, params: RecoverParams) -> Result<Recovered> {
-        self.recover_expired_impl(params).await
-    }
-
-    async fn purge(&self, params: PurgeParams) -> Result<Purged> {
-        self.purge_impl(params).await
-    }
-
-    async fn dead_requeue(&self, params: RequeueParams) -> Result<u64> {
-        self.dead_requeue_impl(params).await
-    }
-
-    async fn dead_discard(&self, params: DiscardParams) -> Result<u64> {
-        self.dead_discard_impl(params).await
-    }
-
-    async fn item_get(&self, id: ItemId) -> Result<Option<Item>> {
-        self.item_get_impl(id).await
-    }
-
-    async fn queue_counts(&self, queue: &QueueName) -> Result<QueueCounts> {
-        self.queue_counts_impl(queue).await
-    }
-
-    async fn instance_heartbeat(&self, params: HeartbeatParams) -> Result<()> {
-        self.instance_heartbeat_impl(params).await
-    }
-
-    async fn instance_list(&self) -> Result<Vec<Instance>> {
-        self.instance_list_impl().await
-    }
-
-    async fn instance_evict_stale(&self, params: EvictParams) -> Result<Evicted> {
-        self.instance_evict_stale_impl(params).await
-    }
-
-    async fn instance_deregister(&self, params: DeregisterParams) -> Result<Evicted> {
-        self.instance_deregister_impl(params).await
-    }
-
-    async fn leader_acquire(&self, params: LeaderParams) -> Result<LeaderStatus> {
-        self.leader_acquire_impl(params).await
-    }
-
-    async fn leader_resign(&self, params: LeaderParams) -> Result<bool> {
-        self.leader_resign_impl(params).await
-    }
-
-    async fn leader_get(&self, name: &LeaderName) -> Result<Option<LeaderInfo>> {
-        self.leader_get_impl(name).await
-    }
-
-    async fn item_list(
-        &self,
-        params: tenure_core::ItemListParams,
-    ) -> Result<tenure_core::ItemPage> {
-        self.item_list_impl(params).await
-    }
-
-    async fn lease_list(
-        &self,
-        params: tenure_core::LeaseListParams,
-    ) -> Result<tenure_core::LeasePage> {
-        self.lease_list_impl(params).await
-    }
-
-    async fn queue_list(&self) -> Result<Vec<QueueName>> {
-        self.queue_list_impl().await
-    }
-
-    async fn item_cancel(
-        &self,
-        params: tenure_core::CancelParams,
-    ) -> Result<Vec<tenure_core::CancelOutcome>> {
-        self.item_cancel_impl(params).await
-    }
-
-    async fn queue_pause(&self, params: tenure_core::PauseParams) -> Result<bool> {
-        self.set_paused_impl(params, true).await
-    }
-
-    async fn queue_resume(&self, params: tenure_core::PauseParams) -> Result<bool> {
-        self.set_paused_impl(params, false).await
-    }
-
-    async fn limits_set(
-        &self,
-        params: tenure_core::LimitsParams,
-    ) -> Result<Option<tenure_core::QueueLimits>> {
-        self.limits_set_impl(params).await
-    }
-
-    async fn limits_get(&self, queue: &QueueName) -> Result<Option<tenure_core::QueueLimits>> {
-        self.limits_get_impl(queue).await
-    }
-
-    async fn limits_clear(&self, queue: &QueueName) -> Result<bool> {
-        self.limits_clear_impl(queue).await
-    }
-
-    async fn limits_list(&self) -> Result<Vec<(QueueName, tenure_core::QueueLimits)>> {
-        self.limits_list_impl().await
-    }
-
-    async fn limits_defer(&self, params: tenure_core::DeferParams) -> Result<()> {
-        self.limits_defer_impl(params).await
-    }
-
-    async fn limits_wait(&self, queues: &[QueueName]) -> Result<Option<std::time::Duration>> {
-        self.limits_wait_impl(queues).await
     }
 }

@@ -1,16 +1,18 @@
 //! Time and recovery (the contract's third group): `Store::recover_expired` and
 //! `Store::purge`.
 
+use tenure_core::async_trait;
+use tenure_core::contract::{Recovery, Valid};
 use tenure_core::{duration_micros, PurgeParams, Purged, RecoverParams, Recovered, Result};
 
 use crate::scripts::SCRIPTS;
 
 use super::{u64_of, RedisStore};
 
-impl RedisStore {
+#[async_trait]
+impl Recovery for RedisStore {
     /// `Store::recover_expired`.
-    pub(super) async fn recover_expired_impl(&self, params: RecoverParams) -> Result<Recovered> {
-        params.validate(&self.inner.limits)?;
+    async fn recover_expired(&self, params: Valid<RecoverParams>) -> Result<Recovered> {
         let mut inv = self.call(&SCRIPTS.recover);
         inv.arg(self.now()).arg(params.limit);
         let (requeued, dead): (i64, i64) = self.write(&inv).await?;
@@ -21,8 +23,7 @@ impl RedisStore {
     }
 
     /// `Store::purge`.
-    pub(super) async fn purge_impl(&self, params: PurgeParams) -> Result<Purged> {
-        params.validate(&self.inner.limits)?;
+    async fn purge(&self, params: Valid<PurgeParams>) -> Result<Purged> {
         let mut inv = self.call(&SCRIPTS.purge);
         inv.arg(self.now())
             .arg(duration_micros(params.keep_done_for))

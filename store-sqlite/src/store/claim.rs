@@ -1,15 +1,17 @@
 //! Enqueue and claim (the contract's first group): the bodies of
-//! [`Store::enqueue`] and [`Store::claim`]. Each validates its params, then runs its
+//! [`Store::enqueue`] and [`Store::claim`]. Each runs its
 //! SQL (`ops/claim.rs`) on the writer's connection; a claim takes the inline path.
 
+use tenure_core::async_trait;
+use tenure_core::contract::{Claims, Valid};
 use tenure_core::{ClaimParams, EnqueueParams, Enqueued, Error, Lease, Result, Store};
 
 use crate::error::STORE;
 use crate::{ops, SqliteStore};
 
-impl SqliteStore {
-    pub(super) async fn enqueue_impl(&self, params: EnqueueParams) -> Result<Vec<Enqueued>> {
-        params.validate(self.limits_ref())?;
+#[async_trait]
+impl Claims for SqliteStore {
+    async fn enqueue(&self, params: Valid<EnqueueParams>) -> Result<Vec<Enqueued>> {
         let limits = *self.limits_ref();
         let out = self
             .inner
@@ -23,8 +25,7 @@ impl SqliteStore {
         Ok(out)
     }
 
-    pub(super) async fn claim_impl(&self, params: ClaimParams) -> Result<Vec<Lease>> {
-        params.validate(self.limits_ref())?;
+    async fn claim(&self, params: Valid<ClaimParams>) -> Result<Vec<Lease>> {
         if params.partitioning.is_some() && !self.capabilities().partitioned_claiming {
             return Err(Error::Unsupported {
                 operation: "partitioned claim",

@@ -1,7 +1,9 @@
 //! Finalize (the contract's second group): the bodies of renew, complete, fail and
-//! release. Each validates its params, then runs its SQL (`ops/finalize.rs`) through
+//! release. Each runs its SQL (`ops/finalize.rs`) through
 //! the writer's inline path.
 
+use tenure_core::async_trait;
+use tenure_core::contract::{Finalize, Valid};
 use tenure_core::{
     CompleteParams, FailOutcome, FailParams, ReleaseParams, RenewOutcome, RenewParams, Result,
     TokenOutcome,
@@ -9,17 +11,16 @@ use tenure_core::{
 
 use crate::{ops, SqliteStore};
 
-impl SqliteStore {
-    pub(super) async fn renew_impl(&self, params: RenewParams) -> Result<Vec<RenewOutcome>> {
-        params.validate(self.limits_ref())?;
+#[async_trait]
+impl Finalize for SqliteStore {
+    async fn renew(&self, params: Valid<RenewParams>) -> Result<Vec<RenewOutcome>> {
         self.inner
             .writer
             .call_inline(move |cx| ops::renew(cx, &params))
             .await
     }
 
-    pub(super) async fn complete_impl(&self, params: CompleteParams) -> Result<Vec<TokenOutcome>> {
-        params.validate(self.limits_ref())?;
+    async fn complete(&self, params: Valid<CompleteParams>) -> Result<Vec<TokenOutcome>> {
         let out = self
             .inner
             .writer
@@ -29,8 +30,7 @@ impl SqliteStore {
         out
     }
 
-    pub(super) async fn fail_impl(&self, params: FailParams) -> Result<Vec<FailOutcome>> {
-        params.validate(self.limits_ref())?;
+    async fn fail(&self, params: Valid<FailParams>) -> Result<Vec<FailOutcome>> {
         let out = self
             .inner
             .writer
@@ -40,8 +40,7 @@ impl SqliteStore {
         out
     }
 
-    pub(super) async fn release_impl(&self, params: ReleaseParams) -> Result<Vec<TokenOutcome>> {
-        params.validate(self.limits_ref())?;
+    async fn release(&self, params: Valid<ReleaseParams>) -> Result<Vec<TokenOutcome>> {
         let out = self
             .inner
             .writer
@@ -50,7 +49,9 @@ impl SqliteStore {
         self.slot_freed();
         out
     }
+}
 
+impl SqliteStore {
     /// After a finish: with limits in use through this handle, fires the wake signal,
     /// so a worker waiting for the slot claims at once (G16).
     fn slot_freed(&self) {

@@ -1,17 +1,16 @@
 //! Queue limits (G16, G17): the bodies of the `limits_*` operations of
-//! [`Store`](tenure_core::Store), each validating its params and then running its SQL
+//! [`Store`](tenure_core::Store), each running its SQL
 //! (`ops/limits.rs`) on the writer thread.
 
+use tenure_core::async_trait;
+use tenure_core::contract::{Limiting, Valid};
 use tenure_core::{DeferParams, LimitsParams, QueueLimits, QueueName, Result};
 
 use crate::{ops, SqliteStore};
 
-impl SqliteStore {
-    pub(super) async fn limits_set_impl(
-        &self,
-        params: LimitsParams,
-    ) -> Result<Option<QueueLimits>> {
-        params.validate(self.limits_ref())?;
+#[async_trait]
+impl Limiting for SqliteStore {
+    async fn limits_set(&self, params: Valid<LimitsParams>) -> Result<Option<QueueLimits>> {
         self.mark_limited();
         let before = self
             .inner
@@ -23,7 +22,7 @@ impl SqliteStore {
         Ok(before)
     }
 
-    pub(super) async fn limits_get_impl(&self, queue: &QueueName) -> Result<Option<QueueLimits>> {
+    async fn limits_get(&self, queue: &QueueName) -> Result<Option<QueueLimits>> {
         let queue = queue.clone();
         let got = self
             .inner
@@ -36,10 +35,7 @@ impl SqliteStore {
         Ok(got)
     }
 
-    pub(super) async fn limits_wait_impl(
-        &self,
-        queues: &[QueueName],
-    ) -> Result<Option<std::time::Duration>> {
+    async fn limits_wait(&self, queues: &[QueueName]) -> Result<Option<std::time::Duration>> {
         let queues = queues.to_vec();
         let wait = self
             .inner
@@ -52,13 +48,7 @@ impl SqliteStore {
         Ok(wait)
     }
 
-    fn mark_limited(&self) {
-        self.inner
-            .limited
-            .store(true, std::sync::atomic::Ordering::Relaxed);
-    }
-
-    pub(super) async fn limits_clear_impl(&self, queue: &QueueName) -> Result<bool> {
+    async fn limits_clear(&self, queue: &QueueName) -> Result<bool> {
         let queue = queue.clone();
         let had = self
             .inner
@@ -69,15 +59,22 @@ impl SqliteStore {
         Ok(had)
     }
 
-    pub(super) async fn limits_list_impl(&self) -> Result<Vec<(QueueName, QueueLimits)>> {
+    async fn limits_list(&self) -> Result<Vec<(QueueName, QueueLimits)>> {
         self.inner.writer.call(ops::limits_list).await
     }
 
-    pub(super) async fn limits_defer_impl(&self, params: DeferParams) -> Result<()> {
-        params.validate(self.limits_ref())?;
+    async fn limits_defer(&self, params: Valid<DeferParams>) -> Result<()> {
         self.inner
             .writer
             .call(move |cx| ops::limits_defer(cx, &params))
             .await
+    }
+}
+
+impl SqliteStore {
+    fn mark_limited(&self) {
+        self.inner
+            .limited
+            .store(true, std::sync::atomic::Ordering::Relaxed);
     }
 }

@@ -1,11 +1,11 @@
 //! [`SqliteStore`]: the type, its own calls (open, close, connection, ...), and its
-//! [`Store`] impl in contract order.
+//! [`Base`] impl.
 //!
-//! The impl only delegates: each method is one line that awaits the inherent method
-//! of the same name with `_impl`, in the file of its contract group ([`claim`],
-//! [`finalize`], [`recovery`], [`instances`], [`inspect`]). Each body validates its
-//! parameters, then runs its SQL (in `ops`) on the writer's connection: the hot calls
-//! through [`Writer::call_inline`], the rest through [`Writer::call`].
+//! Each group of the contract is implemented in the file of that group ([`claim`],
+//! [`finalize`], [`recovery`], [`instances`], [`inspect`], [`limits`]); [`Store`] comes
+//! from core, which validates the params first. Each method runs its SQL (in `ops`) on
+//! the writer's connection: the hot calls through [`Writer::call_inline`], the rest
+//! through [`Writer::call`].
 
 mod claim;
 mod finalize;
@@ -18,13 +18,12 @@ use std::fmt;
 use std::path::Path;
 use std::sync::Arc;
 
-use tenure_core::{
-    async_trait, Capabilities, ClaimParams, CompleteParams, DeregisterParams, DiscardParams,
-    EnqueueParams, Enqueued, EvictParams, Evicted, FailOutcome, FailParams, HeartbeatParams,
-    Instance, Item, ItemId, LeaderInfo, LeaderName, LeaderParams, LeaderStatus, Lease, Limits,
-    PurgeParams, Purged, QueueCounts, QueueName, RecoverParams, Recovered, ReleaseParams,
-    RenewOutcome, RenewParams, RequeueParams, Result, Store, TokenOutcome, WakeSignal,
-};
+use tenure_core::contract::Base;
+use tenure_core::{Capabilities, Limits, Result, WakeSignal};
+
+// The docs name it.
+#[cfg(doc)]
+use tenure_core::Store;
 
 // The docs name it.
 #[cfg(doc)]
@@ -147,8 +146,7 @@ impl SqliteStore {
     }
 }
 
-#[async_trait]
-impl Store for SqliteStore {
+impl Base for SqliteStore {
     fn name(&self) -> &'static str {
         STORE
     }
@@ -171,141 +169,5 @@ impl Store for SqliteStore {
     /// fire it, so workers keep their tight poll.
     fn wake_signal(&self) -> Option<WakeSignal> {
         Some(self.inner.wake.clone())
-    }
-
-    async fn enqueue(&self, params: EnqueueParams) -> Result<Vec<Enqueued>> {
-        self.enqueue_impl(params).await
-    }
-
-    async fn claim(&self, params: ClaimParams) -> Result<Vec<Lease>> {
-        self.claim_impl(params).await
-    }
-
-    async fn renew(&self, params: RenewParams) -> Result<Vec<RenewOutcome>> {
-        self.renew_impl(params).await
-    }
-
-    async fn complete(&self, params: CompleteParams) -> Result<Vec<TokenOutcome>> {
-        self.complete_impl(params).await
-    }
-
-    async fn fail(&self, params: FailParams) -> Result<Vec<FailOutcome>> {
-        self.fail_impl(params).await
-    }
-
-    async fn release(&self, params: ReleaseParams) -> Result<Vec<TokenOutcome>> {
-        self.release_impl(params).await
-    }
-
-    async fn recover_expired(&self, params: RecoverParams) -> Result<Recovered> {
-        self.recover_expired_impl(params).await
-    }
-
-    async fn purge(&self, params: PurgeParams) -> Result<Purged> {
-        self.purge_impl(params).await
-    }
-
-    async fn dead_requeue(&self, params: RequeueParams) -> Result<u64> {
-        self.dead_requeue_impl(params).await
-    }
-
-    async fn dead_discard(&self, params: DiscardParams) -> Result<u64> {
-        self.dead_discard_impl(params).await
-    }
-
-    async fn item_get(&self, id: ItemId) -> Result<Option<Item>> {
-        self.item_get_impl(id).await
-    }
-
-    async fn queue_counts(&self, queue: &QueueName) -> Result<QueueCounts> {
-        self.queue_counts_impl(queue).await
-    }
-
-    async fn instance_heartbeat(&self, params: HeartbeatParams) -> Result<()> {
-        self.instance_heartbeat_impl(params).await
-    }
-
-    async fn instance_list(&self) -> Result<Vec<Instance>> {
-        self.instance_list_impl().await
-    }
-
-    async fn instance_evict_stale(&self, params: EvictParams) -> Result<Evicted> {
-        self.instance_evict_stale_impl(params).await
-    }
-
-    async fn instance_deregister(&self, params: DeregisterParams) -> Result<Evicted> {
-        self.instance_deregister_impl(params).await
-    }
-
-    async fn leader_acquire(&self, params: LeaderParams) -> Result<LeaderStatus> {
-        self.leader_acquire_impl(params).await
-    }
-
-    async fn leader_resign(&self, params: LeaderParams) -> Result<bool> {
-        self.leader_resign_impl(params).await
-    }
-
-    async fn leader_get(&self, name: &LeaderName) -> Result<Option<LeaderInfo>> {
-        self.leader_get_impl(name).await
-    }
-
-    async fn item_list(
-        &self,
-        params: tenure_core::ItemListParams,
-    ) -> Result<tenure_core::ItemPage> {
-        self.item_list_impl(params).await
-    }
-
-    async fn lease_list(
-        &self,
-        params: tenure_core::LeaseListParams,
-    ) -> Result<tenure_core::LeasePage> {
-        self.lease_list_impl(params).await
-    }
-
-    async fn queue_list(&self) -> Result<Vec<QueueName>> {
-        self.queue_list_impl().await
-    }
-
-    async fn item_cancel(
-        &self,
-        params: tenure_core::CancelParams,
-    ) -> Result<Vec<tenure_core::CancelOutcome>> {
-        self.item_cancel_impl(params).await
-    }
-
-    async fn queue_pause(&self, params: tenure_core::PauseParams) -> Result<bool> {
-        self.queue_pause_impl(params).await
-    }
-
-    async fn queue_resume(&self, params: tenure_core::PauseParams) -> Result<bool> {
-        self.queue_resume_impl(params).await
-    }
-
-    async fn limits_set(
-        &self,
-        params: tenure_core::LimitsParams,
-    ) -> Result<Option<tenure_core::QueueLimits>> {
-        self.limits_set_impl(params).await
-    }
-
-    async fn limits_get(&self, queue: &QueueName) -> Result<Option<tenure_core::QueueLimits>> {
-        self.limits_get_impl(queue).await
-    }
-
-    async fn limits_clear(&self, queue: &QueueName) -> Result<bool> {
-        self.limits_clear_impl(queue).await
-    }
-
-    async fn limits_list(&self) -> Result<Vec<(QueueName, tenure_core::QueueLimits)>> {
-        self.limits_list_impl().await
-    }
-
-    async fn limits_defer(&self, params: tenure_core::DeferParams) -> Result<()> {
-        self.limits_defer_impl(params).await
-    }
-
-    async fn limits_wait(&self, queues: &[QueueName]) -> Result<Option<std::time::Duration>> {
-        self.limits_wait_impl(queues).await
     }
 }
