@@ -30,6 +30,7 @@ mod g09_stream_fifo;
 mod migrations;
 mod partitioned;
 mod privileges;
+mod schema;
 mod transactional_enqueue;
 mod transactional_finalize;
 mod wakeups;
