@@ -1,8 +1,5 @@
-//! Shared test support: the server URL, skip-or-fail when it is missing, and a fresh
-//! schema per test.
-// Helpers outside #[test] fns are test code too; clippy.toml's allowance misses them.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
-#![allow(dead_code, unreachable_pub)]
+//! PostgreSQL fixtures: the server's URL, skip-or-fail when it is missing, a fresh
+//! schema per test (dropped on drop) and a store on it.
 
 use std::time::Duration;
 
@@ -16,9 +13,10 @@ pub fn url() -> String {
         .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".to_owned())
 }
 
-/// True when a missing server must fail the run (CI sets `TENURE_REQUIRE_STORES=1`).
-pub fn required() -> bool {
-    std::env::var("TENURE_REQUIRE_STORES").is_ok_and(|v| v == "1")
+/// `url` with `tenure_schema=<schema>` added, as `tenure::open` and the CLI read it.
+pub fn url_with_schema(url: &str, schema: &str) -> String {
+    let sep = if url.contains('?') { '&' } else { '?' };
+    format!("{url}{sep}tenure_schema={schema}")
 }
 
 /// A direct connection, or `None` (after saying why) when the server is missing and
@@ -26,24 +24,91 @@ pub fn required() -> bool {
 pub async fn admin() -> Option<PgConnection> {
     match PgConnection::connect(&url()).await {
         Ok(c) => Some(c),
-        Err(e) if required() => panic!("PostgreSQL at {} is required: {e}", url()),
-        Err(e) => {
-            eprintln!(
-                "skipped: PostgreSQL at {} is unreachable ({e}); set TENURE_POSTGRES_URL, \
-                 or TENURE_REQUIRE_STORES=1 to fail instead",
-                url()
-            );
-            None
-        }
+        Err(e) => crate::skip(
+            &format!("PostgreSQL at {}", url()),
+            format!(
+                "unreachable ({e}); set TENURE_POSTGRES_URL, or TENURE_REQUIRE_STORES=1 \
+                 to fail instead"
+            ),
+        ),
     }
 }
 
 /// A schema name no other run uses.
 pub fn fresh_schema() -> String {
-    format!("t_{}", uuid::Uuid::now_v7().simple())
+    crate::fresh_name("t")
 }
 
-/// The config every test starts from: a fresh schema, the given clock, a small pool.
+/// Drops `schema` and everything in it, if it exists.
+pub async fn drop_schema(admin: &mut PgConnection, schema: &str) {
+    sqlx::raw_sql(&format!("DROP SCHEMA IF EXISTS {schema} CASCADE"))
+        .execute(admin)
+        .await
+        .expect("drop schema");
+}
+
+/// A fresh schema name on the shared server, dropped (with everything in it) when the
+/// value is dropped, also when the test panics. Nothing is created: the store's
+/// migrations create the schema on connect.
+#[derive(Debug)]
+pub struct PgSchema {
+    name: String,
+    dropped: bool,
+}
+
+impl PgSchema {
+    /// A fresh schema, or `None` (after saying why) when the server is unreachable and
+    /// not required.
+    pub async fn new() -> Option<PgSchema> {
+        admin().await?;
+        Some(PgSchema::named(fresh_schema()))
+    }
+
+    /// A schema of a given name, dropped on drop; the server is not asked.
+    pub fn named(name: String) -> PgSchema {
+        PgSchema {
+            name,
+            dropped: false,
+        }
+    }
+
+    /// The schema's name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The server's URL naming this schema (`tenure_schema=`).
+    pub fn url(&self) -> String {
+        url_with_schema(&url(), &self.name)
+    }
+
+    /// Drops the schema now.
+    pub async fn drop_now(mut self) {
+        self.dropped = true;
+        if let Ok(mut admin) = PgConnection::connect(&url()).await {
+            drop_schema(&mut admin, &self.name).await;
+        }
+    }
+}
+
+impl Drop for PgSchema {
+    fn drop(&mut self) {
+        if self.dropped {
+            return;
+        }
+        let name = std::mem::take(&mut self.name);
+        crate::block_on_thread(move || async move {
+            if let Ok(mut admin) = PgConnection::connect(&url()).await {
+                let sql = format!("DROP SCHEMA IF EXISTS {name} CASCADE");
+                if let Err(e) = sqlx::raw_sql(&sql).execute(&mut admin).await {
+                    eprintln!("could not drop schema {name}: {e}");
+                }
+            }
+        });
+    }
+}
+
+/// The config every test starts from: the schema, the given clock, a small pool.
 pub fn config(schema: &str, clock: &ManualClock) -> PgConfig {
     PgConfig::new(url())
         .schema(schema)
@@ -52,22 +117,31 @@ pub fn config(schema: &str, clock: &ManualClock) -> PgConfig {
         .acquire_timeout(Duration::from_secs(10))
 }
 
-/// A store on a fresh schema, dropped again by [`Ctx::finish`].
+/// A store on a fresh schema with a manual clock and a direct connection; the schema
+/// is dropped by [`Ctx::finish`], or on drop.
 pub struct Ctx {
+    /// The store under test.
     pub store: PgStore,
+    /// The schema's name.
     pub schema: String,
+    /// The store's clock.
     pub clock: ManualClock,
+    /// A direct connection to the server, for the test's own statements.
     pub admin: PgConnection,
+    guard: PgSchema,
 }
 
 impl Ctx {
+    /// A store on a fresh schema, or `None` when the server is missing (see [`admin`]).
     pub async fn new() -> Option<Ctx> {
         Ctx::with(|c| c).await
     }
 
+    /// [`Ctx::new`], with the config changed by `f` first.
     pub async fn with(f: impl FnOnce(PgConfig) -> PgConfig) -> Option<Ctx> {
         let admin = admin().await?;
-        let schema = fresh_schema();
+        let guard = PgSchema::named(fresh_schema());
+        let schema = guard.name().to_owned();
         let clock = ManualClock::starting_now();
         let store = PgStore::connect(f(config(&schema, &clock)))
             .await
@@ -77,6 +151,7 @@ impl Ctx {
             schema,
             clock,
             admin,
+            guard,
         })
     }
 
@@ -87,15 +162,10 @@ impl Ctx {
             .expect("peer")
     }
 
+    /// Closes the store and drops the schema.
     pub async fn finish(mut self) {
         self.store.close().await;
         drop_schema(&mut self.admin, &self.schema).await;
+        self.guard.dropped = true;
     }
-}
-
-pub async fn drop_schema(admin: &mut PgConnection, schema: &str) {
-    sqlx::raw_sql(&format!("DROP SCHEMA IF EXISTS {schema} CASCADE"))
-        .execute(admin)
-        .await
-        .expect("drop schema");
 }

@@ -1,4 +1,5 @@
-//! The shared conformance suite against the memory store: every case of G1..G13, G15.
+//! The conformance harness of the memory store: every case on a new, empty store. The
+//! smallest harness, and the model for a store of your own.
 //!
 //! `cargo test -p tenure-memory --test conformance` runs every case as its own test.
 
@@ -57,11 +58,7 @@ impl Restore for Rewind {
 static KEEP_DONE: AtomicBool = AtomicBool::new(false);
 
 /// Runs the suite, keeping finished items when `keep_done`.
-pub(crate) fn run(keep_done: bool) -> ExitCode {
+pub fn run(keep_done: bool) -> ExitCode {
     KEEP_DONE.store(keep_done, Ordering::Relaxed);
     tenure_conformance::main(MemoryHarness)
-}
-
-fn main() -> ExitCode {
-    run(false)
 }

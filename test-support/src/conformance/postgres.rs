@@ -1,4 +1,4 @@
-//! The shared conformance suite against PostgreSQL: every case on a fresh schema
+//! The conformance harness of the PostgreSQL store: every case on a fresh schema
 //! (random suffix), peers as second pools on that schema, unreachable as a pool aimed
 //! at a closed port. The schemas are dropped when the run ends.
 //!
@@ -17,15 +17,12 @@ use tenure_core::{async_trait, ManualClock, Result};
 use tenure_postgres::{PgConfig, PgStore};
 use tokio::sync::Semaphore;
 
+use crate::postgres::url;
+
 /// Cases whose stores may be alive at once, whatever the test thread count: each holds
 /// up to 3 + 2 per peer pooled connections (opened lazily) and one listener, and the
 /// server allows 100 connections in all.
 const CONCURRENT_CASES: usize = 6;
-
-fn url() -> String {
-    std::env::var("TENURE_POSTGRES_URL")
-        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".to_owned())
-}
 
 /// With `TENURE_POSTGRES_PROXY=1` the URL points at a transaction-pooling proxy: no
 /// statement cache, no LISTEN. Finished items are kept as `done` rows when the run
@@ -191,7 +188,7 @@ fn with_admin<T>(f: impl AsyncFnOnce(&mut PgConnection) -> T) -> std::result::Re
 static KEEP_DONE: AtomicBool = AtomicBool::new(false);
 
 /// Runs the suite, keeping finished items when `keep_done`.
-pub(crate) fn run(keep_done: bool) -> ExitCode {
+pub fn run(keep_done: bool) -> ExitCode {
     KEEP_DONE.store(keep_done, Ordering::Relaxed);
     if let Err(e) = with_admin(async |_| ()) {
         if std::env::var("TENURE_REQUIRE_STORES").is_ok_and(|v| v == "1") {
@@ -230,8 +227,4 @@ pub(crate) fn run(keep_done: bool) -> ExitCode {
         Err(e) => eprintln!("could not drop the case schemas: {e}"),
     }
     code
-}
-
-fn main() -> ExitCode {
-    run(false)
 }

@@ -1,4 +1,4 @@
-//! The shared conformance suite against Redis: every case on a fresh key prefix
+//! The conformance harness of the Redis store: every case on a fresh key prefix
 //! (random), peers as second stores (their own connections) on that prefix,
 //! unreachable as a store aimed at a closed port. The prefixes' keys are deleted when
 //! the run ends.
@@ -16,9 +16,7 @@ use tenure_conformance::{Restore, Snapshot, Unreachable};
 use tenure_core::{async_trait, ManualClock, Result};
 use tenure_redis::{RedisConfig, RedisStore};
 
-fn url() -> String {
-    std::env::var("TENURE_REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1:6379".to_owned())
-}
+use crate::redis::url;
 
 /// Finished items are kept as `done` when the run keeps them ([`run`]).
 fn configured(config: RedisConfig) -> RedisConfig {
@@ -182,7 +180,7 @@ fn with_admin<T>(
 static KEEP_DONE: AtomicBool = AtomicBool::new(false);
 
 /// Runs the suite, keeping finished items when `keep_done`.
-pub(crate) fn run(keep_done: bool) -> ExitCode {
+pub fn run(keep_done: bool) -> ExitCode {
     KEEP_DONE.store(keep_done, Ordering::Relaxed);
     if let Err(e) = with_admin(async |_| ()) {
         if std::env::var("TENURE_REQUIRE_STORES").is_ok_and(|v| v == "1") {
@@ -247,8 +245,4 @@ async fn delete_prefixes(
         cursor = next;
     }
     Ok(())
-}
-
-fn main() -> ExitCode {
-    run(false)
 }

@@ -1,4 +1,4 @@
-//! The shared conformance suite against the SQLite store: every case on its own
+//! The conformance harness of the SQLite store: every case on its own
 //! database file in its own temporary directory.
 
 use std::process::ExitCode;
@@ -111,11 +111,7 @@ impl Restore for Rewind {
 static KEEP_DONE: AtomicBool = AtomicBool::new(false);
 
 /// Runs the suite, keeping finished items when `keep_done`.
-pub(crate) fn run(keep_done: bool) -> ExitCode {
+pub fn run(keep_done: bool) -> ExitCode {
     KEEP_DONE.store(keep_done, Ordering::Relaxed);
     tenure_conformance::main(SqliteHarness)
-}
-
-fn main() -> ExitCode {
-    run(false)
 }
