@@ -372,7 +372,7 @@
 //! | `store/recovery.rs` | time and recovery: recovering expired leases, purge |
 //! | `store/instances.rs` | instances and the leader lease |
 //! | `store/inspect.rs` | inspection and control: item, counts, listings, cancel, pause, dead items |
-//! | `sql.rs`, `migrate.rs`, `migrations/` | the schema: every statement, and the migrations that create the tables ([`schema_version`], [`migration_script`]) |
+//! | `sql.rs`, `sql/`, `schema.sql`, `migrate.rs`, `migrations/` | the schema: every statement (one file each in `sql/`), the current schema in one file, and the migrations that create the tables ([`schema_version`], [`migration_script`]) |
 //! | `tx.rs` | the calls inside the application's transaction (`_in_tx`) |
 //! | `rows.rs` | decoding rows into the model |
 //! | `listen.rs` | the LISTEN/NOTIFY wake-ups |

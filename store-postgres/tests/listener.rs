@@ -7,10 +7,10 @@
 //! touching any other test's connections.
 // Helpers outside #[test] fns are test code too; clippy.toml's allowance misses them.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
-mod common;
 
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
+use tenure_test_support::postgres as common;
 
 use sqlx::{Connection, PgConnection};
 use tenure_core::runtime::{Job, PollPolicy, Worker};

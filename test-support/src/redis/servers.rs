@@ -1,39 +1,19 @@
-//! Throwaway Redis topologies for the fault, failover and durability tests: one
-//! `redis-server`, a primary with a replica and three sentinels, or a Redis Cluster,
-//! each process on free loopback ports in a temporary directory of its own, stopped
-//! by pid and killed when dropped. Also a [`Ledger`] store wrapper that records what
-//! every `complete` was told.
-//!
-//! Self-contained (it needs `redis`, `tokio`, `tempfile`, `tenure-core`), so a
-//! program outside this crate's tests can include it with
-//! `#[path = ".../store-redis/tests/support/mod.rs"] mod support;`. That is also why it
-//! is one file of over 600 lines: one `#[path]` brings all of it.
+//! Throwaway Redis servers for the fault, failover and durability tests: one
+//! `redis-server`, or a primary with a replica and three sentinels, each process on
+//! free loopback ports in a temporary directory of its own, stopped by pid and killed
+//! when dropped. A Redis Cluster is in [`super::cluster`].
 //!
 //! Every helper that needs a binary answers `None` (after printing why) when it is
 //! missing, and panics instead under CI (`TENURE_REQUIRE_STORES=1`).
-#![allow(
-    dead_code,
-    unreachable_pub,
-    clippy::unwrap_used,
-    clippy::expect_used,
-    missing_docs
-)]
 
 use std::collections::HashMap;
 use std::future::Future;
 use std::net::TcpListener;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use redis::aio::MultiplexedConnection;
-
-/// True when a missing server must fail the run (CI sets `TENURE_REQUIRE_STORES=1`).
-pub fn required() -> bool {
-    std::env::var("TENURE_REQUIRE_STORES").is_ok_and(|v| v == "1")
-}
-
 /// True when `program --version` runs; otherwise prints why the test is skipped, or
 /// panics under CI.
 pub fn have(program: &str) -> bool {
@@ -44,11 +24,7 @@ pub fn have(program: &str) -> bool {
         .status()
         .is_ok();
     if !ok {
-        assert!(
-            !required(),
-            "{program} is required (TENURE_REQUIRE_STORES=1) but not installed"
-        );
-        eprintln!("skipped: no {program} on PATH");
+        return crate::skip::<()>(program, "not installed (not on PATH)").is_some();
     }
     ok
 }
@@ -58,9 +34,9 @@ pub fn have(program: &str) -> bool {
 pub fn free_port(bus: bool) -> u16 {
     loop {
         let port = TcpListener::bind("127.0.0.1:0")
-            .unwrap()
+            .expect("a free loopback port")
             .local_addr()
-            .unwrap()
+            .expect("a bound address")
             .port();
         if !bus {
             return port;
@@ -91,10 +67,10 @@ where
 /// A plain connection to `url`, for the tests' own commands.
 pub async fn admin(url: &str) -> MultiplexedConnection {
     redis::Client::open(url)
-        .unwrap()
+        .expect("a Redis URL")
         .get_multiplexed_async_connection()
         .await
-        .unwrap()
+        .expect("a connection to Redis")
 }
 
 /// One command to the server on `port`, with a 1 s timeout for connecting and for
@@ -137,7 +113,9 @@ pub async fn wait_linked(port: u16) {
 
 /// A `redis-server` process of our own (a data node or a sentinel).
 pub struct TempRedis {
+    /// Its loopback port.
     pub port: u16,
+    /// Its directory: data, configuration and log.
     pub dir: tempfile::TempDir,
     argv: Vec<String>,
     child: Option<Child>,
@@ -156,7 +134,7 @@ impl TempRedis {
 
     /// A data node on `port` with `args`, started and answering.
     pub async fn data_node(port: u16, args: &[&str]) -> TempRedis {
-        let dir = tempfile::tempdir().unwrap();
+        let dir = tempfile::tempdir().expect("a temporary directory");
         let mut argv: Vec<String> = vec![
             "--port".into(),
             port.to_string(),
@@ -190,7 +168,7 @@ impl TempRedis {
         failover_timeout: Duration,
     ) -> TempRedis {
         let port = free_port(false);
-        let dir = tempfile::tempdir().unwrap();
+        let dir = tempfile::tempdir().expect("a temporary directory");
         let conf = dir.path().join("sentinel.conf");
         std::fs::write(
             &conf,
@@ -205,7 +183,7 @@ impl TempRedis {
                 failover = failover_timeout.as_millis(),
             ),
         )
-        .unwrap();
+        .expect("sentinel.conf is written");
         let mut server = TempRedis {
             port,
             dir,
@@ -216,6 +194,7 @@ impl TempRedis {
         server
     }
 
+    /// `redis://` naming it.
     pub fn url(&self) -> String {
         format!("redis://127.0.0.1:{}", self.port)
     }
@@ -273,7 +252,7 @@ impl TempRedis {
             .arg(which)
             .arg(pid.to_string())
             .status()
-            .unwrap()
+            .expect("kill runs")
             .success();
         assert!(ok, "kill {which} {pid}");
     }
@@ -293,14 +272,20 @@ impl Drop for TempRedis {
 
 /// A primary, one replica linked to it, and three sentinels watching it (quorum 2).
 pub struct SentinelSet {
+    /// The name the sentinels watch the primary by.
     pub master_name: String,
     /// The servers by port: the primary and the replica at the start (roles change
     /// with failovers; ask [`Self::primary_port`]).
     pub nodes: HashMap<u16, TempRedis>,
+    /// The three sentinels.
     pub sentinels: Vec<TempRedis>,
+    /// The port of the primary at the start.
     pub first_primary: u16,
+    /// The port of the replica at the start.
     pub first_replica: u16,
+    /// How long the sentinels wait before they call the primary down.
     pub down_after: Duration,
+    /// The sentinels' failover timeout.
     pub failover_timeout: Duration,
 }
 
@@ -419,224 +404,8 @@ impl SentinelSet {
         .await;
     }
 
+    /// The data node on `port`.
     pub fn node(&mut self, port: u16) -> &mut TempRedis {
         self.nodes.get_mut(&port).expect("a node of the set")
-    }
-}
-
-/// A Redis Cluster of `primaries` primaries with `replicas` replicas each, made by
-/// `redis-cli --cluster create`.
-pub struct TempCluster {
-    pub nodes: HashMap<u16, TempRedis>,
-    /// The node ports in start order.
-    pub ports: Vec<u16>,
-}
-
-impl TempCluster {
-    /// Starts the nodes (`--cluster-node-timeout` as given) and creates the
-    /// cluster; waits until every node reports `cluster_state:ok` and every replica
-    /// is linked. `None` (after printing why) without `redis-server` or `redis-cli`.
-    pub async fn start(
-        primaries: usize,
-        replicas: usize,
-        node_timeout: Duration,
-        args: &[&str],
-    ) -> Option<TempCluster> {
-        if !have("redis-server") || !have("redis-cli") {
-            return None;
-        }
-        let timeout = node_timeout.as_millis().to_string();
-        let mut node_args: Vec<&str> = vec![
-            "--cluster-enabled",
-            "yes",
-            "--cluster-config-file",
-            "nodes.conf",
-            "--cluster-node-timeout",
-            &timeout,
-        ];
-        node_args.extend(args);
-        let mut nodes = HashMap::new();
-        let mut ports = Vec::new();
-        for _ in 0..primaries * (1 + replicas) {
-            let port = free_port(true);
-            nodes.insert(port, TempRedis::data_node(port, &node_args).await);
-            ports.push(port);
-        }
-        let mut create = Command::new("redis-cli");
-        create.arg("--cluster").arg("create");
-        for p in &ports {
-            create.arg(format!("127.0.0.1:{p}"));
-        }
-        let out = create
-            .arg("--cluster-replicas")
-            .arg(replicas.to_string())
-            .arg("--cluster-yes")
-            .stdin(Stdio::null())
-            .output()
-            .expect("redis-cli runs");
-        assert!(
-            out.status.success(),
-            "redis-cli --cluster create: {}",
-            String::from_utf8_lossy(&out.stdout)
-        );
-        let cluster = TempCluster { nodes, ports };
-        cluster.wait_healthy().await;
-        Some(cluster)
-    }
-
-    /// Waits until every running node reports `cluster_state:ok`, every replica is
-    /// linked, and all of them agree on the primaries.
-    pub async fn wait_healthy(&self) {
-        let ports: Vec<u16> = self.nodes.keys().copied().collect();
-        eventually(Duration::from_secs(60), "the cluster to be healthy", || {
-            let ports = ports.clone();
-            async move {
-                for p in &ports {
-                    let info: String = ask(*p, redis::cmd("CLUSTER").arg("INFO")).await?;
-                    if !info.contains("cluster_state:ok") {
-                        return None;
-                    }
-                    if info_field(*p, "replication", "role").await?.as_str() == "slave"
-                        && info_field(*p, "replication", "master_link_status")
-                            .await?
-                            .as_str()
-                            != "up"
-                    {
-                        return None;
-                    }
-                }
-                Some(())
-            }
-        })
-        .await;
-    }
-
-    /// `redis+cluster://` naming every node.
-    pub fn url(&self) -> String {
-        let hosts: Vec<String> = self
-            .ports
-            .iter()
-            .map(|p| format!("127.0.0.1:{p}"))
-            .collect();
-        format!("redis+cluster://{}", hosts.join(","))
-    }
-
-    /// The port of the primary serving `slot`, as the first node that answers
-    /// `CLUSTER SLOTS` sees it.
-    pub async fn primary_of(&self, slot: u16) -> Option<u16> {
-        for p in &self.ports {
-            if self.nodes.get(p).is_none_or(|n| n.pid().is_none()) {
-                continue;
-            }
-            let Some(ranges) =
-                ask::<Vec<redis::Value>>(*p, redis::cmd("CLUSTER").arg("SLOTS")).await
-            else {
-                continue;
-            };
-            for range in ranges {
-                let redis::Value::Array(f) = range else {
-                    continue;
-                };
-                let start: i64 = redis::from_redis_value(&f[0]).ok()?;
-                let end: i64 = redis::from_redis_value(&f[1]).ok()?;
-                if (start..=end).contains(&i64::from(slot)) {
-                    let redis::Value::Array(primary) = &f[2] else {
-                        return None;
-                    };
-                    let port: i64 = redis::from_redis_value(&primary[1]).ok()?;
-                    return u16::try_from(port).ok();
-                }
-            }
-        }
-        None
-    }
-
-    /// The cluster slot of `key`, as the server on any node computes it.
-    pub async fn keyslot(&self, key: &str) -> u16 {
-        let port = self.ports[0];
-        ask(port, redis::cmd("CLUSTER").arg("KEYSLOT").arg(key))
-            .await
-            .expect("CLUSTER KEYSLOT")
-    }
-
-    /// The ports of the replicas of the primary on `port`.
-    pub async fn replicas_of(&self, port: u16) -> Vec<u16> {
-        let mut out = Vec::new();
-        for (p, n) in &self.nodes {
-            if n.pid().is_none() || *p == port {
-                continue;
-            }
-            if info_field(*p, "replication", "master_port")
-                .await
-                .as_deref()
-                == Some(&port.to_string())
-            {
-                out.push(*p);
-            }
-        }
-        out
-    }
-
-    pub fn node(&mut self, port: u16) -> &mut TempRedis {
-        self.nodes.get_mut(&port).expect("a node of the cluster")
-    }
-}
-
-/// What every `complete` through a [`Ledger`] was told, per token.
-#[derive(Default, Debug)]
-pub struct Told {
-    /// Tokens a complete answered `Accepted` for, in order, with when the answer
-    /// came.
-    pub accepted: Vec<(tenure_core::LeaseToken, Instant)>,
-    /// Tokens a complete answered `LeaseLost` for.
-    pub lost: Vec<tenure_core::LeaseToken>,
-    /// Tokens of completes that got no answer (an error): applied or not.
-    pub unanswered: Vec<tenure_core::LeaseToken>,
-}
-
-/// A store wrapper that records what each `complete` was told; every other call
-/// passes through.
-#[derive(Clone, Debug)]
-pub struct Ledger<S> {
-    pub inner: S,
-    pub told: Arc<Mutex<Told>>,
-}
-
-impl<S> Ledger<S> {
-    pub fn new(inner: S) -> Self {
-        Ledger {
-            inner,
-            told: Arc::default(),
-        }
-    }
-}
-
-tenure_core::forward_store! {
-    impl<S: tenure_core::Store> tenure_core::Store for Ledger<S> {
-        forward self => self.inner;
-
-        async fn complete(
-            &self,
-            p: tenure_core::CompleteParams,
-        ) -> tenure_core::Result<Vec<tenure_core::TokenOutcome>> {
-            let tokens = p.tokens.clone();
-            let answer = self.inner.complete(p).await;
-            let mut told = self.told.lock().unwrap();
-            match &answer {
-                Ok(outcomes) => {
-                    for (t, o) in tokens.iter().zip(outcomes) {
-                        match o {
-                            tenure_core::TokenOutcome::Accepted => {
-                                told.accepted.push((*t, Instant::now()))
-                            }
-                            tenure_core::TokenOutcome::LeaseLost
-                            | tenure_core::TokenOutcome::OutOfOrder => told.lost.push(*t),
-                        }
-                    }
-                }
-                Err(_) => told.unanswered.extend(tokens),
-            }
-            answer
-        }
     }
 }

@@ -5,10 +5,8 @@
 //! when a test panics.
 //!
 //! Standard library only, blocking calls (each returns when the server is ready, or
-//! gone), so any test, example or command can include it with
-//! `#[path = ".../store-postgres/tests/common/cluster.rs"] mod cluster;`. From async
-//! code, call it inside `tokio::task::spawn_blocking` or accept the short block
-//! (`pg_ctl -w` returns within a second or two on a small cluster).
+//! gone). From async code, call it inside `tokio::task::spawn_blocking` or accept the
+//! short block (`pg_ctl -w` returns within a second or two on a small cluster).
 //!
 //! The server tools are looked up with `pg_config --bindir`, under
 //! `/usr/lib/postgresql/*/bin` (newest first) and on `PATH`. PostgreSQL refuses to run
@@ -20,9 +18,6 @@
 //! server still keeps what it committed: the OS has it), `shared_buffers = 32MB`,
 //! `wal_sender_timeout` and `wal_receiver_timeout` of 5 s, `wal_retrieve_retry_interval`
 //! of 200 ms, trust authentication on loopback for users and replication.
-// Helpers outside #[test] fns are test code too; clippy.toml's allowance misses them.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
-#![allow(dead_code, unreachable_pub)]
 
 use std::fs;
 use std::io::{self, Write};
@@ -68,19 +63,15 @@ pub fn bindir_or_skip() -> Option<PathBuf> {
     if found.is_none() {
         let why = "no PostgreSQL server tools (initdb, pg_ctl, pg_basebackup, psql) found \
                    via pg_config --bindir, /usr/lib/postgresql/*/bin or PATH";
-        assert!(
-            std::env::var("TENURE_REQUIRE_STORES").map_or(true, |v| v != "1"),
-            "{why} (TENURE_REQUIRE_STORES=1)"
-        );
-        eprintln!("skipped: {why}");
+        return crate::skip("the PostgreSQL server tools", why);
     }
     found
 }
 
 /// A port on 127.0.0.1 nobody listens on right now (bound, read, released).
 pub fn free_port() -> u16 {
-    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    l.local_addr().unwrap().port()
+    let l = std::net::TcpListener::bind("127.0.0.1:0").expect("a free loopback port");
+    l.local_addr().expect("a bound address").port()
 }
 
 fn is_root() -> bool {

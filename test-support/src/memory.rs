@@ -1,5 +1,5 @@
-//! Helpers shared by the memory store's integration tests.
-#![allow(dead_code, unreachable_pub, clippy::unwrap_used)]
+//! Memory store fixtures: a fresh store on a manual clock, a runner for its calls, and
+//! short constructors of the names tests use.
 
 use std::future::Future;
 use std::pin::pin;
@@ -23,6 +23,7 @@ pub fn run<F: Future>(f: F) -> F::Output {
     }
 }
 
+/// The instant every store of [`store`] starts at.
 pub fn start() -> Timestamp {
     Timestamp::from_micros(1_700_000_000_000_000)
 }
@@ -33,22 +34,27 @@ pub fn store() -> (MemoryStore, ManualClock) {
     (MemoryStore::new(clock.clone()), clock)
 }
 
+/// A queue name; panics when `name` is not a valid one.
 pub fn q(name: &str) -> QueueName {
-    QueueName::new(name).unwrap()
+    QueueName::new(name).expect("a valid name")
 }
 
+/// An owner id; panics when `name` is not a valid one.
 pub fn owner(name: &str) -> OwnerId {
-    OwnerId::new(name).unwrap()
+    OwnerId::new(name).expect("a valid name")
 }
 
+/// A stream key; panics when `name` is not a valid one.
 pub fn stream(name: &str) -> StreamKey {
-    StreamKey::new(name).unwrap()
+    StreamKey::new(name).expect("a valid name")
 }
 
+/// A scope key; panics when `name` is not a valid one.
 pub fn scope(name: &str) -> ScopeKey {
-    ScopeKey::new(name).unwrap()
+    ScopeKey::new(name).expect("a valid name")
 }
 
+/// A new item of `queue` with the payload `x`.
 pub fn item(queue: &str) -> NewItem {
     NewItem::new(q(queue), b"x".to_vec())
 }
