@@ -13,9 +13,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use common::support::{ask, eventually, TempCluster};
-use tenure_core::runtime::{Job, Worker};
 use tenure_core::{EnqueueParams, ErrorKind, NewItem, QueueName, Store, StoreExt, WakeHealth};
 use tenure_redis::{RedisConfig, RedisStore};
+use tenure_runtime::{Job, Worker};
 
 const NODE_TIMEOUT: Duration = Duration::from_millis(1_000);
 

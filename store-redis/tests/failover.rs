@@ -18,12 +18,12 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use common::support::{self, eventually, info_field, Ledger, SentinelSet, TempCluster};
-use tenure_core::runtime::{Job, Worker};
 use tenure_core::{
     CompleteParams, EnqueueParams, ErrorKind, ItemId, ItemState, LeaseToken, ManualClock, NewItem,
     OwnerId, QueueName, Store, StoreExt, Timestamp, TokenOutcome, WakeHealth,
 };
 use tenure_redis::{RedisConfig, RedisStore};
+use tenure_runtime::{Job, Worker};
 
 const LEASE: Duration = Duration::from_secs(30);
 const DOWN_AFTER: Duration = Duration::from_millis(1_000);
