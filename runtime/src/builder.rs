@@ -1,8 +1,6 @@
 //! The [`WorkerBuilder`]: the worker's options, their defaults, and the checks that
-//! turn them into the [`Settings`] a [`Worker`] starts with.
-//!
-//! A little over 600 lines, kept whole: each option's setter, default and check of
-//! [`WorkerBuilder::spawn`] are read together, and the setters are most of the file.
+//! turn them into the [`Settings`] a [`Worker`] starts with (the sizing of its claims
+//! is the settings' [`ClaimSizes`]).
 
 use std::marker::PhantomData;
 use std::sync::Arc;
@@ -16,30 +14,12 @@ use tenure_core::{
 use crate::handler::Handler;
 use crate::periodic::{Periodic, Periodics};
 use crate::poll::PollPolicy;
-use crate::settings::Settings;
+use crate::settings::{ClaimSizes, Settings};
 use crate::task::{combine, Registered, RunTask, Runs, Served, TaskHandler};
 use crate::worker::Worker;
 
 /// Default handler slots per worker.
 pub const DEFAULT_CONCURRENCY: usize = 8;
-/// Default number of claim calls a busy worker keeps out at once, below
-/// [`WIDE_FROM`] slots.
-pub const DEFAULT_CLAIMS_IN_FLIGHT: usize = 2;
-/// From this many slots up, a worker's defaults keep more leases coming: up to
-/// [`WIDE_CLAIMS_IN_FLIGHT`] claims out at once and a prefetch of
-/// [`WIDE_PREFETCH_BATCHES`] claim batches (at most [`WIDE_PREFETCH_MAX`] leases).
-/// With many slots and short handlers one claim's round trip is what the slots wait
-/// on, so more leases must be on their way while the slots work; with few slots the
-/// extra claims only contend with each other (measured: PostgreSQL at 64 slots drains
-/// 0.77 of its store loop with the narrow defaults and 0.97 with the wide ones; SQLite
-/// at 16 slots 0.85 narrow and 0.77 wide).
-pub const WIDE_FROM: usize = 32;
-/// Default claim calls out at once from [`WIDE_FROM`] slots up.
-pub const WIDE_CLAIMS_IN_FLIGHT: usize = 4;
-/// Default prefetch in claim batches from [`WIDE_FROM`] slots up (below: one batch).
-pub const WIDE_PREFETCH_BATCHES: usize = 3;
-/// The most leases the default prefetch holds.
-pub const WIDE_PREFETCH_MAX: usize = 256;
 /// Default lease length.
 pub const DEFAULT_LEASE: Duration = Duration::from_secs(30);
 
@@ -203,9 +183,9 @@ impl WorkerBuilder {
     }
 
     /// How many claim calls a worker keeps out at once while its queues have work
-    /// (default 2, and 4 from [`WIDE_FROM`] slots up; at most 16). Slots that free
-    /// while one claim is out are claimed by the next, so the round trips overlap; an
-    /// idle queue still sees one poll at a time. Each claim holds a connection of the
+    /// (default 2, and 4 from [`WIDE_FROM`](crate::WIDE_FROM) slots up; at most 16).
+    /// Slots that free while one claim is out are claimed by the next, so the round
+    /// trips overlap; an idle queue still sees one poll at a time. Each claim holds a connection of the
     /// store's pool while it runs.
     pub fn claims_in_flight(mut self, n: usize) -> Self {
         self.claims_in_flight = Some(n);
@@ -214,8 +194,9 @@ impl WorkerBuilder {
 
     /// How many leases a worker may hold beyond its slots while its handlers are short
     /// (default: the claim batch, so the next claim's leases arrive while the slots
-    /// are busy, and from [`WIDE_FROM`] slots up three claim batches, at most 256
-    /// leases; 0 turns prefetch off; at most 10 times the concurrency).
+    /// are busy, and from [`WIDE_FROM`](crate::WIDE_FROM) slots up three claim
+    /// batches, at most 256 leases; 0 turns prefetch off; at most 10 times the
+    /// concurrency).
     ///
     /// # Behavior
     ///
@@ -421,40 +402,15 @@ impl WorkerBuilder {
                 format!("{} is outside 1..=100000", self.concurrency),
             ));
         }
-        let claim_batch = self
-            .claim_batch
-            .unwrap_or(self.concurrency)
-            .min(self.concurrency)
-            .min(limits.max_batch);
-        if claim_batch == 0 {
-            return Err(Error::invalid("claim_batch", "must be at least 1"));
-        }
-        let wide = self.concurrency >= WIDE_FROM;
-        let prefetch = self.prefetch.unwrap_or(if wide {
-            (claim_batch * WIDE_PREFETCH_BATCHES).min(WIDE_PREFETCH_MAX)
-        } else {
-            claim_batch
-        });
-        let claims_in_flight = self.claims_in_flight.unwrap_or(if wide {
-            WIDE_CLAIMS_IN_FLIGHT
-        } else {
-            DEFAULT_CLAIMS_IN_FLIGHT
-        });
-        if prefetch > self.concurrency.saturating_mul(10) {
-            return Err(Error::invalid(
-                "prefetch",
-                format!(
-                    "{prefetch} is above 10 times the concurrency ({})",
-                    self.concurrency
-                ),
-            ));
-        }
-        if claims_in_flight == 0 || claims_in_flight > 16 {
-            return Err(Error::invalid(
-                "claims_in_flight",
-                format!("{claims_in_flight} is outside 1..=16"),
-            ));
-        }
+        let ClaimSizes {
+            claim_batch,
+            claims_in_flight,
+            prefetch,
+        } = ClaimSizes::check(
+            self.concurrency,
+            [self.claim_batch, self.claims_in_flight, self.prefetch],
+            limits.max_batch,
+        )?;
         if let Some(p) = &self.partitioning {
             p.validate()?;
             if !self.heartbeat_enabled {

@@ -2,7 +2,7 @@
 //! the runner tasks that work the queue.
 //!
 //! A claim's leases are recorded and queued at once, each as the [`Job`] its handler
-//! will receive (one shared [`Control`](crate::handler::Control) per attempt: its stop
+//! will receive (one shared [`Control`](crate::attempt::Control) per attempt: its stop
 //! reason and a cancellation token made only when asked for). At most `concurrency`
 //! runs (an attempt, or the attempts of one stream run) are started at once: a slot is
 //! taken from the count of running runs, not from a task of its own.
@@ -41,7 +41,27 @@ use crate::inflight::{Entry, GroupRef};
 use crate::release::release;
 use crate::shared::Shared;
 use crate::slots::{Queued, Sent, Slots};
-use crate::supervise::{begin, first_poll, supervise, Begun};
+use crate::supervise::{begin, first_poll, Begun, Started};
+
+/// What a serving task is: one of the few *runners* that wait on the ready queue, or
+/// a *slot*, a task that stays with a handler that did not finish on its first poll
+/// (and then serves the queue until it finds nothing to take).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Serving {
+    Runner,
+    Slot,
+}
+
+impl Serving {
+    /// After the first poll of a handler on this task: when it did not finish, a
+    /// runner stays with it as a slot, and a new runner takes its place on the queue.
+    fn after_first_poll(&mut self, shared: &Arc<Shared>, started: &Started<'_>) {
+        if *self == Serving::Runner && matches!(started, Started::Watching(_)) {
+            *self = Serving::Slot;
+            spawn_serve(shared, Serving::Runner);
+        }
+    }
+}
 
 /// What one slot runs: an attempt, or the attempts of one stream run in stream order
 /// (G9). `rest` is empty (and unallocated) for a lone attempt.
@@ -97,18 +117,18 @@ pub(crate) fn dispatch(shared: &Arc<Shared>, leases: Vec<Lease>, sent: Sent) {
 /// Starts one more runner, unless as many run as the worker may have.
 fn start_runner(shared: &Arc<Shared>) {
     if shared.slots.add_runner() {
-        spawn_serve(shared, true);
+        spawn_serve(shared, Serving::Runner);
     }
 }
 
 /// Spawns a task that works the ready queue: a runner (counted in the slots'
 /// runners), or a slot.
-fn spawn_serve(shared: &Arc<Shared>, runner: bool) {
+fn spawn_serve(shared: &Arc<Shared>, serving: Serving) {
     let task = Arc::clone(shared);
     shared
         .slots
         .tracker
-        .spawn(serve(task, runner).instrument(shared.span.clone()));
+        .spawn(serve(task, serving).instrument(shared.span.clone()));
 }
 
 /// Takes the next queued lease that is still this worker's to start (marking it
@@ -215,9 +235,14 @@ pub(crate) fn take_queued(shared: &Shared) -> Vec<LeaseToken> {
 /// only after an item that completed and while claiming goes on; otherwise the rest
 /// is not started: the store puts those items back untouched when the earlier item's
 /// failure or expiry lands, and on shutdown they are given back at once. A runner
-/// (`*runner` true) whose handler does not finish on its first poll becomes a slot,
-/// and a new runner takes its place.
-async fn run_rest(shared: &Arc<Shared>, mut completed: bool, rest: Vec<Queued>, runner: &mut bool) {
+/// whose handler does not finish on its first poll becomes a slot, and a new runner
+/// takes its place.
+async fn run_rest(
+    shared: &Arc<Shared>,
+    mut completed: bool,
+    rest: Vec<Queued>,
+    serving: &mut Serving,
+) {
     let mut rest = rest.into_iter();
     while let Some(Queued { job, sent }) = rest.next() {
         if !completed || shared.claiming_stopped() {
@@ -232,7 +257,7 @@ async fn run_rest(shared: &Arc<Shared>, mut completed: bool, rest: Vec<Queued>, 
             drop_waiting(shared, &rest);
             return;
         }
-        completed = supervise(shared, begin(shared, job, sent), runner, replace_runner).await;
+        completed = run_here(shared, begin(shared, job, sent), serving).await;
         shared.room.let_go(1);
     }
 }
@@ -255,10 +280,25 @@ async fn abandon_rest(shared: &Arc<Shared>, rest: &[Queued]) {
     }
 }
 
-/// A runner's handler did not finish on its first poll: the runner stays with it
-/// as a slot, and a new runner takes its place on the queue.
-fn replace_runner(shared: &Arc<Shared>) {
-    spawn_serve(shared, true);
+/// Runs one begun attempt on this task: its handler is polled once at once
+/// ([`first_poll`]), and one that does not finish then is supervised here to its end.
+/// True when the attempt's outcome is a complete (a stream run goes on to its next
+/// item only then, G9).
+async fn run_here(shared: &Arc<Shared>, begun: Begun<'_>, serving: &mut Serving) -> bool {
+    let mut begun = Some(begun);
+    let started = std::future::poll_fn(|cx| {
+        Poll::Ready(begun.take().map(|b| {
+            let started = first_poll(shared, b, cx);
+            serving.after_first_poll(shared, &started);
+            started
+        }))
+    })
+    .await;
+    match started {
+        Some(started) => started.ended().await,
+        // Polled once only: the attempt is always there.
+        None => false,
+    }
 }
 
 /// Works the ready queue: takes runs while a slot is free and runs them (see the
@@ -268,14 +308,13 @@ fn replace_runner(shared: &Arc<Shared>) {
 /// The next run is taken and its first handler polled once within one poll of this
 /// task ([`first_poll`]), so an attempt that finishes at once never moves into a
 /// future's state; one that pends is supervised here to its end.
-async fn serve(shared: Arc<Shared>, mut runner: bool) {
+async fn serve(shared: Arc<Shared>, mut serving: Serving) {
     loop {
         let next = std::future::poll_fn(|cx| {
             Poll::Ready(next_run(&shared).map(|Run { first, rest }| {
-                (
-                    first_poll(&shared, first, cx, &mut runner, replace_runner),
-                    rest,
-                )
+                let started = first_poll(&shared, first, cx);
+                serving.after_first_poll(&shared, &started);
+                (started, rest)
             }))
         })
         .await;
@@ -286,14 +325,14 @@ async fn serve(shared: Arc<Shared>, mut runner: bool) {
             let completed = started.ended().await;
             shared.room.let_go(1);
             if !rest.is_empty() {
-                run_rest(&shared, completed, rest, &mut runner).await;
+                run_rest(&shared, completed, rest, &mut serving).await;
             }
             shared.slots.free_slot();
             // A runner that keeps finding work yields now and then.
             tokio::task::coop::consume_budget().await;
             continue;
         }
-        if !runner || shared.claiming_stopped() {
+        if serving == Serving::Slot || shared.claiming_stopped() {
             break;
         }
         // Registered before the queue is looked at again, so leases queued from here
@@ -309,7 +348,7 @@ async fn serve(shared: Arc<Shared>, mut runner: bool) {
         }
         shared.slots.idle_runners.fetch_sub(1, Ordering::AcqRel);
     }
-    if runner {
+    if serving == Serving::Runner {
         shared.slots.runner_ended();
     }
 }

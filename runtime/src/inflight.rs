@@ -15,7 +15,7 @@ use tokio::time::Instant;
 
 use tenure_core::LeaseToken;
 
-use crate::handler::{Control, StopReason};
+use crate::attempt::{Control, StopReason};
 
 /// Most controls of finished attempts a worker keeps for its next claims.
 const SPARE_CONTROLS: usize = 4096;

@@ -156,12 +156,13 @@
 //! | | `slots.rs` | `Slots`: the ready queue, the slot count, the runners |
 //! | | `outbox.rs` | `Outbox`: outcomes waiting for the finalizer |
 //! | | `standing.rs` | [`Role`] and `Standing`: heartbeat switch, first registration, role |
-//! | vocabulary | `settings.rs` | `Settings`: what a running worker reads |
+//! | vocabulary | `settings.rs` | `Settings`: what a running worker reads; `ClaimSizes`: the batch, claims out and prefetch |
 //! | | `export.rs` | the `metrics` facade handles, [`describe_metrics`] |
 //! | | `task.rs` | [`RunTask`], [`TaskHandler`] and the router of typed tasks |
 //! | | `periodic.rs` | [`Periodic`], [`Recurrence`], [`Missed`] |
 //! | | `poll.rs` | [`PollPolicy`] |
-//! | | `handler.rs` | [`Handler`], [`Job`], [`JobError`], [`StopReason`] |
+//! | | `handler.rs` | [`Handler`], [`Job`], [`JobError`] |
+//! | | `attempt.rs` | one attempt's life: `Control`, its `Phase` and [`StopReason`], moved on by every loop above |
 //! | | `metrics.rs` | [`MetricsSnapshot`] and its counters |
 //! | | `panic.rs` | catching a panic in a polled future |
 //!
@@ -268,20 +269,24 @@ mod periodic;
 mod poll;
 // Handler, Job, JobError.
 mod handler;
+// One attempt's life: its control, phase and stop reason.
+mod attempt;
 // The counters.
 mod metrics;
 // Catching panics.
 mod panic;
 
-pub use builder::{
-    WorkerBuilder, DEFAULT_CLAIMS_IN_FLIGHT, DEFAULT_CONCURRENCY, DEFAULT_LEASE,
-    WIDE_CLAIMS_IN_FLIGHT, WIDE_FROM, WIDE_PREFETCH_BATCHES, WIDE_PREFETCH_MAX,
-};
+pub use attempt::StopReason;
+pub use builder::{WorkerBuilder, DEFAULT_CONCURRENCY, DEFAULT_LEASE};
 pub use export::describe_metrics;
-pub use handler::{Handler, Job, JobError, StopReason};
+pub use handler::{Handler, Job, JobError};
 pub use metrics::MetricsSnapshot;
 pub use periodic::{Missed, Periodic, Recurrence, MAX_PERIODIC_NAME_BYTES, PERIODIC_KEY_PREFIX};
 pub use poll::{PollPolicy, DEFAULT_RELAXED_POLL, FAILED_CLAIM_RETRY_CAP};
+pub use settings::{
+    DEFAULT_CLAIMS_IN_FLIGHT, WIDE_CLAIMS_IN_FLIGHT, WIDE_FROM, WIDE_PREFETCH_BATCHES,
+    WIDE_PREFETCH_MAX,
+};
 pub use standing::Role;
 pub use task::{RunTask, TaskHandler};
 pub use tenure_core::DEFAULT_LEADER_NAME;

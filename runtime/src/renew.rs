@@ -12,7 +12,7 @@ use tokio_util::sync::CancellationToken;
 
 use tenure_core::{LeaseToken, RenewOutcome, RenewParams};
 
-use crate::handler::StopReason;
+use crate::attempt::StopReason;
 use crate::inflight::Entry;
 use crate::metrics::add;
 use crate::release::release;

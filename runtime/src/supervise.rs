@@ -18,7 +18,8 @@ use tracing::Instrument;
 
 use tenure_core::{Failure, LeaseToken};
 
-use crate::handler::{Control, Job, JobError, StopReason};
+use crate::attempt::{Control, StopReason};
+use crate::handler::{Job, JobError};
 use crate::metrics::add;
 use crate::outbox::Outcome;
 use crate::panic::CatchPanic;
@@ -104,8 +105,8 @@ impl Started<'_> {
 /// Polls the handler of one begun attempt once, on the calling task's context `cx`.
 /// One that finishes then needs no timer, no cancellation token and no wake-up: its
 /// outcome is sent at once. One that does not is handed back to be watched to its end
-/// on the calling task; on a runner (`*runner` true) the task becomes a slot for it,
-/// and a new runner is started first, by `replace_runner`.
+/// on the calling task ([`Started::Watching`]); what that means for the task is the
+/// caller's concern.
 ///
 /// A plain function, so that an attempt that finishes at once is never moved into
 /// a future's state: only a pending one is (boxed, with its watch).
@@ -113,8 +114,6 @@ pub(crate) fn first_poll<'a>(
     shared: &'a Arc<Shared>,
     begun: Begun<'a>,
     cx: &mut Context<'_>,
-    runner: &mut bool,
-    replace_runner: fn(&Arc<Shared>),
 ) -> Started<'a> {
     let Begun {
         running,
@@ -127,42 +126,10 @@ pub(crate) fn first_poll<'a>(
             drop(fut);
             Started::Concluded(conclude(shared, running, &span, Some(Ran::Returned(r))))
         }
-        Poll::Pending => {
-            if std::mem::take(runner) {
-                replace_runner(shared);
-            }
-            Started::Watching(Box::pin(async move {
-                let result = watch(shared, &running, fut, &span, sent).await;
-                conclude(shared, running, &span, result)
-            }))
-        }
-    }
-}
-
-/// Runs one begun attempt on the calling task. `sent` is when the claim call that
-/// leased it was sent: the store set the expiry no earlier than that, so the self-stop
-/// counts from there. The handler is polled once at once ([`first_poll`]); one that
-/// does not finish then is supervised here to its end. True when the attempt's
-/// outcome is a complete (a stream run goes on to its next item only then, G9).
-pub(crate) async fn supervise(
-    shared: &Arc<Shared>,
-    begun: Begun<'_>,
-    runner: &mut bool,
-    replace_runner: fn(&Arc<Shared>),
-) -> bool {
-    let mut begun = Some(begun);
-    let started = std::future::poll_fn(|cx| {
-        Poll::Ready(
-            begun
-                .take()
-                .map(|b| first_poll(shared, b, cx, runner, replace_runner)),
-        )
-    })
-    .await;
-    match started {
-        Some(started) => started.ended().await,
-        // Polled once only: the attempt is always there.
-        None => false,
+        Poll::Pending => Started::Watching(Box::pin(async move {
+            let result = watch(shared, &running, fut, &span, sent).await;
+            conclude(shared, running, &span, result)
+        })),
     }
 }
 

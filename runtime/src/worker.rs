@@ -13,7 +13,8 @@ use tracing::Instrument;
 
 use tenure_core::{DeregisterParams, LeaseToken, OwnerId, Store};
 
-use crate::handler::{Handler, StopReason};
+use crate::attempt::StopReason;
+use crate::handler::Handler;
 use crate::metrics::MetricsSnapshot;
 use crate::release::{release, FLUSH_WAIT};
 use crate::settings::Settings;
