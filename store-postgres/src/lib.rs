@@ -124,7 +124,7 @@
 //! stream's row, so an enqueue to that stream waits for the commit.
 //!
 //! Under the worker runtime, a handler takes the finalize over with
-//! [`Job::take_finalize`](tenure_core::runtime::Job::take_finalize), so the runtime
+//! `tenure_runtime::Job::take_finalize`, so the runtime
 //! does not complete that attempt a second time.
 //!
 //! # Migrations

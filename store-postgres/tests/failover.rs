@@ -23,9 +23,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use cluster::PgServer;
-use tenure_core::runtime::{Job, Worker};
 use tenure_core::*;
 use tenure_postgres::{PgConfig, PgStore};
+use tenure_runtime::{Job, Worker};
 
 /// The promise under test: a running worker completes again within this long of the
 /// server accepting connections. The measured figure is printed; it is well under a

@@ -13,9 +13,9 @@ use std::time::{Duration, Instant};
 use tenure_test_support::postgres as common;
 
 use sqlx::{Connection, PgConnection};
-use tenure_core::runtime::{Job, PollPolicy, Worker};
 use tenure_core::{NewItem, QueueName, Store, StoreExt, WakeHealth};
 use tenure_postgres::{PgConfig, PgStore};
+use tenure_runtime::{Job, PollPolicy, Worker};
 use tokio::sync::watch;
 
 /// The server URL with its database replaced by `db`.

@@ -16,7 +16,6 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use support::{eventually, info_field, SentinelSet, TempCluster};
-use tenure_core::runtime::{Job, Worker};
 use tenure_core::{
     CompleteParams, EnqueueParams, ErrorKind, ItemId, ItemState, LeaseToken, ManualClock, NewItem,
     OwnerId, QueueName, Store, StoreExt, Timestamp, TokenOutcome, WakeHealth,
@@ -24,6 +23,7 @@ use tenure_core::{
 use tenure_redis::{RedisConfig, RedisStore};
 use tenure_test_support::ledger::Ledger;
 use tenure_test_support::redis as support;
+use tenure_runtime::{Job, Worker};
 
 const LEASE: Duration = Duration::from_secs(30);
 const DOWN_AFTER: Duration = Duration::from_millis(1_000);

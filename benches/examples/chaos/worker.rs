@@ -7,10 +7,10 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use tenure_core::runtime::{Job, JobError, Worker};
 use tenure_core::{CompleteParams, LeaseToken, QueueName, TokenOutcome};
 use tenure_postgres::{PgConfig, PgStore};
 use tenure_redis::{RedisConfig, RedisStore};
+use tenure_runtime::{Job, JobError, Worker};
 
 use crate::{now_us, BoxError, LEASE, QUEUE};
 

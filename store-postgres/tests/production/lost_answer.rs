@@ -4,7 +4,7 @@
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 
-use tenure_core::runtime::{Job, Worker};
+use tenure_runtime::{Job, Worker};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 
@@ -96,7 +96,7 @@ async fn until(what: &str, mut done: impl FnMut() -> bool) {
 
 /// Runs one item through a worker whose store talks through the proxy; returns
 /// the worker's metrics, how often the handler ran, and the item's id.
-async fn run_one(ctx: &Ctx, keep_done: bool) -> (runtime::MetricsSnapshot, usize, ItemId) {
+async fn run_one(ctx: &Ctx, keep_done: bool) -> (tenure_runtime::MetricsSnapshot, usize, ItemId) {
     let proxy = Proxy::start().await;
     let url = with_authority(&common::url(), &format!("127.0.0.1:{}", proxy.port));
     let url = with_param(&url, "sslmode=disable");
