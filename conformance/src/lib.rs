@@ -79,7 +79,8 @@
 //! G8, G11, G12 and G13, and the bounds of time and of a claim's queue list with G15.
 //!
 //! The suite is itself tested against deliberately broken stores (this crate's
-//! `tests/self_test.rs`): each must fail the group of the guarantee it breaks.
+//! `tests/self_test/`, a file per guarantee): each must fail the group of the guarantee
+//! it breaks.
 //!
 //! [`ManualClock`]: tenure_core::ManualClock
 #![deny(missing_docs)]

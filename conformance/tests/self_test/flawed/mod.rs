@@ -1,0 +1,676 @@
+//! The broken wrappers not yet written as a type of their own: every `Store` method
+//! delegates to a `MemoryStore`, with the one flaw a `Flaw` names.
+
+use super::*;
+
+mod limits;
+mod store;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Flaw {
+    /// Completes whatever attempt is current, whatever the token says (breaks G3).
+    IgnoresAttemptOnComplete,
+    /// Fences renew, complete, fail and release on `(id, attempt)` alone, not the
+    /// lease id: after a failover that lost a claim, the lost lease's token validates
+    /// the new lease of the same attempt number (breaks G3).
+    FencesOnTheAttemptOnly,
+    /// Hands a still-running item to a second claimer (breaks G1).
+    HandsOneItemToTwoClaimers,
+    /// Drops the scope key on enqueue, showing it again on reads (breaks G10).
+    IgnoresScope,
+    /// Drops the stream key on enqueue, showing it again on reads (breaks G9).
+    IgnoresStreamOrder,
+    /// Raises every item's renewal cap out of reach, showing the real cap on reads (G4).
+    NoRenewalCap,
+    /// Makes every item due at once (breaks G7).
+    ClaimsFutureItems,
+    /// Answers Follower when the backend is unreachable (breaks G13).
+    FollowerWhenUnreachable,
+    /// Writes an enqueue item by item, so a bad item leaves earlier ones written (G15).
+    WritesBeforeValidating,
+    /// Loses the answer of a claim that reclaimed an expired item (breaks G2).
+    LosesReclaimedLeases,
+    /// Retries at once, whatever the delay (breaks G5).
+    IgnoresRetryDelay,
+    /// Raises every item's stall cap out of reach (breaks G6).
+    IgnoresMaxStalls,
+    /// Treats every item as priority 0 (breaks G8).
+    IgnoresPriority,
+    /// Drops dedup keys on enqueue (breaks G11).
+    IgnoresDedupKeys,
+    /// Never evicts anyone (breaks G12).
+    NeverEvicts,
+    /// Declares partitioned claiming but claims as if no partitioning were asked (G14).
+    IgnoresPartitions,
+    /// Does not declare partitioned claiming, yet serves partitioned claims as ordinary
+    /// ones instead of refusing them (G14's mandatory case).
+    ClaimsAllWithoutThePartitionCapability,
+    /// Keys streams by queue and stream, so a stream's order and pin stop at its queue
+    /// (breaks G9 and G14 across queues).
+    StreamsPerQueue,
+    /// Keys scopes by queue and scope, so a busy scope is free in other queues (G10).
+    ScopesPerQueue,
+    /// Records a dedup key for the last queue that used it, forgetting the other
+    /// queue's item (G11 across queues).
+    DedupKeyOwnedByLastQueue,
+    /// Answers a batch of renew, complete, fail or release in the order of the item
+    /// ids, not of the tokens (G3 in batches).
+    BatchAnswersInIdOrder,
+    /// Finalizes every token of a batch of more than one by the item's current
+    /// attempt, whatever the token says (G3 in batches).
+    BatchesIgnoreTheAttempt,
+    /// Fences a batch of more than one token on `(id, attempt)` alone, not the lease
+    /// id, while single tokens are fenced in full (G3 in batches: the held-out store
+    /// of issue 27).
+    BatchesFenceOnTheAttemptOnly,
+    /// Leases every claim for 30 s, whatever was asked (G2).
+    FixedClaimLease,
+    /// Renews every lease for 30 s, whatever was asked (G4).
+    FixedRenewLease,
+    /// Leases the leader lease for 15 s, whatever was asked (G13).
+    FixedLeaderLease,
+    /// Evicts by the default 30 s silence, whatever was asked (G12).
+    FixedStaleAfter,
+    /// Recovers every expired lease in one pass, whatever the limit (G2).
+    IgnoresRecoverLimit,
+    /// Claims one item more than the limit asks (G8).
+    ClaimLimitOffByOne,
+    /// Purges every expired key in one pass, whatever the limit (G11).
+    IgnoresPurgeLimit,
+    /// Delays every delayed item by 60 s, whatever was asked (G7).
+    FixedDelay,
+    /// Writes a `run_at` outside the schedule window, clamped to its edge (G15).
+    ClampsRunAtIntoTheWindow,
+    /// Writes a delay longer than the schedule window, clamped to it (G15).
+    ClampsLongDelays,
+    /// Reads only as many queue names of a claim as the limit allows (G15).
+    TruncatesTheQueueList,
+    /// Declares stream runs but claims heads only, whatever run is asked (G9).
+    IgnoresStreamRuns,
+    /// Does not declare stream runs, yet serves them (G9's mandatory runs case).
+    RunsWithoutTheCapability,
+    /// Counts a whole run as one lease against the claim's limit (G9).
+    CountsARunAsOneLease,
+    /// Leaves the later items of a run running after an earlier one fails or is
+    /// released, as a store without the put-back rule would (G9).
+    LeavesTheRunRunning,
+    /// Counts a stall on every item of an expired or evicted run, not only on its head,
+    /// as a store recovering each item on its own would (G9).
+    StallsTheRunBehindItsHead,
+    /// Lets the stream's next item be claimed once the items behind a run's head
+    /// complete, while the head still runs, as a store promoting a new head on every
+    /// complete would (G9).
+    FreesTheStreamBehindARunningHead,
+    /// Answers an out-of-order complete of a run's item as accepted, as a store that
+    /// does not check the stream's order would (G9).
+    AcceptsRunItemsOutOfOrder,
+    /// Drops the pin of an enqueue (G14).
+    IgnoresEnqueuePins,
+    /// Lists from the start whatever cursor it is given (breaks paging).
+    ListingIgnoresTheCursor,
+    /// Lists scheduled items with the ready ones (breaks the split by state).
+    ListsScheduledAsReady,
+    /// Reports no pause flag and no oldest age in the counts.
+    CountsWithoutPauseOrAge,
+    /// Cancels a running item too, by failing and discarding it.
+    CancelsRunningItems,
+    /// Answers a pause but never applies it.
+    IgnoresPause,
+    /// Keeps a pause in the handle that paused, so claims through other handles onto
+    /// the same data go on (breaks the pause race).
+    PausesOnlyItsOwnHandle,
+    /// Requeues and discards dead items by filter whatever their age.
+    FilterIgnoresAge,
+    /// Reads the leader by taking the lease and giving it back when nobody holds it,
+    /// so every read of a free lease raises its term (G13).
+    ReadsTheLeaderByAcquiring,
+    /// Reads the last holder it saw acquire the lease, expired or resigned (G13).
+    ReadsAnExpiredLeader,
+    /// Reads no leader when the backend is unreachable (G13).
+    NoLeaderWhenUnreachable,
+    /// Cancels by reading the item, then deleting it if it was ready when read, even
+    /// when a claim leased it in between (breaks the cancel race).
+    CancelChecksThenDeletes,
+    /// Measures the oldest due wait from the enqueue, not from `run_at`.
+    OldestAgeFromEnqueue,
+    /// Lists a queue's items with those of every queue whose name begins with its name.
+    ListsQueuesByNamePrefix,
+    /// Leaves expired leases that nobody recovered out of the lease listing.
+    LeaseListHidesExpired,
+    /// Takes a filter's dead items in enqueue order, not by when they died.
+    DeadFilterByEnqueueOrder,
+    /// Lists only the queues with a ready (due) or dead item, and the paused ones, as a
+    /// store reading only its ready and dead indexes would: a queue whose items are all
+    /// scheduled or running is missing.
+    QueueListSkipsScheduledAndRunningQueues,
+    /// Continues a lease listing strictly after the last expiry of the page, as a
+    /// cursor holding the expiry alone would: leases sharing that expiry are skipped.
+    LeaseCursorByExpiryOnly,
+    /// Keeps listing an item enqueued with a delay as scheduled once it is due, until a
+    /// claim takes it, as a store listing scheduled items from a set that only a claim
+    /// moves them out of would.
+    ListsDelayedItemsAsScheduledOnceDue,
+    /// Grants one attempt on a filtered requeue, whatever `additional_attempts` says.
+    FilteredRequeueGrantsOneAttempt,
+    /// Discards dead items by filter without letting their streams move on, as a
+    /// store deleting the matching rows without promoting the next head would.
+    FilteredDiscardLeavesTheStreamBlocked,
+    /// Takes an item by a filter's `older_than` only once it has been dead for longer
+    /// than that, not at exactly that age.
+    DeadFilterAgeIsStrict,
+    /// Cancels an item behind its stream's head without taking it out of the stream,
+    /// so the stream stops where it was.
+    CancelLeavesAHoleInItsStream,
+    /// Forgets the dedup keys of discarded dead items, as a store deleting an item's
+    /// key with it would.
+    DiscardForgetsDedupKeys,
+    /// Purges every kept finished item, whatever its age (on a store keeping them).
+    PurgeIgnoresKeepDoneFor,
+    /// Deregisters only registered instances: an owner that is not registered keeps
+    /// its leases, as a store returning early when the instance is unknown would.
+    DeregisterSkipsUnregisteredOwners,
+    /// Counts no finished items, though it keeps them as `done`.
+    CountsNoFinishedItems,
+    /// Cancels a kept finished item like a ready one (deleting it, answering
+    /// `Cancelled`), as a cancel of every item that is neither running nor dead would.
+    CancelDeletesKeptFinishedItems,
+    /// Passes over the expired leases of paused queues in recovery, as a recovery
+    /// going through the claim path's queue filter would.
+    RecoveryPassesOverPausedQueues,
+    /// Takes a filter's dead items that died at one instant latest enqueued first.
+    DeadFilterTiesNewestFirst,
+    /// Checks a dead filter's limit but not its age: an age over ten years is taken as
+    /// ten years instead of refused.
+    FilterSkipsTheAgeBound,
+    /// Lets a claim that overlaps another read the running counts from before the
+    /// other's, as two claimers reading one snapshot do (pg-boss's "may be slightly
+    /// exceeded"; G16 under concurrent claims).
+    ConcurrentClaimsShareOneCount,
+    /// Gives a keyed lease's slot back once half its lease has passed without a
+    /// finish, as a limiter trusting a heartbeat would (G16, a crashed holder).
+    FreesTheSlotAtHalfTheLease,
+    /// Gives a slot back on a release or fail before checking the token, so a
+    /// superseded lease's refused finish still frees one (Solid Queue #761; G16).
+    StaleFinishFreesASlot,
+    /// Fences the completes of keyed items on `(id, attempt)` alone, so a claim lost in
+    /// a failover completes its successor and frees its slot (G16).
+    FencesLimitedItemsOnTheAttemptOnly,
+    /// Answers nothing to a small claim that would pass a saturated key over for
+    /// another key's item, as a claim stopping at its first blocked candidate would
+    /// (head-of-line blocking; G16).
+    WaitsBehindASaturatedKey,
+    /// Applies the per-key default to every key, overrides ignored (G16).
+    IgnoresKeyOverrides,
+    /// Ignores the queue-wide concurrency limit (G16).
+    IgnoresQueueConcurrency,
+    /// Applies a queue's first limits only: later changes are answered and dropped (G16).
+    IgnoresLimitChanges,
+    /// Clamps out-of-range limits into range and writes them instead of refusing (G15
+    /// for limits; G16).
+    ClampsBadLimits,
+    /// Forgets a rate's starts at every multiple of its period, as a counter in fixed
+    /// windows does: up to twice the rate in a window that straddles two (G17).
+    RatesInFixedWindows,
+    /// Counts a per-key rate over the whole queue (G17).
+    KeyRateCountsTheWholeQueue,
+    /// Ignores the queue-wide rate (G17).
+    IgnoresQueueRate,
+    /// Answers a deferral and forgets it (G17).
+    IgnoresDeferrals,
+    /// Files the first item of a tenant that arrives while others wait under the
+    /// tenant with the most items, so a newcomer waits out that backlog (G18).
+    ANewTenantJoinsTheLongestLine,
+    /// Ignores the weights a queue configures, serving every tenant by the weight its
+    /// items declare (G18).
+    IgnoresConfiguredWeights,
+    /// Keeps fair shares by limit key where an item has one, so a tenant spread over
+    /// many limit keys gets a share per key (G18).
+    FairSharesByLimitKey,
+}
+
+impl Flaw {
+    /// The flaws of queue limits, whose claims and finishes go through
+    /// [`Flawed::limit_claim`] and its kin.
+    pub(crate) fn of_limits(self) -> bool {
+        matches!(
+            self,
+            Flaw::ConcurrentClaimsShareOneCount
+                | Flaw::FreesTheSlotAtHalfTheLease
+                | Flaw::StaleFinishFreesASlot
+                | Flaw::FencesLimitedItemsOnTheAttemptOnly
+                | Flaw::WaitsBehindASaturatedKey
+                | Flaw::IgnoresKeyOverrides
+                | Flaw::IgnoresQueueConcurrency
+                | Flaw::IgnoresLimitChanges
+                | Flaw::ClampsBadLimits
+                | Flaw::RatesInFixedWindows
+                | Flaw::KeyRateCountsTheWholeQueue
+                | Flaw::IgnoresQueueRate
+                | Flaw::IgnoresDeferrals
+                | Flaw::ANewTenantJoinsTheLongestLine
+                | Flaw::IgnoresConfiguredWeights
+                | Flaw::FairSharesByLimitKey
+        )
+    }
+}
+
+/// What the wrapper hid from the inner store, to show it again on reads.
+#[derive(Debug, Default)]
+pub(crate) struct Hidden {
+    pub(crate) scopes: HashMap<ItemId, ScopeKey>,
+    pub(crate) streams: HashMap<ItemId, StreamKey>,
+    pub(crate) renewals: HashMap<ItemId, u32>,
+    pub(crate) stalls: HashMap<ItemId, u32>,
+    pub(crate) dedup_keys: HashMap<ItemId, DedupKey>,
+    /// Per dedup key, the queue that last used it and how often it changed hands.
+    pub(crate) dedup_owner: HashMap<String, (QueueName, u32)>,
+    pub(crate) handed: Vec<Lease>,
+    /// Leases of items behind the head of a run, in claim order.
+    pub(crate) tails: Vec<Lease>,
+    /// Tail leases shown as still running after an earlier item of their run left.
+    pub(crate) kept: HashMap<ItemId, Lease>,
+    /// Every lease of a run of two or more, in claim order.
+    pub(crate) runs: Vec<Lease>,
+    /// Stalls shown on top of the real ones.
+    pub(crate) extra_stalls: HashMap<ItemId, u32>,
+    pub(crate) local_pauses: HashSet<QueueName>,
+    /// Every stream's items in enqueue order.
+    pub(crate) stream_order: HashMap<StreamKey, Vec<ItemId>>,
+    /// Items a claim never takes (their stream is stuck behind them).
+    pub(crate) held_back: HashSet<ItemId>,
+    /// Per queue and dedup key, how often the key was forgotten.
+    pub(crate) key_generation: HashMap<(QueueName, String), u32>,
+    /// Items enqueued with a delay and not claimed since.
+    pub(crate) delayed: HashSet<ItemId>,
+    /// Items shown as deleted though the inner store keeps them.
+    pub(crate) gone: HashSet<ItemId>,
+    /// Items shown as they were before an operation the inner store applied.
+    pub(crate) frozen: HashMap<ItemId, Item>,
+    /// The last holder told Leader, per lease name.
+    pub(crate) leaders: HashMap<LeaderName, LeaderInfo>,
+    /// Every keyed item's queue and limit key, and the keyed items in enqueue order.
+    pub(crate) limit_keys: HashMap<ItemId, (QueueName, LimitKey)>,
+    pub(crate) limit_order: Vec<ItemId>,
+    /// Limits as the caller set them, per queue.
+    pub(crate) configs: HashMap<QueueName, QueueLimits>,
+    /// Keyed leases handed out, with the instant of their claim.
+    pub(crate) keyed_leases: Vec<(Lease, Timestamp)>,
+    /// Per queue, the fixed window the last claim fell in.
+    pub(crate) windows: HashMap<QueueName, u64>,
+    /// Claims in flight, across handles.
+    pub(crate) claims_in_flight: usize,
+    /// Items enqueued per queue and tenant.
+    pub(crate) tenants: HashMap<(QueueName, Option<FairnessKey>), usize>,
+}
+
+#[derive(Clone, Debug)]
+pub(crate) struct Flawed {
+    pub(crate) inner: MemoryStore,
+    pub(crate) clock: ManualClock,
+    pub(crate) flaw: Flaw,
+    pub(crate) hidden: Arc<Mutex<Hidden>>,
+}
+
+impl Flawed {
+    pub(crate) fn hidden(&self) -> std::sync::MutexGuard<'_, Hidden> {
+        self.hidden
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Shows the item as the caller enqueued it.
+    pub(crate) fn restore(&self, item: &mut Item) {
+        let hidden = self.hidden();
+        if let Some(s) = hidden.scopes.get(&item.id) {
+            item.scope = Some(s.clone());
+        }
+        if let Some(s) = hidden.streams.get(&item.id) {
+            item.stream = Some(s.clone());
+        }
+        if let Some(&n) = hidden.renewals.get(&item.id) {
+            item.max_renewals = n;
+        }
+        if let Some(&n) = hidden.stalls.get(&item.id) {
+            item.max_stalls = n;
+        }
+        if let Some(k) = hidden.dedup_keys.get(&item.id) {
+            item.dedup_key = Some(k.clone());
+        }
+        if let Some(&n) = hidden.extra_stalls.get(&item.id) {
+            item.stalls += n;
+        }
+    }
+
+    /// With [`Flaw::DeadFilterByEnqueueOrder`], the ids a filter takes when the
+    /// items are taken in enqueue order (the filter validated first, and left in
+    /// place when invalid so the store refuses it).
+    pub(crate) async fn dead_in_enqueue_order(
+        &self,
+        filter: &mut Option<DeadFilter>,
+    ) -> Result<Option<Vec<ItemId>>> {
+        let Some(f) = filter.as_ref() else {
+            return Ok(None);
+        };
+        if self.flaw != Flaw::DeadFilterByEnqueueOrder || f.validate(&self.limits()).is_err() {
+            return Ok(None);
+        }
+        let ids = self
+            .dead_matching(f)
+            .await?
+            .into_iter()
+            .take(f.limit as usize)
+            .map(|i| i.id)
+            .collect();
+        *filter = None;
+        Ok(Some(ids))
+    }
+
+    /// The dead items of `f`'s queue old enough for it, in enqueue order.
+    pub(crate) async fn dead_matching(&self, f: &DeadFilter) -> Result<Vec<Item>> {
+        let dead = self
+            .inner
+            .item_list(ItemListParams::new(f.queue.clone(), ListState::Dead).limit(MAX_PAGE))
+            .await?;
+        let before = f.dead_before(self.clock.now());
+        Ok(dead
+            .items
+            .into_iter()
+            .filter(|i| i.updated_at <= before)
+            .collect())
+    }
+
+    /// With [`Flaw::DeadFilterTiesNewestFirst`], the ids a filter takes when items that
+    /// died at one instant go latest enqueued first (the filter validated first, and
+    /// left in place when invalid so the store refuses it). With
+    /// [`Flaw::FilterSkipsTheAgeBound`], an age over ten years becomes ten years.
+    pub(crate) async fn dead_ties_newest_first(
+        &self,
+        filter: &mut Option<DeadFilter>,
+    ) -> Result<Option<Vec<ItemId>>> {
+        let Some(f) = filter.as_mut() else {
+            return Ok(None);
+        };
+        if self.flaw == Flaw::FilterSkipsTheAgeBound {
+            let ten_years = Duration::from_secs(10 * 366 * 24 * 60 * 60);
+            if f.older_than.is_some_and(|a| a > ten_years) {
+                f.older_than = Some(ten_years);
+            }
+        }
+        if self.flaw != Flaw::DeadFilterTiesNewestFirst || f.validate(&self.limits()).is_err() {
+            return Ok(None);
+        }
+        let mut matching: Vec<(usize, Item)> = self
+            .dead_matching(f)
+            .await?
+            .into_iter()
+            .enumerate()
+            .collect();
+        matching.sort_by_key(|(n, i)| (i.updated_at, std::cmp::Reverse(*n)));
+        let ids = matching
+            .into_iter()
+            .take(f.limit as usize)
+            .map(|(_, i)| i.id)
+            .collect();
+        *filter = None;
+        Ok(Some(ids))
+    }
+
+    /// With [`Flaw::BatchesIgnoreTheAttempt`], a batch's tokens rewritten to the items'
+    /// current attempts.
+    pub(crate) async fn current_attempts(&self, tokens: &mut [LeaseToken]) -> Result<()> {
+        if self.flaw == Flaw::FencesOnTheAttemptOnly
+            || (self.flaw == Flaw::BatchesFenceOnTheAttemptOnly && tokens.len() > 1)
+        {
+            for token in tokens {
+                if let Some(item) = self.inner.item_get(token.id).await? {
+                    if item.state == ItemState::Running && item.attempt == token.attempt {
+                        *token = item.token();
+                    }
+                }
+            }
+            return Ok(());
+        }
+        if self.flaw != Flaw::BatchesIgnoreTheAttempt || tokens.len() < 2 {
+            return Ok(());
+        }
+        for token in tokens {
+            if let Some(item) = self.inner.item_get(token.id).await? {
+                if item.state == ItemState::Running {
+                    *token = item.token();
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// For [`Flaw::LeavesTheRunRunning`]: the items of a run behind `failed` are shown
+    /// as still running under their lease.
+    pub(crate) async fn keep_tails_behind(&self, failed: &[LeaseToken]) -> Result<()> {
+        if self.flaw != Flaw::LeavesTheRunRunning {
+            return Ok(());
+        }
+        for t in failed {
+            let Some(item) = self.inner.item_get(t.id).await? else {
+                continue;
+            };
+            if !(item.state == ItemState::Running && item.attempt == t.attempt) {
+                continue;
+            }
+            let mut hidden = self.hidden();
+            let from = hidden.tails.iter().position(|l| l.token.id == t.id);
+            let later: Vec<Lease> = hidden
+                .tails
+                .iter()
+                .enumerate()
+                .filter(|(j, l)| {
+                    l.item.stream == item.stream && from.is_none_or(|p| *j > p) && l.token != *t
+                })
+                .map(|(_, l)| l.clone())
+                .collect();
+            for l in later {
+                hidden.kept.insert(l.token.id, l);
+            }
+        }
+        Ok(())
+    }
+
+    /// With [`Flaw::BatchAnswersInIdOrder`], sorts a batch by item id (and answers in
+    /// that order).
+    pub(crate) fn id_order<T>(&self, batch: &mut [T], id: impl Fn(&T) -> ItemId) {
+        if self.flaw == Flaw::BatchAnswersInIdOrder {
+            batch.sort_by_key(|t| id(t));
+        }
+    }
+
+    /// For [`Flaw::FreesTheStreamBehindARunningHead`]: before an item behind its
+    /// run's head completes, the earlier items of its run that still run are completed
+    /// underneath (so the stream moves on) and kept, shown as still running.
+    pub(crate) async fn free_the_stream_behind(&self, tokens: &[LeaseToken]) -> Result<()> {
+        if self.flaw != Flaw::FreesTheStreamBehindARunningHead {
+            return Ok(());
+        }
+        for t in tokens {
+            let earlier: Vec<Lease> = {
+                let hidden = self.hidden();
+                let Some(at) = hidden.runs.iter().position(|l| l.token == *t) else {
+                    continue;
+                };
+                let stream = hidden.runs[at].item.stream.clone();
+                hidden.runs[..at]
+                    .iter()
+                    .filter(|l| l.item.stream == stream && !hidden.kept.contains_key(&l.token.id))
+                    .cloned()
+                    .collect()
+            };
+            for l in earlier {
+                let live = self
+                    .inner
+                    .item_get(l.token.id)
+                    .await?
+                    .is_some_and(|i| i.state == ItemState::Running && i.token() == l.token);
+                if live {
+                    self.inner
+                        .complete(CompleteParams::new(vec![l.token]))
+                        .await?;
+                    self.hidden().kept.insert(l.token.id, l);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// The queues the inner store has paused.
+    pub(crate) async fn paused_queues(&self) -> Result<Vec<QueueName>> {
+        let mut out = Vec::new();
+        for q in self.inner.queue_list().await? {
+            if self.inner.queue_counts(&q).await?.paused {
+                out.push(q);
+            }
+        }
+        Ok(out)
+    }
+
+    /// With [`Flaw::DeadFilterAgeIsStrict`], a filter's age one tick longer.
+    pub(crate) fn strict_age(&self, filter: &mut Option<DeadFilter>) {
+        if self.flaw != Flaw::DeadFilterAgeIsStrict {
+            return;
+        }
+        if let Some(f) = filter {
+            if let Some(age) = f.older_than {
+                f.older_than = Some(age + Duration::from_micros(1));
+            }
+        }
+    }
+
+    /// For [`Flaw::FilteredDiscardLeavesTheStreamBlocked`] and
+    /// [`Flaw::CancelLeavesAHoleInItsStream`]: the items of `stream` enqueued after `id`
+    /// are never claimed again.
+    pub(crate) fn hold_back_behind(&self, stream: &StreamKey, id: ItemId) {
+        let mut hidden = self.hidden();
+        let later: Vec<ItemId> = hidden
+            .stream_order
+            .get(stream)
+            .map(|order| {
+                order
+                    .iter()
+                    .skip_while(|&&i| i != id)
+                    .skip(1)
+                    .copied()
+                    .collect()
+            })
+            .unwrap_or_default();
+        hidden.held_back.extend(later);
+    }
+
+    /// The dead items a discard may delete, read before it (for
+    /// [`Flaw::FilteredDiscardLeavesTheStreamBlocked`] and
+    /// [`Flaw::DiscardForgetsDedupKeys`]).
+    pub(crate) async fn discard_candidates(&self, params: &DiscardParams) -> Result<Vec<Item>> {
+        if !matches!(
+            self.flaw,
+            Flaw::FilteredDiscardLeavesTheStreamBlocked | Flaw::DiscardForgetsDedupKeys
+        ) {
+            return Ok(Vec::new());
+        }
+        if let Some(f) = &params.filter {
+            let dead = self
+                .inner
+                .item_list(ItemListParams::new(f.queue.clone(), ListState::Dead).limit(MAX_PAGE))
+                .await?;
+            return Ok(dead.items);
+        }
+        let mut out = Vec::new();
+        for &id in &params.ids {
+            out.extend(self.inner.item_get(id).await?);
+        }
+        Ok(out)
+    }
+
+    /// After a discard: what the flaw does to the candidates it deleted.
+    pub(crate) async fn after_discard(&self, candidates: Vec<Item>, by_filter: bool) -> Result<()> {
+        for it in candidates {
+            if self.inner.item_get(it.id).await?.is_some() {
+                continue;
+            }
+            match self.flaw {
+                Flaw::FilteredDiscardLeavesTheStreamBlocked if by_filter => {
+                    if let Some(s) = &it.stream {
+                        self.hold_back_behind(s, it.id);
+                    }
+                }
+                Flaw::DiscardForgetsDedupKeys => {
+                    let mut hidden = self.hidden();
+                    if let Some(k) = hidden.dedup_keys.get(&it.id).cloned() {
+                        *hidden
+                            .key_generation
+                            .entry((it.queue.clone(), k.to_string()))
+                            .or_default() += 1;
+                    }
+                }
+                _ => {}
+            }
+        }
+        Ok(())
+    }
+
+    /// For [`Flaw::StallsTheRunBehindItsHead`]: every tail put back by recovery or
+    /// eviction is shown with a stall of its own; returns how many.
+    pub(crate) async fn stall_put_back_tails(&self) -> Result<u64> {
+        if self.flaw != Flaw::StallsTheRunBehindItsHead {
+            return Ok(0);
+        }
+        let tails = std::mem::take(&mut self.hidden().tails);
+        let mut stalled = 0;
+        let mut still = Vec::new();
+        for l in tails {
+            match self.inner.item_get(l.token.id).await? {
+                Some(i) if i.state == ItemState::Ready && i.attempt == l.token.attempt => {
+                    *self.hidden().extra_stalls.entry(l.token.id).or_default() += 1;
+                    stalled += 1;
+                }
+                _ => still.push(l),
+            }
+        }
+        self.hidden().tails = still;
+        Ok(stalled)
+    }
+}
+
+pub(crate) struct FlawedHarness(pub(crate) Flaw);
+
+#[async_trait]
+impl Harness for FlawedHarness {
+    type Store = Flawed;
+
+    async fn open(&self, clock: ManualClock) -> Result<Flawed> {
+        Ok(Flawed {
+            inner: MemoryStore::new(clock.clone()).keep_done(matches!(
+                self.0,
+                Flaw::PurgeIgnoresKeepDoneFor
+                    | Flaw::CountsNoFinishedItems
+                    | Flaw::CancelDeletesKeptFinishedItems
+            )),
+            clock,
+            flaw: self.0,
+            hidden: Arc::default(),
+        })
+    }
+
+    async fn open_peer(&self, store: &Flawed, _clock: ManualClock) -> Result<Flawed> {
+        let mut peer = store.clone();
+        if self.0 == Flaw::PausesOnlyItsOwnHandle {
+            peer.hidden = Arc::default();
+        }
+        Ok(peer)
+    }
+
+    async fn open_unreachable(&self, clock: ManualClock) -> Result<Unreachable<Flawed>> {
+        let store = self.open(clock).await?;
+        store.inner.set_available(false);
+        Ok(Unreachable::Store(store))
+    }
+
+    async fn snapshot(&self, store: &Flawed) -> Result<Snapshot> {
+        Ok(rewind(&store.inner)?)
+    }
+}

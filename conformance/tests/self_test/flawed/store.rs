@@ -1,0 +1,892 @@
+//! The `Store` impl of [`Flawed`]: each method applies the flaws that touch it.
+
+use super::*;
+
+#[async_trait]
+impl Store for Flawed {
+    fn name(&self) -> &'static str {
+        "flawed-memory"
+    }
+
+    fn capabilities(&self) -> Capabilities {
+        if self.flaw == Flaw::ClaimsAllWithoutThePartitionCapability {
+            return Capabilities::default();
+        }
+        if self.flaw == Flaw::RunsWithoutTheCapability {
+            return Capabilities::default().with_partitioned_claiming();
+        }
+        self.inner.capabilities()
+    }
+
+    fn limits(&self) -> Limits {
+        self.inner.limits()
+    }
+
+    fn wake_signal(&self) -> Option<WakeSignal> {
+        self.inner.wake_signal()
+    }
+
+    async fn enqueue(&self, mut params: EnqueueParams) -> Result<Vec<Enqueued>> {
+        if self.flaw.of_limits() {
+            for item in &mut params.items {
+                match self.flaw {
+                    Flaw::FairSharesByLimitKey => {
+                        if let Some(k) = &item.limit_key {
+                            item.fairness_key = Some(FairnessKey::new(k.as_str())?);
+                        }
+                    }
+                    Flaw::ANewTenantJoinsTheLongestLine => {
+                        let mut h = self.hidden();
+                        let seen = h
+                            .tenants
+                            .contains_key(&(item.queue.clone(), item.fairness_key.clone()));
+                        let longest = h
+                            .tenants
+                            .iter()
+                            .filter(|((q, _), _)| *q == item.queue)
+                            .max_by_key(|(_, n)| **n)
+                            .map(|((_, t), n)| (t.clone(), *n));
+                        *h.tenants
+                            .entry((item.queue.clone(), item.fairness_key.clone()))
+                            .or_default() += 1;
+                        if let (false, Some((t, n))) = (seen, longest) {
+                            if n > 1 {
+                                item.fairness_key = t;
+                            }
+                        }
+                    }
+                    _ => {}
+                }
+            }
+            let out = self.inner.enqueue(params.clone()).await?;
+            let mut h = self.hidden();
+            for (item, told) in params.items.iter().zip(&out) {
+                if let (Some(k), false) = (&item.limit_key, told.duplicate) {
+                    h.limit_keys
+                        .insert(item.id, (item.queue.clone(), k.clone()));
+                    h.limit_order.push(item.id);
+                }
+            }
+            return Ok(out);
+        }
+        if self.flaw == Flaw::IgnoresEnqueuePins {
+            params.pin_to = None;
+        }
+        for item in &mut params.items {
+            if matches!(
+                self.flaw,
+                Flaw::FilteredDiscardLeavesTheStreamBlocked | Flaw::CancelLeavesAHoleInItsStream
+            ) {
+                if let Some(s) = &item.stream {
+                    let mut hidden = self.hidden();
+                    hidden
+                        .stream_order
+                        .entry(s.clone())
+                        .or_default()
+                        .push(item.id);
+                }
+            }
+            match self.flaw {
+                Flaw::ListsDelayedItemsAsScheduledOnceDue => {
+                    let later = match item.schedule {
+                        Schedule::After(d) => d > Duration::ZERO,
+                        Schedule::At(t) => t > self.clock.now(),
+                        Schedule::Now => false,
+                    };
+                    if later {
+                        self.hidden().delayed.insert(item.id);
+                    }
+                }
+                Flaw::DiscardForgetsDedupKeys => {
+                    if let Some(k) = item.dedup_key.take() {
+                        let mut hidden = self.hidden();
+                        let generation = hidden
+                            .key_generation
+                            .get(&(item.queue.clone(), k.to_string()))
+                            .copied()
+                            .unwrap_or(0);
+                        item.dedup_key = Some(if generation == 0 {
+                            k.clone()
+                        } else {
+                            DedupKey::new(format!("{k}#{generation}"))?
+                        });
+                        hidden.dedup_keys.insert(item.id, k);
+                    }
+                }
+                Flaw::IgnoresScope => {
+                    if let Some(s) = item.scope.take() {
+                        self.hidden().scopes.insert(item.id, s);
+                    }
+                }
+                Flaw::IgnoresStreamOrder => {
+                    if let Some(s) = item.stream.take() {
+                        self.hidden().streams.insert(item.id, s);
+                    }
+                }
+                Flaw::NoRenewalCap if item.max_renewals <= MAX_ATTEMPTS_LIMIT => {
+                    self.hidden().renewals.insert(item.id, item.max_renewals);
+                    item.max_renewals = MAX_ATTEMPTS_LIMIT;
+                }
+                Flaw::IgnoresMaxStalls if item.max_stalls <= MAX_ATTEMPTS_LIMIT => {
+                    self.hidden().stalls.insert(item.id, item.max_stalls);
+                    item.max_stalls = MAX_ATTEMPTS_LIMIT;
+                }
+                Flaw::ClaimsFutureItems => item.schedule = Schedule::Now,
+                Flaw::IgnoresPriority => item.priority = 0,
+                Flaw::IgnoresDedupKeys => item.dedup_key = None,
+                Flaw::StreamsPerQueue => {
+                    if let Some(s) = item.stream.take() {
+                        item.stream = Some(StreamKey::new(format!("{}/{s}", item.queue))?);
+                        self.hidden().streams.insert(item.id, s);
+                    }
+                }
+                Flaw::ScopesPerQueue => {
+                    if let Some(s) = item.scope.take() {
+                        item.scope = Some(ScopeKey::new(format!("{}/{s}", item.queue))?);
+                        self.hidden().scopes.insert(item.id, s);
+                    }
+                }
+                Flaw::DedupKeyOwnedByLastQueue => {
+                    if let Some(k) = item.dedup_key.take() {
+                        let mut hidden = self.hidden();
+                        let owner = hidden
+                            .dedup_owner
+                            .entry(k.to_string())
+                            .or_insert((item.queue.clone(), 0));
+                        if owner.0 != item.queue {
+                            *owner = (item.queue.clone(), owner.1 + 1);
+                        }
+                        item.dedup_key = Some(DedupKey::new(format!("{k}#{}", owner.1))?);
+                        hidden.dedup_keys.insert(item.id, k);
+                    }
+                }
+                Flaw::ClampsRunAtIntoTheWindow => {
+                    let (window, now) = (self.limits().schedule_window, self.clock.now());
+                    if let Schedule::At(t) = item.schedule {
+                        item.schedule = Schedule::At(t.clamp(now - window, now + window));
+                    }
+                }
+                Flaw::FixedDelay => {
+                    if let Schedule::After(d) = item.schedule {
+                        if d > Duration::ZERO {
+                            item.schedule = Schedule::After(Duration::from_secs(60));
+                        }
+                    }
+                }
+                Flaw::ClampsLongDelays => {
+                    let window = self.limits().schedule_window;
+                    if let Schedule::After(d) = item.schedule {
+                        item.schedule = Schedule::After(d.min(window));
+                    }
+                }
+                _ => {}
+            }
+        }
+        if self.flaw == Flaw::WritesBeforeValidating && !params.items.is_empty() {
+            let mut answers = Vec::new();
+            for item in params.items {
+                answers.extend(self.inner.enqueue(EnqueueParams::one(item)).await?);
+            }
+            return Ok(answers);
+        }
+        self.inner.enqueue(params).await
+    }
+
+    async fn claim(&self, mut params: ClaimParams) -> Result<Vec<Lease>> {
+        if self.flaw.of_limits() {
+            return self.limit_claim(params).await;
+        }
+        if matches!(
+            self.flaw,
+            Flaw::IgnoresPartitions | Flaw::ClaimsAllWithoutThePartitionCapability
+        ) {
+            params.partitioning = None;
+        }
+        if self.flaw == Flaw::IgnoresStreamRuns {
+            params.stream_run = 1;
+        }
+        if self.flaw == Flaw::CountsARunAsOneLease && params.stream_run > 1 {
+            params.limit = (params.limit * params.stream_run).min(1_000);
+        }
+        let limit = params.limit as usize;
+        let owner = params.owner.clone();
+        if self.flaw == Flaw::PausesOnlyItsOwnHandle {
+            let local = self.hidden().local_pauses.clone();
+            params.queues.retain(|q| !local.contains(q));
+            if params.queues.is_empty() {
+                return Ok(Vec::new());
+            }
+        }
+        match self.flaw {
+            Flaw::FixedClaimLease => params.lease_for = Duration::from_secs(30),
+            Flaw::ClaimLimitOffByOne => params.limit += 1,
+            Flaw::TruncatesTheQueueList => {
+                params.queues.truncate(self.limits().max_claim_queues);
+            }
+            _ => {}
+        }
+        let mut leases = self.inner.claim(params).await?;
+        if self.flaw == Flaw::LosesReclaimedLeases {
+            leases.retain(|l| l.token.attempt == 1);
+        }
+        if self.flaw == Flaw::HandsOneItemToTwoClaimers {
+            let earlier = {
+                let mut hidden = self.hidden();
+                let earlier = hidden.handed.clone();
+                hidden.handed.extend(leases.iter().cloned());
+                let keep_from = hidden.handed.len().saturating_sub(64);
+                hidden.handed.drain(..keep_from);
+                earlier
+            };
+            let mine: HashSet<ItemId> = leases.iter().map(|l| l.token.id).collect();
+            for mut lease in earlier.into_iter().rev() {
+                if leases.len() >= limit {
+                    break;
+                }
+                let current = self.inner.item_get(lease.token.id).await?;
+                let live = current
+                    .is_some_and(|i| i.state == ItemState::Running && i.token() == lease.token);
+                if live && !mine.contains(&lease.token.id) && lease.owner != owner {
+                    lease.owner = owner.clone();
+                    lease.item.owner = Some(owner.clone());
+                    leases.push(lease);
+                }
+            }
+        }
+        if matches!(
+            self.flaw,
+            Flaw::LeavesTheRunRunning | Flaw::StallsTheRunBehindItsHead
+        ) {
+            let mut hidden = self.hidden();
+            for pair in leases.windows(2) {
+                if pair[1].item.stream.is_some() && pair[1].item.stream == pair[0].item.stream {
+                    hidden.tails.push(pair[1].clone());
+                }
+            }
+        }
+        if self.flaw == Flaw::FreesTheStreamBehindARunningHead {
+            let mut hidden = self.hidden();
+            for (j, l) in leases.iter().enumerate() {
+                let same = |k: Option<usize>| {
+                    k.and_then(|k| leases.get(k))
+                        .is_some_and(|o| l.item.stream.is_some() && o.item.stream == l.item.stream)
+                };
+                if same(j.checked_sub(1)) || same(Some(j + 1)) {
+                    hidden.runs.push(l.clone());
+                }
+            }
+        }
+        if self.flaw == Flaw::ListsDelayedItemsAsScheduledOnceDue {
+            let mut hidden = self.hidden();
+            for l in &leases {
+                hidden.delayed.remove(&l.token.id);
+            }
+        }
+        let held: Vec<LeaseToken> = {
+            let hidden = self.hidden();
+            leases
+                .iter()
+                .filter(|l| hidden.held_back.contains(&l.token.id))
+                .map(|l| l.token)
+                .collect()
+        };
+        if !held.is_empty() {
+            self.inner.release(ReleaseParams::new(held.clone())).await?;
+            leases.retain(|l| !held.contains(&l.token));
+        }
+        for lease in &mut leases {
+            self.restore(&mut lease.item);
+        }
+        Ok(leases)
+    }
+
+    async fn renew(&self, mut params: RenewParams) -> Result<Vec<RenewOutcome>> {
+        if self.flaw == Flaw::FixedRenewLease {
+            params.lease_for = Duration::from_secs(30);
+        }
+        self.current_attempts(&mut params.tokens).await?;
+        self.id_order(&mut params.tokens, |t| t.id);
+        self.inner.renew(params).await
+    }
+
+    async fn complete(&self, mut params: CompleteParams) -> Result<Vec<TokenOutcome>> {
+        if self.flaw.of_limits() {
+            self.attempt_only(&mut params.tokens).await?;
+            return self.inner.complete(params).await;
+        }
+        self.current_attempts(&mut params.tokens).await?;
+        self.id_order(&mut params.tokens, |t| t.id);
+        if self.flaw == Flaw::IgnoresAttemptOnComplete {
+            for token in &mut params.tokens {
+                if let Some(item) = self.inner.item_get(token.id).await? {
+                    if item.state == ItemState::Running {
+                        *token = item.token();
+                    }
+                }
+            }
+        }
+        self.free_the_stream_behind(&params.tokens).await?;
+        if matches!(
+            self.flaw,
+            Flaw::LeavesTheRunRunning | Flaw::FreesTheStreamBehindARunningHead
+        ) {
+            let mut out = Vec::new();
+            for t in params.tokens {
+                let kept = self.hidden().kept.remove(&t.id);
+                match kept {
+                    Some(l) if l.token == t => out.push(TokenOutcome::Accepted),
+                    _ => out.extend(self.inner.complete(CompleteParams::new(vec![t])).await?),
+                }
+            }
+            return Ok(out);
+        }
+        let out = self.inner.complete(params).await?;
+        if self.flaw == Flaw::AcceptsRunItemsOutOfOrder {
+            return Ok(out
+                .into_iter()
+                .map(|o| match o {
+                    TokenOutcome::OutOfOrder => TokenOutcome::Accepted,
+                    o => o,
+                })
+                .collect());
+        }
+        Ok(out)
+    }
+
+    async fn fail(&self, mut params: FailParams) -> Result<Vec<FailOutcome>> {
+        if self.flaw.of_limits() {
+            let tokens: Vec<LeaseToken> = params.failures.iter().map(|f| f.token).collect();
+            let out = self.inner.fail(params).await?;
+            let refused: Vec<LeaseToken> = tokens
+                .into_iter()
+                .zip(&out)
+                .filter(|(_, o)| **o == FailOutcome::LeaseLost)
+                .map(|(t, _)| t)
+                .collect();
+            self.stale_frees(&refused).await?;
+            return Ok(out);
+        }
+        if self.flaw == Flaw::IgnoresRetryDelay {
+            for f in &mut params.failures {
+                if let Retry::After(_) = f.retry {
+                    f.retry = Retry::After(Duration::ZERO);
+                }
+            }
+        }
+        let mut tokens: Vec<LeaseToken> = params.failures.iter().map(|f| f.token).collect();
+        self.keep_tails_behind(&tokens).await?;
+        self.current_attempts(&mut tokens).await?;
+        for (f, t) in params.failures.iter_mut().zip(tokens) {
+            f.token = t;
+        }
+        self.id_order(&mut params.failures, |f| f.token.id);
+        self.inner.fail(params).await
+    }
+
+    async fn release(&self, mut params: ReleaseParams) -> Result<Vec<TokenOutcome>> {
+        if self.flaw.of_limits() {
+            let tokens = params.tokens.clone();
+            let out = self.inner.release(params).await?;
+            let refused: Vec<LeaseToken> = tokens
+                .into_iter()
+                .zip(&out)
+                .filter(|(_, o)| **o == TokenOutcome::LeaseLost)
+                .map(|(t, _)| t)
+                .collect();
+            self.stale_frees(&refused).await?;
+            return Ok(out);
+        }
+        self.keep_tails_behind(&params.tokens).await?;
+        self.current_attempts(&mut params.tokens).await?;
+        self.id_order(&mut params.tokens, |t| t.id);
+        self.inner.release(params).await
+    }
+
+    async fn recover_expired(&self, mut params: RecoverParams) -> Result<Recovered> {
+        if self.flaw == Flaw::IgnoresRecoverLimit {
+            params.limit = 1_000;
+        }
+        let mut passed_over = Vec::new();
+        if self.flaw == Flaw::RecoveryPassesOverPausedQueues {
+            let now = self.clock.now();
+            for q in self.paused_queues().await? {
+                let running = self
+                    .inner
+                    .item_list(ItemListParams::new(q, ListState::Running).limit(MAX_PAGE))
+                    .await?;
+                passed_over.extend(
+                    running
+                        .items
+                        .into_iter()
+                        .filter(|i| i.lease_expires_at.is_some_and(|t| t <= now)),
+                );
+            }
+        }
+        let mut recovered = self.inner.recover_expired(params).await?;
+        recovered.requeued += self.stall_put_back_tails().await?;
+        for it in passed_over {
+            recovered.requeued = recovered.requeued.saturating_sub(1);
+            self.hidden().frozen.insert(it.id, it);
+        }
+        Ok(recovered)
+    }
+
+    async fn purge(&self, mut params: PurgeParams) -> Result<Purged> {
+        if self.flaw == Flaw::IgnoresPurgeLimit {
+            params.limit = 1_000;
+        }
+        if self.flaw == Flaw::PurgeIgnoresKeepDoneFor {
+            params.keep_done_for = Duration::ZERO;
+        }
+        self.inner.purge(params).await
+    }
+
+    async fn dead_requeue(&self, mut params: RequeueParams) -> Result<u64> {
+        if self.flaw == Flaw::FilteredRequeueGrantsOneAttempt
+            && params.filter.is_some()
+            && params.validate(&self.limits()).is_ok()
+        {
+            params.additional_attempts = 1;
+        }
+        self.strict_age(&mut params.filter);
+        let chosen = match self.dead_ties_newest_first(&mut params.filter).await? {
+            Some(ids) => Some(ids),
+            None => self.dead_in_enqueue_order(&mut params.filter).await?,
+        };
+        if let Some(ids) = chosen {
+            if ids.is_empty() {
+                return Ok(0);
+            }
+            params.ids = ids;
+            params.filter = None;
+        }
+        if self.flaw == Flaw::FilterIgnoresAge {
+            if let Some(f) = &mut params.filter {
+                *f = DeadFilter::new(f.queue.clone()).limit(f.limit);
+            }
+        }
+        self.inner.dead_requeue(params).await
+    }
+
+    async fn dead_discard(&self, mut params: DiscardParams) -> Result<u64> {
+        let chosen = match self.dead_ties_newest_first(&mut params.filter).await? {
+            Some(ids) => Some(ids),
+            None => self.dead_in_enqueue_order(&mut params.filter).await?,
+        };
+        if let Some(ids) = chosen {
+            if ids.is_empty() {
+                return Ok(0);
+            }
+            params.ids = ids;
+            params.filter = None;
+        }
+        if self.flaw == Flaw::FilterIgnoresAge {
+            if let Some(f) = &mut params.filter {
+                *f = DeadFilter::new(f.queue.clone()).limit(f.limit);
+            }
+        }
+        self.strict_age(&mut params.filter);
+        let candidates = self.discard_candidates(&params).await?;
+        let by_filter = params.filter.is_some();
+        let n = self.inner.dead_discard(params).await?;
+        self.after_discard(candidates, by_filter).await?;
+        Ok(n)
+    }
+
+    async fn item_get(&self, id: ItemId) -> Result<Option<Item>> {
+        if let Some(l) = self.hidden().kept.get(&id) {
+            return Ok(Some(l.item.clone()));
+        }
+        if let Some(it) = self.hidden().frozen.get(&id) {
+            return Ok(Some(it.clone()));
+        }
+        if self.hidden().gone.contains(&id) {
+            return Ok(None);
+        }
+        let mut item = self.inner.item_get(id).await?;
+        if let Some(item) = &mut item {
+            self.restore(item);
+        }
+        Ok(item)
+    }
+
+    async fn queue_counts(&self, queue: &QueueName) -> Result<QueueCounts> {
+        let c = self.inner.queue_counts(queue).await?;
+        if self.flaw == Flaw::PausesOnlyItsOwnHandle {
+            let paused = self.hidden().local_pauses.contains(queue);
+            return Ok(c.with_paused(paused));
+        }
+        if self.flaw == Flaw::CountsNoFinishedItems {
+            let mut c = c;
+            c.done = 0;
+            return Ok(c);
+        }
+        if self.flaw == Flaw::CountsWithoutPauseOrAge {
+            return Ok(c.with_paused(false).with_oldest_ready_age(None));
+        }
+        if self.flaw == Flaw::OldestAgeFromEnqueue {
+            let due = self
+                .inner
+                .item_list(ItemListParams::new(queue.clone(), ListState::Ready).limit(MAX_PAGE))
+                .await?;
+            let now = self.clock.now();
+            let oldest = due.items.iter().map(|i| i.created_at).min();
+            return Ok(c.with_oldest_ready_age(oldest.map(|t| now.duration_since(t))));
+        }
+        Ok(c)
+    }
+
+    async fn instance_heartbeat(&self, params: HeartbeatParams) -> Result<()> {
+        self.inner.instance_heartbeat(params).await
+    }
+
+    async fn instance_list(&self) -> Result<Vec<Instance>> {
+        self.inner.instance_list().await
+    }
+
+    async fn instance_evict_stale(&self, mut params: EvictParams) -> Result<Evicted> {
+        if self.flaw == Flaw::FixedStaleAfter {
+            params.stale_after = Duration::from_secs(30);
+        }
+        if self.flaw == Flaw::NeverEvicts {
+            params.validate(&self.limits())?;
+            return Ok(Evicted::default());
+        }
+        let mut evicted = self.inner.instance_evict_stale(params).await?;
+        evicted.released += self.stall_put_back_tails().await?;
+        Ok(evicted)
+    }
+
+    async fn instance_deregister(&self, params: DeregisterParams) -> Result<Evicted> {
+        if self.flaw == Flaw::DeregisterSkipsUnregisteredOwners
+            && !self
+                .inner
+                .instance_list()
+                .await?
+                .iter()
+                .any(|i| i.id == params.instance)
+        {
+            return Ok(Evicted::default());
+        }
+        self.inner.instance_deregister(params).await
+    }
+
+    async fn leader_acquire(&self, mut params: LeaderParams) -> Result<LeaderStatus> {
+        if self.flaw == Flaw::FixedLeaderLease {
+            params.lease_for = Duration::from_secs(15);
+        }
+        let holder = params.holder.clone();
+        let name = params.name.clone();
+        match self.inner.leader_acquire(params).await {
+            Err(Error::Unavailable { .. }) if self.flaw == Flaw::FollowerWhenUnreachable => {
+                Ok(LeaderStatus::Follower {
+                    holder,
+                    term: 0,
+                    expires_at: tenure_core::Timestamp::EPOCH,
+                })
+            }
+            Ok(LeaderStatus::Leader { term, expires_at }) => {
+                self.hidden()
+                    .leaders
+                    .insert(name, LeaderInfo::new(holder, term, expires_at));
+                Ok(LeaderStatus::Leader { term, expires_at })
+            }
+            other => other,
+        }
+    }
+
+    async fn leader_resign(&self, params: LeaderParams) -> Result<bool> {
+        self.inner.leader_resign(params).await
+    }
+
+    async fn leader_get(&self, name: &LeaderName) -> Result<Option<LeaderInfo>> {
+        match self.flaw {
+            Flaw::ReadsTheLeaderByAcquiring => {
+                let me = OwnerId::new("leader-reader")?;
+                let params = LeaderParams::new(name.clone(), me, self.limits().min_lease);
+                match self.inner.leader_acquire(params.clone()).await? {
+                    LeaderStatus::Follower {
+                        holder,
+                        term,
+                        expires_at,
+                    } => Ok(Some(LeaderInfo::new(holder, term, expires_at))),
+                    LeaderStatus::Leader { .. } => {
+                        self.inner.leader_resign(params).await?;
+                        Ok(None)
+                    }
+                }
+            }
+            Flaw::ReadsAnExpiredLeader => {
+                self.inner.leader_get(name).await?;
+                Ok(self.hidden().leaders.get(name).cloned())
+            }
+            Flaw::NoLeaderWhenUnreachable => match self.inner.leader_get(name).await {
+                Err(Error::Unavailable { .. }) => Ok(None),
+                other => other,
+            },
+            _ => self.inner.leader_get(name).await,
+        }
+    }
+
+    async fn item_list(&self, mut params: ItemListParams) -> Result<ItemPage> {
+        if self.flaw == Flaw::ListsDelayedItemsAsScheduledOnceDue {
+            match params.state {
+                ListState::Ready => {
+                    let mut page = self.inner.item_list(params).await?;
+                    let delayed = self.hidden().delayed.clone();
+                    page.items.retain(|i| !delayed.contains(&i.id));
+                    return Ok(page);
+                }
+                ListState::Scheduled => {
+                    let mut page = self.inner.item_list(params.clone()).await?;
+                    let due = self
+                        .inner
+                        .item_list(
+                            ItemListParams::new(params.queue, ListState::Ready).limit(MAX_PAGE),
+                        )
+                        .await?;
+                    let delayed = self.hidden().delayed.clone();
+                    page.items
+                        .extend(due.items.into_iter().filter(|i| delayed.contains(&i.id)));
+                    return Ok(page);
+                }
+                _ => {}
+            }
+        }
+        if self.flaw == Flaw::ListingIgnoresTheCursor {
+            params.cursor = None;
+        }
+        if self.flaw == Flaw::ListsScheduledAsReady && params.state == ListState::Ready {
+            let mut page = self.inner.item_list(params.clone()).await?;
+            let later = self
+                .inner
+                .item_list(ItemListParams::new(params.queue, ListState::Scheduled))
+                .await?;
+            page.items.extend(later.items);
+            return Ok(page);
+        }
+        if self.flaw == Flaw::ListsQueuesByNamePrefix {
+            let mut page = self.inner.item_list(params.clone()).await?;
+            for other in self.inner.queue_list().await? {
+                if other != params.queue && other.as_str().starts_with(params.queue.as_str()) {
+                    let more = self
+                        .inner
+                        .item_list(ItemListParams::new(other, params.state).order(params.order))
+                        .await?;
+                    page.items.extend(more.items);
+                }
+            }
+            return Ok(page);
+        }
+        self.inner.item_list(params).await
+    }
+
+    async fn lease_list(&self, params: LeaseListParams) -> Result<LeasePage> {
+        if self.flaw == Flaw::LeaseCursorByExpiryOnly {
+            params.validate(&self.limits())?;
+            let after = match &params.cursor {
+                Some(c) => Some(
+                    c.as_str()
+                        .strip_prefix("x.")
+                        .and_then(|s| s.parse::<i64>().ok())
+                        .ok_or_else(|| Error::invalid("cursor", "not a cursor of this store"))?,
+                ),
+                None => None,
+            };
+            let all = self
+                .inner
+                .lease_list(LeaseListParams::new(params.queue).limit(MAX_PAGE))
+                .await?;
+            let mut leases: Vec<_> = all
+                .leases
+                .into_iter()
+                .filter(|l| after.is_none_or(|a| l.expires_at.as_micros() > a))
+                .collect();
+            let more = leases.len() > params.limit as usize;
+            leases.truncate(params.limit as usize);
+            let next = match (more, leases.last()) {
+                (true, Some(l)) => Some(Cursor::new(format!("x.{}", l.expires_at.as_micros()))?),
+                _ => None,
+            };
+            return Ok(LeasePage::new(leases, next, all.as_of));
+        }
+        let mut page = self.inner.lease_list(params).await?;
+        if self.flaw == Flaw::LeaseListHidesExpired {
+            let as_of = page.as_of;
+            page.leases.retain(|l| l.expires_at > as_of);
+        }
+        Ok(page)
+    }
+
+    async fn queue_list(&self) -> Result<Vec<QueueName>> {
+        let all = self.inner.queue_list().await?;
+        if self.flaw != Flaw::QueueListSkipsScheduledAndRunningQueues {
+            return Ok(all);
+        }
+        let mut out = Vec::new();
+        for q in all {
+            let c = self.inner.queue_counts(&q).await?;
+            if c.ready > 0 || c.dead > 0 || c.paused {
+                out.push(q);
+            }
+        }
+        Ok(out)
+    }
+
+    async fn item_cancel(&self, params: CancelParams) -> Result<Vec<CancelOutcome>> {
+        if self.flaw == Flaw::CancelChecksThenDeletes {
+            params.validate(&self.limits())?;
+            let mut out = Vec::new();
+            for &id in &params.ids {
+                let seen = self.inner.item_get(id).await?;
+                if seen.is_some_and(|i| i.state == ItemState::Ready) {
+                    // The window between the read and the write, where a claim lands.
+                    for _ in 0..8 {
+                        tokio::task::yield_now().await;
+                    }
+                    match self.inner.item_get(id).await? {
+                        Some(i) if i.state == ItemState::Running => {
+                            let f = tenure_core::Failure::permanent(i.token(), "cancelled");
+                            self.inner.fail(FailParams::one(f)).await?;
+                            self.inner
+                                .dead_discard(DiscardParams::new(vec![id]))
+                                .await?;
+                            out.push(CancelOutcome::Cancelled);
+                            continue;
+                        }
+                        _ => {}
+                    }
+                }
+                out.extend(self.inner.item_cancel(CancelParams::new(vec![id])).await?);
+            }
+            return Ok(out);
+        }
+        if self.flaw == Flaw::CancelsRunningItems {
+            for &id in &params.ids {
+                if let Some(item) = self.inner.item_get(id).await? {
+                    if item.state == ItemState::Running {
+                        let f = tenure_core::Failure::permanent(item.token(), "cancelled");
+                        self.inner.fail(FailParams::one(f)).await?;
+                        self.inner
+                            .dead_discard(DiscardParams::new(vec![id]))
+                            .await?;
+                    }
+                }
+            }
+            let mut out = self.inner.item_cancel(params).await?;
+            for o in &mut out {
+                if *o == CancelOutcome::NotFound {
+                    *o = CancelOutcome::Cancelled;
+                }
+            }
+            return Ok(out);
+        }
+        if self.flaw == Flaw::CancelDeletesKeptFinishedItems {
+            params.validate(&self.limits())?;
+            let mut out = Vec::new();
+            for &id in &params.ids {
+                let done = self
+                    .inner
+                    .item_get(id)
+                    .await?
+                    .is_some_and(|i| i.state == ItemState::Done);
+                if done && self.hidden().gone.insert(id) {
+                    out.push(CancelOutcome::Cancelled);
+                    continue;
+                }
+                if self.hidden().gone.contains(&id) {
+                    out.push(CancelOutcome::NotFound);
+                    continue;
+                }
+                out.extend(self.inner.item_cancel(CancelParams::new(vec![id])).await?);
+            }
+            return Ok(out);
+        }
+        if self.flaw == Flaw::CancelLeavesAHoleInItsStream {
+            // Which of the ids are ready items behind an unfinished earlier item of
+            // their stream.
+            let mut behind = Vec::new();
+            for &id in &params.ids {
+                let Some(it) = self.inner.item_get(id).await? else {
+                    behind.push(None);
+                    continue;
+                };
+                let Some(s) = it.stream.clone() else {
+                    behind.push(None);
+                    continue;
+                };
+                let order = self
+                    .hidden()
+                    .stream_order
+                    .get(&s)
+                    .cloned()
+                    .unwrap_or_default();
+                let mut earlier_unfinished = false;
+                for &e in order.iter().take_while(|&&e| e != id) {
+                    if self
+                        .inner
+                        .item_get(e)
+                        .await?
+                        .is_some_and(|i| i.state != ItemState::Done)
+                    {
+                        earlier_unfinished = true;
+                    }
+                }
+                behind.push(earlier_unfinished.then_some(s));
+            }
+            let out = self.inner.item_cancel(params.clone()).await?;
+            for ((o, s), &id) in out.iter().zip(behind).zip(&params.ids) {
+                if let (CancelOutcome::Cancelled, Some(s)) = (o, s) {
+                    self.hold_back_behind(&s, id);
+                }
+            }
+            return Ok(out);
+        }
+        self.inner.item_cancel(params).await
+    }
+
+    async fn queue_pause(&self, params: PauseParams) -> Result<bool> {
+        match self.flaw {
+            Flaw::IgnoresPause => Ok(!self.inner.queue_counts(&params.queue).await?.paused),
+            Flaw::PausesOnlyItsOwnHandle => Ok(self.hidden().local_pauses.insert(params.queue)),
+            _ => self.inner.queue_pause(params).await,
+        }
+    }
+
+    async fn queue_resume(&self, params: PauseParams) -> Result<bool> {
+        if self.flaw == Flaw::PausesOnlyItsOwnHandle {
+            return Ok(self.hidden().local_pauses.remove(&params.queue));
+        }
+        self.inner.queue_resume(params).await
+    }
+
+    async fn limits_set(&self, params: LimitsParams) -> Result<Option<QueueLimits>> {
+        if self.flaw.of_limits() {
+            return self.limit_set(params).await;
+        }
+        self.inner.limits_set(params).await
+    }
+
+    async fn limits_get(&self, queue: &QueueName) -> Result<Option<QueueLimits>> {
+        if self.flaw.of_limits() {
+            return self.limit_get(queue).await;
+        }
+        self.inner.limits_get(queue).await
+    }
+
+    async fn limits_clear(&self, queue: &QueueName) -> Result<bool> {
+        self.hidden().configs.remove(queue);
+        self.inner.limits_clear(queue).await
+    }
+
+    async fn limits_list(&self) -> Result<Vec<(QueueName, QueueLimits)>> {
+        self.inner.limits_list().await
+    }
+
+    async fn limits_defer(&self, params: DeferParams) -> Result<()> {
+        if self.flaw == Flaw::IgnoresDeferrals {
+            return params.validate(&self.limits());
+        }
+        self.inner.limits_defer(params).await
+    }
+}

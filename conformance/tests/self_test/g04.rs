@@ -1,0 +1,23 @@
+//! The flaws that break G4, the renewal cap: each broken store must fail the cases named with it.
+
+use super::*;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn no_renewal_cap_fails_g04() {
+    must_fail(
+        Flaw::NoRenewalCap,
+        "g04_renewal_cap",
+        "renewal_beyond_the_cap_is_refused_and_keeps_the_expiry",
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fixed_renewal_lease_fails_g04() {
+    must_fail(
+        Flaw::FixedRenewLease,
+        "g04_renewal_cap",
+        "the_renewals_lease_duration_decides_the_new_expiry",
+    )
+    .await;
+}

@@ -1,0 +1,146 @@
+//! The flaws that break G9, stream FIFO: each broken store must fail the cases named with it.
+
+use super::*;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ignoring_stream_order_fails_g09() {
+    must_fail(
+        Flaw::IgnoresStreamOrder,
+        "g09_stream_fifo",
+        "a_running_item_blocks_later_items_of_its_stream",
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ignoring_stream_runs_fails_g09() {
+    must_fail(
+        Flaw::IgnoresStreamRuns,
+        "g09_stream_fifo",
+        "a_run_leases_the_head_and_the_ready_items_behind_it_in_order",
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ignoring_stream_runs_fails_the_zero_run_refusal_of_g09() {
+    must_fail(
+        Flaw::IgnoresStreamRuns,
+        "g09_stream_fifo",
+        "a_stream_run_of_zero_is_refused_naming_the_field",
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn serving_runs_without_the_capability_fails_g09() {
+    must_fail(
+        Flaw::RunsWithoutTheCapability,
+        "g09_stream_fifo",
+        "stream_runs_are_served_only_by_stores_that_declare_them",
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn freeing_the_stream_behind_a_running_head_fails_g09() {
+    must_fail(
+        Flaw::FreesTheStreamBehindARunningHead,
+        "g09_stream_fifo",
+        "completing_an_item_of_a_run_before_the_items_ahead_of_it_is_refused_and_changes_nothing",
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn accepting_a_run_out_of_order_fails_g09() {
+    must_fail_each(
+        Flaw::AcceptsRunItemsOutOfOrder,
+        "g09_stream_fifo",
+        &[
+            "completing_an_item_of_a_run_before_the_items_ahead_of_it_is_refused_and_changes_nothing",
+            "one_call_completes_a_run_in_stream_order_and_refuses_it_in_reverse",
+        ],
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn counting_a_run_as_one_lease_fails_g09() {
+    must_fail(
+        Flaw::CountsARunAsOneLease,
+        "g09_stream_fifo",
+        "a_run_counts_towards_the_claim_limit",
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn claiming_future_items_fails_the_run_stop_of_g09() {
+    must_fail(
+        Flaw::ClaimsFutureItems,
+        "g09_stream_fifo",
+        "a_run_stops_at_an_item_that_is_not_due_or_not_in_the_claimed_queues",
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ignoring_scope_fails_the_run_stop_of_g09() {
+    must_fail(
+        Flaw::IgnoresScope,
+        "g09_stream_fifo",
+        "a_run_stops_at_an_item_whose_scope_is_busy",
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn leaving_a_run_running_after_a_failure_fails_g09() {
+    must_fail(
+        Flaw::LeavesTheRunRunning,
+        "g09_stream_fifo",
+        "a_failed_item_of_a_run_puts_every_later_item_back_untouched",
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn leaving_a_run_running_after_a_release_fails_g09() {
+    must_fail(
+        Flaw::LeavesTheRunRunning,
+        "g09_stream_fifo",
+        "a_released_item_of_a_run_puts_every_later_item_back_untouched",
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stalling_a_whole_expired_run_fails_g09() {
+    must_fail(
+        Flaw::StallsTheRunBehindItsHead,
+        "g09_stream_fifo",
+        "an_expired_run_is_recovered_from_its_head_without_stalls_behind_it",
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stalling_a_whole_evicted_run_fails_g09() {
+    must_fail(
+        Flaw::StallsTheRunBehindItsHead,
+        "g09_stream_fifo",
+        "evicting_the_owner_of_a_run_puts_the_items_behind_its_head_back_untouched",
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn keying_streams_by_queue_fails_g09_across_queues() {
+    must_fail(
+        Flaw::StreamsPerQueue,
+        "g09_stream_fifo",
+        "a_stream_spanning_two_queues_is_claimed_in_enqueue_order_across_them",
+    )
+    .await;
+}

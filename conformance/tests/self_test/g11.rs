@@ -1,0 +1,53 @@
+//! The flaws that break G11, dedup: each broken store must fail the cases named with it.
+
+use super::*;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ignoring_dedup_keys_fails_g11() {
+    must_fail(
+        Flaw::IgnoresDedupKeys,
+        "g11_dedup",
+        "a_second_enqueue_within_the_window_is_a_duplicate_of_the_first",
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_discard_forgetting_dedup_keys_fails_g11_alone() {
+    must_fail_only(
+        Flaw::DiscardForgetsDedupKeys,
+        "g11_dedup",
+        "a_discarded_dead_item_still_dedups_within_the_window",
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_purge_ignoring_keep_done_for_fails_g11_alone() {
+    must_fail_only(
+        Flaw::PurgeIgnoresKeepDoneFor,
+        "g11_dedup",
+        "purge_keeps_finished_items_younger_than_keep_done_for_and_counts_those_it_deletes",
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dedup_key_owned_by_the_last_queue_fails_g11_across_queues() {
+    must_fail(
+        Flaw::DedupKeyOwnedByLastQueue,
+        "g11_dedup",
+        "each_queue_answers_its_own_earlier_item_for_a_shared_dedup_key",
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ignoring_the_purge_limit_fails_g11() {
+    must_fail(
+        Flaw::IgnoresPurgeLimit,
+        "g11_dedup",
+        "a_purge_pass_forgets_exactly_its_limit_of_expired_keys",
+    )
+    .await;
+}

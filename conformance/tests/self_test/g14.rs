@@ -1,0 +1,73 @@
+//! The flaws that break G14, partitioned claiming: each broken store must fail the cases named with it.
+
+use super::*;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ignoring_partitions_fails_g14() {
+    must_fail(
+        Flaw::IgnoresPartitions,
+        "g14_partitioned_claiming",
+        "each_instance_takes_exactly_the_share_its_rank_gives_it",
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn serving_partitioned_claims_without_the_capability_fails_g14() {
+    must_fail(
+        Flaw::ClaimsAllWithoutThePartitionCapability,
+        "g14_partitioned_claiming",
+        "partitioned_claims_are_served_only_by_stores_that_declare_them",
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ignoring_enqueue_pins_fails_g14() {
+    must_fail(
+        Flaw::IgnoresEnqueuePins,
+        "g14_partitioned_claiming",
+        "a_stream_pinned_at_enqueue_goes_only_to_the_enqueuing_instance_first_pin_winning",
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ignoring_enqueue_pins_fails_the_unregistered_pin_refusal_of_g14() {
+    must_fail(
+        Flaw::IgnoresEnqueuePins,
+        "g14_partitioned_claiming",
+        "pinning_at_enqueue_to_an_unregistered_instance_is_refused_and_writes_nothing",
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ignoring_enqueue_pins_fails_the_eviction_of_a_pin_of_g14() {
+    must_fail(
+        Flaw::IgnoresEnqueuePins,
+        "g14_partitioned_claiming",
+        "eviction_drops_a_pin_made_at_enqueue",
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pinning_at_enqueue_without_the_capability_fails_g14() {
+    must_fail(
+        Flaw::ClaimsAllWithoutThePartitionCapability,
+        "g14_partitioned_claiming",
+        "pinning_at_enqueue_is_served_only_by_stores_that_declare_partitioned_claiming",
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn keying_streams_by_queue_fails_g14_pins_across_queues() {
+    must_fail(
+        Flaw::StreamsPerQueue,
+        "g14_partitioned_claiming",
+        "a_streams_pin_holds_in_every_queue_of_the_stream",
+    )
+    .await;
+}
