@@ -8,7 +8,7 @@ use super::*;
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn fencing_on_the_attempt_alone_fails_g03_after_a_forgetful_failover() {
     must_fail(
-        Flaw::FencesOnTheAttemptOnly,
+        FlawedHarness(Flaw::FencesOnTheAttemptOnly),
         "g03_fenced_finalize",
         "a_claim_lost_in_a_failover_leaves_its_token_refused",
     )
@@ -18,7 +18,7 @@ async fn fencing_on_the_attempt_alone_fails_g03_after_a_forgetful_failover() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn ignoring_the_attempt_on_complete_fails_g03() {
     must_fail(
-        Flaw::IgnoresAttemptOnComplete,
+        FlawedHarness(Flaw::IgnoresAttemptOnComplete),
         "g03_fenced_finalize",
         "stale_complete_after_a_reclaim_is_lease_lost_and_changes_nothing",
     )
@@ -86,10 +86,20 @@ const CASES: [&str; 4] = [
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn answering_batches_in_id_order_fails_every_mixed_batch_of_g03() {
-    must_fail_each(Flaw::BatchAnswersInIdOrder, "g03_fenced_finalize", &CASES).await;
+    must_fail_each(
+        FlawedHarness(Flaw::BatchAnswersInIdOrder),
+        "g03_fenced_finalize",
+        &CASES,
+    )
+    .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn batches_that_ignore_the_attempt_fail_every_mixed_batch_of_g03() {
-    must_fail_each(Flaw::BatchesIgnoreTheAttempt, "g03_fenced_finalize", &CASES).await;
+    must_fail_each(
+        FlawedHarness(Flaw::BatchesIgnoreTheAttempt),
+        "g03_fenced_finalize",
+        &CASES,
+    )
+    .await;
 }

@@ -5,7 +5,7 @@ use super::*;
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn no_renewal_cap_fails_g04() {
     must_fail(
-        Flaw::NoRenewalCap,
+        FlawedHarness(Flaw::NoRenewalCap),
         "g04_renewal_cap",
         "renewal_beyond_the_cap_is_refused_and_keeps_the_expiry",
     )
@@ -15,9 +15,25 @@ async fn no_renewal_cap_fails_g04() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_fixed_renewal_lease_fails_g04() {
     must_fail(
-        Flaw::FixedRenewLease,
+        broken::<FixedRenewLease>(),
         "g04_renewal_cap",
         "the_renewals_lease_duration_decides_the_new_expiry",
     )
     .await;
+}
+
+flaw! {
+    /// Renews every lease for 30 s, whatever was asked (G4).
+    FixedRenewLease
+}
+
+tenure_core::forward_store! {
+    impl Store for FixedRenewLease {
+        forward self => self.inner;
+
+        async fn renew(&self, mut params: RenewParams) -> Result<Vec<RenewOutcome>> {
+            params.lease_for = Duration::from_secs(30);
+            self.inner.renew(params).await
+        }
+    }
 }

@@ -5,7 +5,7 @@ use super::*;
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn ignoring_max_stalls_fails_g06() {
     must_fail(
-        Flaw::IgnoresMaxStalls,
+        FlawedHarness(Flaw::IgnoresMaxStalls),
         "g06_stalls",
         "dead_after_max_stalls_with_a_stalled_error",
     )

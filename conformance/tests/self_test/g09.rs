@@ -1,11 +1,12 @@
 //! The flaws that break G9, stream FIFO: each broken store must fail the cases named with it.
 
 use super::*;
+use crate::g07::ClaimsFutureItems;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn ignoring_stream_order_fails_g09() {
     must_fail(
-        Flaw::IgnoresStreamOrder,
+        FlawedHarness(Flaw::IgnoresStreamOrder),
         "g09_stream_fifo",
         "a_running_item_blocks_later_items_of_its_stream",
     )
@@ -15,7 +16,7 @@ async fn ignoring_stream_order_fails_g09() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn ignoring_stream_runs_fails_g09() {
     must_fail(
-        Flaw::IgnoresStreamRuns,
+        FlawedHarness(Flaw::IgnoresStreamRuns),
         "g09_stream_fifo",
         "a_run_leases_the_head_and_the_ready_items_behind_it_in_order",
     )
@@ -25,7 +26,7 @@ async fn ignoring_stream_runs_fails_g09() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn ignoring_stream_runs_fails_the_zero_run_refusal_of_g09() {
     must_fail(
-        Flaw::IgnoresStreamRuns,
+        FlawedHarness(Flaw::IgnoresStreamRuns),
         "g09_stream_fifo",
         "a_stream_run_of_zero_is_refused_naming_the_field",
     )
@@ -35,7 +36,7 @@ async fn ignoring_stream_runs_fails_the_zero_run_refusal_of_g09() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn serving_runs_without_the_capability_fails_g09() {
     must_fail(
-        Flaw::RunsWithoutTheCapability,
+        FlawedHarness(Flaw::RunsWithoutTheCapability),
         "g09_stream_fifo",
         "stream_runs_are_served_only_by_stores_that_declare_them",
     )
@@ -45,7 +46,7 @@ async fn serving_runs_without_the_capability_fails_g09() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn freeing_the_stream_behind_a_running_head_fails_g09() {
     must_fail(
-        Flaw::FreesTheStreamBehindARunningHead,
+        FlawedHarness(Flaw::FreesTheStreamBehindARunningHead),
         "g09_stream_fifo",
         "completing_an_item_of_a_run_before_the_items_ahead_of_it_is_refused_and_changes_nothing",
     )
@@ -55,7 +56,7 @@ async fn freeing_the_stream_behind_a_running_head_fails_g09() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn accepting_a_run_out_of_order_fails_g09() {
     must_fail_each(
-        Flaw::AcceptsRunItemsOutOfOrder,
+        FlawedHarness(Flaw::AcceptsRunItemsOutOfOrder),
         "g09_stream_fifo",
         &[
             "completing_an_item_of_a_run_before_the_items_ahead_of_it_is_refused_and_changes_nothing",
@@ -68,7 +69,7 @@ async fn accepting_a_run_out_of_order_fails_g09() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn counting_a_run_as_one_lease_fails_g09() {
     must_fail(
-        Flaw::CountsARunAsOneLease,
+        FlawedHarness(Flaw::CountsARunAsOneLease),
         "g09_stream_fifo",
         "a_run_counts_towards_the_claim_limit",
     )
@@ -78,7 +79,7 @@ async fn counting_a_run_as_one_lease_fails_g09() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn claiming_future_items_fails_the_run_stop_of_g09() {
     must_fail(
-        Flaw::ClaimsFutureItems,
+        broken::<ClaimsFutureItems>(),
         "g09_stream_fifo",
         "a_run_stops_at_an_item_that_is_not_due_or_not_in_the_claimed_queues",
     )
@@ -88,7 +89,7 @@ async fn claiming_future_items_fails_the_run_stop_of_g09() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn ignoring_scope_fails_the_run_stop_of_g09() {
     must_fail(
-        Flaw::IgnoresScope,
+        FlawedHarness(Flaw::IgnoresScope),
         "g09_stream_fifo",
         "a_run_stops_at_an_item_whose_scope_is_busy",
     )
@@ -98,7 +99,7 @@ async fn ignoring_scope_fails_the_run_stop_of_g09() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn leaving_a_run_running_after_a_failure_fails_g09() {
     must_fail(
-        Flaw::LeavesTheRunRunning,
+        FlawedHarness(Flaw::LeavesTheRunRunning),
         "g09_stream_fifo",
         "a_failed_item_of_a_run_puts_every_later_item_back_untouched",
     )
@@ -108,7 +109,7 @@ async fn leaving_a_run_running_after_a_failure_fails_g09() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn leaving_a_run_running_after_a_release_fails_g09() {
     must_fail(
-        Flaw::LeavesTheRunRunning,
+        FlawedHarness(Flaw::LeavesTheRunRunning),
         "g09_stream_fifo",
         "a_released_item_of_a_run_puts_every_later_item_back_untouched",
     )
@@ -118,7 +119,7 @@ async fn leaving_a_run_running_after_a_release_fails_g09() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn stalling_a_whole_expired_run_fails_g09() {
     must_fail(
-        Flaw::StallsTheRunBehindItsHead,
+        FlawedHarness(Flaw::StallsTheRunBehindItsHead),
         "g09_stream_fifo",
         "an_expired_run_is_recovered_from_its_head_without_stalls_behind_it",
     )
@@ -128,7 +129,7 @@ async fn stalling_a_whole_expired_run_fails_g09() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn stalling_a_whole_evicted_run_fails_g09() {
     must_fail(
-        Flaw::StallsTheRunBehindItsHead,
+        FlawedHarness(Flaw::StallsTheRunBehindItsHead),
         "g09_stream_fifo",
         "evicting_the_owner_of_a_run_puts_the_items_behind_its_head_back_untouched",
     )
@@ -138,7 +139,7 @@ async fn stalling_a_whole_evicted_run_fails_g09() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn keying_streams_by_queue_fails_g09_across_queues() {
     must_fail(
-        Flaw::StreamsPerQueue,
+        FlawedHarness(Flaw::StreamsPerQueue),
         "g09_stream_fifo",
         "a_stream_spanning_two_queues_is_claimed_in_enqueue_order_across_them",
     )

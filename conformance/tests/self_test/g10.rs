@@ -5,7 +5,7 @@ use super::*;
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn ignoring_scope_fails_g10() {
     must_fail(
-        Flaw::IgnoresScope,
+        FlawedHarness(Flaw::IgnoresScope),
         "g10_scope",
         "a_busy_scope_is_passed_over_for_the_next_eligible_item",
     )
@@ -15,7 +15,7 @@ async fn ignoring_scope_fails_g10() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn keying_scopes_by_queue_fails_g10_across_queues() {
     must_fail(
-        Flaw::ScopesPerQueue,
+        FlawedHarness(Flaw::ScopesPerQueue),
         "g10_scope",
         "a_busy_scope_is_passed_over_in_every_queue",
     )

@@ -5,7 +5,7 @@ use super::*;
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn ignoring_dedup_keys_fails_g11() {
     must_fail(
-        Flaw::IgnoresDedupKeys,
+        broken::<IgnoresDedupKeys>(),
         "g11_dedup",
         "a_second_enqueue_within_the_window_is_a_duplicate_of_the_first",
     )
@@ -15,7 +15,7 @@ async fn ignoring_dedup_keys_fails_g11() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_discard_forgetting_dedup_keys_fails_g11_alone() {
     must_fail_only(
-        Flaw::DiscardForgetsDedupKeys,
+        FlawedHarness(Flaw::DiscardForgetsDedupKeys),
         "g11_dedup",
         "a_discarded_dead_item_still_dedups_within_the_window",
     )
@@ -25,7 +25,7 @@ async fn a_discard_forgetting_dedup_keys_fails_g11_alone() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_purge_ignoring_keep_done_for_fails_g11_alone() {
     must_fail_only(
-        Flaw::PurgeIgnoresKeepDoneFor,
+        FlawedHarness(Flaw::PurgeIgnoresKeepDoneFor),
         "g11_dedup",
         "purge_keeps_finished_items_younger_than_keep_done_for_and_counts_those_it_deletes",
     )
@@ -35,7 +35,7 @@ async fn a_purge_ignoring_keep_done_for_fails_g11_alone() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_dedup_key_owned_by_the_last_queue_fails_g11_across_queues() {
     must_fail(
-        Flaw::DedupKeyOwnedByLastQueue,
+        FlawedHarness(Flaw::DedupKeyOwnedByLastQueue),
         "g11_dedup",
         "each_queue_answers_its_own_earlier_item_for_a_shared_dedup_key",
     )
@@ -45,9 +45,43 @@ async fn a_dedup_key_owned_by_the_last_queue_fails_g11_across_queues() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn ignoring_the_purge_limit_fails_g11() {
     must_fail(
-        Flaw::IgnoresPurgeLimit,
+        broken::<IgnoresPurgeLimit>(),
         "g11_dedup",
         "a_purge_pass_forgets_exactly_its_limit_of_expired_keys",
     )
     .await;
+}
+
+flaw! {
+    /// Drops dedup keys on enqueue (breaks G11).
+    IgnoresDedupKeys
+}
+
+tenure_core::forward_store! {
+    impl Store for IgnoresDedupKeys {
+        forward self => self.inner;
+
+        async fn enqueue(&self, mut params: EnqueueParams) -> Result<Vec<Enqueued>> {
+            for item in &mut params.items {
+                item.dedup_key = None;
+            }
+            self.inner.enqueue(params).await
+        }
+    }
+}
+
+flaw! {
+    /// Purges every expired key in one pass, whatever the limit (G11).
+    IgnoresPurgeLimit
+}
+
+tenure_core::forward_store! {
+    impl Store for IgnoresPurgeLimit {
+        forward self => self.inner;
+
+        async fn purge(&self, mut params: PurgeParams) -> Result<Purged> {
+            params.limit = 1_000;
+            self.inner.purge(params).await
+        }
+    }
 }

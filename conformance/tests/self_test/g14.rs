@@ -5,7 +5,7 @@ use super::*;
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn ignoring_partitions_fails_g14() {
     must_fail(
-        Flaw::IgnoresPartitions,
+        FlawedHarness(Flaw::IgnoresPartitions),
         "g14_partitioned_claiming",
         "each_instance_takes_exactly_the_share_its_rank_gives_it",
     )
@@ -15,7 +15,7 @@ async fn ignoring_partitions_fails_g14() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn serving_partitioned_claims_without_the_capability_fails_g14() {
     must_fail(
-        Flaw::ClaimsAllWithoutThePartitionCapability,
+        FlawedHarness(Flaw::ClaimsAllWithoutThePartitionCapability),
         "g14_partitioned_claiming",
         "partitioned_claims_are_served_only_by_stores_that_declare_them",
     )
@@ -25,7 +25,7 @@ async fn serving_partitioned_claims_without_the_capability_fails_g14() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn ignoring_enqueue_pins_fails_g14() {
     must_fail(
-        Flaw::IgnoresEnqueuePins,
+        FlawedHarness(Flaw::IgnoresEnqueuePins),
         "g14_partitioned_claiming",
         "a_stream_pinned_at_enqueue_goes_only_to_the_enqueuing_instance_first_pin_winning",
     )
@@ -35,7 +35,7 @@ async fn ignoring_enqueue_pins_fails_g14() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn ignoring_enqueue_pins_fails_the_unregistered_pin_refusal_of_g14() {
     must_fail(
-        Flaw::IgnoresEnqueuePins,
+        FlawedHarness(Flaw::IgnoresEnqueuePins),
         "g14_partitioned_claiming",
         "pinning_at_enqueue_to_an_unregistered_instance_is_refused_and_writes_nothing",
     )
@@ -45,7 +45,7 @@ async fn ignoring_enqueue_pins_fails_the_unregistered_pin_refusal_of_g14() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn ignoring_enqueue_pins_fails_the_eviction_of_a_pin_of_g14() {
     must_fail(
-        Flaw::IgnoresEnqueuePins,
+        FlawedHarness(Flaw::IgnoresEnqueuePins),
         "g14_partitioned_claiming",
         "eviction_drops_a_pin_made_at_enqueue",
     )
@@ -55,7 +55,7 @@ async fn ignoring_enqueue_pins_fails_the_eviction_of_a_pin_of_g14() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pinning_at_enqueue_without_the_capability_fails_g14() {
     must_fail(
-        Flaw::ClaimsAllWithoutThePartitionCapability,
+        FlawedHarness(Flaw::ClaimsAllWithoutThePartitionCapability),
         "g14_partitioned_claiming",
         "pinning_at_enqueue_is_served_only_by_stores_that_declare_partitioned_claiming",
     )
@@ -65,7 +65,7 @@ async fn pinning_at_enqueue_without_the_capability_fails_g14() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn keying_streams_by_queue_fails_g14_pins_across_queues() {
     must_fail(
-        Flaw::StreamsPerQueue,
+        FlawedHarness(Flaw::StreamsPerQueue),
         "g14_partitioned_claiming",
         "a_streams_pin_holds_in_every_queue_of_the_stream",
     )

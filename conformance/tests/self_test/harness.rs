@@ -1,5 +1,7 @@
 //! The honest harnesses, and the assertions every flaw is held to.
 
+use std::fmt;
+
 use super::*;
 
 /// Fresh memory stores; `keep_done` chooses whether finished items are kept.
@@ -72,8 +74,8 @@ pub(crate) fn rewind(store: &MemoryStore) -> Result<Snapshot> {
 /// Runs the whole suite against the flawed store: the group of the broken guarantee
 /// must fail, and in it the case that names the behaviour most directly. Prints the
 /// other groups it also failed.
-pub(crate) async fn must_fail(flaw: Flaw, group: &str, case: &str) {
-    let report = run_all(&FlawedHarness(flaw)).await;
+pub(crate) async fn must_fail<H: Harness + fmt::Debug>(flaw: H, group: &str, case: &str) {
+    let report = run_all(&flaw).await;
     let failed = report.failed_groups();
     let in_group: Vec<&str> = report
         .failures()
@@ -93,8 +95,8 @@ pub(crate) async fn must_fail(flaw: Flaw, group: &str, case: &str) {
 
 /// Like [`must_fail`], for a flaw the rest of the suite cannot see: `group::case` is
 /// the one case it fails, so without that case the suite would pass it.
-pub(crate) async fn must_fail_only(flaw: Flaw, group: &str, case: &str) {
-    let report = run_all(&FlawedHarness(flaw)).await;
+pub(crate) async fn must_fail_only<H: Harness + fmt::Debug>(flaw: H, group: &str, case: &str) {
+    let report = run_all(&flaw).await;
     let failed: Vec<(&str, &str)> = report.failures().map(|f| (f.group, f.case)).collect();
     eprintln!("{flaw:?}: failed {failed:?}");
     assert_eq!(
@@ -106,8 +108,12 @@ pub(crate) async fn must_fail_only(flaw: Flaw, group: &str, case: &str) {
 
 /// Like [`must_fail`], for a flaw that must fail every one of `in_cases` of `group`,
 /// from one run.
-pub(crate) async fn must_fail_each(flaw: Flaw, group: &str, in_cases: &[&str]) {
-    let report = run_all(&FlawedHarness(flaw)).await;
+pub(crate) async fn must_fail_each<H: Harness + fmt::Debug>(
+    flaw: H,
+    group: &str,
+    in_cases: &[&str],
+) {
+    let report = run_all(&flaw).await;
     let in_group: Vec<&str> = report
         .failures()
         .filter(|f| f.group == group)

@@ -27,9 +27,11 @@ use tenure_core::{
 };
 use tenure_memory::{MemorySnapshot, MemoryStore};
 
+mod broken;
 mod flawed;
 mod harness;
 
+use broken::*;
 use flawed::*;
 use harness::*;
 

@@ -14,32 +14,14 @@ pub(crate) enum Flaw {
     /// lease id: after a failover that lost a claim, the lost lease's token validates
     /// the new lease of the same attempt number (breaks G3).
     FencesOnTheAttemptOnly,
-    /// Hands a still-running item to a second claimer (breaks G1).
-    HandsOneItemToTwoClaimers,
     /// Drops the scope key on enqueue, showing it again on reads (breaks G10).
     IgnoresScope,
     /// Drops the stream key on enqueue, showing it again on reads (breaks G9).
     IgnoresStreamOrder,
     /// Raises every item's renewal cap out of reach, showing the real cap on reads (G4).
     NoRenewalCap,
-    /// Makes every item due at once (breaks G7).
-    ClaimsFutureItems,
-    /// Answers Follower when the backend is unreachable (breaks G13).
-    FollowerWhenUnreachable,
-    /// Writes an enqueue item by item, so a bad item leaves earlier ones written (G15).
-    WritesBeforeValidating,
-    /// Loses the answer of a claim that reclaimed an expired item (breaks G2).
-    LosesReclaimedLeases,
-    /// Retries at once, whatever the delay (breaks G5).
-    IgnoresRetryDelay,
     /// Raises every item's stall cap out of reach (breaks G6).
     IgnoresMaxStalls,
-    /// Treats every item as priority 0 (breaks G8).
-    IgnoresPriority,
-    /// Drops dedup keys on enqueue (breaks G11).
-    IgnoresDedupKeys,
-    /// Never evicts anyone (breaks G12).
-    NeverEvicts,
     /// Declares partitioned claiming but claims as if no partitioning were asked (G14).
     IgnoresPartitions,
     /// Does not declare partitioned claiming, yet serves partitioned claims as ordinary
@@ -63,28 +45,6 @@ pub(crate) enum Flaw {
     /// id, while single tokens are fenced in full (G3 in batches: the held-out store
     /// of issue 27).
     BatchesFenceOnTheAttemptOnly,
-    /// Leases every claim for 30 s, whatever was asked (G2).
-    FixedClaimLease,
-    /// Renews every lease for 30 s, whatever was asked (G4).
-    FixedRenewLease,
-    /// Leases the leader lease for 15 s, whatever was asked (G13).
-    FixedLeaderLease,
-    /// Evicts by the default 30 s silence, whatever was asked (G12).
-    FixedStaleAfter,
-    /// Recovers every expired lease in one pass, whatever the limit (G2).
-    IgnoresRecoverLimit,
-    /// Claims one item more than the limit asks (G8).
-    ClaimLimitOffByOne,
-    /// Purges every expired key in one pass, whatever the limit (G11).
-    IgnoresPurgeLimit,
-    /// Delays every delayed item by 60 s, whatever was asked (G7).
-    FixedDelay,
-    /// Writes a `run_at` outside the schedule window, clamped to its edge (G15).
-    ClampsRunAtIntoTheWindow,
-    /// Writes a delay longer than the schedule window, clamped to it (G15).
-    ClampsLongDelays,
-    /// Reads only as many queue names of a claim as the limit allows (G15).
-    TruncatesTheQueueList,
     /// Declares stream runs but claims heads only, whatever run is asked (G9).
     IgnoresStreamRuns,
     /// Does not declare stream runs, yet serves them (G9's mandatory runs case).
@@ -121,13 +81,6 @@ pub(crate) enum Flaw {
     PausesOnlyItsOwnHandle,
     /// Requeues and discards dead items by filter whatever their age.
     FilterIgnoresAge,
-    /// Reads the leader by taking the lease and giving it back when nobody holds it,
-    /// so every read of a free lease raises its term (G13).
-    ReadsTheLeaderByAcquiring,
-    /// Reads the last holder it saw acquire the lease, expired or resigned (G13).
-    ReadsAnExpiredLeader,
-    /// Reads no leader when the backend is unreachable (G13).
-    NoLeaderWhenUnreachable,
     /// Cancels by reading the item, then deleting it if it was ready when read, even
     /// when a claim leased it in between (breaks the cancel race).
     CancelChecksThenDeletes,
@@ -166,9 +119,6 @@ pub(crate) enum Flaw {
     DiscardForgetsDedupKeys,
     /// Purges every kept finished item, whatever its age (on a store keeping them).
     PurgeIgnoresKeepDoneFor,
-    /// Deregisters only registered instances: an owner that is not registered keeps
-    /// its leases, as a store returning early when the instance is unknown would.
-    DeregisterSkipsUnregisteredOwners,
     /// Counts no finished items, though it keeps them as `done`.
     CountsNoFinishedItems,
     /// Cancels a kept finished item like a ready one (deleting it, answering
@@ -264,7 +214,6 @@ pub(crate) struct Hidden {
     pub(crate) dedup_keys: HashMap<ItemId, DedupKey>,
     /// Per dedup key, the queue that last used it and how often it changed hands.
     pub(crate) dedup_owner: HashMap<String, (QueueName, u32)>,
-    pub(crate) handed: Vec<Lease>,
     /// Leases of items behind the head of a run, in claim order.
     pub(crate) tails: Vec<Lease>,
     /// Tail leases shown as still running after an earlier item of their run left.
@@ -286,8 +235,6 @@ pub(crate) struct Hidden {
     pub(crate) gone: HashSet<ItemId>,
     /// Items shown as they were before an operation the inner store applied.
     pub(crate) frozen: HashMap<ItemId, Item>,
-    /// The last holder told Leader, per lease name.
-    pub(crate) leaders: HashMap<LeaderName, LeaderInfo>,
     /// Every keyed item's queue and limit key, and the keyed items in enqueue order.
     pub(crate) limit_keys: HashMap<ItemId, (QueueName, LimitKey)>,
     pub(crate) limit_order: Vec<ItemId>,
@@ -636,7 +583,14 @@ impl Flawed {
     }
 }
 
+/// The harness of one [`Flaw`] of [`Flawed`].
 pub(crate) struct FlawedHarness(pub(crate) Flaw);
+
+impl std::fmt::Debug for FlawedHarness {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.0.fmt(f)
+    }
+}
 
 #[async_trait]
 impl Harness for FlawedHarness {

@@ -131,9 +131,6 @@ impl Store for Flawed {
                     self.hidden().stalls.insert(item.id, item.max_stalls);
                     item.max_stalls = MAX_ATTEMPTS_LIMIT;
                 }
-                Flaw::ClaimsFutureItems => item.schedule = Schedule::Now,
-                Flaw::IgnoresPriority => item.priority = 0,
-                Flaw::IgnoresDedupKeys => item.dedup_key = None,
                 Flaw::StreamsPerQueue => {
                     if let Some(s) = item.stream.take() {
                         item.stream = Some(StreamKey::new(format!("{}/{s}", item.queue))?);
@@ -160,34 +157,8 @@ impl Store for Flawed {
                         hidden.dedup_keys.insert(item.id, k);
                     }
                 }
-                Flaw::ClampsRunAtIntoTheWindow => {
-                    let (window, now) = (self.limits().schedule_window, self.clock.now());
-                    if let Schedule::At(t) = item.schedule {
-                        item.schedule = Schedule::At(t.clamp(now - window, now + window));
-                    }
-                }
-                Flaw::FixedDelay => {
-                    if let Schedule::After(d) = item.schedule {
-                        if d > Duration::ZERO {
-                            item.schedule = Schedule::After(Duration::from_secs(60));
-                        }
-                    }
-                }
-                Flaw::ClampsLongDelays => {
-                    let window = self.limits().schedule_window;
-                    if let Schedule::After(d) = item.schedule {
-                        item.schedule = Schedule::After(d.min(window));
-                    }
-                }
                 _ => {}
             }
-        }
-        if self.flaw == Flaw::WritesBeforeValidating && !params.items.is_empty() {
-            let mut answers = Vec::new();
-            for item in params.items {
-                answers.extend(self.inner.enqueue(EnqueueParams::one(item)).await?);
-            }
-            return Ok(answers);
         }
         self.inner.enqueue(params).await
     }
@@ -208,8 +179,6 @@ impl Store for Flawed {
         if self.flaw == Flaw::CountsARunAsOneLease && params.stream_run > 1 {
             params.limit = (params.limit * params.stream_run).min(1_000);
         }
-        let limit = params.limit as usize;
-        let owner = params.owner.clone();
         if self.flaw == Flaw::PausesOnlyItsOwnHandle {
             let local = self.hidden().local_pauses.clone();
             params.queues.retain(|q| !local.contains(q));
@@ -217,42 +186,7 @@ impl Store for Flawed {
                 return Ok(Vec::new());
             }
         }
-        match self.flaw {
-            Flaw::FixedClaimLease => params.lease_for = Duration::from_secs(30),
-            Flaw::ClaimLimitOffByOne => params.limit += 1,
-            Flaw::TruncatesTheQueueList => {
-                params.queues.truncate(self.limits().max_claim_queues);
-            }
-            _ => {}
-        }
         let mut leases = self.inner.claim(params).await?;
-        if self.flaw == Flaw::LosesReclaimedLeases {
-            leases.retain(|l| l.token.attempt == 1);
-        }
-        if self.flaw == Flaw::HandsOneItemToTwoClaimers {
-            let earlier = {
-                let mut hidden = self.hidden();
-                let earlier = hidden.handed.clone();
-                hidden.handed.extend(leases.iter().cloned());
-                let keep_from = hidden.handed.len().saturating_sub(64);
-                hidden.handed.drain(..keep_from);
-                earlier
-            };
-            let mine: HashSet<ItemId> = leases.iter().map(|l| l.token.id).collect();
-            for mut lease in earlier.into_iter().rev() {
-                if leases.len() >= limit {
-                    break;
-                }
-                let current = self.inner.item_get(lease.token.id).await?;
-                let live = current
-                    .is_some_and(|i| i.state == ItemState::Running && i.token() == lease.token);
-                if live && !mine.contains(&lease.token.id) && lease.owner != owner {
-                    lease.owner = owner.clone();
-                    lease.item.owner = Some(owner.clone());
-                    leases.push(lease);
-                }
-            }
-        }
         if matches!(
             self.flaw,
             Flaw::LeavesTheRunRunning | Flaw::StallsTheRunBehindItsHead
@@ -301,9 +235,6 @@ impl Store for Flawed {
     }
 
     async fn renew(&self, mut params: RenewParams) -> Result<Vec<RenewOutcome>> {
-        if self.flaw == Flaw::FixedRenewLease {
-            params.lease_for = Duration::from_secs(30);
-        }
         self.current_attempts(&mut params.tokens).await?;
         self.id_order(&mut params.tokens, |t| t.id);
         self.inner.renew(params).await
@@ -366,13 +297,6 @@ impl Store for Flawed {
             self.stale_frees(&refused).await?;
             return Ok(out);
         }
-        if self.flaw == Flaw::IgnoresRetryDelay {
-            for f in &mut params.failures {
-                if let Retry::After(_) = f.retry {
-                    f.retry = Retry::After(Duration::ZERO);
-                }
-            }
-        }
         let mut tokens: Vec<LeaseToken> = params.failures.iter().map(|f| f.token).collect();
         self.keep_tails_behind(&tokens).await?;
         self.current_attempts(&mut tokens).await?;
@@ -402,10 +326,7 @@ impl Store for Flawed {
         self.inner.release(params).await
     }
 
-    async fn recover_expired(&self, mut params: RecoverParams) -> Result<Recovered> {
-        if self.flaw == Flaw::IgnoresRecoverLimit {
-            params.limit = 1_000;
-        }
+    async fn recover_expired(&self, params: RecoverParams) -> Result<Recovered> {
         let mut passed_over = Vec::new();
         if self.flaw == Flaw::RecoveryPassesOverPausedQueues {
             let now = self.clock.now();
@@ -432,9 +353,6 @@ impl Store for Flawed {
     }
 
     async fn purge(&self, mut params: PurgeParams) -> Result<Purged> {
-        if self.flaw == Flaw::IgnoresPurgeLimit {
-            params.limit = 1_000;
-        }
         if self.flaw == Flaw::PurgeIgnoresKeepDoneFor {
             params.keep_done_for = Duration::ZERO;
         }
@@ -544,55 +462,18 @@ impl Store for Flawed {
         self.inner.instance_list().await
     }
 
-    async fn instance_evict_stale(&self, mut params: EvictParams) -> Result<Evicted> {
-        if self.flaw == Flaw::FixedStaleAfter {
-            params.stale_after = Duration::from_secs(30);
-        }
-        if self.flaw == Flaw::NeverEvicts {
-            params.validate(&self.limits())?;
-            return Ok(Evicted::default());
-        }
+    async fn instance_evict_stale(&self, params: EvictParams) -> Result<Evicted> {
         let mut evicted = self.inner.instance_evict_stale(params).await?;
         evicted.released += self.stall_put_back_tails().await?;
         Ok(evicted)
     }
 
     async fn instance_deregister(&self, params: DeregisterParams) -> Result<Evicted> {
-        if self.flaw == Flaw::DeregisterSkipsUnregisteredOwners
-            && !self
-                .inner
-                .instance_list()
-                .await?
-                .iter()
-                .any(|i| i.id == params.instance)
-        {
-            return Ok(Evicted::default());
-        }
         self.inner.instance_deregister(params).await
     }
 
-    async fn leader_acquire(&self, mut params: LeaderParams) -> Result<LeaderStatus> {
-        if self.flaw == Flaw::FixedLeaderLease {
-            params.lease_for = Duration::from_secs(15);
-        }
-        let holder = params.holder.clone();
-        let name = params.name.clone();
-        match self.inner.leader_acquire(params).await {
-            Err(Error::Unavailable { .. }) if self.flaw == Flaw::FollowerWhenUnreachable => {
-                Ok(LeaderStatus::Follower {
-                    holder,
-                    term: 0,
-                    expires_at: tenure_core::Timestamp::EPOCH,
-                })
-            }
-            Ok(LeaderStatus::Leader { term, expires_at }) => {
-                self.hidden()
-                    .leaders
-                    .insert(name, LeaderInfo::new(holder, term, expires_at));
-                Ok(LeaderStatus::Leader { term, expires_at })
-            }
-            other => other,
-        }
+    async fn leader_acquire(&self, params: LeaderParams) -> Result<LeaderStatus> {
+        self.inner.leader_acquire(params).await
     }
 
     async fn leader_resign(&self, params: LeaderParams) -> Result<bool> {
@@ -600,32 +481,7 @@ impl Store for Flawed {
     }
 
     async fn leader_get(&self, name: &LeaderName) -> Result<Option<LeaderInfo>> {
-        match self.flaw {
-            Flaw::ReadsTheLeaderByAcquiring => {
-                let me = OwnerId::new("leader-reader")?;
-                let params = LeaderParams::new(name.clone(), me, self.limits().min_lease);
-                match self.inner.leader_acquire(params.clone()).await? {
-                    LeaderStatus::Follower {
-                        holder,
-                        term,
-                        expires_at,
-                    } => Ok(Some(LeaderInfo::new(holder, term, expires_at))),
-                    LeaderStatus::Leader { .. } => {
-                        self.inner.leader_resign(params).await?;
-                        Ok(None)
-                    }
-                }
-            }
-            Flaw::ReadsAnExpiredLeader => {
-                self.inner.leader_get(name).await?;
-                Ok(self.hidden().leaders.get(name).cloned())
-            }
-            Flaw::NoLeaderWhenUnreachable => match self.inner.leader_get(name).await {
-                Err(Error::Unavailable { .. }) => Ok(None),
-                other => other,
-            },
-            _ => self.inner.leader_get(name).await,
-        }
+        self.inner.leader_get(name).await
     }
 
     async fn item_list(&self, mut params: ItemListParams) -> Result<ItemPage> {
