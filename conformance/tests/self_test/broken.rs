@@ -36,9 +36,15 @@ pub(crate) fn lock<T>(state: &Shared<T>) -> std::sync::MutexGuard<'_, T> {
 
 /// Declares a flaw's type: the memory store it wraps, the clock that store reads, and
 /// the state the flaw keeps (each field starts at its default), with its [`Broken`]
-/// impl.
+/// impl. A trailing `; keep_done` opens the memory store keeping finished items.
 macro_rules! flaw {
-    ($(#[$doc:meta])* $name:ident $({ $($field:ident: $ty:ty),* $(,)? })?) => {
+    (@keep_done) => {
+        false
+    };
+    (@keep_done keep_done) => {
+        true
+    };
+    ($(#[$doc:meta])* $name:ident $({ $($field:ident: $ty:ty),* $(,)? })? $(; $keep:ident)?) => {
         $(#[$doc])*
         #[derive(Clone, Debug)]
         pub(crate) struct $name {
@@ -49,6 +55,8 @@ macro_rules! flaw {
         }
 
         impl $crate::broken::Broken for $name {
+            const KEEP_DONE: bool = flaw!(@keep_done $($keep)?);
+
             fn over(inner: MemoryStore, clock: ManualClock) -> Self {
                 $name {
                     inner,

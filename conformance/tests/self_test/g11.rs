@@ -25,7 +25,7 @@ async fn a_discard_forgetting_dedup_keys_fails_g11_alone() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_purge_ignoring_keep_done_for_fails_g11_alone() {
     must_fail_only(
-        FlawedHarness(Flaw::PurgeIgnoresKeepDoneFor),
+        broken::<PurgeIgnoresKeepDoneFor>(),
         "g11_dedup",
         "purge_keeps_finished_items_younger_than_keep_done_for_and_counts_those_it_deletes",
     )
@@ -81,6 +81,22 @@ tenure_core::forward_store! {
 
         async fn purge(&self, mut params: PurgeParams) -> Result<Purged> {
             params.limit = 1_000;
+            self.inner.purge(params).await
+        }
+    }
+}
+
+flaw! {
+    /// Purges every kept finished item, whatever its age (on a store keeping them).
+    PurgeIgnoresKeepDoneFor; keep_done
+}
+
+tenure_core::forward_store! {
+    impl Store for PurgeIgnoresKeepDoneFor {
+        forward self => self.inner;
+
+        async fn purge(&self, mut params: PurgeParams) -> Result<Purged> {
+            params.keep_done_for = Duration::ZERO;
             self.inner.purge(params).await
         }
     }

@@ -66,72 +66,18 @@ pub(crate) enum Flaw {
     AcceptsRunItemsOutOfOrder,
     /// Drops the pin of an enqueue (G14).
     IgnoresEnqueuePins,
-    /// Lists from the start whatever cursor it is given (breaks paging).
-    ListingIgnoresTheCursor,
-    /// Lists scheduled items with the ready ones (breaks the split by state).
-    ListsScheduledAsReady,
-    /// Reports no pause flag and no oldest age in the counts.
-    CountsWithoutPauseOrAge,
-    /// Cancels a running item too, by failing and discarding it.
-    CancelsRunningItems,
-    /// Answers a pause but never applies it.
-    IgnoresPause,
     /// Keeps a pause in the handle that paused, so claims through other handles onto
     /// the same data go on (breaks the pause race).
     PausesOnlyItsOwnHandle,
-    /// Requeues and discards dead items by filter whatever their age.
-    FilterIgnoresAge,
-    /// Cancels by reading the item, then deleting it if it was ready when read, even
-    /// when a claim leased it in between (breaks the cancel race).
-    CancelChecksThenDeletes,
-    /// Measures the oldest due wait from the enqueue, not from `run_at`.
-    OldestAgeFromEnqueue,
-    /// Lists a queue's items with those of every queue whose name begins with its name.
-    ListsQueuesByNamePrefix,
-    /// Leaves expired leases that nobody recovered out of the lease listing.
-    LeaseListHidesExpired,
-    /// Takes a filter's dead items in enqueue order, not by when they died.
-    DeadFilterByEnqueueOrder,
-    /// Lists only the queues with a ready (due) or dead item, and the paused ones, as a
-    /// store reading only its ready and dead indexes would: a queue whose items are all
-    /// scheduled or running is missing.
-    QueueListSkipsScheduledAndRunningQueues,
-    /// Continues a lease listing strictly after the last expiry of the page, as a
-    /// cursor holding the expiry alone would: leases sharing that expiry are skipped.
-    LeaseCursorByExpiryOnly,
-    /// Keeps listing an item enqueued with a delay as scheduled once it is due, until a
-    /// claim takes it, as a store listing scheduled items from a set that only a claim
-    /// moves them out of would.
-    ListsDelayedItemsAsScheduledOnceDue,
-    /// Grants one attempt on a filtered requeue, whatever `additional_attempts` says.
-    FilteredRequeueGrantsOneAttempt,
     /// Discards dead items by filter without letting their streams move on, as a
     /// store deleting the matching rows without promoting the next head would.
     FilteredDiscardLeavesTheStreamBlocked,
-    /// Takes an item by a filter's `older_than` only once it has been dead for longer
-    /// than that, not at exactly that age.
-    DeadFilterAgeIsStrict,
     /// Cancels an item behind its stream's head without taking it out of the stream,
     /// so the stream stops where it was.
     CancelLeavesAHoleInItsStream,
     /// Forgets the dedup keys of discarded dead items, as a store deleting an item's
     /// key with it would.
     DiscardForgetsDedupKeys,
-    /// Purges every kept finished item, whatever its age (on a store keeping them).
-    PurgeIgnoresKeepDoneFor,
-    /// Counts no finished items, though it keeps them as `done`.
-    CountsNoFinishedItems,
-    /// Cancels a kept finished item like a ready one (deleting it, answering
-    /// `Cancelled`), as a cancel of every item that is neither running nor dead would.
-    CancelDeletesKeptFinishedItems,
-    /// Passes over the expired leases of paused queues in recovery, as a recovery
-    /// going through the claim path's queue filter would.
-    RecoveryPassesOverPausedQueues,
-    /// Takes a filter's dead items that died at one instant latest enqueued first.
-    DeadFilterTiesNewestFirst,
-    /// Checks a dead filter's limit but not its age: an age over ten years is taken as
-    /// ten years instead of refused.
-    FilterSkipsTheAgeBound,
     /// Lets a claim that overlaps another read the running counts from before the
     /// other's, as two claimers reading one snapshot do (pg-boss's "may be slightly
     /// exceeded"; G16 under concurrent claims).
@@ -229,12 +175,6 @@ pub(crate) struct Hidden {
     pub(crate) held_back: HashSet<ItemId>,
     /// Per queue and dedup key, how often the key was forgotten.
     pub(crate) key_generation: HashMap<(QueueName, String), u32>,
-    /// Items enqueued with a delay and not claimed since.
-    pub(crate) delayed: HashSet<ItemId>,
-    /// Items shown as deleted though the inner store keeps them.
-    pub(crate) gone: HashSet<ItemId>,
-    /// Items shown as they were before an operation the inner store applied.
-    pub(crate) frozen: HashMap<ItemId, Item>,
     /// Every keyed item's queue and limit key, and the keyed items in enqueue order.
     pub(crate) limit_keys: HashMap<ItemId, (QueueName, LimitKey)>,
     pub(crate) limit_order: Vec<ItemId>,
@@ -286,80 +226,6 @@ impl Flawed {
         if let Some(&n) = hidden.extra_stalls.get(&item.id) {
             item.stalls += n;
         }
-    }
-
-    /// With [`Flaw::DeadFilterByEnqueueOrder`], the ids a filter takes when the
-    /// items are taken in enqueue order (the filter validated first, and left in
-    /// place when invalid so the store refuses it).
-    pub(crate) async fn dead_in_enqueue_order(
-        &self,
-        filter: &mut Option<DeadFilter>,
-    ) -> Result<Option<Vec<ItemId>>> {
-        let Some(f) = filter.as_ref() else {
-            return Ok(None);
-        };
-        if self.flaw != Flaw::DeadFilterByEnqueueOrder || f.validate(&self.limits()).is_err() {
-            return Ok(None);
-        }
-        let ids = self
-            .dead_matching(f)
-            .await?
-            .into_iter()
-            .take(f.limit as usize)
-            .map(|i| i.id)
-            .collect();
-        *filter = None;
-        Ok(Some(ids))
-    }
-
-    /// The dead items of `f`'s queue old enough for it, in enqueue order.
-    pub(crate) async fn dead_matching(&self, f: &DeadFilter) -> Result<Vec<Item>> {
-        let dead = self
-            .inner
-            .item_list(ItemListParams::new(f.queue.clone(), ListState::Dead).limit(MAX_PAGE))
-            .await?;
-        let before = f.dead_before(self.clock.now());
-        Ok(dead
-            .items
-            .into_iter()
-            .filter(|i| i.updated_at <= before)
-            .collect())
-    }
-
-    /// With [`Flaw::DeadFilterTiesNewestFirst`], the ids a filter takes when items that
-    /// died at one instant go latest enqueued first (the filter validated first, and
-    /// left in place when invalid so the store refuses it). With
-    /// [`Flaw::FilterSkipsTheAgeBound`], an age over ten years becomes ten years.
-    pub(crate) async fn dead_ties_newest_first(
-        &self,
-        filter: &mut Option<DeadFilter>,
-    ) -> Result<Option<Vec<ItemId>>> {
-        let Some(f) = filter.as_mut() else {
-            return Ok(None);
-        };
-        if self.flaw == Flaw::FilterSkipsTheAgeBound {
-            let ten_years = Duration::from_secs(10 * 366 * 24 * 60 * 60);
-            if f.older_than.is_some_and(|a| a > ten_years) {
-                f.older_than = Some(ten_years);
-            }
-        }
-        if self.flaw != Flaw::DeadFilterTiesNewestFirst || f.validate(&self.limits()).is_err() {
-            return Ok(None);
-        }
-        let mut matching: Vec<(usize, Item)> = self
-            .dead_matching(f)
-            .await?
-            .into_iter()
-            .enumerate()
-            .collect();
-        matching.sort_by_key(|(n, i)| (i.updated_at, std::cmp::Reverse(*n)));
-        let ids = matching
-            .into_iter()
-            .take(f.limit as usize)
-            .map(|(_, i)| i.id)
-            .collect();
-        *filter = None;
-        Ok(Some(ids))
     }
 
     /// With [`Flaw::BatchesIgnoreTheAttempt`], a batch's tokens rewritten to the items'
@@ -464,29 +330,6 @@ impl Flawed {
             }
         }
         Ok(())
-    }
-
-    /// The queues the inner store has paused.
-    pub(crate) async fn paused_queues(&self) -> Result<Vec<QueueName>> {
-        let mut out = Vec::new();
-        for q in self.inner.queue_list().await? {
-            if self.inner.queue_counts(&q).await?.paused {
-                out.push(q);
-            }
-        }
-        Ok(out)
-    }
-
-    /// With [`Flaw::DeadFilterAgeIsStrict`], a filter's age one tick longer.
-    pub(crate) fn strict_age(&self, filter: &mut Option<DeadFilter>) {
-        if self.flaw != Flaw::DeadFilterAgeIsStrict {
-            return;
-        }
-        if let Some(f) = filter {
-            if let Some(age) = f.older_than {
-                f.older_than = Some(age + Duration::from_micros(1));
-            }
-        }
     }
 
     /// For [`Flaw::FilteredDiscardLeavesTheStreamBlocked`] and
@@ -598,12 +441,7 @@ impl Harness for FlawedHarness {
 
     async fn open(&self, clock: ManualClock) -> Result<Flawed> {
         Ok(Flawed {
-            inner: MemoryStore::new(clock.clone()).keep_done(matches!(
-                self.0,
-                Flaw::PurgeIgnoresKeepDoneFor
-                    | Flaw::CountsNoFinishedItems
-                    | Flaw::CancelDeletesKeptFinishedItems
-            )),
+            inner: MemoryStore::new(clock.clone()),
             clock,
             flaw: self.0,
             hidden: Arc::default(),

@@ -87,16 +87,6 @@ impl Store for Flawed {
                 }
             }
             match self.flaw {
-                Flaw::ListsDelayedItemsAsScheduledOnceDue => {
-                    let later = match item.schedule {
-                        Schedule::After(d) => d > Duration::ZERO,
-                        Schedule::At(t) => t > self.clock.now(),
-                        Schedule::Now => false,
-                    };
-                    if later {
-                        self.hidden().delayed.insert(item.id);
-                    }
-                }
                 Flaw::DiscardForgetsDedupKeys => {
                     if let Some(k) = item.dedup_key.take() {
                         let mut hidden = self.hidden();
@@ -210,12 +200,6 @@ impl Store for Flawed {
                 }
             }
         }
-        if self.flaw == Flaw::ListsDelayedItemsAsScheduledOnceDue {
-            let mut hidden = self.hidden();
-            for l in &leases {
-                hidden.delayed.remove(&l.token.id);
-            }
-        }
         let held: Vec<LeaseToken> = {
             let hidden = self.hidden();
             leases
@@ -327,83 +311,20 @@ impl Store for Flawed {
     }
 
     async fn recover_expired(&self, params: RecoverParams) -> Result<Recovered> {
-        let mut passed_over = Vec::new();
-        if self.flaw == Flaw::RecoveryPassesOverPausedQueues {
-            let now = self.clock.now();
-            for q in self.paused_queues().await? {
-                let running = self
-                    .inner
-                    .item_list(ItemListParams::new(q, ListState::Running).limit(MAX_PAGE))
-                    .await?;
-                passed_over.extend(
-                    running
-                        .items
-                        .into_iter()
-                        .filter(|i| i.lease_expires_at.is_some_and(|t| t <= now)),
-                );
-            }
-        }
         let mut recovered = self.inner.recover_expired(params).await?;
         recovered.requeued += self.stall_put_back_tails().await?;
-        for it in passed_over {
-            recovered.requeued = recovered.requeued.saturating_sub(1);
-            self.hidden().frozen.insert(it.id, it);
-        }
         Ok(recovered)
     }
 
-    async fn purge(&self, mut params: PurgeParams) -> Result<Purged> {
-        if self.flaw == Flaw::PurgeIgnoresKeepDoneFor {
-            params.keep_done_for = Duration::ZERO;
-        }
+    async fn purge(&self, params: PurgeParams) -> Result<Purged> {
         self.inner.purge(params).await
     }
 
-    async fn dead_requeue(&self, mut params: RequeueParams) -> Result<u64> {
-        if self.flaw == Flaw::FilteredRequeueGrantsOneAttempt
-            && params.filter.is_some()
-            && params.validate(&self.limits()).is_ok()
-        {
-            params.additional_attempts = 1;
-        }
-        self.strict_age(&mut params.filter);
-        let chosen = match self.dead_ties_newest_first(&mut params.filter).await? {
-            Some(ids) => Some(ids),
-            None => self.dead_in_enqueue_order(&mut params.filter).await?,
-        };
-        if let Some(ids) = chosen {
-            if ids.is_empty() {
-                return Ok(0);
-            }
-            params.ids = ids;
-            params.filter = None;
-        }
-        if self.flaw == Flaw::FilterIgnoresAge {
-            if let Some(f) = &mut params.filter {
-                *f = DeadFilter::new(f.queue.clone()).limit(f.limit);
-            }
-        }
+    async fn dead_requeue(&self, params: RequeueParams) -> Result<u64> {
         self.inner.dead_requeue(params).await
     }
 
-    async fn dead_discard(&self, mut params: DiscardParams) -> Result<u64> {
-        let chosen = match self.dead_ties_newest_first(&mut params.filter).await? {
-            Some(ids) => Some(ids),
-            None => self.dead_in_enqueue_order(&mut params.filter).await?,
-        };
-        if let Some(ids) = chosen {
-            if ids.is_empty() {
-                return Ok(0);
-            }
-            params.ids = ids;
-            params.filter = None;
-        }
-        if self.flaw == Flaw::FilterIgnoresAge {
-            if let Some(f) = &mut params.filter {
-                *f = DeadFilter::new(f.queue.clone()).limit(f.limit);
-            }
-        }
-        self.strict_age(&mut params.filter);
+    async fn dead_discard(&self, params: DiscardParams) -> Result<u64> {
         let candidates = self.discard_candidates(&params).await?;
         let by_filter = params.filter.is_some();
         let n = self.inner.dead_discard(params).await?;
@@ -414,12 +335,6 @@ impl Store for Flawed {
     async fn item_get(&self, id: ItemId) -> Result<Option<Item>> {
         if let Some(l) = self.hidden().kept.get(&id) {
             return Ok(Some(l.item.clone()));
-        }
-        if let Some(it) = self.hidden().frozen.get(&id) {
-            return Ok(Some(it.clone()));
-        }
-        if self.hidden().gone.contains(&id) {
-            return Ok(None);
         }
         let mut item = self.inner.item_get(id).await?;
         if let Some(item) = &mut item {
@@ -433,23 +348,6 @@ impl Store for Flawed {
         if self.flaw == Flaw::PausesOnlyItsOwnHandle {
             let paused = self.hidden().local_pauses.contains(queue);
             return Ok(c.with_paused(paused));
-        }
-        if self.flaw == Flaw::CountsNoFinishedItems {
-            let mut c = c;
-            c.done = 0;
-            return Ok(c);
-        }
-        if self.flaw == Flaw::CountsWithoutPauseOrAge {
-            return Ok(c.with_paused(false).with_oldest_ready_age(None));
-        }
-        if self.flaw == Flaw::OldestAgeFromEnqueue {
-            let due = self
-                .inner
-                .item_list(ItemListParams::new(queue.clone(), ListState::Ready).limit(MAX_PAGE))
-                .await?;
-            let now = self.clock.now();
-            let oldest = due.items.iter().map(|i| i.created_at).min();
-            return Ok(c.with_oldest_ready_age(oldest.map(|t| now.duration_since(t))));
         }
         Ok(c)
     }
@@ -484,180 +382,19 @@ impl Store for Flawed {
         self.inner.leader_get(name).await
     }
 
-    async fn item_list(&self, mut params: ItemListParams) -> Result<ItemPage> {
-        if self.flaw == Flaw::ListsDelayedItemsAsScheduledOnceDue {
-            match params.state {
-                ListState::Ready => {
-                    let mut page = self.inner.item_list(params).await?;
-                    let delayed = self.hidden().delayed.clone();
-                    page.items.retain(|i| !delayed.contains(&i.id));
-                    return Ok(page);
-                }
-                ListState::Scheduled => {
-                    let mut page = self.inner.item_list(params.clone()).await?;
-                    let due = self
-                        .inner
-                        .item_list(
-                            ItemListParams::new(params.queue, ListState::Ready).limit(MAX_PAGE),
-                        )
-                        .await?;
-                    let delayed = self.hidden().delayed.clone();
-                    page.items
-                        .extend(due.items.into_iter().filter(|i| delayed.contains(&i.id)));
-                    return Ok(page);
-                }
-                _ => {}
-            }
-        }
-        if self.flaw == Flaw::ListingIgnoresTheCursor {
-            params.cursor = None;
-        }
-        if self.flaw == Flaw::ListsScheduledAsReady && params.state == ListState::Ready {
-            let mut page = self.inner.item_list(params.clone()).await?;
-            let later = self
-                .inner
-                .item_list(ItemListParams::new(params.queue, ListState::Scheduled))
-                .await?;
-            page.items.extend(later.items);
-            return Ok(page);
-        }
-        if self.flaw == Flaw::ListsQueuesByNamePrefix {
-            let mut page = self.inner.item_list(params.clone()).await?;
-            for other in self.inner.queue_list().await? {
-                if other != params.queue && other.as_str().starts_with(params.queue.as_str()) {
-                    let more = self
-                        .inner
-                        .item_list(ItemListParams::new(other, params.state).order(params.order))
-                        .await?;
-                    page.items.extend(more.items);
-                }
-            }
-            return Ok(page);
-        }
+    async fn item_list(&self, params: ItemListParams) -> Result<ItemPage> {
         self.inner.item_list(params).await
     }
 
     async fn lease_list(&self, params: LeaseListParams) -> Result<LeasePage> {
-        if self.flaw == Flaw::LeaseCursorByExpiryOnly {
-            params.validate(&self.limits())?;
-            let after = match &params.cursor {
-                Some(c) => Some(
-                    c.as_str()
-                        .strip_prefix("x.")
-                        .and_then(|s| s.parse::<i64>().ok())
-                        .ok_or_else(|| Error::invalid("cursor", "not a cursor of this store"))?,
-                ),
-                None => None,
-            };
-            let all = self
-                .inner
-                .lease_list(LeaseListParams::new(params.queue).limit(MAX_PAGE))
-                .await?;
-            let mut leases: Vec<_> = all
-                .leases
-                .into_iter()
-                .filter(|l| after.is_none_or(|a| l.expires_at.as_micros() > a))
-                .collect();
-            let more = leases.len() > params.limit as usize;
-            leases.truncate(params.limit as usize);
-            let next = match (more, leases.last()) {
-                (true, Some(l)) => Some(Cursor::new(format!("x.{}", l.expires_at.as_micros()))?),
-                _ => None,
-            };
-            return Ok(LeasePage::new(leases, next, all.as_of));
-        }
-        let mut page = self.inner.lease_list(params).await?;
-        if self.flaw == Flaw::LeaseListHidesExpired {
-            let as_of = page.as_of;
-            page.leases.retain(|l| l.expires_at > as_of);
-        }
-        Ok(page)
+        self.inner.lease_list(params).await
     }
 
     async fn queue_list(&self) -> Result<Vec<QueueName>> {
-        let all = self.inner.queue_list().await?;
-        if self.flaw != Flaw::QueueListSkipsScheduledAndRunningQueues {
-            return Ok(all);
-        }
-        let mut out = Vec::new();
-        for q in all {
-            let c = self.inner.queue_counts(&q).await?;
-            if c.ready > 0 || c.dead > 0 || c.paused {
-                out.push(q);
-            }
-        }
-        Ok(out)
+        self.inner.queue_list().await
     }
 
     async fn item_cancel(&self, params: CancelParams) -> Result<Vec<CancelOutcome>> {
-        if self.flaw == Flaw::CancelChecksThenDeletes {
-            params.validate(&self.limits())?;
-            let mut out = Vec::new();
-            for &id in &params.ids {
-                let seen = self.inner.item_get(id).await?;
-                if seen.is_some_and(|i| i.state == ItemState::Ready) {
-                    // The window between the read and the write, where a claim lands.
-                    for _ in 0..8 {
-                        tokio::task::yield_now().await;
-                    }
-                    match self.inner.item_get(id).await? {
-                        Some(i) if i.state == ItemState::Running => {
-                            let f = tenure_core::Failure::permanent(i.token(), "cancelled");
-                            self.inner.fail(FailParams::one(f)).await?;
-                            self.inner
-                                .dead_discard(DiscardParams::new(vec![id]))
-                                .await?;
-                            out.push(CancelOutcome::Cancelled);
-                            continue;
-                        }
-                        _ => {}
-                    }
-                }
-                out.extend(self.inner.item_cancel(CancelParams::new(vec![id])).await?);
-            }
-            return Ok(out);
-        }
-        if self.flaw == Flaw::CancelsRunningItems {
-            for &id in &params.ids {
-                if let Some(item) = self.inner.item_get(id).await? {
-                    if item.state == ItemState::Running {
-                        let f = tenure_core::Failure::permanent(item.token(), "cancelled");
-                        self.inner.fail(FailParams::one(f)).await?;
-                        self.inner
-                            .dead_discard(DiscardParams::new(vec![id]))
-                            .await?;
-                    }
-                }
-            }
-            let mut out = self.inner.item_cancel(params).await?;
-            for o in &mut out {
-                if *o == CancelOutcome::NotFound {
-                    *o = CancelOutcome::Cancelled;
-                }
-            }
-            return Ok(out);
-        }
-        if self.flaw == Flaw::CancelDeletesKeptFinishedItems {
-            params.validate(&self.limits())?;
-            let mut out = Vec::new();
-            for &id in &params.ids {
-                let done = self
-                    .inner
-                    .item_get(id)
-                    .await?
-                    .is_some_and(|i| i.state == ItemState::Done);
-                if done && self.hidden().gone.insert(id) {
-                    out.push(CancelOutcome::Cancelled);
-                    continue;
-                }
-                if self.hidden().gone.contains(&id) {
-                    out.push(CancelOutcome::NotFound);
-                    continue;
-                }
-                out.extend(self.inner.item_cancel(CancelParams::new(vec![id])).await?);
-            }
-            return Ok(out);
-        }
         if self.flaw == Flaw::CancelLeavesAHoleInItsStream {
             // Which of the ids are ready items behind an unfinished earlier item of
             // their stream.
@@ -703,7 +440,6 @@ impl Store for Flawed {
 
     async fn queue_pause(&self, params: PauseParams) -> Result<bool> {
         match self.flaw {
-            Flaw::IgnoresPause => Ok(!self.inner.queue_counts(&params.queue).await?.paused),
             Flaw::PausesOnlyItsOwnHandle => Ok(self.hidden().local_pauses.insert(params.queue)),
             _ => self.inner.queue_pause(params).await,
         }
