@@ -16,7 +16,7 @@ async fn ignoring_stream_order_fails_g09() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn ignoring_stream_runs_fails_g09() {
     must_fail(
-        FlawedHarness(Flaw::IgnoresStreamRuns),
+        broken::<IgnoresStreamRuns>(),
         "g09_stream_fifo",
         "a_run_leases_the_head_and_the_ready_items_behind_it_in_order",
     )
@@ -26,7 +26,7 @@ async fn ignoring_stream_runs_fails_g09() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn ignoring_stream_runs_fails_the_zero_run_refusal_of_g09() {
     must_fail(
-        FlawedHarness(Flaw::IgnoresStreamRuns),
+        broken::<IgnoresStreamRuns>(),
         "g09_stream_fifo",
         "a_stream_run_of_zero_is_refused_naming_the_field",
     )
@@ -36,7 +36,7 @@ async fn ignoring_stream_runs_fails_the_zero_run_refusal_of_g09() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn serving_runs_without_the_capability_fails_g09() {
     must_fail(
-        FlawedHarness(Flaw::RunsWithoutTheCapability),
+        broken::<RunsWithoutTheCapability>(),
         "g09_stream_fifo",
         "stream_runs_are_served_only_by_stores_that_declare_them",
     )
@@ -56,7 +56,7 @@ async fn freeing_the_stream_behind_a_running_head_fails_g09() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn accepting_a_run_out_of_order_fails_g09() {
     must_fail_each(
-        FlawedHarness(Flaw::AcceptsRunItemsOutOfOrder),
+        broken::<AcceptsRunItemsOutOfOrder>(),
         "g09_stream_fifo",
         &[
             "completing_an_item_of_a_run_before_the_items_ahead_of_it_is_refused_and_changes_nothing",
@@ -69,7 +69,7 @@ async fn accepting_a_run_out_of_order_fails_g09() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn counting_a_run_as_one_lease_fails_g09() {
     must_fail(
-        FlawedHarness(Flaw::CountsARunAsOneLease),
+        broken::<CountsARunAsOneLease>(),
         "g09_stream_fifo",
         "a_run_counts_towards_the_claim_limit",
     )
@@ -144,4 +144,76 @@ async fn keying_streams_by_queue_fails_g09_across_queues() {
         "a_stream_spanning_two_queues_is_claimed_in_enqueue_order_across_them",
     )
     .await;
+}
+
+flaw! {
+    /// Declares stream runs but claims heads only, whatever run is asked (G9).
+    IgnoresStreamRuns
+}
+
+tenure_core::forward_store! {
+    impl Store for IgnoresStreamRuns {
+        forward self => self.inner;
+
+        async fn claim(&self, mut params: ClaimParams) -> Result<Vec<Lease>> {
+            params.stream_run = 1;
+            self.inner.claim(params).await
+        }
+    }
+}
+
+flaw! {
+    /// Does not declare stream runs, yet serves them (G9's mandatory runs case).
+    RunsWithoutTheCapability
+}
+
+tenure_core::forward_store! {
+    impl Store for RunsWithoutTheCapability {
+        forward self => self.inner;
+
+        fn capabilities(&self) -> Capabilities {
+            Capabilities::default().with_partitioned_claiming()
+        }
+    }
+}
+
+flaw! {
+    /// Counts a whole run as one lease against the claim's limit (G9).
+    CountsARunAsOneLease
+}
+
+tenure_core::forward_store! {
+    impl Store for CountsARunAsOneLease {
+        forward self => self.inner;
+
+        async fn claim(&self, mut params: ClaimParams) -> Result<Vec<Lease>> {
+            if params.stream_run > 1 {
+                params.limit = (params.limit * params.stream_run).min(1_000);
+            }
+            self.inner.claim(params).await
+        }
+    }
+}
+
+flaw! {
+    /// Answers an out-of-order complete of a run's item as accepted, as a store that
+    /// does not check the stream's order would (G9).
+    AcceptsRunItemsOutOfOrder
+}
+
+tenure_core::forward_store! {
+    impl Store for AcceptsRunItemsOutOfOrder {
+        forward self => self.inner;
+
+        async fn complete(&self, params: CompleteParams) -> Result<Vec<TokenOutcome>> {
+            let out = self.inner.complete(params).await?;
+            Ok(out
+                .into_iter()
+                .map(|o| match o {
+                    TokenOutcome::OutOfOrder => TokenOutcome::Accepted,
+                    o => o,
+                })
+                .collect())
+        }
+    }
 }

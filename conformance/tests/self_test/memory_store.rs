@@ -1,6 +1,7 @@
 //! The honest memory store passes every case, and a run says what it could not certify.
 
 use super::*;
+use crate::g14::ClaimsAllWithoutThePartitionCapability;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn passes_every_case_deleting_finished_items() {
@@ -145,7 +146,7 @@ async fn failed_and_skipped_groups_are_not_certified_one_line_each() {
         g10[0].contains("failed") && g10[0].contains("a_busy_scope_is_passed_over_in_every_queue"),
         "{cert}"
     );
-    let skipping = run_all(&FlawedHarness(Flaw::ClaimsAllWithoutThePartitionCapability)).await;
+    let skipping = run_all(&broken::<ClaimsAllWithoutThePartitionCapability>()).await;
     let cert = skipping.certificate();
     assert!(cert.capabilities.is_empty(), "{cert}");
     assert!(

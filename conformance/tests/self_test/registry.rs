@@ -1,6 +1,7 @@
 //! The registry: unique snake-case names over every group, capability skips and panics.
 
 use super::*;
+use crate::g14::ClaimsAllWithoutThePartitionCapability;
 
 const GROUPS: [&str; 20] = [
     "g01_exclusive_claim",
@@ -81,7 +82,7 @@ fn partitioned_case<H: Harness>() -> Case<H> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_case_needing_an_undeclared_capability_is_skipped_with_the_reason() {
-    let harness = FlawedHarness(Flaw::ClaimsAllWithoutThePartitionCapability);
+    let harness = broken::<ClaimsAllWithoutThePartitionCapability>();
     match run_case(&harness, &partitioned_case()).await {
         Status::Skipped { reason } => {
             assert!(reason.contains("partitioned_claiming"), "{reason}")

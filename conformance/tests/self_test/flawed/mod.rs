@@ -8,12 +8,6 @@ mod store;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Flaw {
-    /// Completes whatever attempt is current, whatever the token says (breaks G3).
-    IgnoresAttemptOnComplete,
-    /// Fences renew, complete, fail and release on `(id, attempt)` alone, not the
-    /// lease id: after a failover that lost a claim, the lost lease's token validates
-    /// the new lease of the same attempt number (breaks G3).
-    FencesOnTheAttemptOnly,
     /// Drops the scope key on enqueue, showing it again on reads (breaks G10).
     IgnoresScope,
     /// Drops the stream key on enqueue, showing it again on reads (breaks G9).
@@ -22,11 +16,6 @@ pub(crate) enum Flaw {
     NoRenewalCap,
     /// Raises every item's stall cap out of reach (breaks G6).
     IgnoresMaxStalls,
-    /// Declares partitioned claiming but claims as if no partitioning were asked (G14).
-    IgnoresPartitions,
-    /// Does not declare partitioned claiming, yet serves partitioned claims as ordinary
-    /// ones instead of refusing them (G14's mandatory case).
-    ClaimsAllWithoutThePartitionCapability,
     /// Keys streams by queue and stream, so a stream's order and pin stop at its queue
     /// (breaks G9 and G14 across queues).
     StreamsPerQueue,
@@ -35,22 +24,6 @@ pub(crate) enum Flaw {
     /// Records a dedup key for the last queue that used it, forgetting the other
     /// queue's item (G11 across queues).
     DedupKeyOwnedByLastQueue,
-    /// Answers a batch of renew, complete, fail or release in the order of the item
-    /// ids, not of the tokens (G3 in batches).
-    BatchAnswersInIdOrder,
-    /// Finalizes every token of a batch of more than one by the item's current
-    /// attempt, whatever the token says (G3 in batches).
-    BatchesIgnoreTheAttempt,
-    /// Fences a batch of more than one token on `(id, attempt)` alone, not the lease
-    /// id, while single tokens are fenced in full (G3 in batches: the held-out store
-    /// of issue 27).
-    BatchesFenceOnTheAttemptOnly,
-    /// Declares stream runs but claims heads only, whatever run is asked (G9).
-    IgnoresStreamRuns,
-    /// Does not declare stream runs, yet serves them (G9's mandatory runs case).
-    RunsWithoutTheCapability,
-    /// Counts a whole run as one lease against the claim's limit (G9).
-    CountsARunAsOneLease,
     /// Leaves the later items of a run running after an earlier one fails or is
     /// released, as a store without the put-back rule would (G9).
     LeavesTheRunRunning,
@@ -61,14 +34,6 @@ pub(crate) enum Flaw {
     /// complete, while the head still runs, as a store promoting a new head on every
     /// complete would (G9).
     FreesTheStreamBehindARunningHead,
-    /// Answers an out-of-order complete of a run's item as accepted, as a store that
-    /// does not check the stream's order would (G9).
-    AcceptsRunItemsOutOfOrder,
-    /// Drops the pin of an enqueue (G14).
-    IgnoresEnqueuePins,
-    /// Keeps a pause in the handle that paused, so claims through other handles onto
-    /// the same data go on (breaks the pause race).
-    PausesOnlyItsOwnHandle,
     /// Discards dead items by filter without letting their streams move on, as a
     /// store deleting the matching rows without promoting the next head would.
     FilteredDiscardLeavesTheStreamBlocked,
@@ -168,7 +133,6 @@ pub(crate) struct Hidden {
     pub(crate) runs: Vec<Lease>,
     /// Stalls shown on top of the real ones.
     pub(crate) extra_stalls: HashMap<ItemId, u32>,
-    pub(crate) local_pauses: HashSet<QueueName>,
     /// Every stream's items in enqueue order.
     pub(crate) stream_order: HashMap<StreamKey, Vec<ItemId>>,
     /// Items a claim never takes (their stream is stuck behind them).
@@ -228,34 +192,6 @@ impl Flawed {
         }
     }
 
-    /// With [`Flaw::BatchesIgnoreTheAttempt`], a batch's tokens rewritten to the items'
-    /// current attempts.
-    pub(crate) async fn current_attempts(&self, tokens: &mut [LeaseToken]) -> Result<()> {
-        if self.flaw == Flaw::FencesOnTheAttemptOnly
-            || (self.flaw == Flaw::BatchesFenceOnTheAttemptOnly && tokens.len() > 1)
-        {
-            for token in tokens {
-                if let Some(item) = self.inner.item_get(token.id).await? {
-                    if item.state == ItemState::Running && item.attempt == token.attempt {
-                        *token = item.token();
-                    }
-                }
-            }
-            return Ok(());
-        }
-        if self.flaw != Flaw::BatchesIgnoreTheAttempt || tokens.len() < 2 {
-            return Ok(());
-        }
-        for token in tokens {
-            if let Some(item) = self.inner.item_get(token.id).await? {
-                if item.state == ItemState::Running {
-                    *token = item.token();
-                }
-            }
-        }
-        Ok(())
-    }
-
     /// For [`Flaw::LeavesTheRunRunning`]: the items of a run behind `failed` are shown
     /// as still running under their lease.
     pub(crate) async fn keep_tails_behind(&self, failed: &[LeaseToken]) -> Result<()> {
@@ -285,14 +221,6 @@ impl Flawed {
             }
         }
         Ok(())
-    }
-
-    /// With [`Flaw::BatchAnswersInIdOrder`], sorts a batch by item id (and answers in
-    /// that order).
-    pub(crate) fn id_order<T>(&self, batch: &mut [T], id: impl Fn(&T) -> ItemId) {
-        if self.flaw == Flaw::BatchAnswersInIdOrder {
-            batch.sort_by_key(|t| id(t));
-        }
     }
 
     /// For [`Flaw::FreesTheStreamBehindARunningHead`]: before an item behind its
@@ -449,11 +377,7 @@ impl Harness for FlawedHarness {
     }
 
     async fn open_peer(&self, store: &Flawed, _clock: ManualClock) -> Result<Flawed> {
-        let mut peer = store.clone();
-        if self.0 == Flaw::PausesOnlyItsOwnHandle {
-            peer.hidden = Arc::default();
-        }
-        Ok(peer)
+        Ok(store.clone())
     }
 
     async fn open_unreachable(&self, clock: ManualClock) -> Result<Unreachable<Flawed>> {

@@ -9,12 +9,6 @@ impl Store for Flawed {
     }
 
     fn capabilities(&self) -> Capabilities {
-        if self.flaw == Flaw::ClaimsAllWithoutThePartitionCapability {
-            return Capabilities::default();
-        }
-        if self.flaw == Flaw::RunsWithoutTheCapability {
-            return Capabilities::default().with_partitioned_claiming();
-        }
         self.inner.capabilities()
     }
 
@@ -68,9 +62,6 @@ impl Store for Flawed {
                 }
             }
             return Ok(out);
-        }
-        if self.flaw == Flaw::IgnoresEnqueuePins {
-            params.pin_to = None;
         }
         for item in &mut params.items {
             if matches!(
@@ -153,28 +144,9 @@ impl Store for Flawed {
         self.inner.enqueue(params).await
     }
 
-    async fn claim(&self, mut params: ClaimParams) -> Result<Vec<Lease>> {
+    async fn claim(&self, params: ClaimParams) -> Result<Vec<Lease>> {
         if self.flaw.of_limits() {
             return self.limit_claim(params).await;
-        }
-        if matches!(
-            self.flaw,
-            Flaw::IgnoresPartitions | Flaw::ClaimsAllWithoutThePartitionCapability
-        ) {
-            params.partitioning = None;
-        }
-        if self.flaw == Flaw::IgnoresStreamRuns {
-            params.stream_run = 1;
-        }
-        if self.flaw == Flaw::CountsARunAsOneLease && params.stream_run > 1 {
-            params.limit = (params.limit * params.stream_run).min(1_000);
-        }
-        if self.flaw == Flaw::PausesOnlyItsOwnHandle {
-            let local = self.hidden().local_pauses.clone();
-            params.queues.retain(|q| !local.contains(q));
-            if params.queues.is_empty() {
-                return Ok(Vec::new());
-            }
         }
         let mut leases = self.inner.claim(params).await?;
         if matches!(
@@ -218,9 +190,7 @@ impl Store for Flawed {
         Ok(leases)
     }
 
-    async fn renew(&self, mut params: RenewParams) -> Result<Vec<RenewOutcome>> {
-        self.current_attempts(&mut params.tokens).await?;
-        self.id_order(&mut params.tokens, |t| t.id);
+    async fn renew(&self, params: RenewParams) -> Result<Vec<RenewOutcome>> {
         self.inner.renew(params).await
     }
 
@@ -228,17 +198,6 @@ impl Store for Flawed {
         if self.flaw.of_limits() {
             self.attempt_only(&mut params.tokens).await?;
             return self.inner.complete(params).await;
-        }
-        self.current_attempts(&mut params.tokens).await?;
-        self.id_order(&mut params.tokens, |t| t.id);
-        if self.flaw == Flaw::IgnoresAttemptOnComplete {
-            for token in &mut params.tokens {
-                if let Some(item) = self.inner.item_get(token.id).await? {
-                    if item.state == ItemState::Running {
-                        *token = item.token();
-                    }
-                }
-            }
         }
         self.free_the_stream_behind(&params.tokens).await?;
         if matches!(
@@ -255,20 +214,10 @@ impl Store for Flawed {
             }
             return Ok(out);
         }
-        let out = self.inner.complete(params).await?;
-        if self.flaw == Flaw::AcceptsRunItemsOutOfOrder {
-            return Ok(out
-                .into_iter()
-                .map(|o| match o {
-                    TokenOutcome::OutOfOrder => TokenOutcome::Accepted,
-                    o => o,
-                })
-                .collect());
-        }
-        Ok(out)
+        self.inner.complete(params).await
     }
 
-    async fn fail(&self, mut params: FailParams) -> Result<Vec<FailOutcome>> {
+    async fn fail(&self, params: FailParams) -> Result<Vec<FailOutcome>> {
         if self.flaw.of_limits() {
             let tokens: Vec<LeaseToken> = params.failures.iter().map(|f| f.token).collect();
             let out = self.inner.fail(params).await?;
@@ -281,17 +230,12 @@ impl Store for Flawed {
             self.stale_frees(&refused).await?;
             return Ok(out);
         }
-        let mut tokens: Vec<LeaseToken> = params.failures.iter().map(|f| f.token).collect();
+        let tokens: Vec<LeaseToken> = params.failures.iter().map(|f| f.token).collect();
         self.keep_tails_behind(&tokens).await?;
-        self.current_attempts(&mut tokens).await?;
-        for (f, t) in params.failures.iter_mut().zip(tokens) {
-            f.token = t;
-        }
-        self.id_order(&mut params.failures, |f| f.token.id);
         self.inner.fail(params).await
     }
 
-    async fn release(&self, mut params: ReleaseParams) -> Result<Vec<TokenOutcome>> {
+    async fn release(&self, params: ReleaseParams) -> Result<Vec<TokenOutcome>> {
         if self.flaw.of_limits() {
             let tokens = params.tokens.clone();
             let out = self.inner.release(params).await?;
@@ -305,8 +249,6 @@ impl Store for Flawed {
             return Ok(out);
         }
         self.keep_tails_behind(&params.tokens).await?;
-        self.current_attempts(&mut params.tokens).await?;
-        self.id_order(&mut params.tokens, |t| t.id);
         self.inner.release(params).await
     }
 
@@ -345,10 +287,6 @@ impl Store for Flawed {
 
     async fn queue_counts(&self, queue: &QueueName) -> Result<QueueCounts> {
         let c = self.inner.queue_counts(queue).await?;
-        if self.flaw == Flaw::PausesOnlyItsOwnHandle {
-            let paused = self.hidden().local_pauses.contains(queue);
-            return Ok(c.with_paused(paused));
-        }
         Ok(c)
     }
 
@@ -439,16 +377,10 @@ impl Store for Flawed {
     }
 
     async fn queue_pause(&self, params: PauseParams) -> Result<bool> {
-        match self.flaw {
-            Flaw::PausesOnlyItsOwnHandle => Ok(self.hidden().local_pauses.insert(params.queue)),
-            _ => self.inner.queue_pause(params).await,
-        }
+        self.inner.queue_pause(params).await
     }
 
     async fn queue_resume(&self, params: PauseParams) -> Result<bool> {
-        if self.flaw == Flaw::PausesOnlyItsOwnHandle {
-            return Ok(self.hidden().local_pauses.remove(&params.queue));
-        }
         self.inner.queue_resume(params).await
     }
 
