@@ -111,3 +111,40 @@ impl<F: Broken> Harness for Of<F> {
         rewind(store.inner())
     }
 }
+
+/// The `Store` impl of a flaw that hides part of each item from the memory store on
+/// enqueue (its inherent `hide`) and shows it again on every read of the item (its
+/// inherent `show`): in a claim's leases and in `item_get`.
+macro_rules! hidden_on_enqueue {
+    ($name:ident) => {
+        tenure_core::forward_store! {
+            impl Store for $name {
+                forward self => self.inner;
+
+                async fn enqueue(&self, mut params: EnqueueParams) -> Result<Vec<Enqueued>> {
+                    for item in &mut params.items {
+                        self.hide(item)?;
+                    }
+                    self.inner.enqueue(params).await
+                }
+
+                async fn claim(&self, params: ClaimParams) -> Result<Vec<Lease>> {
+                    let mut leases = self.inner.claim(params).await?;
+                    for lease in &mut leases {
+                        self.show(&mut lease.item);
+                    }
+                    Ok(leases)
+                }
+
+                async fn item_get(&self, id: ItemId) -> Result<Option<Item>> {
+                    let mut item = self.inner.item_get(id).await?;
+                    if let Some(item) = &mut item {
+                        self.show(item);
+                    }
+                    Ok(item)
+                }
+            }
+        }
+    };
+}
+pub(crate) use hidden_on_enqueue;

@@ -5,7 +5,7 @@ use super::*;
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn no_renewal_cap_fails_g04() {
     must_fail(
-        FlawedHarness(Flaw::NoRenewalCap),
+        broken::<NoRenewalCap>(),
         "g04_renewal_cap",
         "renewal_beyond_the_cap_is_refused_and_keeps_the_expiry",
     )
@@ -37,3 +37,26 @@ tenure_core::forward_store! {
         }
     }
 }
+
+flaw! {
+    /// Raises every item's renewal cap out of reach, showing the real cap on reads (G4).
+    NoRenewalCap { caps: Shared<HashMap<ItemId, u32>> }
+}
+
+impl NoRenewalCap {
+    fn hide(&self, item: &mut NewItem) -> Result<()> {
+        if item.max_renewals <= MAX_ATTEMPTS_LIMIT {
+            lock(&self.caps).insert(item.id, item.max_renewals);
+            item.max_renewals = MAX_ATTEMPTS_LIMIT;
+        }
+        Ok(())
+    }
+
+    fn show(&self, item: &mut Item) {
+        if let Some(&n) = lock(&self.caps).get(&item.id) {
+            item.max_renewals = n;
+        }
+    }
+}
+
+hidden_on_enqueue!(NoRenewalCap);

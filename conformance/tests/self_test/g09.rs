@@ -2,11 +2,12 @@
 
 use super::*;
 use crate::g07::ClaimsFutureItems;
+use crate::g10::IgnoresScope;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn ignoring_stream_order_fails_g09() {
     must_fail(
-        FlawedHarness(Flaw::IgnoresStreamOrder),
+        broken::<IgnoresStreamOrder>(),
         "g09_stream_fifo",
         "a_running_item_blocks_later_items_of_its_stream",
     )
@@ -89,7 +90,7 @@ async fn claiming_future_items_fails_the_run_stop_of_g09() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn ignoring_scope_fails_the_run_stop_of_g09() {
     must_fail(
-        FlawedHarness(Flaw::IgnoresScope),
+        broken::<IgnoresScope>(),
         "g09_stream_fifo",
         "a_run_stops_at_an_item_whose_scope_is_busy",
     )
@@ -139,7 +140,7 @@ async fn stalling_a_whole_evicted_run_fails_g09() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn keying_streams_by_queue_fails_g09_across_queues() {
     must_fail(
-        FlawedHarness(Flaw::StreamsPerQueue),
+        broken::<StreamsPerQueue>(),
         "g09_stream_fifo",
         "a_stream_spanning_two_queues_is_claimed_in_enqueue_order_across_them",
     )
@@ -217,3 +218,49 @@ tenure_core::forward_store! {
         }
     }
 }
+
+flaw! {
+    /// Drops the stream key on enqueue, showing it again on reads (breaks G9).
+    IgnoresStreamOrder { streams: Shared<HashMap<ItemId, StreamKey>> }
+}
+
+impl IgnoresStreamOrder {
+    fn hide(&self, item: &mut NewItem) -> Result<()> {
+        if let Some(s) = item.stream.take() {
+            lock(&self.streams).insert(item.id, s);
+        }
+        Ok(())
+    }
+
+    fn show(&self, item: &mut Item) {
+        if let Some(s) = lock(&self.streams).get(&item.id) {
+            item.stream = Some(s.clone());
+        }
+    }
+}
+
+hidden_on_enqueue!(IgnoresStreamOrder);
+
+flaw! {
+    /// Keys streams by queue and stream, so a stream's order and pin stop at its queue
+    /// (breaks G9 and G14 across queues).
+    StreamsPerQueue { streams: Shared<HashMap<ItemId, StreamKey>> }
+}
+
+impl StreamsPerQueue {
+    fn hide(&self, item: &mut NewItem) -> Result<()> {
+        if let Some(s) = item.stream.take() {
+            item.stream = Some(StreamKey::new(format!("{}/{s}", item.queue))?);
+            lock(&self.streams).insert(item.id, s);
+        }
+        Ok(())
+    }
+
+    fn show(&self, item: &mut Item) {
+        if let Some(s) = lock(&self.streams).get(&item.id) {
+            item.stream = Some(s.clone());
+        }
+    }
+}
+
+hidden_on_enqueue!(StreamsPerQueue);

@@ -35,7 +35,7 @@ async fn a_purge_ignoring_keep_done_for_fails_g11_alone() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_dedup_key_owned_by_the_last_queue_fails_g11_across_queues() {
     must_fail(
-        FlawedHarness(Flaw::DedupKeyOwnedByLastQueue),
+        broken::<DedupKeyOwnedByLastQueue>(),
         "g11_dedup",
         "each_queue_answers_its_own_earlier_item_for_a_shared_dedup_key",
     )
@@ -101,3 +101,37 @@ tenure_core::forward_store! {
         }
     }
 }
+
+flaw! {
+    /// Records a dedup key for the last queue that used it, forgetting the other
+    /// queue's item (G11 across queues).
+    DedupKeyOwnedByLastQueue {
+        keys: Shared<HashMap<ItemId, DedupKey>>,
+        owners: Shared<HashMap<String, (QueueName, u32)>>,
+    }
+}
+
+impl DedupKeyOwnedByLastQueue {
+    fn hide(&self, item: &mut NewItem) -> Result<()> {
+        if let Some(k) = item.dedup_key.take() {
+            let mut owners = lock(&self.owners);
+            let owner = owners
+                .entry(k.to_string())
+                .or_insert((item.queue.clone(), 0));
+            if owner.0 != item.queue {
+                *owner = (item.queue.clone(), owner.1 + 1);
+            }
+            item.dedup_key = Some(DedupKey::new(format!("{k}#{}", owner.1))?);
+            lock(&self.keys).insert(item.id, k);
+        }
+        Ok(())
+    }
+
+    fn show(&self, item: &mut Item) {
+        if let Some(k) = lock(&self.keys).get(&item.id) {
+            item.dedup_key = Some(k.clone());
+        }
+    }
+}
+
+hidden_on_enqueue!(DedupKeyOwnedByLastQueue);

@@ -1,6 +1,7 @@
 //! The flaws that break G14, partitioned claiming: each broken store must fail the cases named with it.
 
 use super::*;
+use crate::g09::StreamsPerQueue;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn ignoring_partitions_fails_g14() {
@@ -65,7 +66,7 @@ async fn pinning_at_enqueue_without_the_capability_fails_g14() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn keying_streams_by_queue_fails_g14_pins_across_queues() {
     must_fail(
-        FlawedHarness(Flaw::StreamsPerQueue),
+        broken::<StreamsPerQueue>(),
         "g14_partitioned_claiming",
         "a_streams_pin_holds_in_every_queue_of_the_stream",
     )

@@ -10,6 +10,7 @@ use tenure_conformance::{
     cases, run_all, run_case, Capability, Case, CaseResult, Env, Harness, Report, Status, Verdict,
 };
 use tenure_conformance::{Restore, Snapshot, Unreachable};
+use tenure_core::NewItem;
 use tenure_core::{
     async_trait, Capabilities, ClaimParams, CompleteParams, DeregisterParams, DiscardParams,
     EnqueueParams, Enqueued, Error, EvictParams, Evicted, FailOutcome, FailParams, HeartbeatParams,

@@ -1,6 +1,7 @@
 //! The honest memory store passes every case, and a run says what it could not certify.
 
 use super::*;
+use crate::g10::ScopesPerQueue;
 use crate::g14::ClaimsAllWithoutThePartitionCapability;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -134,7 +135,7 @@ async fn a_full_run_certifies_every_group_naming_store_cases_and_capabilities() 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn failed_and_skipped_groups_are_not_certified_one_line_each() {
     // Breaks G10 across queues only.
-    let report = run_all(&FlawedHarness(Flaw::ScopesPerQueue)).await;
+    let report = run_all(&broken::<ScopesPerQueue>()).await;
     let cert = report.certificate();
     let g10: Vec<&String> = cert
         .not_certified

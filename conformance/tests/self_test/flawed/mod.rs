@@ -8,22 +8,6 @@ mod store;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Flaw {
-    /// Drops the scope key on enqueue, showing it again on reads (breaks G10).
-    IgnoresScope,
-    /// Drops the stream key on enqueue, showing it again on reads (breaks G9).
-    IgnoresStreamOrder,
-    /// Raises every item's renewal cap out of reach, showing the real cap on reads (G4).
-    NoRenewalCap,
-    /// Raises every item's stall cap out of reach (breaks G6).
-    IgnoresMaxStalls,
-    /// Keys streams by queue and stream, so a stream's order and pin stop at its queue
-    /// (breaks G9 and G14 across queues).
-    StreamsPerQueue,
-    /// Keys scopes by queue and scope, so a busy scope is free in other queues (G10).
-    ScopesPerQueue,
-    /// Records a dedup key for the last queue that used it, forgetting the other
-    /// queue's item (G11 across queues).
-    DedupKeyOwnedByLastQueue,
     /// Leaves the later items of a run running after an earlier one fails or is
     /// released, as a store without the put-back rule would (G9).
     LeavesTheRunRunning,
@@ -118,13 +102,7 @@ impl Flaw {
 /// What the wrapper hid from the inner store, to show it again on reads.
 #[derive(Debug, Default)]
 pub(crate) struct Hidden {
-    pub(crate) scopes: HashMap<ItemId, ScopeKey>,
-    pub(crate) streams: HashMap<ItemId, StreamKey>,
-    pub(crate) renewals: HashMap<ItemId, u32>,
-    pub(crate) stalls: HashMap<ItemId, u32>,
     pub(crate) dedup_keys: HashMap<ItemId, DedupKey>,
-    /// Per dedup key, the queue that last used it and how often it changed hands.
-    pub(crate) dedup_owner: HashMap<String, (QueueName, u32)>,
     /// Leases of items behind the head of a run, in claim order.
     pub(crate) tails: Vec<Lease>,
     /// Tail leases shown as still running after an earlier item of their run left.
@@ -172,18 +150,6 @@ impl Flawed {
     /// Shows the item as the caller enqueued it.
     pub(crate) fn restore(&self, item: &mut Item) {
         let hidden = self.hidden();
-        if let Some(s) = hidden.scopes.get(&item.id) {
-            item.scope = Some(s.clone());
-        }
-        if let Some(s) = hidden.streams.get(&item.id) {
-            item.stream = Some(s.clone());
-        }
-        if let Some(&n) = hidden.renewals.get(&item.id) {
-            item.max_renewals = n;
-        }
-        if let Some(&n) = hidden.stalls.get(&item.id) {
-            item.max_stalls = n;
-        }
         if let Some(k) = hidden.dedup_keys.get(&item.id) {
             item.dedup_key = Some(k.clone());
         }

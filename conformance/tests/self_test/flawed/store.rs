@@ -77,68 +77,21 @@ impl Store for Flawed {
                         .push(item.id);
                 }
             }
-            match self.flaw {
-                Flaw::DiscardForgetsDedupKeys => {
-                    if let Some(k) = item.dedup_key.take() {
-                        let mut hidden = self.hidden();
-                        let generation = hidden
-                            .key_generation
-                            .get(&(item.queue.clone(), k.to_string()))
-                            .copied()
-                            .unwrap_or(0);
-                        item.dedup_key = Some(if generation == 0 {
-                            k.clone()
-                        } else {
-                            DedupKey::new(format!("{k}#{generation}"))?
-                        });
-                        hidden.dedup_keys.insert(item.id, k);
-                    }
+            if self.flaw == Flaw::DiscardForgetsDedupKeys {
+                if let Some(k) = item.dedup_key.take() {
+                    let mut hidden = self.hidden();
+                    let generation = hidden
+                        .key_generation
+                        .get(&(item.queue.clone(), k.to_string()))
+                        .copied()
+                        .unwrap_or(0);
+                    item.dedup_key = Some(if generation == 0 {
+                        k.clone()
+                    } else {
+                        DedupKey::new(format!("{k}#{generation}"))?
+                    });
+                    hidden.dedup_keys.insert(item.id, k);
                 }
-                Flaw::IgnoresScope => {
-                    if let Some(s) = item.scope.take() {
-                        self.hidden().scopes.insert(item.id, s);
-                    }
-                }
-                Flaw::IgnoresStreamOrder => {
-                    if let Some(s) = item.stream.take() {
-                        self.hidden().streams.insert(item.id, s);
-                    }
-                }
-                Flaw::NoRenewalCap if item.max_renewals <= MAX_ATTEMPTS_LIMIT => {
-                    self.hidden().renewals.insert(item.id, item.max_renewals);
-                    item.max_renewals = MAX_ATTEMPTS_LIMIT;
-                }
-                Flaw::IgnoresMaxStalls if item.max_stalls <= MAX_ATTEMPTS_LIMIT => {
-                    self.hidden().stalls.insert(item.id, item.max_stalls);
-                    item.max_stalls = MAX_ATTEMPTS_LIMIT;
-                }
-                Flaw::StreamsPerQueue => {
-                    if let Some(s) = item.stream.take() {
-                        item.stream = Some(StreamKey::new(format!("{}/{s}", item.queue))?);
-                        self.hidden().streams.insert(item.id, s);
-                    }
-                }
-                Flaw::ScopesPerQueue => {
-                    if let Some(s) = item.scope.take() {
-                        item.scope = Some(ScopeKey::new(format!("{}/{s}", item.queue))?);
-                        self.hidden().scopes.insert(item.id, s);
-                    }
-                }
-                Flaw::DedupKeyOwnedByLastQueue => {
-                    if let Some(k) = item.dedup_key.take() {
-                        let mut hidden = self.hidden();
-                        let owner = hidden
-                            .dedup_owner
-                            .entry(k.to_string())
-                            .or_insert((item.queue.clone(), 0));
-                        if owner.0 != item.queue {
-                            *owner = (item.queue.clone(), owner.1 + 1);
-                        }
-                        item.dedup_key = Some(DedupKey::new(format!("{k}#{}", owner.1))?);
-                        hidden.dedup_keys.insert(item.id, k);
-                    }
-                }
-                _ => {}
             }
         }
         self.inner.enqueue(params).await
