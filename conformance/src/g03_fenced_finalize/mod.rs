@@ -10,6 +10,9 @@
 //! a lease id no claim granted is refused on every finalize path, alone, in a batch of
 //! such tokens and in a batch beside a current lease, which is still accepted.
 
+mod lease_id;
+mod mixed_batches;
+
 use std::time::Duration;
 
 use tenure_core::{
@@ -17,7 +20,7 @@ use tenure_core::{
     RecoverParams, RenewOutcome, Store, TokenOutcome,
 };
 
-use crate::case::{Case, CaseResult, Env};
+use crate::case::{register, Case, CaseResult, Env};
 use crate::check::{
     ensure, ensure_eq, expect_finished, expect_state, expect_unchanged, get, pass, OrFail,
 };
@@ -27,17 +30,21 @@ use crate::fixtures::{
 };
 use crate::harness::Harness;
 
-mod lease_id;
-
 use lease_id::{
     a_claim_lost_in_a_failover_leaves_its_token_refused,
     a_token_of_the_right_attempt_and_another_lease_id_is_refused_on_every_path,
+};
+use mixed_batches::{
+    a_mixed_complete_batch_completes_only_the_current_tokens_answering_each_in_order,
+    a_mixed_fail_batch_fails_only_the_current_tokens_answering_each_in_order,
+    a_mixed_release_batch_releases_only_the_current_tokens_answering_each_in_order,
+    a_mixed_renew_batch_renews_only_the_current_tokens_answering_each_in_order,
 };
 
 pub(crate) const GROUP: &str = "g03_fenced_finalize";
 
 pub(crate) fn cases<H: Harness>() -> Vec<Case<H>> {
-    crate::register![GROUP;
+    register![GROUP;
         stale_complete_after_a_reclaim_is_lease_lost_and_changes_nothing,
         stale_renew_after_a_reclaim_is_lease_lost_and_changes_nothing,
         stale_fail_after_a_reclaim_is_lease_lost_and_changes_nothing,
@@ -55,6 +62,10 @@ pub(crate) fn cases<H: Harness>() -> Vec<Case<H>> {
         a_late_complete_racing_a_reclaim_is_told_the_truth,
         a_claim_lost_in_a_failover_leaves_its_token_refused,
         a_token_of_the_right_attempt_and_another_lease_id_is_refused_on_every_path,
+        a_mixed_renew_batch_renews_only_the_current_tokens_answering_each_in_order,
+        a_mixed_complete_batch_completes_only_the_current_tokens_answering_each_in_order,
+        a_mixed_fail_batch_fails_only_the_current_tokens_answering_each_in_order,
+        a_mixed_release_batch_releases_only_the_current_tokens_answering_each_in_order,
     ]
 }
 

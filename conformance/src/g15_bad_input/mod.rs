@@ -2,6 +2,8 @@
 //! absurd lease durations, batch limits of 0 or over the maximum: a clear error naming
 //! the field, and nothing written.
 
+mod bounds;
+
 use std::time::Duration;
 
 use tenure_core::{
@@ -11,7 +13,7 @@ use tenure_core::{
     RequeueParams, ScopeKey, Store, StreamKey, MAX_ATTEMPTS_LIMIT, MAX_KEY_BYTES, MAX_NAME_BYTES,
 };
 
-use crate::case::{Case, CaseResult, Env};
+use crate::case::{register, Case, CaseResult, Env};
 use crate::check::{
     ensure_eq, expect_absent, expect_counts, expect_invalid, expect_unchanged, get, pass, OrFail,
 };
@@ -20,10 +22,16 @@ use crate::fixtures::{
 };
 use crate::harness::Harness;
 
+use bounds::{
+    a_claim_naming_more_queues_than_the_limit_names_queues_and_changes_nothing,
+    a_delay_beyond_the_schedule_window_names_delay_and_writes_nothing,
+    a_run_at_beyond_the_schedule_window_names_run_at_and_writes_nothing,
+};
+
 pub(crate) const GROUP: &str = "g15_bad_input";
 
 pub(crate) fn cases<H: Harness>() -> Vec<Case<H>> {
-    crate::register![GROUP;
+    register![GROUP;
         claim_limits_of_zero_or_over_the_maximum_name_limit,
         zero_or_absurd_lease_durations_name_lease_for,
         a_claim_without_queues_names_queues,
@@ -36,6 +44,9 @@ pub(crate) fn cases<H: Harness>() -> Vec<Case<H>> {
         requeue_and_discard_with_bad_lists_name_their_field,
         maintenance_bounds_name_their_field_and_change_nothing,
         empty_or_oversized_names_and_keys_are_refused_before_reaching_a_store,
+        a_run_at_beyond_the_schedule_window_names_run_at_and_writes_nothing,
+        a_delay_beyond_the_schedule_window_names_delay_and_writes_nothing,
+        a_claim_naming_more_queues_than_the_limit_names_queues_and_changes_nothing,
     ]
 }
 

@@ -15,34 +15,13 @@ use tenure_core::{
     ItemState, Lease, LeaseToken, OwnerId, QueueName, Store, TokenOutcome,
 };
 
-use crate::case::{Capability, Case, CaseResult, Env, Failure};
+use crate::case::{CaseResult, Env, Failure};
 use crate::check::{ensure, ensure_eq, expect_invalid, get, pass, OrFail};
 use crate::fixtures::{
     check_leases, claim_one, complete, enqueue, fail, item, owner, queue, release, retry, scope,
-    stream, LEASE,
+    stream, tokens, LEASE,
 };
-use crate::g09_stream_fifo::GROUP;
 use crate::harness::Harness;
-
-pub(crate) fn cases<H: Harness>() -> Vec<Case<H>> {
-    let mut all = crate::register![GROUP;
-        stream_runs_are_served_only_by_stores_that_declare_them,
-    ];
-    all.extend(crate::register![GROUP, Capability::StreamRuns;
-        a_run_leases_the_head_and_the_ready_items_behind_it_in_order,
-        a_run_stops_at_an_item_that_is_not_due_or_not_in_the_claimed_queues,
-        a_run_stops_at_an_item_whose_scope_is_busy,
-        a_run_counts_towards_the_claim_limit,
-        completing_an_item_of_a_run_before_the_items_ahead_of_it_is_refused_and_changes_nothing,
-        one_call_completes_a_run_in_stream_order_and_refuses_it_in_reverse,
-        a_failed_item_of_a_run_puts_every_later_item_back_untouched,
-        a_released_item_of_a_run_puts_every_later_item_back_untouched,
-        an_expired_run_is_recovered_from_its_head_without_stalls_behind_it,
-        evicting_the_owner_of_a_run_puts_the_items_behind_its_head_back_untouched,
-        a_stream_run_of_zero_is_refused_naming_the_field,
-    ]);
-    all
-}
 
 /// A claim of up to `limit` items of `queue` for `who`, with runs of up to `run`.
 async fn rclaim<S: Store + ?Sized>(
@@ -58,11 +37,6 @@ async fn rclaim<S: Store + ?Sized>(
         .or_fail("claim (stream runs)")?;
     check_leases(&leases, who, limit)?;
     Ok(leases)
-}
-
-/// The item and attempt of each lease's token (its lease id is random).
-fn tokens(leases: &[Lease]) -> Vec<(ItemId, u32)> {
-    leases.iter().map(|l| l.token.item_attempt()).collect()
 }
 
 fn ids_of(leases: &[Lease]) -> Vec<ItemId> {
@@ -131,7 +105,7 @@ async fn expect_lost<S: Store + ?Sized>(
     Ok(())
 }
 
-async fn stream_runs_are_served_only_by_stores_that_declare_them<H: Harness>(
+pub(super) async fn stream_runs_are_served_only_by_stores_that_declare_them<H: Harness>(
     env: Env<'_, H>,
 ) -> CaseResult {
     let declared = env.store().capabilities().stream_runs;
@@ -150,7 +124,7 @@ async fn stream_runs_are_served_only_by_stores_that_declare_them<H: Harness>(
     pass()
 }
 
-async fn a_run_leases_the_head_and_the_ready_items_behind_it_in_order<H: Harness>(
+pub(super) async fn a_run_leases_the_head_and_the_ready_items_behind_it_in_order<H: Harness>(
     env: Env<'_, H>,
 ) -> CaseResult {
     let q = queue("g09-runs")?;
@@ -204,7 +178,9 @@ async fn a_run_leases_the_head_and_the_ready_items_behind_it_in_order<H: Harness
     pass()
 }
 
-async fn a_run_stops_at_an_item_that_is_not_due_or_not_in_the_claimed_queues<H: Harness>(
+pub(super) async fn a_run_stops_at_an_item_that_is_not_due_or_not_in_the_claimed_queues<
+    H: Harness,
+>(
     env: Env<'_, H>,
 ) -> CaseResult {
     let q = queue("g09-runs")?;
@@ -241,7 +217,9 @@ async fn a_run_stops_at_an_item_that_is_not_due_or_not_in_the_claimed_queues<H: 
     pass()
 }
 
-async fn a_run_stops_at_an_item_whose_scope_is_busy<H: Harness>(env: Env<'_, H>) -> CaseResult {
+pub(super) async fn a_run_stops_at_an_item_whose_scope_is_busy<H: Harness>(
+    env: Env<'_, H>,
+) -> CaseResult {
     let q = queue("g09-runs")?;
     let s = stream("s1")?;
     let sc = scope("tenant")?;
@@ -268,7 +246,9 @@ async fn a_run_stops_at_an_item_whose_scope_is_busy<H: Harness>(env: Env<'_, H>)
     pass()
 }
 
-async fn a_run_counts_towards_the_claim_limit<H: Harness>(env: Env<'_, H>) -> CaseResult {
+pub(super) async fn a_run_counts_towards_the_claim_limit<H: Harness>(
+    env: Env<'_, H>,
+) -> CaseResult {
     let (q, ids5) = one_stream(&env, 5).await?;
     let w = owner("w1")?;
     let got = rclaim(env.store(), &q, &w, 2, 5).await?;
@@ -280,7 +260,7 @@ async fn a_run_counts_towards_the_claim_limit<H: Harness>(env: Env<'_, H>) -> Ca
     pass()
 }
 
-async fn completing_an_item_of_a_run_before_the_items_ahead_of_it_is_refused_and_changes_nothing<
+pub(super) async fn completing_an_item_of_a_run_before_the_items_ahead_of_it_is_refused_and_changes_nothing<
     H: Harness,
 >(
     env: Env<'_, H>,
@@ -340,7 +320,9 @@ async fn completing_an_item_of_a_run_before_the_items_ahead_of_it_is_refused_and
     pass()
 }
 
-async fn one_call_completes_a_run_in_stream_order_and_refuses_it_in_reverse<H: Harness>(
+pub(super) async fn one_call_completes_a_run_in_stream_order_and_refuses_it_in_reverse<
+    H: Harness,
+>(
     env: Env<'_, H>,
 ) -> CaseResult {
     let (q, ids) = one_stream(&env, 4).await?;
@@ -405,7 +387,7 @@ async fn run_of_four<H: Harness>(
     Ok((q, ids, run[1..].to_vec()))
 }
 
-async fn a_failed_item_of_a_run_puts_every_later_item_back_untouched<H: Harness>(
+pub(super) async fn a_failed_item_of_a_run_puts_every_later_item_back_untouched<H: Harness>(
     env: Env<'_, H>,
 ) -> CaseResult {
     let w = owner("w1")?;
@@ -443,7 +425,7 @@ async fn a_failed_item_of_a_run_puts_every_later_item_back_untouched<H: Harness>
     pass()
 }
 
-async fn a_released_item_of_a_run_puts_every_later_item_back_untouched<H: Harness>(
+pub(super) async fn a_released_item_of_a_run_puts_every_later_item_back_untouched<H: Harness>(
     env: Env<'_, H>,
 ) -> CaseResult {
     let w = owner("w1")?;
@@ -471,7 +453,9 @@ async fn a_released_item_of_a_run_puts_every_later_item_back_untouched<H: Harnes
     pass()
 }
 
-async fn an_expired_run_is_recovered_from_its_head_without_stalls_behind_it<H: Harness>(
+pub(super) async fn an_expired_run_is_recovered_from_its_head_without_stalls_behind_it<
+    H: Harness,
+>(
     env: Env<'_, H>,
 ) -> CaseResult {
     let (q, ids) = one_stream(&env, 3).await?;
@@ -506,7 +490,9 @@ async fn an_expired_run_is_recovered_from_its_head_without_stalls_behind_it<H: H
     pass()
 }
 
-async fn evicting_the_owner_of_a_run_puts_the_items_behind_its_head_back_untouched<H: Harness>(
+pub(super) async fn evicting_the_owner_of_a_run_puts_the_items_behind_its_head_back_untouched<
+    H: Harness,
+>(
     env: Env<'_, H>,
 ) -> CaseResult {
     let who = owner("instance-a")?;
@@ -541,7 +527,7 @@ async fn evicting_the_owner_of_a_run_puts_the_items_behind_its_head_back_untouch
     pass()
 }
 
-async fn a_stream_run_of_zero_is_refused_naming_the_field<H: Harness>(
+pub(super) async fn a_stream_run_of_zero_is_refused_naming_the_field<H: Harness>(
     env: Env<'_, H>,
 ) -> CaseResult {
     let (q, ids) = one_stream(&env, 2).await?;

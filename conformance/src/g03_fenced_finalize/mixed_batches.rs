@@ -9,8 +9,6 @@
 //! The answers come per token, in order; only the two current tokens change anything,
 //! and the others' items read exactly as before.
 //!
-//! These cases register in group `g03_fenced_finalize`.
-
 use std::time::Duration;
 
 use tenure_core::{
@@ -18,7 +16,7 @@ use tenure_core::{
     RenewOutcome, RenewParams, Store, TokenOutcome,
 };
 
-use crate::case::{Case, CaseResult, Env, Failure};
+use crate::case::{CaseResult, Env, Failure};
 use crate::check::{
     ensure_eq, expect_absent, expect_finished, expect_state, expect_unchanged, get, pass, OrFail,
 };
@@ -26,15 +24,6 @@ use crate::fixtures::{
     claim, claim_one, complete, enqueue_n, owner, permanent, queue, release, retry,
 };
 use crate::harness::Harness;
-
-pub(crate) fn cases<H: Harness>() -> Vec<Case<H>> {
-    crate::register![crate::g03_fenced_finalize::GROUP;
-        a_mixed_renew_batch_renews_only_the_current_tokens_answering_each_in_order,
-        a_mixed_complete_batch_completes_only_the_current_tokens_answering_each_in_order,
-        a_mixed_fail_batch_fails_only_the_current_tokens_answering_each_in_order,
-        a_mixed_release_batch_releases_only_the_current_tokens_answering_each_in_order,
-    ]
-}
 
 /// The batch `[current a, stale, unknown, finished, current b]` and what the items of
 /// the three lost tokens looked like just before it.
@@ -122,7 +111,9 @@ impl Mixed {
     }
 }
 
-async fn a_mixed_renew_batch_renews_only_the_current_tokens_answering_each_in_order<H: Harness>(
+pub(super) async fn a_mixed_renew_batch_renews_only_the_current_tokens_answering_each_in_order<
+    H: Harness,
+>(
     env: Env<'_, H>,
 ) -> CaseResult {
     let m = mixed(&env).await?;
@@ -154,7 +145,7 @@ async fn a_mixed_renew_batch_renews_only_the_current_tokens_answering_each_in_or
     pass()
 }
 
-async fn a_mixed_complete_batch_completes_only_the_current_tokens_answering_each_in_order<
+pub(super) async fn a_mixed_complete_batch_completes_only_the_current_tokens_answering_each_in_order<
     H: Harness,
 >(
     env: Env<'_, H>,
@@ -178,7 +169,9 @@ async fn a_mixed_complete_batch_completes_only_the_current_tokens_answering_each
     pass()
 }
 
-async fn a_mixed_fail_batch_fails_only_the_current_tokens_answering_each_in_order<H: Harness>(
+pub(super) async fn a_mixed_fail_batch_fails_only_the_current_tokens_answering_each_in_order<
+    H: Harness,
+>(
     env: Env<'_, H>,
 ) -> CaseResult {
     let m = mixed(&env).await?;
@@ -238,7 +231,7 @@ async fn a_mixed_fail_batch_fails_only_the_current_tokens_answering_each_in_orde
     pass()
 }
 
-async fn a_mixed_release_batch_releases_only_the_current_tokens_answering_each_in_order<
+pub(super) async fn a_mixed_release_batch_releases_only_the_current_tokens_answering_each_in_order<
     H: Harness,
 >(
     env: Env<'_, H>,

@@ -12,25 +12,12 @@ use tenure_core::{
     EnqueueParams, ErrorKind, EvictParams, ItemId, NewItem, OwnerId, QueueName, Store, TokenOutcome,
 };
 
-use crate::case::{Capability, Case, CaseResult, Env, Failure};
+use crate::case::{CaseResult, Env, Failure};
 use crate::check::{ensure, ensure_eq, expect_absent, pass, OrFail};
 use crate::fixtures::{complete, owner, queue};
-use crate::g14_partitioned_claiming::{
-    beat, id_set, in_share, pclaim, stream_where, with_stream, GROUP,
-};
 use crate::harness::Harness;
 
-pub(crate) fn cases<H: Harness>() -> Vec<Case<H>> {
-    let mut all = crate::register![GROUP;
-        pinning_at_enqueue_is_served_only_by_stores_that_declare_partitioned_claiming,
-    ];
-    all.extend(crate::register![GROUP, Capability::PartitionedClaiming;
-        a_stream_pinned_at_enqueue_goes_only_to_the_enqueuing_instance_first_pin_winning,
-        pinning_at_enqueue_to_an_unregistered_instance_is_refused_and_writes_nothing,
-        eviction_drops_a_pin_made_at_enqueue,
-    ]);
-    all
-}
+use super::shares::{beat, id_set, in_share, pclaim, stream_where, with_stream};
 
 /// Enqueues `items` pinning their streams to `who`; the new ids.
 async fn enqueue_pinned<S: Store + ?Sized>(
@@ -69,7 +56,7 @@ async fn two_instances<H: Harness>(
     Ok((q, a, b, s))
 }
 
-async fn pinning_at_enqueue_is_served_only_by_stores_that_declare_partitioned_claiming<
+pub(super) async fn pinning_at_enqueue_is_served_only_by_stores_that_declare_partitioned_claiming<
     H: Harness,
 >(
     env: Env<'_, H>,
@@ -103,7 +90,7 @@ async fn pinning_at_enqueue_is_served_only_by_stores_that_declare_partitioned_cl
     }
 }
 
-async fn a_stream_pinned_at_enqueue_goes_only_to_the_enqueuing_instance_first_pin_winning<
+pub(super) async fn a_stream_pinned_at_enqueue_goes_only_to_the_enqueuing_instance_first_pin_winning<
     H: Harness,
 >(
     env: Env<'_, H>,
@@ -144,7 +131,7 @@ async fn a_stream_pinned_at_enqueue_goes_only_to_the_enqueuing_instance_first_pi
     pass()
 }
 
-async fn pinning_at_enqueue_to_an_unregistered_instance_is_refused_and_writes_nothing<
+pub(super) async fn pinning_at_enqueue_to_an_unregistered_instance_is_refused_and_writes_nothing<
     H: Harness,
 >(
     env: Env<'_, H>,
@@ -175,7 +162,9 @@ async fn pinning_at_enqueue_to_an_unregistered_instance_is_refused_and_writes_no
     pass()
 }
 
-async fn eviction_drops_a_pin_made_at_enqueue<H: Harness>(env: Env<'_, H>) -> CaseResult {
+pub(super) async fn eviction_drops_a_pin_made_at_enqueue<H: Harness>(
+    env: Env<'_, H>,
+) -> CaseResult {
     let (q, a, b, s) = two_instances(&env).await?;
     let ids = enqueue_pinned(env.store(), vec![with_stream(&q, &s)], &b).await?;
     ensure(

@@ -4,8 +4,6 @@
 //! more than [`Limits::max_claim_queues`] queues naming `queues`; nothing is written.
 //! At the bounds themselves everything is served.
 //!
-//! These cases register in group `g15_bad_input`.
-//!
 //! [`Limits::schedule_window`]: tenure_core::Limits::schedule_window
 //! [`Limits::max_claim_queues`]: tenure_core::Limits::max_claim_queues
 
@@ -13,20 +11,12 @@ use std::time::Duration;
 
 use tenure_core::{ClaimParams, EnqueueParams, NewItem, QueueName, Store};
 
-use crate::case::{Case, CaseResult, Env};
+use crate::case::{CaseResult, Env};
 use crate::check::{
     ensure_eq, expect_absent, expect_counts, expect_invalid, expect_unchanged, get, pass,
 };
 use crate::fixtures::{counts, enqueue, enqueue_one, item, owner, queue, LEASE};
 use crate::harness::Harness;
-
-pub(crate) fn cases<H: Harness>() -> Vec<Case<H>> {
-    crate::register![crate::g15_bad_input::GROUP;
-        a_run_at_beyond_the_schedule_window_names_run_at_and_writes_nothing,
-        a_delay_beyond_the_schedule_window_names_delay_and_writes_nothing,
-        a_claim_naming_more_queues_than_the_limit_names_queues_and_changes_nothing,
-    ]
-}
 
 /// Enqueues `[a fine item, bad]`, which must be refused naming `field` with neither
 /// item written.
@@ -50,7 +40,9 @@ async fn refused<H: Harness>(
     Ok(())
 }
 
-async fn a_run_at_beyond_the_schedule_window_names_run_at_and_writes_nothing<H: Harness>(
+pub(super) async fn a_run_at_beyond_the_schedule_window_names_run_at_and_writes_nothing<
+    H: Harness,
+>(
     env: Env<'_, H>,
 ) -> CaseResult {
     let q = queue("g15-window")?;
@@ -96,7 +88,9 @@ async fn a_run_at_beyond_the_schedule_window_names_run_at_and_writes_nothing<H: 
     pass()
 }
 
-async fn a_delay_beyond_the_schedule_window_names_delay_and_writes_nothing<H: Harness>(
+pub(super) async fn a_delay_beyond_the_schedule_window_names_delay_and_writes_nothing<
+    H: Harness,
+>(
     env: Env<'_, H>,
 ) -> CaseResult {
     let q = queue("g15-window")?;
@@ -121,7 +115,9 @@ async fn a_delay_beyond_the_schedule_window_names_delay_and_writes_nothing<H: Ha
     pass()
 }
 
-async fn a_claim_naming_more_queues_than_the_limit_names_queues_and_changes_nothing<H: Harness>(
+pub(super) async fn a_claim_naming_more_queues_than_the_limit_names_queues_and_changes_nothing<
+    H: Harness,
+>(
     env: Env<'_, H>,
 ) -> CaseResult {
     let q = queue("g15-queues")?;

@@ -2,6 +2,8 @@
 //! While an item of stream S is running, waiting for a scheduled retry, or dead, no
 //! later item of S is claimable. Other streams are not held up, in batches too.
 
+mod runs;
+
 use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::Duration;
@@ -10,18 +12,32 @@ use tenure_core::{
     DiscardParams, FailOutcome, ItemId, LeaseToken, RequeueParams, Store, TokenOutcome,
 };
 
-use crate::case::{Case, CaseResult, Env};
+use crate::case::{register, Capability, Case, CaseResult, Env};
 use crate::check::{ensure, ensure_eq, expect_counts, pass, OrFail};
 use crate::fixtures::{
-    claim, claim_none, claim_one, complete, counts, drain_keyed, enqueue, fail, item, keyed_items,
-    kill_next, owner, queue, retry, stream, HANDLES, LEASE,
+    claim, claim_from, claim_none, claim_one, complete, counts, drain_keyed, enqueue, fail, item,
+    keyed_items, kill_next, owner, queue, retry, stream, tokens, HANDLES, LEASE,
 };
 use crate::harness::Harness;
+
+use runs::{
+    a_failed_item_of_a_run_puts_every_later_item_back_untouched,
+    a_released_item_of_a_run_puts_every_later_item_back_untouched,
+    a_run_counts_towards_the_claim_limit,
+    a_run_leases_the_head_and_the_ready_items_behind_it_in_order,
+    a_run_stops_at_an_item_that_is_not_due_or_not_in_the_claimed_queues,
+    a_run_stops_at_an_item_whose_scope_is_busy, a_stream_run_of_zero_is_refused_naming_the_field,
+    an_expired_run_is_recovered_from_its_head_without_stalls_behind_it,
+    completing_an_item_of_a_run_before_the_items_ahead_of_it_is_refused_and_changes_nothing,
+    evicting_the_owner_of_a_run_puts_the_items_behind_its_head_back_untouched,
+    one_call_completes_a_run_in_stream_order_and_refuses_it_in_reverse,
+    stream_runs_are_served_only_by_stores_that_declare_them,
+};
 
 pub(crate) const GROUP: &str = "g09_stream_fifo";
 
 pub(crate) fn cases<H: Harness>() -> Vec<Case<H>> {
-    let mut all = crate::register![GROUP;
+    let mut all = register![GROUP;
         a_running_item_blocks_later_items_of_its_stream,
         retry_scheduled_item_blocks_later_items,
         a_dead_item_blocks_later_items_of_its_stream,
@@ -33,8 +49,24 @@ pub(crate) fn cases<H: Harness>() -> Vec<Case<H>> {
         other_streams_and_unstreamed_items_are_not_held_up,
         a_batch_claim_takes_only_the_head_of_each_stream,
         concurrent_batch_claimers_keep_every_stream_in_order,
+        stream_runs_are_served_only_by_stores_that_declare_them,
     ];
-    all.extend(crate::g09_stream_runs::cases::<H>());
+    all.extend(register![GROUP, Capability::StreamRuns;
+        a_run_leases_the_head_and_the_ready_items_behind_it_in_order,
+        a_run_stops_at_an_item_that_is_not_due_or_not_in_the_claimed_queues,
+        a_run_stops_at_an_item_whose_scope_is_busy,
+        a_run_counts_towards_the_claim_limit,
+        completing_an_item_of_a_run_before_the_items_ahead_of_it_is_refused_and_changes_nothing,
+        one_call_completes_a_run_in_stream_order_and_refuses_it_in_reverse,
+        a_failed_item_of_a_run_puts_every_later_item_back_untouched,
+        a_released_item_of_a_run_puts_every_later_item_back_untouched,
+        an_expired_run_is_recovered_from_its_head_without_stalls_behind_it,
+        evicting_the_owner_of_a_run_puts_the_items_behind_its_head_back_untouched,
+        a_stream_run_of_zero_is_refused_naming_the_field,
+    ]);
+    all.extend(register![GROUP;
+        a_stream_spanning_two_queues_is_claimed_in_enqueue_order_across_them,
+    ]);
     all
 }
 
@@ -340,5 +372,76 @@ async fn concurrent_batch_claimers_keep_every_stream_in_order<H: Harness>(
         )?;
     }
     run.expect_all_finished(env.store(), &q, total).await?;
+    pass()
+}
+
+async fn a_stream_spanning_two_queues_is_claimed_in_enqueue_order_across_them<H: Harness>(
+    env: Env<'_, H>,
+) -> CaseResult {
+    let (qa, qb) = (queue("g09-a")?, queue("g09-b")?);
+    let s = stream("spans")?;
+    let ids = enqueue(
+        env.store(),
+        vec![
+            item(&qa).stream(s.clone()),
+            item(&qb).stream(s.clone()),
+            item(&qb),
+        ],
+    )
+    .await?;
+    let w = owner("w1")?;
+    let first = claim(env.store(), &qb, &w, 10).await?;
+    ensure_eq(
+        tokens(&first),
+        vec![(ids[2], 1)],
+        "a claim of 10 from queue b while the stream's head waits, ready, in queue a \
+         (only b's unstreamed item)",
+    )?;
+    ensure_eq(
+        complete(env.store(), first[0].token).await?,
+        TokenOutcome::Accepted,
+        "the unstreamed item's complete",
+    )?;
+    let head = claim_one(env.store(), &qa, &w, "the claim of the head from queue a").await?;
+    ensure_eq(head.token.id, ids[0], "the stream's head")?;
+    claim_none(env.store(), &qb, &w, "the stream's head runs in queue a").await?;
+    let delay = Duration::from_secs(60);
+    let told = fail(env.store(), retry(head.token, delay, "later")).await?;
+    ensure(
+        matches!(told, FailOutcome::Retrying { .. }),
+        "the head's retryable failure to be accepted",
+        told,
+    )?;
+    claim_none(
+        env.store(),
+        &qb,
+        &w,
+        "the stream's head waits in queue a for its retry",
+    )
+    .await?;
+    env.advance(delay);
+    let both = claim_from(env.store(), &[&qb, &qa], "w2", 10).await?;
+    ensure_eq(
+        tokens(&both),
+        vec![(ids[0], 2)],
+        "a claim of 10 over queues [b, a] once the retry is due (the head alone)",
+    )?;
+    ensure_eq(
+        complete(env.store(), both[0].token).await?,
+        TokenOutcome::Accepted,
+        "the head's complete",
+    )?;
+    let next = claim_one(
+        env.store(),
+        &qb,
+        &w,
+        "the claim from queue b after the head",
+    )
+    .await?;
+    ensure_eq(
+        next.token.id,
+        ids[1],
+        "the stream's second item, in queue b",
+    )?;
     pass()
 }

@@ -1,147 +1,29 @@
-//! G14 Partitioned claiming (optional): partition = hash(stream or id) mod P; the
-//! registered instances are ranked by id; rank r takes the unpinned work of the
-//! partitions p with p mod live_count == r; a stream stays pinned to the instance that
-//! first took it until that instance leaves the registry. The rules are in
-//! [`tenure_core::partition`].
-//!
-//! Every case but the first needs [`Capability::PartitionedClaiming`]. The first is
-//! mandatory: a store that does not declare the capability must refuse a partitioned
-//! claim instead of quietly claiming everything, and one that does must serve it.
+//! G14 claims: each registered instance takes the share its rank gives it, a stream
+//! stays pinned to its first taker until that instance is evicted or deregisters, and
+//! streams and scopes keep their rules in partitioned claims.
 
 use std::collections::{BTreeSet, HashMap};
 use std::time::Duration;
 
-use tenure_core::partition::{key_hash, takes, Partitioning};
+use tenure_core::partition::Partitioning;
 use tenure_core::{
-    ClaimParams, DeregisterParams, ErrorKind, EvictParams, HeartbeatParams, ItemId, Lease, NewItem,
-    OwnerId, QueueName, ScopeKey, Store, StreamKey, TokenOutcome,
+    ClaimParams, DeregisterParams, ErrorKind, EvictParams, ItemId, Lease, NewItem, OwnerId,
+    QueueName, ScopeKey, Store, StreamKey, TokenOutcome,
 };
 
-use crate::case::{Capability, Case, CaseResult, Env, Failure};
-use crate::check::OrFail;
-use crate::check::{ensure, ensure_eq, expect_invalid, expect_state, expect_unchanged, get, pass};
+use crate::case::{CaseResult, Env, Failure};
+use crate::check::{
+    ensure, ensure_eq, expect_invalid, expect_state, expect_unchanged, get, pass, OrFail,
+};
 use crate::fixtures::{
-    check_leases, claim_for, complete, enqueue, enqueue_n, item, owner, queue, scope, stream, LEASE,
+    claim_for, complete, enqueue, enqueue_n, item, owner, queue, scope, stream, LEASE,
 };
 use crate::harness::Harness;
 
-pub(crate) const GROUP: &str = "g14_partitioned_claiming";
-
-pub(crate) fn cases<H: Harness>() -> Vec<Case<H>> {
-    let mut all = crate::register![GROUP;
-        partitioned_claims_are_served_only_by_stores_that_declare_them,
-    ];
-    all.extend(crate::register![GROUP, Capability::PartitionedClaiming;
-        each_instance_takes_exactly_the_share_its_rank_gives_it,
-        an_unregistered_owner_is_refused_and_nothing_changes,
-        zero_partitions_are_refused_naming_the_field,
-        a_stream_goes_by_partition_then_stays_pinned_when_instances_join,
-        eviction_unpins_the_evicted_instances_streams,
-        deregistration_unpins_the_instances_streams,
-        streams_and_scopes_keep_their_rules_in_partitioned_claims,
-        a_free_scopes_item_in_the_share_is_taken_behind_one_outside_it,
-        claims_without_partitioning_ignore_shares_and_pins,
-        racing_instances_take_disjoint_shares_and_keep_each_stream_on_one_instance,
-    ]);
-    all.extend(crate::g14_enqueue_pins::cases::<H>());
-    all
-}
-
-/// The partitioning every case uses: the default number of partitions.
-pub(crate) fn partitioning() -> Partitioning {
-    Partitioning::default()
-}
-
-/// The rank rule, computed here from the instance ids: `(rank, live)` of `who`.
-fn rank_of(who: &OwnerId, instances: &[&OwnerId]) -> (u32, u32) {
-    let rank = instances.iter().filter(|i| ***i < *who).count();
-    (rank as u32, instances.len() as u32)
-}
-
-/// True when the instance `who` among `instances` takes the unpinned item with this
-/// stream and id.
-pub(crate) fn in_share(
-    stream: Option<&StreamKey>,
-    id: ItemId,
-    who: &OwnerId,
-    instances: &[&OwnerId],
-) -> bool {
-    let (rank, live) = rank_of(who, instances);
-    takes(
-        partitioning().partition_of(key_hash(stream, id)),
-        rank,
-        live,
-    )
-}
-
-/// The ids `instance-a`, `instance-b` and `instance-c`, in rank order.
-pub(crate) fn three_instances() -> Result<(OwnerId, OwnerId, OwnerId), Failure> {
-    Ok((
-        owner("instance-a")?,
-        owner("instance-b")?,
-        owner("instance-c")?,
-    ))
-}
-
-/// A fresh item id whose partition falls in `who`'s share.
-fn id_in_share(who: &OwnerId, instances: &[&OwnerId]) -> ItemId {
-    loop {
-        let id = ItemId::new();
-        if in_share(None, id, who, instances) {
-            return id;
-        }
-    }
-}
-
-/// The first stream key `prefix-N` for which `pick` holds.
-pub(crate) fn stream_where(
-    prefix: &str,
-    pick: impl Fn(&StreamKey) -> bool,
-) -> Result<StreamKey, Failure> {
-    for n in 0..100_000 {
-        let s = stream(&format!("{prefix}-{n}"))?;
-        if pick(&s) {
-            return Ok(s);
-        }
-    }
-    Err(Failure::new(
-        "a stream key with the wanted partition among 100000 candidates",
-        "none",
-    ))
-}
-
-pub(crate) async fn beat<S: Store + ?Sized>(store: &S, who: &OwnerId) -> Result<(), Failure> {
-    store
-        .instance_heartbeat(HeartbeatParams::new(who.clone()))
-        .await
-        .or_fail("instance_heartbeat")
-}
-
-/// A partitioned claim of up to `limit` items of `queue` for `who`.
-pub(crate) async fn pclaim<S: Store + ?Sized>(
-    store: &S,
-    queue: &QueueName,
-    who: &OwnerId,
-    limit: u32,
-) -> Result<Vec<Lease>, Failure> {
-    let leases = store
-        .claim(
-            ClaimParams::new(queue.clone(), who.clone(), limit, LEASE).partitioned(partitioning()),
-        )
-        .await
-        .or_fail("claim (partitioned)")?;
-    check_leases(&leases, who, limit)?;
-    Ok(leases)
-}
-
-pub(crate) fn id_set(leases: &[Lease]) -> BTreeSet<ItemId> {
-    leases.iter().map(|l| l.token.id).collect()
-}
-
-pub(crate) fn with_stream(queue: &QueueName, s: &StreamKey) -> NewItem {
-    item(queue).stream(s.clone())
-}
-
+use super::shares::{
+    beat, id_in_share, id_set, in_share, partitioning, pclaim, stream_where, three_instances,
+    with_stream,
+};
 /// One registered instance and one ready item: the queue, the instance, the item.
 async fn one_instance_one_item<H: Harness>(
     env: &Env<'_, H>,
@@ -155,7 +37,7 @@ async fn one_instance_one_item<H: Harness>(
     Ok((q, who, get(env.store(), id).await?))
 }
 
-async fn partitioned_claims_are_served_only_by_stores_that_declare_them<H: Harness>(
+pub(super) async fn partitioned_claims_are_served_only_by_stores_that_declare_them<H: Harness>(
     env: Env<'_, H>,
 ) -> CaseResult {
     let declared = env.store().capabilities().partitioned_claiming;
@@ -184,7 +66,7 @@ async fn partitioned_claims_are_served_only_by_stores_that_declare_them<H: Harne
     }
 }
 
-async fn each_instance_takes_exactly_the_share_its_rank_gives_it<H: Harness>(
+pub(super) async fn each_instance_takes_exactly_the_share_its_rank_gives_it<H: Harness>(
     env: Env<'_, H>,
 ) -> CaseResult {
     let q = queue("g14")?;
@@ -214,7 +96,7 @@ async fn each_instance_takes_exactly_the_share_its_rank_gives_it<H: Harness>(
     pass()
 }
 
-async fn an_unregistered_owner_is_refused_and_nothing_changes<H: Harness>(
+pub(super) async fn an_unregistered_owner_is_refused_and_nothing_changes<H: Harness>(
     env: Env<'_, H>,
 ) -> CaseResult {
     let q = queue("g14")?;
@@ -263,7 +145,9 @@ async fn an_unregistered_owner_is_refused_and_nothing_changes<H: Harness>(
     pass()
 }
 
-async fn zero_partitions_are_refused_naming_the_field<H: Harness>(env: Env<'_, H>) -> CaseResult {
+pub(super) async fn zero_partitions_are_refused_naming_the_field<H: Harness>(
+    env: Env<'_, H>,
+) -> CaseResult {
     let (q, who, before) = one_instance_one_item(&env).await?;
     let answer = env
         .store()
@@ -274,7 +158,7 @@ async fn zero_partitions_are_refused_naming_the_field<H: Harness>(env: Env<'_, H
     pass()
 }
 
-async fn a_stream_goes_by_partition_then_stays_pinned_when_instances_join<H: Harness>(
+pub(super) async fn a_stream_goes_by_partition_then_stays_pinned_when_instances_join<H: Harness>(
     env: Env<'_, H>,
 ) -> CaseResult {
     let q = queue("g14")?;
@@ -322,7 +206,9 @@ async fn a_stream_goes_by_partition_then_stays_pinned_when_instances_join<H: Har
     pass()
 }
 
-async fn eviction_unpins_the_evicted_instances_streams<H: Harness>(env: Env<'_, H>) -> CaseResult {
+pub(super) async fn eviction_unpins_the_evicted_instances_streams<H: Harness>(
+    env: Env<'_, H>,
+) -> CaseResult {
     let q = queue("g14")?;
     let (a, b, c) = three_instances()?;
     let s = pin_to_b_then_check_takers(&env, &q, &a, &b, &c).await?;
@@ -339,7 +225,9 @@ async fn eviction_unpins_the_evicted_instances_streams<H: Harness>(env: Env<'_, 
     after_leaving(&env, &q, &s, &a, &c).await
 }
 
-async fn deregistration_unpins_the_instances_streams<H: Harness>(env: Env<'_, H>) -> CaseResult {
+pub(super) async fn deregistration_unpins_the_instances_streams<H: Harness>(
+    env: Env<'_, H>,
+) -> CaseResult {
     let q = queue("g14")?;
     let (a, b, c) = three_instances()?;
     let s = pin_to_b_then_check_takers(&env, &q, &a, &b, &c).await?;
@@ -407,7 +295,7 @@ async fn after_leaving<H: Harness>(
     pass()
 }
 
-async fn streams_and_scopes_keep_their_rules_in_partitioned_claims<H: Harness>(
+pub(super) async fn streams_and_scopes_keep_their_rules_in_partitioned_claims<H: Harness>(
     env: Env<'_, H>,
 ) -> CaseResult {
     let q = queue("g14")?;
@@ -452,7 +340,7 @@ async fn streams_and_scopes_keep_their_rules_in_partitioned_claims<H: Harness>(
     pass()
 }
 
-async fn a_free_scopes_item_in_the_share_is_taken_behind_one_outside_it<H: Harness>(
+pub(super) async fn a_free_scopes_item_in_the_share_is_taken_behind_one_outside_it<H: Harness>(
     env: Env<'_, H>,
 ) -> CaseResult {
     let q = queue("g14")?;
@@ -497,7 +385,7 @@ async fn a_free_scopes_item_in_the_share_is_taken_behind_one_outside_it<H: Harne
     pass()
 }
 
-async fn claims_without_partitioning_ignore_shares_and_pins<H: Harness>(
+pub(super) async fn claims_without_partitioning_ignore_shares_and_pins<H: Harness>(
     env: Env<'_, H>,
 ) -> CaseResult {
     let q = queue("g14")?;
@@ -534,7 +422,9 @@ async fn claims_without_partitioning_ignore_shares_and_pins<H: Harness>(
     pass()
 }
 
-async fn racing_instances_take_disjoint_shares_and_keep_each_stream_on_one_instance<H: Harness>(
+pub(super) async fn racing_instances_take_disjoint_shares_and_keep_each_stream_on_one_instance<
+    H: Harness,
+>(
     env: Env<'_, H>,
 ) -> CaseResult {
     let q = queue("g14-race")?;
