@@ -8,6 +8,7 @@
 //! | [`sqlite`] | `sqlite` | a fresh database file in a temporary directory, removed on drop |
 //! | [`pg_cluster`] | | throwaway PostgreSQL servers (`initdb`, a streaming standby, promotion), standard library only |
 //! | [`ledger`] | | store wrappers that record what every `complete` was told |
+//! | [`every`] | one per store | [`every::Place`], a fresh store of any kind named by a URL, and [`on_every_store!`], one test per store and case |
 //! | [`conformance`] | one per store | the conformance harness of each store, run by its `conformance` and `conformance_keep_done` tests |
 //!
 //! **Servers.** Fixtures that need PostgreSQL or Redis read `TENURE_POSTGRES_URL`
@@ -29,6 +30,7 @@
 #![allow(clippy::expect_used)]
 
 pub mod conformance;
+pub mod every;
 pub mod ledger;
 #[cfg(feature = "memory")]
 pub mod memory;

@@ -1,6 +1,7 @@
 //! The cases `on_every_sql_store!` runs on each store: one function per command.
 
 use super::*;
+use tenure_test_support::every::Kind;
 
 /// Enqueues `n` ready items of `queue`; their ids in enqueue order.
 async fn ready(store: &DynStore, queue: &str, n: usize) -> Vec<ItemId> {
@@ -381,15 +382,15 @@ pub(super) async fn migrate_case(f: &Fixture) {
     // Printing: the SQL, applied by "the application's tool", makes a schema that the
     // store opens as current, and that `tenure migrate` then leaves alone.
     let sql = human(&["migrate", &f.url, "--print"]);
-    let url = match &f.place {
-        Place::Sqlite(file) => {
+    let url = match f.place.kind() {
+        Kind::Sqlite(file) => {
             let path = file.dir().join("by-script.db");
             let conn = rusqlite::Connection::open(&path).unwrap();
             conn.execute_batch(&format!("BEGIN; {sql} COMMIT;"))
                 .unwrap();
             format!("sqlite://{}", path.display())
         }
-        Place::Postgres(schema) => {
+        Kind::Postgres(schema) => {
             let other = format!("{}_s", schema.name());
             let sql = human(&[
                 "migrate",
@@ -422,6 +423,7 @@ pub(super) async fn migrate_case(f: &Fixture) {
             tenure_test_support::postgres::drop_schema(&mut a, &other).await;
             return;
         }
+        other => panic!("the CLI's cases run on SQLite and PostgreSQL, not {other:?}"),
     };
     let out = tenure(&["status", &url, "--json"]);
     assert!(out.status.success(), "{}", stderr(&out));

@@ -18,8 +18,8 @@ use tenure::{
     DynStore, Failure, HeartbeatParams, ItemId, ItemState, LeaderName, LeaderParams, NewItem,
     OwnerId, QueueName, Store, StoreExt,
 };
-use tenure_test_support::postgres::{admin, url as pg_url, PgSchema};
-use tenure_test_support::sqlite::SqliteFile;
+use tenure_test_support::every::Place;
+use tenure_test_support::postgres::{admin, url as pg_url};
 
 fn tenure(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_tenure"))
@@ -75,32 +75,28 @@ fn me() -> OwnerId {
 
 const LEASE: Duration = Duration::from_secs(60);
 
-/// Where a case runs: a fresh SQLite file or PostgreSQL schema, removed on drop.
-enum Place {
-    Sqlite(SqliteFile),
-    Postgres(PgSchema),
-}
-
+/// Where a case runs: a fresh SQLite file or PostgreSQL schema (removed afterwards),
+/// and the URL the CLI is given.
 struct Fixture {
     url: String,
     place: Place,
 }
 
 impl Fixture {
-    fn sqlite() -> Fixture {
-        let file = SqliteFile::new("work.db");
-        Fixture {
-            url: file.url(),
-            place: Place::Sqlite(file),
-        }
+    fn at(place: Option<Place>) -> Option<Fixture> {
+        let place = place?;
+        Some(Fixture {
+            url: place.url().to_owned(),
+            place,
+        })
+    }
+
+    async fn sqlite() -> Option<Fixture> {
+        Fixture::at(Place::sqlite().await)
     }
 
     async fn postgres() -> Option<Fixture> {
-        let schema = PgSchema::new().await?;
-        Some(Fixture {
-            url: schema.url(),
-            place: Place::Postgres(schema),
-        })
+        Fixture::at(Place::postgres().await)
     }
 
     /// The store, opened (and migrated) by the library.
@@ -109,51 +105,25 @@ impl Fixture {
     }
 
     async fn remove(self) {
-        match self.place {
-            Place::Sqlite(file) => drop(file),
-            Place::Postgres(schema) => schema.drop_now().await,
-        }
+        self.place.remove().await;
     }
 }
 
-/// Runs `case` on a SQLite file and on a PostgreSQL schema.
-macro_rules! on_every_sql_store {
-    ($($name:ident => $case:ident;)*) => {
-        mod sqlite {
-            $(
-                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-                async fn $name() {
-                    let f = super::Fixture::sqlite();
-                    super::cases::$case(&f).await;
-                    f.remove().await;
-                }
-            )*
-        }
-        mod postgres {
-            $(
-                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-                async fn $name() {
-                    let Some(f) = super::Fixture::postgres().await else { return };
-                    super::cases::$case(&f).await;
-                    f.remove().await;
-                }
-            )*
-        }
-    };
-}
-
-on_every_sql_store! {
-    status_shows_each_queue_its_instances_and_the_leader_with_its_term => status_case;
-    status_of_a_free_leader_lease_does_not_raise_its_term => status_free_leader_case;
-    items_pages_by_state_with_a_cursor_and_shows_the_last_error => items_case;
-    leases_show_owner_attempt_expiry_and_renewals => leases_case;
-    cancel_deletes_scheduled_items_and_refuses_a_running_one_with_status_5 => cancel_case;
-    pause_stops_claims_until_resume => pause_case;
-    requeue_and_discard_by_queue_change_only_dead_items_and_discard_asks_for_yes => dead_case;
-    migrate_applies_and_its_printed_sql_makes_a_schema_the_store_accepts => migrate_case;
+tenure_test_support::on_every_store! {
+    Fixture in [sqlite, postgres] {
+        status_shows_each_queue_its_instances_and_the_leader_with_its_term => status_case;
+        status_of_a_free_leader_lease_does_not_raise_its_term => status_free_leader_case;
+        items_pages_by_state_with_a_cursor_and_shows_the_last_error => items_case;
+        leases_show_owner_attempt_expiry_and_renewals => leases_case;
+        cancel_deletes_scheduled_items_and_refuses_a_running_one_with_status_5 => cancel_case;
+        pause_stops_claims_until_resume => pause_case;
+        requeue_and_discard_by_queue_change_only_dead_items_and_discard_asks_for_yes => dead_case;
+        migrate_applies_and_its_printed_sql_makes_a_schema_the_store_accepts => migrate_case;
+    }
 }
 
 mod cases;
+use cases::*;
 
 // ------------------------------------------------------------------ errors and help
 

@@ -8,120 +8,57 @@ use axum::body::Body;
 use axum::http::{header, HeaderMap, Request, StatusCode};
 use axum::Router;
 use http_body_util::BodyExt;
-use sqlx::{Connection, PgConnection};
 use tenure::{DynStore, Failure, ItemId, NewItem, OwnerId, QueueName, StoreExt};
+use tenure_test_support::every::Place;
 use tower::ServiceExt;
 
-/// True when a missing server must fail the run (CI sets `TENURE_REQUIRE_STORES=1`).
-pub fn required() -> bool {
-    std::env::var("TENURE_REQUIRE_STORES").is_ok_and(|v| v == "1")
-}
-
-pub fn pg_url() -> String {
-    std::env::var("TENURE_POSTGRES_URL")
-        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".to_owned())
-}
-
-pub fn redis_url() -> String {
-    std::env::var("TENURE_REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1:6379".to_owned())
-}
-
-/// A store of a test's own, and what to remove afterwards.
-pub enum Place {
-    Memory,
-    Sqlite(tempfile::TempDir),
-    Postgres(String),
-    Redis(String),
-}
-
+/// A store of a test's own on one backend (memory, a SQLite file, a PostgreSQL schema
+/// or a Redis prefix, removed afterwards); it dereferences to the store.
 pub struct Fixture {
     pub store: DynStore,
     place: Place,
 }
 
 impl Fixture {
-    pub fn memory() -> Fixture {
-        Fixture {
-            store: std::sync::Arc::new(tenure::MemoryStore::default()),
-            place: Place::Memory,
-        }
+    async fn at(place: Option<Place>) -> Option<Fixture> {
+        let place = place?;
+        Some(Fixture {
+            store: tenure::open(place.url()).await.unwrap(),
+            place,
+        })
     }
 
-    pub async fn sqlite() -> Fixture {
-        let dir = tempfile::tempdir().unwrap();
-        let url = format!("sqlite://{}", dir.path().join("work.db").display());
-        Fixture {
-            store: tenure::open(&url).await.unwrap(),
-            place: Place::Sqlite(dir),
-        }
+    pub async fn memory() -> Option<Fixture> {
+        Fixture::at(Place::memory().await).await
+    }
+
+    pub async fn sqlite() -> Option<Fixture> {
+        Fixture::at(Place::sqlite().await).await
     }
 
     /// A fresh schema, or `None` (the case skips) when the server is down and stores
     /// are not required.
     pub async fn postgres() -> Option<Fixture> {
-        match PgConnection::connect(&pg_url()).await {
-            Ok(c) => drop(c),
-            Err(e) if !required() => {
-                eprintln!("skipped: PostgreSQL at {} is unreachable: {e}", pg_url());
-                return None;
-            }
-            Err(e) => panic!("PostgreSQL at {} is required: {e}", pg_url()),
-        }
-        let schema = format!("tenure_dash_{}", uuid::Uuid::now_v7().simple());
-        let url = format!("{}?tenure_schema={schema}", pg_url());
-        Some(Fixture {
-            store: tenure::open(&url).await.unwrap(),
-            place: Place::Postgres(schema),
-        })
+        Fixture::at(Place::postgres().await).await
     }
 
     /// A fresh key prefix, or `None` (the case skips) when the server is down and
     /// stores are not required.
     pub async fn redis() -> Option<Fixture> {
-        let prefix = format!("tenure_dash_{}", uuid::Uuid::now_v7().simple());
-        let url = format!("{}?tenure_prefix={prefix}", redis_url());
-        match tenure::open(&url).await {
-            Ok(store) => Some(Fixture {
-                store,
-                place: Place::Redis(prefix),
-            }),
-            Err(e) if !required() => {
-                eprintln!("skipped: Redis at {} is unreachable: {e}", redis_url());
-                None
-            }
-            Err(e) => panic!("Redis at {} is required: {e}", redis_url()),
-        }
+        Fixture::at(Place::redis().await).await
     }
 
     pub async fn remove(self) {
         drop(self.store);
-        match self.place {
-            Place::Memory => {}
-            Place::Sqlite(dir) => drop(dir),
-            Place::Postgres(schema) => {
-                let mut c = PgConnection::connect(&pg_url()).await.unwrap();
-                sqlx::query(&format!("DROP SCHEMA IF EXISTS {schema} CASCADE"))
-                    .execute(&mut c)
-                    .await
-                    .unwrap();
-            }
-            Place::Redis(prefix) => {
-                let client = redis::Client::open(redis_url()).unwrap();
-                let mut c = client.get_multiplexed_async_connection().await.unwrap();
-                let keys: Vec<String> = redis::cmd("KEYS")
-                    .arg(format!("{{{prefix}}}*"))
-                    .query_async(&mut c)
-                    .await
-                    .unwrap();
-                if !keys.is_empty() {
-                    let _: () = redis::cmd("DEL")
-                        .arg(keys)
-                        .query_async(&mut c)
-                        .await
-                        .unwrap();
-                }
-            }
-        }
+        self.place.remove().await;
+    }
+}
+
+impl std::ops::Deref for Fixture {
+    type Target = DynStore;
+
+    fn deref(&self) -> &DynStore {
+        &self.store
     }
 }
 

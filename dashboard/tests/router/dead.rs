@@ -3,9 +3,11 @@
 use super::*;
 
 on_every_store! {
-    requeue_by_id_moves_a_dead_item_back_to_ready => requeue_case;
-    discard_by_filter_without_the_typed_queue_name_is_400_and_discards_nothing => discard_case;
-    the_dead_preview_counts_what_a_filter_takes_before_it_runs => preview_case;
+    Fixture in [memory, sqlite, postgres, redis] {
+        requeue_by_id_moves_a_dead_item_back_to_ready => requeue_case;
+        discard_by_filter_without_the_typed_queue_name_is_400_and_discards_nothing => discard_case;
+        the_dead_preview_counts_what_a_filter_takes_before_it_runs => preview_case;
+    }
 }
 
 async fn requeue_case(store: &DynStore) {

@@ -4,9 +4,11 @@
 use super::*;
 
 on_every_store! {
-    every_page_answers_200_with_the_strict_headers => pages_case;
-    actions_from_another_site_or_without_origin_are_refused_with_403_and_change_nothing => cross_site_case;
-    a_read_only_dashboard_refuses_every_action_with_403_and_shows_no_buttons => read_only_case;
+    Fixture in [memory, sqlite, postgres, redis] {
+        every_page_answers_200_with_the_strict_headers => pages_case;
+        actions_from_another_site_or_without_origin_are_refused_with_403_and_change_nothing => cross_site_case;
+        a_read_only_dashboard_refuses_every_action_with_403_and_shows_no_buttons => read_only_case;
+    }
 }
 
 async fn pages_case(store: &DynStore) {

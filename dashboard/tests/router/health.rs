@@ -3,7 +3,9 @@
 use super::*;
 
 on_every_store! {
-    healthz_answers_ok_when_the_store_answers => healthz_case;
+    Fixture in [memory, sqlite, postgres, redis] {
+        healthz_answers_ok_when_the_store_answers => healthz_case;
+    }
 }
 
 async fn healthz_case(store: &DynStore) {

@@ -3,9 +3,11 @@
 use super::*;
 
 on_every_store! {
-    cancel_answers_an_outcome_per_id => cancel_case;
-    the_item_page_hides_the_payload_unless_asked_and_escapes_it => item_case;
-    find_by_id_redirects_to_the_item_or_answers_404_or_400 => find_case;
+    Fixture in [memory, sqlite, postgres, redis] {
+        cancel_answers_an_outcome_per_id => cancel_case;
+        the_item_page_hides_the_payload_unless_asked_and_escapes_it => item_case;
+        find_by_id_redirects_to_the_item_or_answers_404_or_400 => find_case;
+    }
 }
 
 async fn cancel_case(store: &DynStore) {

@@ -3,7 +3,9 @@
 use super::*;
 
 on_every_store! {
-    leases_are_listed_soonest_expiry_first => leases_case;
+    Fixture in [memory, sqlite, postgres, redis] {
+        leases_are_listed_soonest_expiry_first => leases_case;
+    }
 }
 
 async fn leases_case(store: &DynStore) {

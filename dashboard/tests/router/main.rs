@@ -19,55 +19,10 @@ use axum::Router;
 use common::*;
 use tenure::{Clock, DynStore, ManualClock, MemoryStore, NewItem, Store, StoreExt, Timestamp};
 use tenure_dashboard::{router, Access, Action, DashboardConfig};
+use tenure_test_support::on_every_store;
 
 fn app(store: &DynStore) -> Router {
     router(store.clone(), DashboardConfig::new().environment("test"))
-}
-
-/// Runs each case on every store: memory, SQLite, PostgreSQL, Redis.
-macro_rules! on_every_store {
-    ($($name:ident => $case:ident;)*) => {
-        mod memory {
-            $(
-                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-                async fn $name() {
-                    let f = crate::Fixture::memory();
-                    super::$case(&f.store).await;
-                    f.remove().await;
-                }
-            )*
-        }
-        mod sqlite {
-            $(
-                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-                async fn $name() {
-                    let f = crate::Fixture::sqlite().await;
-                    super::$case(&f.store).await;
-                    f.remove().await;
-                }
-            )*
-        }
-        mod postgres {
-            $(
-                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-                async fn $name() {
-                    let Some(f) = crate::Fixture::postgres().await else { return };
-                    super::$case(&f.store).await;
-                    f.remove().await;
-                }
-            )*
-        }
-        mod redis {
-            $(
-                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-                async fn $name() {
-                    let Some(f) = crate::Fixture::redis().await else { return };
-                    super::$case(&f.store).await;
-                    f.remove().await;
-                }
-            )*
-        }
-    };
 }
 
 mod dead;

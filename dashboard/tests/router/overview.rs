@@ -4,8 +4,10 @@
 use super::*;
 
 on_every_store! {
-    overview_shows_every_queue_with_its_counts_and_a_json_twin => overview_case;
-    the_overview_shows_the_leader_and_its_term_without_taking_the_lease => leader_case;
+    Fixture in [memory, sqlite, postgres, redis] {
+        overview_shows_every_queue_with_its_counts_and_a_json_twin => overview_case;
+        the_overview_shows_the_leader_and_its_term_without_taking_the_lease => leader_case;
+    }
 }
 
 async fn overview_case(store: &DynStore) {

@@ -4,12 +4,14 @@
 use super::*;
 
 on_every_store! {
-    pause_and_resume_by_form_post_redirect_back_and_show_at_once => pause_case;
-    a_queue_pages_by_cursor_oldest_or_newest_first => paging_case;
-    any_valid_queue_name_dots_included_round_trips_through_links_and_forms => names_case;
-    an_unknown_queue_is_a_404_with_a_way_back_and_cannot_be_paused_into_existence => unknown_queue_case;
-    a_listing_has_first_and_last_page_links_and_the_last_page_holds_the_tail => last_page_case;
-    listings_preview_payloads_and_errors_cut_and_escaped => list_preview_case;
+    Fixture in [memory, sqlite, postgres, redis] {
+        pause_and_resume_by_form_post_redirect_back_and_show_at_once => pause_case;
+        a_queue_pages_by_cursor_oldest_or_newest_first => paging_case;
+        any_valid_queue_name_dots_included_round_trips_through_links_and_forms => names_case;
+        an_unknown_queue_is_a_404_with_a_way_back_and_cannot_be_paused_into_existence => unknown_queue_case;
+        a_listing_has_first_and_last_page_links_and_the_last_page_holds_the_tail => last_page_case;
+        listings_preview_payloads_and_errors_cut_and_escaped => list_preview_case;
+    }
 }
 
 async fn pause_case(store: &DynStore) {
@@ -289,7 +291,7 @@ async fn list_preview_case(store: &DynStore) {
 /// the dashboard clears it, so its effect shows at once.
 #[tokio::test]
 async fn a_listing_page_is_shared_while_fresh_and_read_again_after_an_action() {
-    let f = Fixture::memory();
+    let f = Fixture::memory().await.unwrap();
     let store = &f.store;
     let ids = ready(store, "emails", 2).await;
     let app = router(
