@@ -322,7 +322,9 @@ async fn produce_on<S: Store>(
                 let item = NewItem::new(queue.clone(), payload(seq, epoch.now_us()));
                 let id = item.id;
                 store.enqueue_one(item).await.map_err(enqueue_err)?;
-                ids.lock().unwrap_or_else(|p| p.into_inner()).push((seq, id));
+                ids.lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .push((seq, id));
             }
             Ok::<(), BenchError>(())
         }
