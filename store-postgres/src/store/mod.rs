@@ -4,8 +4,8 @@
 //! of the contract is implemented in its own file (`claim.rs`, `finalize.rs`,
 //! `recovery.rs`, `instances.rs`, `inspect.rs`; see the crate docs, Layout of this
 //! crate); core's [`Store`] validates the params before they reach it. The limits
-//! group ([`Limiting`]) keeps its defaults: this store does not declare
-//! [`Capabilities::limits`].
+//! group ([`Limiting`](tenure_core::contract::Limiting)) is in `limits.rs`, its claim
+//! in `limited_claim.rs`.
 
 use std::fmt;
 use std::str::FromStr;
@@ -19,7 +19,7 @@ use sqlx::postgres::PgArguments;
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions, PgRow};
 use sqlx::query::Query;
 use sqlx::{PgConnection, PgPool, Postgres, Row, Transaction};
-use tenure_core::contract::{Base, Limiting};
+use tenure_core::contract::Base;
 use tenure_core::{
     Capabilities, Error, Limits, Result, SharedClock, Timestamp, WakeHealth, WakeSignal,
 };
@@ -36,7 +36,11 @@ use crate::{listen, migrate, PgConfig, STORE};
 
 mod claim;
 mod enqueue;
-pub(crate) use enqueue::{refuse_limit_keys, Notify};
+pub(crate) use enqueue::Notify;
+mod limited_claim;
+mod limits;
+mod limits_sql;
+pub(crate) use limits::refuse_fairness_keys;
 mod finalize;
 pub(crate) mod inspect;
 mod instances;
@@ -77,6 +81,11 @@ struct Inner {
     /// When this store last moved its queues' claim cursors forward, and how many
     /// items it has claimed since (`claim::CursorPace`).
     cursor_pace: Mutex<claim::CursorPace>,
+    /// The statements of queue limits (`limits_sql.rs`).
+    limits_sql: limits_sql::LimitsSql,
+    /// When this handle last asked and heard that the schema has no limits
+    /// (`limits.rs`, Which claims take the limited path).
+    no_limits_since: Mutex<Option<std::time::Instant>>,
 }
 
 impl Drop for Inner {
@@ -175,6 +184,8 @@ impl PgStore {
                 listener: Mutex::new(None),
                 pump,
                 cursor_pace: Mutex::new(claim::CursorPace::default()),
+                limits_sql: limits_sql::LimitsSql::new(&config.schema),
+                no_limits_since: Mutex::new(None),
             }),
         };
         if config.migrate_on_connect {
@@ -408,8 +419,6 @@ fn count(row: &PgRow, idx: usize) -> Result<u64> {
     u64::try_from(n).map_err(|e| Error::internal(STORE, e.to_string()))
 }
 
-impl Limiting for PgStore {}
-
 impl Base for PgStore {
     fn name(&self) -> &'static str {
         STORE
@@ -418,7 +427,8 @@ impl Base for PgStore {
     fn capabilities(&self) -> Capabilities {
         let caps = Capabilities::default()
             .with_partitioned_claiming()
-            .with_stream_runs();
+            .with_stream_runs()
+            .with_limits();
         if self.inner.listening {
             caps.with_cross_process_wakeups()
         } else {

@@ -1,0 +1,10 @@
+-- Whether a claim must take the limited path.
+-- $1 the claimed queues (text[]), $2 now (micros).
+-- Answers `any_limits`: some queue of the schema has limits or a deferral not yet
+-- over; `limited`: one of the claimed queues has.
+SELECT
+    EXISTS (SELECT 1 FROM {schema}.queue_limits)
+        OR EXISTS (SELECT 1 FROM {schema}.limit_defers d WHERE d.until > $2) AS any_limits,
+    EXISTS (SELECT 1 FROM {schema}.queue_limits l WHERE l.queue = ANY($1::text[]))
+        OR EXISTS (SELECT 1 FROM {schema}.limit_defers d
+            WHERE d.queue = ANY($1::text[]) AND d.until > $2) AS limited
