@@ -15,6 +15,7 @@
 //! limits (contract of `limits_set`). While the schema has limits, every claim asks,
 //! and takes the limited path when one of its queues has them.
 
+use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use sqlx::postgres::PgRow;
@@ -84,7 +85,18 @@ impl PgStore {
         if let Ok(mut since) = self.inner.no_limits_since.lock() {
             *since = (!any).then_some(sent);
         }
+        self.inner.limits_seen.store(any, Ordering::Relaxed);
         Ok(limited)
+    }
+
+    /// After a finish committed: when this handle last heard that the schema has
+    /// limits, its own workers claim again at once, as the finish may have freed a
+    /// slot. Workers of other processes learn it from `limits_wait` (the next lease
+    /// expiry) or their poll.
+    pub(super) fn slots_freed(&self) {
+        if self.inner.limits_seen.load(Ordering::Relaxed) {
+            self.notify_local();
+        }
     }
 
     /// After a commit that adds limits or a deferral: forgets this handle's answer,
@@ -93,6 +105,7 @@ impl PgStore {
         if let Ok(mut since) = self.inner.no_limits_since.lock() {
             *since = None;
         }
+        self.inner.limits_seen.store(true, Ordering::Relaxed);
         tokio::time::sleep(LIMITS_TTL).await;
     }
 

@@ -86,6 +86,9 @@ struct Inner {
     /// When this handle last asked and heard that the schema has no limits
     /// (`limits.rs`, Which claims take the limited path).
     no_limits_since: Mutex<Option<std::time::Instant>>,
+    /// Whether this handle last heard that the schema has limits: its finishes then
+    /// fire its wake signal, as a slot may be free (`limits.rs`).
+    limits_seen: std::sync::atomic::AtomicBool,
 }
 
 impl Drop for Inner {
@@ -186,6 +189,7 @@ impl PgStore {
                 cursor_pace: Mutex::new(claim::CursorPace::default()),
                 limits_sql: limits_sql::LimitsSql::new(&config.schema),
                 no_limits_since: Mutex::new(None),
+                limits_seen: std::sync::atomic::AtomicBool::new(false),
             }),
         };
         if config.migrate_on_connect {
