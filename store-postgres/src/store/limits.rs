@@ -65,11 +65,7 @@ fn split(rate: Option<Rate>) -> (Option<i64>, Option<i64>) {
 impl PgStore {
     /// Whether a claim of `queues` at `now` takes the limited path (module docs).
     pub(super) async fn claims_limited(&self, queues: &[String], now: Timestamp) -> Result<bool> {
-        let trusted = match self.inner.no_limits_since.lock() {
-            Ok(since) => since.is_some_and(|t| t.elapsed() < LIMITS_TTL),
-            Err(_) => false,
-        };
-        if trusted {
+        if self.trusts_no_limits() {
             return Ok(false);
         }
         let sent = Instant::now();
@@ -87,6 +83,15 @@ impl PgStore {
         }
         self.inner.limits_seen.store(any, Ordering::Relaxed);
         Ok(limited)
+    }
+
+    /// Whether this handle heard, less than [`LIMITS_TTL`] ago, that the schema has no
+    /// limits and no deferral.
+    fn trusts_no_limits(&self) -> bool {
+        match self.inner.no_limits_since.lock() {
+            Ok(since) => since.is_some_and(|t| t.elapsed() < LIMITS_TTL),
+            Err(_) => false,
+        }
     }
 
     /// After a finish committed: when this handle last heard that the schema has
@@ -299,6 +304,11 @@ impl Limiting for PgStore {
     }
 
     async fn limits_wait(&self, queues: &[QueueName]) -> Result<Option<Duration>> {
+        // A worker asks after every empty claim: with no limits in the schema, nothing
+        // waits on time, and it costs no round trip.
+        if self.trusts_no_limits() {
+            return Ok(None);
+        }
         let now = self.now();
         let names: Vec<&str> = queues.iter().map(QueueName::as_str).collect();
         let row = self

@@ -212,3 +212,50 @@ async fn a_version_9_schema_with_items_upgrades_to_limits_and_its_running_items_
     assert_eq!(rest.len(), 2, "the ready items left");
     ctx.finish().await;
 }
+
+/// A handle that just heard the schema has no limits, and trusts that for a moment,
+/// still obeys a limit another handle set before its next claim: `limits_set` returns
+/// only once that trust has run out.
+#[tokio::test]
+async fn a_limit_set_through_one_handle_binds_the_next_claim_of_another_that_saw_none() {
+    let Some(ctx) = Ctx::new().await else { return };
+    let peer = ctx.peer().await;
+    let key = LimitKey::new("k").unwrap();
+    ctx.store
+        .enqueue(EnqueueParams::new(
+            (0..5)
+                .map(|_| NewItem::new(q(), b"x".to_vec()).limit_key(key.clone()))
+                .collect(),
+        ))
+        .await
+        .unwrap();
+    let other = QueueName::new("other").unwrap();
+    assert!(peer
+        .claim(ClaimParams::new(other.clone(), owner(2), 1, LEASE))
+        .await
+        .unwrap()
+        .is_empty());
+    assert_eq!(
+        peer.limits_wait(std::slice::from_ref(&other))
+            .await
+            .unwrap(),
+        None,
+        "nothing waits on time without limits"
+    );
+    ctx.store
+        .limits_set(LimitsParams::new(q(), QueueLimits::new().per_key(1)))
+        .await
+        .unwrap();
+    let got = peer
+        .claim(ClaimParams::new(q(), owner(2), 10, LEASE))
+        .await
+        .unwrap();
+    assert_eq!(got.len(), 1, "the peer's claim obeys the new limit");
+    assert_eq!(
+        peer.limits_wait(&[q()]).await.unwrap(),
+        Some(LEASE),
+        "the held-back items wait for the running lease's expiry"
+    );
+    peer.close().await;
+    ctx.finish().await;
+}
