@@ -1,4 +1,4 @@
--- Queue limits (G16 concurrency, G17 rate).
+-- Queue limits (G16 concurrency, G17 rate) and fair shares (G18).
 --
 -- An item keeps the limit key its enqueue named. The columns are nullable with no
 -- default, so adding them rewrites nothing and code older than this migration keeps
@@ -13,6 +13,10 @@
 ALTER TABLE __SCHEMA__.items ADD COLUMN IF NOT EXISTS limit_key text;
 ALTER TABLE __SCHEMA__.items ADD COLUMN IF NOT EXISTS fairness_key text;
 ALTER TABLE __SCHEMA__.items ADD COLUMN IF NOT EXISTS weight integer;
+-- Fair shares (G18): an item's start tag plus one, fixed at enqueue in a fair queue;
+-- NULL in a queue that is not fair (and in rows written before it became fair,
+-- which count as tag 1, the oldest).
+ALTER TABLE __SCHEMA__.items ADD COLUMN IF NOT EXISTS ftag bigint;
 
 -- One row per queue with limits. A NULL column is no such limit; a rate is
 -- `*_starts` claims per `*_per` microseconds.
@@ -55,4 +59,19 @@ CREATE TABLE IF NOT EXISTS __SCHEMA__.limit_defers (
     key text NOT NULL,
     until bigint NOT NULL,
     PRIMARY KEY (queue, key)
+);
+
+-- Fair shares (G18): one row per fair queue (one that ever saw a fairness key) with
+-- its virtual time, and one per tenant of it with its finish tag. An enqueue into a
+-- fair queue locks the queue's row while it tags its items; a claim moves the
+-- virtual time on to the tags it served.
+CREATE TABLE IF NOT EXISTS __SCHEMA__.fair_queues (
+    queue text PRIMARY KEY,
+    vtime bigint NOT NULL
+);
+CREATE TABLE IF NOT EXISTS __SCHEMA__.fair_tenants (
+    queue text NOT NULL,
+    tenant text NOT NULL,
+    finish bigint NOT NULL,
+    PRIMARY KEY (queue, tenant)
 );

@@ -5,10 +5,10 @@
 -- item of a scope with no running item.
 -- $1 open queues (text[]), $2 now (micros), $3 most rows per queue, $4 queues and
 -- $5 limit keys (text[], pairwise) of the shut keys.
-SELECT c.id, c.queue, c.limit_key
+SELECT c.id, c.queue, c.limit_key, c.ftag
 FROM unnest($1::text[]) AS q(name)
 CROSS JOIN LATERAL (
-    SELECT p.id, p.queue, p.limit_key, p.priority, p.run_at, p.seq
+    SELECT p.id, p.queue, p.limit_key, p.ftag, p.priority, p.run_at, p.seq
     FROM {schema}.items p
     WHERE p.queue = q.name AND p.state = 'ready' AND p.head AND p.run_at <= $2
         AND (p.limit_key IS NULL OR NOT EXISTS (

@@ -20,7 +20,6 @@ use crate::sql::SCOPE_INDEX;
 
 use super::enqueue::Notify;
 use super::limited_claim::Limited;
-use super::limits::refuse_fairness_keys;
 use super::PgStore;
 
 /// How many times a claim that lost a scope race (G10) is tried again before it
@@ -73,14 +72,21 @@ pub(crate) enum ClaimRun {
 impl Claims for PgStore {
     /// `Store::enqueue`.
     async fn enqueue(&self, params: Valid<EnqueueParams>) -> Result<Vec<Enqueued>> {
-        refuse_fairness_keys(&params.items)?;
         let now = self.inner.clock.now();
         params.validate_schedule(&self.inner.limits, now)?;
         let simple = params.pin_to.is_none()
             && params
                 .items
                 .iter()
-                .all(|it| it.dedup_key.is_none() && it.stream.is_none() && it.limit_key.is_none());
+                .all(|it| {
+                    it.dedup_key.is_none()
+                        && it.stream.is_none()
+                        && it.limit_key.is_none()
+                        && it.fairness_key.is_none()
+                })
+            // A fair queue's items need their tags (G18): only when the schema has no
+            // limits and no fair queue is the one-statement enqueue enough.
+            && self.trusts_no_limits();
         let out = if simple {
             // One statement; the NOTIFY follows the commit (`crate::notify`).
             let all: Vec<&NewItem> = params.items.iter().collect();
@@ -204,7 +210,8 @@ impl Claims for PgStore {
 }
 
 impl PgStore {
-    /// A claim of queues among which one has limits or a deferral (G16, G17;
+    /// A claim of queues among which one has limits, a deferral or fair shares (G16,
+    /// G17, G18;
     /// `limited_claim.rs`): expired leases recovered first, then the limited claim,
     /// tried again after a scope race. A partitioned claim (G14) of such queues is
     /// not served; stream runs (G9) are not taken behind its heads, as their items

@@ -1,6 +1,6 @@
 //! The steps of an enqueue, shared by [`Claims::enqueue`](tenure_core::contract::Claims)
 //! (in `claim.rs`) and the `_in_tx` calls: the pin check (G14), the inserts with their
-//! dedup keys (G11) and their limit keys (G16, G17).
+//! dedup keys (G11), their limit keys (G16, G17) and fair-share tags (G18).
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 
@@ -225,7 +225,8 @@ impl PgStore {
             .collect();
         self.insert_rows(&mut *conn, &insert, &heads, now, notify)
             .await?;
-        self.keep_limit_keys(&mut *conn, &insert).await?;
+        let ftags = self.fair_tags(&mut *conn, &insert, now).await?;
+        self.keep_limit_keys(&mut *conn, &insert, &ftags).await?;
         Ok(answers)
     }
 

@@ -1,4 +1,4 @@
-//! The claim of queues with limits (G16, G17): one transaction that takes the claimed
+//! The claim of queues with limits or fair shares (G16, G17, G18): one transaction that takes the claimed
 //! queues' claim locks, reads their counts, and admits candidates in claim order.
 //!
 //! # The steps
@@ -54,6 +54,7 @@ struct QueueGate {
     running: i64,
     starts: i64,
     shut: bool,
+    fair: bool,
 }
 
 impl QueueGate {
@@ -121,6 +122,7 @@ impl PgStore {
                 running: get_i64(&row, "running")?.unwrap_or(0),
                 starts: get_i64(&row, "starts")?.unwrap_or(0),
                 shut: deferred || paused,
+                fair: row.try_get("fair").map_err(map)?,
             };
             gates.insert(queue, gate);
         }
@@ -131,6 +133,14 @@ impl PgStore {
         let (mut shut_q, mut shut_k): (Vec<String>, Vec<String>) = (Vec::new(), Vec::new());
         let (mut start_q, mut start_k): (Vec<String>, Vec<String>) = (Vec::new(), Vec::new());
         let mut claimed: Vec<(i64, Item)> = Vec::new();
+        // G18: claims of fair queues take the least start tag first, and each fair
+        // queue's virtual time follows the greatest tag served.
+        let candidates = if gates.values().any(|g| g.fair) {
+            &sql.candidates_fair
+        } else {
+            &sql.candidates
+        };
+        let mut served: HashMap<String, i64> = HashMap::new();
         for _ in 0..MAX_ROUNDS {
             let open: Vec<&str> = queues
                 .iter()
@@ -142,7 +152,7 @@ impl PgStore {
             }
             let fetch = i64::try_from(want - claimed.len()).unwrap_or(i64::MAX) + SLACK;
             let rows = self
-                .query(&sql.candidates)
+                .query(candidates)
                 .bind(&open)
                 .bind(now.as_micros())
                 .bind(fetch)
@@ -155,9 +165,14 @@ impl PgStore {
                 break;
             }
             let mut cands: Vec<(Uuid, String, Option<String>)> = Vec::with_capacity(rows.len());
+            let mut tags: HashMap<Uuid, i64> = HashMap::new();
             for r in &rows {
+                let id: Uuid = r.try_get("id").map_err(map)?;
+                if let Some(tag) = r.try_get::<Option<i64>, _>("ftag").map_err(map)? {
+                    tags.insert(id, tag);
+                }
                 cands.push((
-                    r.try_get("id").map_err(map)?,
+                    id,
                     r.try_get("queue").map_err(map)?,
                     r.try_get("limit_key").map_err(map)?,
                 ));
@@ -197,6 +212,10 @@ impl PgStore {
                     }
                 }
                 gate.running += 1;
+                if let (true, Some(&tag)) = (gate.fair, tags.get(&id)) {
+                    let top = served.entry(queue.clone()).or_insert(tag);
+                    *top = (*top).max(tag);
+                }
                 if gate.rate_starts.is_some() {
                     gate.starts += 1;
                     start_q.push(queue);
@@ -243,6 +262,15 @@ impl PgStore {
             self.query(&sql.prune_starts)
                 .bind(queues)
                 .bind(now.as_micros())
+                .execute(&mut *tx)
+                .await
+                .map_err(map)?;
+        }
+        if !served.is_empty() {
+            let (qs, ts): (Vec<String>, Vec<i64>) = served.into_iter().unzip();
+            self.query(&sql.fair_served)
+                .bind(&qs)
+                .bind(&ts)
                 .execute(&mut *tx)
                 .await
                 .map_err(map)?;

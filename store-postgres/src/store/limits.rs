@@ -23,13 +23,12 @@ use sqlx::{PgConnection, Row};
 use tenure_core::async_trait;
 use tenure_core::contract::{Limiting, Valid};
 use tenure_core::{
-    duration_micros, DeferParams, Error, FairnessKey, LimitKey, LimitsParams, NewItem, QueueLimits,
+    duration_micros, DeferParams, FairnessKey, LimitKey, LimitsParams, NewItem, QueueLimits,
     QueueName, Rate, Result, Timestamp,
 };
 use uuid::Uuid;
 
 use crate::error::map;
-use crate::STORE;
 
 use super::PgStore;
 
@@ -85,9 +84,36 @@ impl PgStore {
         Ok(limited)
     }
 
+    /// Whether the schema has limits, a deferral or a fair queue, asked on `conn`
+    /// (an enqueue's transaction) unless this handle trusts that it has none.
+    pub(super) async fn schema_has_limits(
+        &self,
+        conn: &mut PgConnection,
+        now: Timestamp,
+    ) -> Result<bool> {
+        if self.trusts_no_limits() {
+            return Ok(false);
+        }
+        let sent = Instant::now();
+        let none: [&str; 0] = [];
+        let row = self
+            .query(&self.inner.limits_sql.gate)
+            .bind(&none[..])
+            .bind(now.as_micros())
+            .fetch_one(conn)
+            .await
+            .map_err(map)?;
+        let any: bool = row.try_get("any_limits").map_err(map)?;
+        if let Ok(mut since) = self.inner.no_limits_since.lock() {
+            *since = (!any).then_some(sent);
+        }
+        self.inner.limits_seen.store(any, Ordering::Relaxed);
+        Ok(any)
+    }
+
     /// Whether this handle heard, less than [`LIMITS_TTL`] ago, that the schema has no
     /// limits and no deferral.
-    fn trusts_no_limits(&self) -> bool {
+    pub(super) fn trusts_no_limits(&self) -> bool {
         match self.inner.no_limits_since.lock() {
             Ok(since) => since.is_some_and(|t| t.elapsed() < LIMITS_TTL),
             Err(_) => false,
@@ -104,6 +130,14 @@ impl PgStore {
         }
     }
 
+    /// Forgets this handle's answer that the schema has no limits.
+    pub(super) fn forget_no_limits(&self) {
+        if let Ok(mut since) = self.inner.no_limits_since.lock() {
+            *since = None;
+        }
+        self.inner.limits_seen.store(true, Ordering::Relaxed);
+    }
+
     /// After a commit that adds limits or a deferral: forgets this handle's answer,
     /// and waits until every other handle's has expired (module docs).
     async fn limits_changed(&self) {
@@ -114,39 +148,45 @@ impl PgStore {
         tokio::time::sleep(LIMITS_TTL).await;
     }
 
-    /// Keeps the limit keys, fairness keys and weights of `inserted`, in the
-    /// enqueue's transaction on `conn`, before anything can claim them. Writes nothing
-    /// when none names a key.
+    /// Keeps the limit keys, fairness keys, weights and start tags (`ftags`, one per
+    /// item) of `inserted`, in the enqueue's transaction on `conn`, before anything
+    /// can claim them. Writes nothing when none has any.
     pub(crate) async fn keep_limit_keys(
         &self,
         conn: &mut PgConnection,
         inserted: &[&NewItem],
+        ftags: &[Option<i64>],
     ) -> Result<()> {
-        let keyed: Vec<&&NewItem> = inserted
+        let keyed: Vec<(&&NewItem, Option<i64>)> = inserted
             .iter()
-            .filter(|it| it.limit_key.is_some() || it.fairness_key.is_some())
+            .zip(ftags.iter().copied())
+            .filter(|(it, tag)| {
+                it.limit_key.is_some() || it.fairness_key.is_some() || tag.is_some()
+            })
             .collect();
         if keyed.is_empty() {
             return Ok(());
         }
-        let ids: Vec<Uuid> = keyed.iter().map(|it| *it.id.as_uuid()).collect();
+        let ids: Vec<Uuid> = keyed.iter().map(|(it, _)| *it.id.as_uuid()).collect();
         let limit_keys: Vec<Option<&str>> = keyed
             .iter()
-            .map(|it| it.limit_key.as_ref().map(LimitKey::as_str))
+            .map(|(it, _)| it.limit_key.as_ref().map(LimitKey::as_str))
             .collect();
         let fairness_keys: Vec<Option<&str>> = keyed
             .iter()
-            .map(|it| it.fairness_key.as_ref().map(FairnessKey::as_str))
+            .map(|(it, _)| it.fairness_key.as_ref().map(FairnessKey::as_str))
             .collect();
         let weights: Vec<i32> = keyed
             .iter()
-            .map(|it| i32::try_from(it.weight).unwrap_or(i32::MAX))
+            .map(|(it, _)| i32::try_from(it.weight).unwrap_or(i32::MAX))
             .collect();
+        let tags: Vec<Option<i64>> = keyed.iter().map(|(_, t)| *t).collect();
         self.query(&self.inner.limits_sql.keys)
             .bind(&ids)
             .bind(&limit_keys)
             .bind(&fairness_keys)
             .bind(&weights)
+            .bind(&tags)
             .execute(conn)
             .await
             .map_err(map)?;
@@ -323,14 +363,4 @@ impl Limiting for PgStore {
             Duration::from_micros(u64::try_from(t.saturating_sub(now.as_micros())).unwrap_or(0))
         }))
     }
-}
-
-/// Refuses what this store does not serve yet: fair shares (G18). An item that names a
-/// fairness key is refused, never run without its share (the contract of `enqueue`),
-/// and nothing is written.
-pub(crate) fn refuse_fairness_keys(items: &[NewItem]) -> Result<()> {
-    if items.iter().any(|i| i.fairness_key.is_some()) {
-        return Err(Error::unsupported("enqueue with a fairness key", STORE));
-    }
-    Ok(())
 }

@@ -1,4 +1,4 @@
-//! The statements of queue limits (G16, G17), one file each under `sql/limits/`,
+//! The statements of queue limits and fair shares (G16, G17, G18), one file each under `sql/limits/`,
 //! loaded once per store with the schema substituted for `{schema}`. Each file's
 //! header lists its parameters.
 
@@ -15,6 +15,20 @@ pub(crate) struct LimitsSql {
     pub(crate) key_state: String,
     /// The claimable items of the open queues (`candidates.sql`).
     pub(crate) candidates: String,
+    /// The claimable items of the open queues, in fair order (`candidates_fair.sql`).
+    pub(crate) candidates_fair: String,
+    /// Makes queues fair (`fair_make.sql`).
+    pub(crate) fair_make: String,
+    /// Tags the unfinished items of a queue made fair (`fair_backfill.sql`).
+    pub(crate) fair_backfill: String,
+    /// Locks fair queues for an enqueue (`fair_lock.sql`).
+    pub(crate) fair_lock: String,
+    /// Tenants' finish tags and weights (`fair_tenants.sql`).
+    pub(crate) fair_tenants: String,
+    /// Moves tenants' finish tags on (`fair_finish.sql`).
+    pub(crate) fair_finish: String,
+    /// Moves fair queues' virtual time on (`fair_served.sql`).
+    pub(crate) fair_served: String,
     /// The claim of the admitted items (`take.sql`).
     pub(crate) take: String,
     /// Records the starts a claim consumed (`record_starts.sql`).
@@ -53,6 +67,13 @@ impl LimitsSql {
             queue_state: s(include_str!("../../sql/limits/queue_state.sql")),
             key_state: s(include_str!("../../sql/limits/key_state.sql")),
             candidates: s(include_str!("../../sql/limits/candidates.sql")),
+            candidates_fair: s(include_str!("../../sql/limits/candidates_fair.sql")),
+            fair_make: s(include_str!("../../sql/limits/fair_make.sql")),
+            fair_backfill: s(include_str!("../../sql/limits/fair_backfill.sql")),
+            fair_lock: s(include_str!("../../sql/limits/fair_lock.sql")),
+            fair_tenants: s(include_str!("../../sql/limits/fair_tenants.sql")),
+            fair_finish: s(include_str!("../../sql/limits/fair_finish.sql")),
+            fair_served: s(include_str!("../../sql/limits/fair_served.sql")),
             take: s(include_str!("../../sql/limits/take.sql")),
             record_starts: s(include_str!("../../sql/limits/record_starts.sql")),
             prune_starts: s(include_str!("../../sql/limits/prune_starts.sql")),

@@ -37,13 +37,13 @@ use crate::{listen, migrate, PgConfig, STORE};
 mod claim;
 mod enqueue;
 pub(crate) use enqueue::Notify;
-mod limited_claim;
-mod limits;
-mod limits_sql;
-pub(crate) use limits::refuse_fairness_keys;
+mod fair;
 mod finalize;
 pub(crate) mod inspect;
 mod instances;
+mod limited_claim;
+mod limits;
+mod limits_sql;
 mod recovery;
 
 #[cfg(test)]
@@ -432,7 +432,8 @@ impl Base for PgStore {
         let caps = Capabilities::default()
             .with_partitioned_claiming()
             .with_stream_runs()
-            .with_limits();
+            .with_limits()
+            .with_fair_shares();
         if self.inner.listening {
             caps.with_cross_process_wakeups()
         } else {

@@ -118,35 +118,34 @@ fn undo_limits(s: &str) -> String {
     format!(
         "DROP INDEX {s}.items_running_limit; \
          ALTER TABLE {s}.items DROP COLUMN limit_key, DROP COLUMN fairness_key, \
-             DROP COLUMN weight; \
+             DROP COLUMN weight, DROP COLUMN ftag; \
          DROP TABLE {s}.queue_limits, {s}.queue_limit_keys, {s}.limit_starts, \
-             {s}.limit_defers; \
+             {s}.limit_defers, {s}.fair_queues, {s}.fair_tenants; \
          DELETE FROM {s}.tenure_migrations WHERE version >= 10"
     )
 }
 
 /// A version-9 schema with items ready and running upgrades to the limits schema: the
-/// index of running items by key is built concurrently ahead of migration 11, the
-/// statements of version 9 (enqueue, claim, complete) go on working on the rows, and
-/// a limit set after the upgrade counts the running items of version 9.
+/// index of running items by key is built concurrently ahead of migration 11, version
+/// 9's insert goes on working after it, and a limit set after the upgrade counts the
+/// item version 9 left running.
 #[tokio::test]
 async fn a_version_9_schema_with_items_upgrades_to_limits_and_its_running_items_count() {
     let Some(mut ctx) = Ctx::new().await else {
         return;
     };
     let s = ctx.schema.clone();
-    sqlx::raw_sql(&undo_limits(&s))
-        .execute(&mut ctx.admin)
-        .await
-        .unwrap();
-    // Version 9's statements on the version-9 schema: enqueue and claim, which
-    // this code runs unchanged.
     ctx.store
         .enqueue(EnqueueParams::new(
             (0..4).map(|_| NewItem::new(q(), b"x".to_vec())).collect(),
         ))
         .await
         .unwrap();
+    sqlx::raw_sql(&undo_limits(&s))
+        .execute(&mut ctx.admin)
+        .await
+        .unwrap();
+    // Version 9's claim on the version-9 schema.
     let running: i64 = sqlx::query_scalar(&format!(
         "WITH c AS (UPDATE {s}.items SET state = 'running', attempt = 1, owner = 'w9', \
              lease_expires_at = $1, lease = 1 \
@@ -184,6 +183,18 @@ async fn a_version_9_schema_with_items_upgrades_to_limits_and_its_running_items_
         "the index of running items by key is built and valid"
     );
 
+    // Version 9's insert, which names no column of migration 10, still works.
+    sqlx::query(&format!(
+        "INSERT INTO {s}.items (id, queue, payload, priority, run_at, state, head, attempt, \
+             renewals, stalls, max_attempts, max_stalls, max_renewals, created_at, \
+             updated_at, phash) \
+         VALUES ($1, 'q', 'v9', 0, $2, 'ready', true, 0, 0, 0, 3, 3, 100, $2, $2, 0)"
+    ))
+    .bind(uuid::Uuid::now_v7())
+    .bind(ctx.clock.now().as_micros())
+    .execute(&mut ctx.admin)
+    .await
+    .unwrap();
     // A queue-wide limit of 2 counts the item version 9 left running.
     ctx.store
         .limits_set(LimitsParams::new(q(), QueueLimits::new().concurrency(2)))
@@ -209,7 +220,11 @@ async fn a_version_9_schema_with_items_upgrades_to_limits_and_its_running_items_
         .claim(ClaimParams::new(q(), owner(1), 10, LEASE))
         .await
         .unwrap();
-    assert_eq!(rest.len(), 2, "the ready items left");
+    assert_eq!(
+        rest.len(),
+        3,
+        "the ready items left, version 9's insert included"
+    );
     ctx.finish().await;
 }
 

@@ -103,34 +103,40 @@ async fn a_failed_enqueue_leaves_the_callers_transaction_usable() {
 }
 
 #[tokio::test]
-async fn an_item_with_a_fairness_key_is_refused_until_fair_shares_are_served_and_nothing_is_written(
-) {
+async fn fairness_keys_enqueued_in_the_callers_transaction_are_served_by_share() {
     let Some(ctx) = Ctx::new().await else { return };
-    assert!(
-        !ctx.store.capabilities().fair_shares,
-        "this test is for a store that does not serve G18 yet"
+    let (big, small) = (
+        FairnessKey::new("big").unwrap(),
+        FairnessKey::new("small").unwrap(),
     );
-    let fair = NewItem::new(q(), b"y".to_vec()).fairness_key(FairnessKey::new("tenant-1").unwrap());
-    let plain = NewItem::new(q(), b"beside".to_vec());
-    let err = ctx
-        .store
-        .enqueue(EnqueueParams::new(vec![plain.clone(), fair.clone()]))
-        .await
-        .unwrap_err();
-    assert!(matches!(err, Error::Unsupported { .. }), "{err:?}");
     let mut conn = sqlx::PgConnection::connect(&common::url()).await.unwrap();
     let mut tx = conn.begin().await.unwrap();
-    let err = ctx
-        .store
-        .enqueue_in_tx(&mut tx, EnqueueParams::new(vec![plain, fair]))
+    ctx.store
+        .enqueue_in_tx(
+            &mut tx,
+            EnqueueParams::new(
+                (0..5)
+                    .map(|_| NewItem::new(q(), b"x".to_vec()).fairness_key(big.clone()))
+                    .collect(),
+            ),
+        )
         .await
-        .unwrap_err();
-    assert!(matches!(err, Error::Unsupported { .. }), "{err:?}");
+        .unwrap();
+    let one = NewItem::new(q(), b"y".to_vec()).fairness_key(small);
+    let small_id = one.id;
+    ctx.store
+        .enqueue_in_tx(&mut tx, EnqueueParams::one(one))
+        .await
+        .unwrap();
     tx.commit().await.unwrap();
-    assert_eq!(
-        ctx.store.queue_counts(&q()).await.unwrap().ready,
-        0,
-        "nothing written"
+    let got = ctx
+        .store
+        .claim(ClaimParams::new(q(), owner(1), 2, LEASE))
+        .await
+        .unwrap();
+    assert!(
+        got.iter().any(|l| l.item.id == small_id),
+        "the small tenant is served within the first turn"
     );
     ctx.finish().await;
 }
