@@ -11,7 +11,7 @@
 //! library, that the worker shut down drained, with every item completed and nothing
 //! failed, lost, released or left in the queue.
 //!
-//! - `tenure`: a `tenure_core::runtime::Worker` with concurrency 16, the default poll
+//! - `tenure`: a `tenure_runtime::Worker` with concurrency 16, the default poll
 //!   policy (250 ms doubling to 10 s, ended at once by the store's wake signal), the
 //!   default finalize batching (128 outcomes or 10 ms) and maintenance off; the handler
 //!   records the pickup and returns. The producer enqueues through the same store

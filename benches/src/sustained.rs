@@ -36,10 +36,10 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use tenure_core::runtime::{Job, JobError, Worker};
 use tenure_core::{
     ClaimParams, CompleteParams, ItemId, NewItem, OwnerId, QueueName, Store, StoreExt, TokenOutcome,
 };
+use tenure_runtime::{Job, JobError, Worker};
 
 use crate::{BenchError, Percentiles, LEASE};
 

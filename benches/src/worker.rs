@@ -23,8 +23,8 @@
 
 use std::time::{Duration, Instant};
 
-use tenure_core::runtime::{Job, JobError, Worker};
 use tenure_core::{QueueName, Store};
+use tenure_runtime::{Job, JobError, Worker};
 
 use crate::{BenchError, Drain};
 

@@ -409,3 +409,26 @@ impl<H: Harness> fmt::Debug for Env<'_, H> {
             .finish_non_exhaustive()
     }
 }
+
+/// Registers a group's cases, each named after its fn: `register![GROUP; case_fn, ...]`
+/// for a mandatory group, `register![GROUP, Capability::X; case_fn, ...]` for an
+/// optional one (G14 partitioned claiming), whose cases run only when the store
+/// declares the capability.
+macro_rules! register {
+    ($group:expr; $($case:ident),* $(,)?) => {
+        vec![$(
+            $crate::case::Case::new($group, stringify!($case), None, |env| Box::pin($case(env)))
+        ),*]
+    };
+    ($group:expr, $capability:expr; $($case:ident),* $(,)?) => {
+        vec![$(
+            $crate::case::Case::new(
+                $group,
+                stringify!($case),
+                Some($capability),
+                |env| Box::pin($case(env)),
+            )
+        ),*]
+    };
+}
+pub(crate) use register;

@@ -8,9 +8,9 @@ use std::time::Duration;
 
 use tenure_core::{
     ClaimParams, CompleteParams, DedupKey, EnqueueParams, Enqueued, FailOutcome, FailParams,
-    Failure as AttemptFailure, ItemId, ItemState, LeaderName, Lease, LeaseToken, NewItem, OwnerId,
-    QueueCounts, QueueName, ReleaseParams, RenewOutcome, RenewParams, ScopeKey, Store, StreamKey,
-    Timestamp, TokenOutcome,
+    Failure as AttemptFailure, ItemId, ItemListParams, ItemState, LeaderName, Lease, LeaseToken,
+    ListState, NewItem, OwnerId, QueueCounts, QueueName, ReleaseParams, RenewOutcome, RenewParams,
+    ScopeKey, Store, StreamKey, Timestamp, TokenOutcome,
 };
 use tokio::sync::Barrier;
 use tokio::task::JoinSet;
@@ -556,4 +556,41 @@ impl KeyedShared {
 fn lock<T>(m: &Mutex<T>) -> Result<MutexGuard<'_, T>, Failure> {
     m.lock()
         .map_err(|_| Failure::new("the suite's shared log to be usable", "a poisoned lock"))
+}
+
+/// Lease lengths on both sides of the suite's usual 30 s.
+pub(crate) const SHORT: Duration = Duration::from_secs(7);
+pub(crate) const LONG: Duration = Duration::from_secs(95);
+
+/// The item and attempt of each lease's token (its lease id is random).
+pub(crate) fn tokens(leases: &[Lease]) -> Vec<(ItemId, u32)> {
+    leases.iter().map(|l| l.token.item_attempt()).collect()
+}
+
+/// Claims from several queues at once.
+pub(crate) async fn claim_from<S: Store + ?Sized>(
+    store: &S,
+    queues: &[&QueueName],
+    who: &str,
+    limit: u32,
+) -> Result<Vec<Lease>, Failure> {
+    let me = owner(who)?;
+    let params = ClaimParams::new(queues[0].clone(), me.clone(), limit, LEASE)
+        .queues(queues.iter().map(|q| (*q).clone()).collect());
+    let leases = store.claim(params).await.or_fail("claim")?;
+    check_leases(&leases, &me, limit)?;
+    Ok(leases)
+}
+
+/// The ids of one listing's first page of up to 1000 items.
+pub(crate) async fn listed<S: Store + ?Sized>(
+    store: &S,
+    queue: &tenure_core::QueueName,
+    state: ListState,
+) -> Result<Vec<ItemId>, Failure> {
+    let page = store
+        .item_list(ItemListParams::new(queue.clone(), state).limit(1000))
+        .await
+        .or_fail("item_list")?;
+    Ok(page.items.iter().map(|i| i.id).collect())
 }

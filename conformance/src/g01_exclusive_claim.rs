@@ -7,7 +7,7 @@ use tenure_core::{
     ClaimParams, CompleteParams, ItemId, ItemState, LeaseToken, ReleaseParams, Store, TokenOutcome,
 };
 
-use crate::case::{Case, CaseResult, Env, Failure};
+use crate::case::{register, Case, CaseResult, Env, Failure};
 use crate::check::{ensure, ensure_eq, expect_counts, expect_state, pass};
 use crate::fixtures::{
     check_leases, claim, claim_none, claim_one, complete, counts, enqueue, enqueue_n, enqueue_one,
@@ -18,7 +18,7 @@ use crate::harness::Harness;
 pub(crate) const GROUP: &str = "g01_exclusive_claim";
 
 pub(crate) fn cases<H: Harness>() -> Vec<Case<H>> {
-    crate::register![GROUP;
+    register![GROUP;
         a_claimed_item_is_not_claimed_again_while_its_lease_is_live,
         a_claim_takes_its_limit_when_enough_items_are_ready,
         one_item_raced_by_sixteen_claimers_goes_to_exactly_one,

@@ -7,24 +7,28 @@ use tenure_core::{
     ClaimParams, ItemState, LeaseToken, RecoverParams, Recovered, RenewOutcome, Store,
 };
 
-use crate::case::{Case, CaseResult, Env};
-use crate::check::{ensure, ensure_eq, expect_state, expect_unchanged, get, pass, OrFail};
+use crate::case::{register, Case, CaseResult, Env};
+use crate::check::{
+    ensure, ensure_eq, expect_counts, expect_state, expect_unchanged, get, pass, OrFail,
+};
 use crate::fixtures::{
-    check_leases, claim, claim_none, claim_one, enqueue_one, item, owner, queue, race, renew,
-    retrying, HANDLES, LEASE, RACERS, TICK,
+    check_leases, claim, claim_for, claim_none, claim_one, counts, enqueue_n, enqueue_one, item,
+    owner, queue, race, renew, retrying, HANDLES, LEASE, LONG, RACERS, SHORT, TICK,
 };
 use crate::harness::Harness;
 
 pub(crate) const GROUP: &str = "g02_expiry";
 
 pub(crate) fn cases<H: Harness>() -> Vec<Case<H>> {
-    crate::register![GROUP;
+    register![GROUP;
         an_expired_lease_is_reclaimed_with_the_next_attempt,
         a_lease_is_reclaimable_exactly_at_its_expiry_and_not_a_tick_before,
         recover_expired_puts_the_item_back_ready_counting_a_stall,
         recovery_leaves_live_leases_alone,
         a_renewed_lease_expires_from_its_new_expiry,
         sixteen_claimers_racing_for_an_expired_item_reclaim_it_once,
+        the_claims_lease_duration_decides_the_expiry_and_when_the_item_is_reclaimed,
+        a_recovery_pass_requeues_exactly_its_limit,
     ]
 }
 
@@ -221,6 +225,70 @@ async fn sixteen_claimers_racing_for_an_expired_item_reclaim_it_once<H: Harness>
             tenure_core::TokenOutcome::Accepted,
             "the winner's complete",
         )?;
+    }
+    pass()
+}
+
+async fn the_claims_lease_duration_decides_the_expiry_and_when_the_item_is_reclaimed<H: Harness>(
+    env: Env<'_, H>,
+) -> CaseResult {
+    for (n, lease_for) in [SHORT, LONG].into_iter().enumerate() {
+        let q = queue(&format!("g02-lease-{n}"))?;
+        let id = enqueue_one(env.store(), item(&q)).await?;
+        let lease = claim_for(env.store(), &q, &owner("w1")?, 1, lease_for).await?;
+        ensure_eq(
+            lease
+                .iter()
+                .map(|l| (l.token.item_attempt(), l.expires_at))
+                .collect::<Vec<_>>(),
+            vec![((id, 1), env.now() + lease_for)],
+            &format!("a claim leased for {lease_for:?}: (token, expiry)"),
+        )?;
+        env.advance(lease_for - TICK);
+        claim_none(
+            env.store(),
+            &q,
+            &owner("w2")?,
+            &format!("a lease of {lease_for:?} has a tick left"),
+        )
+        .await?;
+        env.advance(TICK);
+        let again = claim_one(
+            env.store(),
+            &q,
+            &owner("w2")?,
+            &format!("the claim once a lease of {lease_for:?} ran out"),
+        )
+        .await?;
+        ensure_eq(again.token.item_attempt(), (id, 2), "the reclaim's token")?;
+    }
+    pass()
+}
+
+async fn a_recovery_pass_requeues_exactly_its_limit<H: Harness>(env: Env<'_, H>) -> CaseResult {
+    let q = queue("g02-recover")?;
+    enqueue_n(env.store(), &q, 5).await?;
+    let leases = claim(env.store(), &q, &owner("w1")?, 5).await?;
+    ensure_eq(leases.len(), 5, "items claimed")?;
+    env.advance(LEASE);
+    for (limit, requeued, left) in [(2, 2, 3), (1, 1, 2), (10, 2, 0)] {
+        let r = env
+            .store()
+            .recover_expired(RecoverParams::new(limit))
+            .await
+            .or_fail("recover_expired")?;
+        ensure_eq(
+            (r.requeued, r.dead),
+            (requeued, 0),
+            &format!("a recovery pass with limit {limit}: (requeued, dead)"),
+        )?;
+        expect_counts(
+            env.store(),
+            &q,
+            counts(5 - left, 0, left, 0, 0),
+            &format!("after a recovery pass with limit {limit}"),
+        )
+        .await?;
     }
     pass()
 }

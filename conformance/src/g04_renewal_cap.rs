@@ -7,17 +7,18 @@ use tenure_core::{
     ItemState, LeaseToken, RenewOutcome, RenewParams, Store, TokenOutcome, DEFAULT_MAX_RENEWALS,
 };
 
-use crate::case::{Case, CaseResult, Env, Failure};
+use crate::case::{register, Case, CaseResult, Env, Failure};
 use crate::check::{ensure_eq, expect_state, expect_unchanged, get, pass, OrFail};
 use crate::fixtures::{
-    claim, claim_none, claim_one, enqueue_n, enqueue_one, item, owner, queue, release, renew, LEASE,
+    claim, claim_none, claim_one, enqueue_n, enqueue_one, item, owner, queue, release, renew,
+    LEASE, LONG, TICK,
 };
 use crate::harness::Harness;
 
 pub(crate) const GROUP: &str = "g04_renewal_cap";
 
 pub(crate) fn cases<H: Harness>() -> Vec<Case<H>> {
-    crate::register![GROUP;
+    register![GROUP;
         renew_extends_the_lease_from_now,
         renewal_beyond_the_cap_is_refused_and_keeps_the_expiry,
         the_default_cap_is_six_renewals,
@@ -25,6 +26,7 @@ pub(crate) fn cases<H: Harness>() -> Vec<Case<H>> {
         the_renewal_count_starts_again_with_each_attempt,
         an_item_allowed_no_renewals_refuses_the_first,
         a_batch_renew_answers_each_token_by_its_own_cap,
+        the_renewals_lease_duration_decides_the_new_expiry,
     ]
 }
 
@@ -193,5 +195,44 @@ async fn a_batch_renew_answers_each_token_by_its_own_cap<H: Harness>(
         ],
         "the answers to renewing [capped, uncapped]",
     )?;
+    pass()
+}
+
+async fn the_renewals_lease_duration_decides_the_new_expiry<H: Harness>(
+    env: Env<'_, H>,
+) -> CaseResult {
+    // A renewal sets the expiry to now + its own length, shorter or longer than the
+    // claim's.
+    for (n, lease_for) in [Duration::from_secs(5), LONG].into_iter().enumerate() {
+        let q = queue(&format!("g04-renew-{n}"))?;
+        let id = enqueue_one(env.store(), item(&q)).await?;
+        let lease = claim_one(env.store(), &q, &owner("w1")?, "the claim").await?;
+        env.advance(Duration::from_secs(10));
+        ensure_eq(
+            renew(env.store(), lease.token, lease_for).await?,
+            RenewOutcome::Renewed {
+                expires_at: env.now() + lease_for,
+                renewals: 1,
+            },
+            &format!("a renewal for {lease_for:?}"),
+        )?;
+        env.advance(lease_for - TICK);
+        claim_none(
+            env.store(),
+            &q,
+            &owner("w2")?,
+            &format!("a lease renewed for {lease_for:?} has a tick left"),
+        )
+        .await?;
+        env.advance(TICK);
+        let again = claim_one(
+            env.store(),
+            &q,
+            &owner("w2")?,
+            &format!("the claim once a lease renewed for {lease_for:?} ran out"),
+        )
+        .await?;
+        ensure_eq(again.token.item_attempt(), (id, 2), "the reclaim's token")?;
+    }
     pass()
 }

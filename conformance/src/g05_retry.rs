@@ -9,7 +9,7 @@ use tenure_core::{
     DiscardParams, FailOutcome, ItemState, RequeueParams, RetryPolicy, Store, TokenOutcome,
 };
 
-use crate::case::{Case, CaseResult, Env};
+use crate::case::{register, Case, CaseResult, Env};
 use crate::check::{
     ensure_eq, expect_absent, expect_counts, expect_state, expect_unchanged, get, pass, OrFail,
 };
@@ -22,7 +22,7 @@ use crate::harness::Harness;
 pub(crate) const GROUP: &str = "g05_retry";
 
 pub(crate) fn cases<H: Harness>() -> Vec<Case<H>> {
-    crate::register![GROUP;
+    register![GROUP;
         a_retryable_failure_waits_for_its_delay_keeping_the_attempt,
         failures_follow_the_retry_policy_schedule,
         dead_after_max_attempts_with_the_last_error_kept,

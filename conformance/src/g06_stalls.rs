@@ -8,7 +8,7 @@ use tenure_core::{
     FailOutcome, Item, ItemState, RecoverParams, RequeueParams, Store, TokenOutcome,
 };
 
-use crate::case::{Case, CaseResult, Env, Failure};
+use crate::case::{register, Case, CaseResult, Env, Failure};
 use crate::check::{ensure, ensure_eq, expect_counts, expect_state, pass, OrFail};
 use crate::fixtures::{
     claim_none, claim_one, counts, enqueue_one, fail, item, owner, queue, release, retry, LEASE,
@@ -18,7 +18,7 @@ use crate::harness::Harness;
 pub(crate) const GROUP: &str = "g06_stalls";
 
 pub(crate) fn cases<H: Harness>() -> Vec<Case<H>> {
-    crate::register![GROUP;
+    register![GROUP;
         dead_after_max_stalls_with_a_stalled_error,
         a_claim_recovering_the_last_stall_leaves_the_item_dead,
         stalls_accumulate_across_attempts_and_a_requeue_resets_them,

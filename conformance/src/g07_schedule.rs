@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use crate::case::{Case, CaseResult, Env};
+use crate::case::{register, Case, CaseResult, Env};
 use crate::check::{ensure_eq, expect_counts, get, pass};
 use crate::fixtures::{
     claim, claim_none, claim_one, counts, enqueue, enqueue_one, item, owner, queue, TICK,
@@ -12,12 +12,13 @@ use crate::harness::Harness;
 pub(crate) const GROUP: &str = "g07_schedule";
 
 pub(crate) fn cases<H: Harness>() -> Vec<Case<H>> {
-    crate::register![GROUP;
+    register![GROUP;
         a_delayed_item_is_invisible_until_due,
         an_item_run_at_an_instant_is_claimable_from_that_instant,
         an_item_run_at_a_past_instant_is_claimable_at_once,
         a_future_item_does_not_hold_up_due_items,
         queue_counts_split_ready_items_into_due_and_scheduled,
+        an_enqueue_delay_decides_when_the_item_is_due,
     ]
 }
 
@@ -107,5 +108,33 @@ async fn queue_counts_split_ready_items_into_due_and_scheduled<H: Harness>(
     .await?;
     env.advance(delay);
     expect_counts(env.store(), &q, counts(3, 0, 0, 0, 0), "once it is due").await?;
+    pass()
+}
+
+async fn an_enqueue_delay_decides_when_the_item_is_due<H: Harness>(env: Env<'_, H>) -> CaseResult {
+    for (n, delay) in [Duration::from_secs(3), Duration::from_secs(2 * 24 * 3600)]
+        .into_iter()
+        .enumerate()
+    {
+        let q = queue(&format!("g07-delay-{n}"))?;
+        let id = enqueue_one(env.store(), item(&q).delay(delay)).await?;
+        ensure_eq(
+            get(env.store(), id).await?.run_at,
+            env.now() + delay,
+            &format!("run_at of an item delayed {delay:?}"),
+        )?;
+        let w = owner("w1")?;
+        env.advance(delay - TICK);
+        claim_none(
+            env.store(),
+            &q,
+            &w,
+            &format!("an item delayed {delay:?} is due in one tick"),
+        )
+        .await?;
+        env.advance(TICK);
+        let lease = claim_one(env.store(), &q, &w, "the claim of the due item").await?;
+        ensure_eq(lease.token.item_attempt(), (id, 1), "the due item's token")?;
+    }
     pass()
 }

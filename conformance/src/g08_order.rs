@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use tenure_core::{ClaimParams, FailOutcome, ItemId, NewItem, QueueName, Store};
 
-use crate::case::{Case, CaseResult, Env, Failure};
+use crate::case::{register, Case, CaseResult, Env, Failure};
 use crate::check::{ensure_eq, pass, OrFail};
 use crate::fixtures::{
     check_leases, claim, claim_one, enqueue, fail, item, owner, queue, retry, LEASE,
@@ -16,13 +16,14 @@ use crate::harness::Harness;
 pub(crate) const GROUP: &str = "g08_order";
 
 pub(crate) fn cases<H: Harness>() -> Vec<Case<H>> {
-    crate::register![GROUP;
+    register![GROUP;
         smaller_priority_goes_first,
         equal_priority_goes_by_run_at,
         equal_priority_and_run_at_go_by_enqueue_order,
         a_batch_claim_takes_the_first_items_in_order,
         a_retried_item_goes_by_its_new_run_at,
         order_holds_across_the_queues_of_one_claim,
+        a_claim_takes_exactly_its_limit_in_claim_order,
     ]
 }
 
@@ -167,5 +168,41 @@ async fn order_holds_across_the_queues_of_one_claim<H: Harness>(env: Env<'_, H>)
         vec![ids[1], ids[2], ids[0]],
         "the claim order across two queues",
     )?;
+    pass()
+}
+
+async fn a_claim_takes_exactly_its_limit_in_claim_order<H: Harness>(env: Env<'_, H>) -> CaseResult {
+    let q = queue("g08-limit")?;
+    let ids = enqueue(
+        env.store(),
+        vec![
+            item(&q).priority(3),
+            item(&q).priority(1),
+            item(&q).priority(2),
+            item(&q).priority(1),
+            item(&q).priority(0),
+            item(&q).priority(5),
+        ],
+    )
+    .await?;
+    let order = [ids[4], ids[1], ids[3], ids[2], ids[0], ids[5]];
+    let w = owner("w1")?;
+    let mut taken = 0;
+    for (limit, expect) in [(1u32, 1usize), (3, 3), (10, 2)] {
+        let leases = claim(env.store(), &q, &w, limit).await?;
+        let mut got: Vec<_> = leases.iter().map(|l| l.token.id).collect();
+        let mut want = order[taken..taken + expect].to_vec();
+        got.sort();
+        want.sort();
+        ensure_eq(
+            got,
+            want,
+            &format!(
+                "a claim of {limit} with {} claimable: the next {expect} in claim order",
+                6 - taken
+            ),
+        )?;
+        taken += expect;
+    }
     pass()
 }

@@ -8,18 +8,18 @@ use std::time::Duration;
 
 use tenure_core::{FailOutcome, ItemId, Lease, ScopeKey, TokenOutcome};
 
-use crate::case::{Case, CaseResult, Env};
+use crate::case::{register, Case, CaseResult, Env};
 use crate::check::{ensure, ensure_eq, pass};
 use crate::fixtures::{
-    claim, claim_none, claim_one, complete, drain_keyed, enqueue, enqueue_n, fail, item,
-    keyed_items, owner, queue, release, retry, scope, HANDLES, LEASE,
+    claim, claim_from, claim_none, claim_one, complete, drain_keyed, enqueue, enqueue_n, fail,
+    item, keyed_items, owner, queue, release, retry, scope, tokens, HANDLES, LEASE,
 };
 use crate::harness::Harness;
 
 pub(crate) const GROUP: &str = "g10_scope";
 
 pub(crate) fn cases<H: Harness>() -> Vec<Case<H>> {
-    crate::register![GROUP;
+    register![GROUP;
         a_busy_scope_is_passed_over_for_the_next_eligible_item,
         a_batch_claim_takes_one_item_per_scope,
         unscoped_work_is_never_held_up,
@@ -27,6 +27,7 @@ pub(crate) fn cases<H: Harness>() -> Vec<Case<H>> {
         an_expired_lease_frees_its_scope,
         a_busy_scope_is_busy_for_peers_too,
         concurrent_claimers_never_run_two_items_of_one_scope,
+        a_busy_scope_is_passed_over_in_every_queue,
     ]
 }
 
@@ -219,5 +220,62 @@ async fn concurrent_claimers_never_run_two_items_of_one_scope<H: Harness>(
         &run.overlaps,
     )?;
     run.expect_all_finished(env.store(), &q, total).await?;
+    pass()
+}
+
+async fn a_busy_scope_is_passed_over_in_every_queue<H: Harness>(env: Env<'_, H>) -> CaseResult {
+    let (qa, qb) = (queue("g10-a")?, queue("g10-b")?);
+    let (x, y) = (scope("x")?, scope("y")?);
+    let ids = enqueue(
+        env.store(),
+        vec![
+            item(&qa).scope(x.clone()),
+            item(&qb).scope(x.clone()),
+            item(&qb),
+        ],
+    )
+    .await?;
+    let w = owner("w1")?;
+    let a = claim_one(
+        env.store(),
+        &qa,
+        &w,
+        "the claim of scope x's item in queue a",
+    )
+    .await?;
+    ensure_eq(a.token.id, ids[0], "the item claimed from queue a")?;
+    let peer = env.peer().await?;
+    let from_b = claim(&*peer, &qb, &owner("w2")?, 10).await?;
+    ensure_eq(
+        tokens(&from_b),
+        vec![(ids[2], 1)],
+        "a claim of 10 from queue b while scope x runs in queue a (the unscoped item, \
+         passing x's over)",
+    )?;
+    ensure_eq(
+        complete(env.store(), a.token).await?,
+        TokenOutcome::Accepted,
+        "the complete of x's item in queue a",
+    )?;
+    let freed = claim(&*peer, &qb, &owner("w2")?, 10).await?;
+    ensure_eq(
+        tokens(&freed),
+        vec![(ids[1], 1)],
+        "a claim of 10 from queue b once scope x is free",
+    )?;
+    // One batch over both queues: scope y has a ready item in each.
+    let ys = enqueue(
+        env.store(),
+        vec![item(&qa).scope(y.clone()), item(&qb).scope(y.clone())],
+    )
+    .await?;
+    let batch = claim_from(env.store(), &[&qa, &qb], "w3", 10).await?;
+    let of_y = batch.iter().filter(|l| ys.contains(&l.token.id)).count();
+    ensure_eq(
+        (of_y, batch.len()),
+        (1, 1),
+        "a claim of 10 over queues [a, b] with one ready item of scope y in each: \
+         (items of y, total)",
+    )?;
     pass()
 }

@@ -9,7 +9,7 @@ use tenure_core::{
     QueueName, Store, TokenOutcome,
 };
 
-use crate::case::{Case, CaseResult, Env, Failure};
+use crate::case::{register, Case, CaseResult, Env, Failure};
 use crate::check::{ensure, ensure_eq, expect_absent, expect_counts, expect_state, pass, OrFail};
 use crate::fixtures::{
     claim, claim_one, complete, counts, dedup, enqueue_n, enqueue_one, item, kill_next, owner,
@@ -20,7 +20,7 @@ use crate::harness::Harness;
 pub(crate) const GROUP: &str = "g11_dedup";
 
 pub(crate) fn cases<H: Harness>() -> Vec<Case<H>> {
-    crate::register![GROUP;
+    register![GROUP;
         a_second_enqueue_within_the_window_is_a_duplicate_of_the_first,
         a_repeated_key_within_one_call_is_a_duplicate,
         the_key_is_new_again_once_its_window_has_passed,
@@ -32,6 +32,8 @@ pub(crate) fn cases<H: Harness>() -> Vec<Case<H>> {
         sixteen_concurrent_enqueues_of_one_key_insert_once,
         a_discarded_dead_item_still_dedups_within_the_window,
         purge_keeps_finished_items_younger_than_keep_done_for_and_counts_those_it_deletes,
+        each_queue_answers_its_own_earlier_item_for_a_shared_dedup_key,
+        a_purge_pass_forgets_exactly_its_limit_of_expired_keys,
     ]
 }
 
@@ -413,5 +415,90 @@ async fn purge_keeps_finished_items_younger_than_keep_done_for_and_counts_those_
         "finished items purged once the third is 60 s old",
     )?;
     expect_absent(env.store(), ids[2], "a purge 60 s after it finished").await?;
+    pass()
+}
+
+fn keyed_item(q: &QueueName, key: &str) -> Result<NewItem, Failure> {
+    Ok(item(q).dedup_key(dedup(key)?))
+}
+
+fn answer(id: ItemId, duplicate: bool) -> Enqueued {
+    Enqueued { id, duplicate }
+}
+
+async fn each_queue_answers_its_own_earlier_item_for_a_shared_dedup_key<H: Harness>(
+    env: Env<'_, H>,
+) -> CaseResult {
+    let (qa, qb) = (queue("g11-a")?, queue("g11-b")?);
+    let (a1, b1) = (keyed_item(&qa, "k")?, keyed_item(&qb, "k")?);
+    let (a1_id, b1_id) = (a1.id, b1.id);
+    for (it, id, which) in [(a1, a1_id, "queue a"), (b1, b1_id, "queue b")] {
+        let told = enqueue_answers(env.store(), vec![it]).await?;
+        ensure_eq(
+            told,
+            vec![answer(id, false)],
+            &format!("the first enqueue of key k in {which}"),
+        )?;
+    }
+    let told = enqueue_answers(
+        env.store(),
+        vec![keyed_item(&qa, "k")?, keyed_item(&qb, "k")?],
+    )
+    .await?;
+    ensure_eq(
+        told,
+        vec![answer(a1_id, true), answer(b1_id, true)],
+        "an enqueue of key k in [queue a, queue b] after both queues used it \
+         (each queue's own earlier item, as a duplicate)",
+    )?;
+    // Interleaved within one call.
+    let batch = vec![
+        keyed_item(&qa, "j")?,
+        keyed_item(&qb, "j")?,
+        keyed_item(&qa, "j")?,
+        keyed_item(&qb, "j")?,
+    ];
+    let (ja, jb) = (batch[0].id, batch[1].id);
+    let told = enqueue_answers(env.store(), batch).await?;
+    ensure_eq(
+        told,
+        vec![
+            answer(ja, false),
+            answer(jb, false),
+            answer(ja, true),
+            answer(jb, true),
+        ],
+        "one enqueue of key j in [queue a, queue b, queue a, queue b]",
+    )?;
+    for q in [&qa, &qb] {
+        expect_counts(env.store(), q, counts(2, 0, 0, 0, 0), "after the enqueues").await?;
+    }
+    pass()
+}
+
+async fn a_purge_pass_forgets_exactly_its_limit_of_expired_keys<H: Harness>(
+    env: Env<'_, H>,
+) -> CaseResult {
+    let q = queue("g11-purge")?;
+    let window = Duration::from_secs(10);
+    for n in 0..5 {
+        let it = item(&q)
+            .dedup_key(dedup(&format!("k{n}"))?)
+            .dedup_window(window);
+        enqueue_one(env.store(), it).await?;
+    }
+    env.advance(window);
+    for (limit, purged) in [(2, 2), (1, 1), (10, 2), (10, 0)] {
+        let p = env
+            .store()
+            .purge(PurgeParams::new(Duration::from_secs(3600), limit))
+            .await
+            .or_fail("purge")?;
+        ensure_eq(
+            p.dedup_keys,
+            purged,
+            &format!("expired dedup keys forgotten by a purge pass with limit {limit}"),
+        )?;
+    }
     pass()
 }

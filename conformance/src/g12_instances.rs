@@ -10,7 +10,7 @@ use tenure_core::{
     TokenOutcome,
 };
 
-use crate::case::{Case, CaseResult, Env, Failure};
+use crate::case::{register, Case, CaseResult, Env, Failure};
 use crate::check::{ensure, ensure_eq, expect_state, expect_unchanged, get, pass, OrFail};
 use crate::fixtures::{
     claim_for, claim_one, complete, enqueue_n, enqueue_one, item, owner, queue, TICK,
@@ -20,7 +20,7 @@ use crate::harness::Harness;
 pub(crate) const GROUP: &str = "g12_instances";
 
 pub(crate) fn cases<H: Harness>() -> Vec<Case<H>> {
-    crate::register![GROUP;
+    register![GROUP;
         heartbeats_register_instances_oldest_first,
         a_silent_instance_is_evicted_and_its_leases_released_at_once,
         an_instance_is_evicted_exactly_at_stale_after_and_not_a_tick_before,
@@ -29,6 +29,7 @@ pub(crate) fn cases<H: Harness>() -> Vec<Case<H>> {
         eviction_leaves_live_instances_leases_alone,
         a_deregistered_instance_leaves_at_once_releasing_its_leases,
         deregistering_an_owner_that_never_registered_still_releases_its_leases,
+        the_stale_after_window_decides_which_instances_are_evicted,
     ]
 }
 
@@ -363,4 +364,39 @@ async fn expect_given_up<S: Store + ?Sized>(
     )
     .await?;
     Ok(())
+}
+
+async fn the_stale_after_window_decides_which_instances_are_evicted<H: Harness>(
+    env: Env<'_, H>,
+) -> CaseResult {
+    beat(env.store(), &owner("silent-20s")?).await?;
+    env.advance(Duration::from_secs(12));
+    beat(env.store(), &owner("silent-8s")?).await?;
+    env.advance(Duration::from_secs(8));
+    for (stale_after, evicted) in [
+        (25, vec![]),
+        (20, vec!["silent-20s"]),
+        (9, vec![]),
+        (8, vec!["silent-8s"]),
+    ] {
+        let gone = env
+            .store()
+            .instance_evict_stale(EvictParams::new(Duration::from_secs(stale_after)))
+            .await
+            .or_fail("instance_evict_stale")?;
+        let want = evicted
+            .into_iter()
+            .map(owner)
+            .collect::<Result<Vec<_>, _>>()?;
+        ensure_eq(
+            gone.instances,
+            want,
+            &format!(
+                "the instances evicted with stale_after {stale_after}s (silences 20 s and 8 s)"
+            ),
+        )?;
+    }
+    let left = env.store().instance_list().await.or_fail("instance_list")?;
+    ensure(left.is_empty(), "no instance left registered", left)?;
+    pass()
 }

@@ -6,15 +6,15 @@ use std::time::Duration;
 
 use tenure_core::{LeaderInfo, LeaderName, LeaderParams, LeaderStatus, OwnerId, Store};
 
-use crate::case::{Case, CaseResult, Env, Failure, Verdict};
+use crate::case::{register, Case, CaseResult, Env, Failure, Verdict};
 use crate::check::{ensure, ensure_eq, expect_unavailable, pass, OrFail};
-use crate::fixtures::{leader, owner, race, retrying, HANDLES, RACERS, TICK};
+use crate::fixtures::{leader, owner, race, retrying, HANDLES, LEASE, LONG, RACERS, TICK};
 use crate::harness::{Harness, Unreachable};
 
 pub(crate) const GROUP: &str = "g13_leader";
 
 pub(crate) fn cases<H: Harness>() -> Vec<Case<H>> {
-    crate::register![GROUP;
+    register![GROUP;
         a_free_lease_makes_the_caller_leader,
         a_held_lease_makes_others_followers_naming_the_holder,
         the_holder_extends_its_lease_keeping_its_term,
@@ -29,6 +29,7 @@ pub(crate) fn cases<H: Harness>() -> Vec<Case<H>> {
         reading_the_leader_never_changes_its_holder_or_term,
         an_expired_or_resigned_lease_reads_as_no_leader,
         reading_the_leader_of_an_unreachable_store_is_an_error_never_none,
+        the_leader_lease_duration_decides_when_another_may_lead,
     ]
 }
 
@@ -507,5 +508,55 @@ async fn reading_the_leader_of_an_unreachable_store_is_an_error_never_none<H: Ha
     };
     let told = down.leader_get(&leader("maintenance")?).await;
     expect_unavailable(told, "leader_get")?;
+    pass()
+}
+
+async fn the_leader_lease_duration_decides_when_another_may_lead<H: Harness>(
+    env: Env<'_, H>,
+) -> CaseResult {
+    for (n, lease_for) in [Duration::from_secs(4), LONG].into_iter().enumerate() {
+        let name = leader(&format!("varied-{n}"))?;
+        let (a, b) = (owner("a")?, owner("b")?);
+        let first = env
+            .store()
+            .leader_acquire(LeaderParams::new(name.clone(), a.clone(), lease_for))
+            .await
+            .or_fail("leader_acquire")?;
+        let LeaderStatus::Leader { term, expires_at } = first else {
+            return Err(Failure::new(
+                format!("a's acquisition of a free lease for {lease_for:?} to lead"),
+                format!("{first:?}"),
+            ));
+        };
+        ensure_eq(
+            expires_at,
+            env.now() + lease_for,
+            &format!("the expiry of a leader lease of {lease_for:?}"),
+        )?;
+        env.advance(lease_for - TICK);
+        let early = env
+            .store()
+            .leader_acquire(LeaderParams::new(name.clone(), b.clone(), LEASE))
+            .await
+            .or_fail("leader_acquire")?;
+        ensure(
+            matches!(&early, LeaderStatus::Follower { holder, .. } if *holder == a),
+            format!("b to follow a a tick before a's lease of {lease_for:?} ends"),
+            &early,
+        )?;
+        env.advance(TICK);
+        let late = env
+            .store()
+            .leader_acquire(LeaderParams::new(name, b, LEASE))
+            .await
+            .or_fail("leader_acquire")?;
+        ensure(
+            matches!(late, LeaderStatus::Leader { term: t, .. } if t > term),
+            format!(
+                "b to lead with a greater term than {term} once a's lease of {lease_for:?} ended"
+            ),
+            &late,
+        )?;
+    }
     pass()
 }

@@ -11,7 +11,7 @@ use tenure_core::{
     RenewOutcome, Store, TokenOutcome,
 };
 
-use crate::case::{Capability, Case, CaseResult, Env, Failure, Verdict};
+use crate::case::{register, Capability, Case, CaseResult, Env, Failure, Verdict};
 use crate::check::{ensure, ensure_eq, expect_invalid, pass, OrFail};
 use crate::fixtures::{
     check_leases, claim, claim_none, claim_one, complete, enqueue, fail, item, limit_key, owner,
@@ -22,7 +22,7 @@ use crate::harness::{Harness, Snapshot};
 pub(crate) const GROUP: &str = "g16_concurrency_limits";
 
 pub(crate) fn cases<H: Harness>() -> Vec<Case<H>> {
-    crate::register![GROUP, Capability::Limits;
+    register![GROUP, Capability::Limits;
         a_key_limit_hammered_by_eight_peers_is_never_exceeded,
         a_crashed_holders_slot_comes_back_at_its_lease_expiry_and_not_before,
         a_stale_finish_after_a_takeover_frees_no_slot,

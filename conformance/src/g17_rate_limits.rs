@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use tenure_core::{DeferParams, ItemId, Lease, QueueLimits, Rate, Store, TokenOutcome};
 
-use crate::case::{Capability, Case, CaseResult, Env};
+use crate::case::{register, Capability, Case, CaseResult, Env};
 use crate::check::{ensure_eq, get, pass, OrFail};
 use crate::fixtures::{claim, complete, enqueue, item, limit_key, owner, queue, set_limits, TICK};
 use crate::harness::Harness;
@@ -16,7 +16,7 @@ use crate::harness::Harness;
 pub(crate) const GROUP: &str = "g17_rate_limits";
 
 pub(crate) fn cases<H: Harness>() -> Vec<Case<H>> {
-    crate::register![GROUP, Capability::Limits;
+    register![GROUP, Capability::Limits;
         a_key_rate_holds_in_every_window_probed_at_its_edges,
         a_key_at_its_rate_holds_up_no_other_key_and_its_items_use_no_attempt,
         a_queue_rate_caps_starts_across_keys,

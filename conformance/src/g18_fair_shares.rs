@@ -8,7 +8,7 @@ use std::collections::HashMap;
 
 use tenure_core::{FairnessKey, ItemId, NewItem, QueueLimits, QueueName, Store};
 
-use crate::case::{Capability, Case, CaseResult, Env, Failure};
+use crate::case::{register, Capability, Case, CaseResult, Env, Failure};
 use crate::check::{ensure, pass, OrFail};
 use crate::fixtures::{claim, enqueue, item, limit_key, owner, queue, set_limits};
 use crate::harness::Harness;
@@ -16,7 +16,7 @@ use crate::harness::Harness;
 pub(crate) const GROUP: &str = "g18_fair_shares";
 
 pub(crate) fn cases<H: Harness>() -> Vec<Case<H>> {
-    crate::register![GROUP, Capability::FairShares;
+    register![GROUP, Capability::FairShares;
         a_tenant_with_one_item_is_served_within_a_turn_beside_a_large_backlog,
         busy_tenants_are_served_in_the_ratio_of_their_weights_over_ten_thousand_claims,
         a_tenant_spreading_over_many_limit_keys_gains_nothing,

@@ -1,4 +1,4 @@
-//! The registry of cases and the two ways to run them: [`main`] (one test per case,
+//! The two ways to run the registry's cases: [`main`] (one test per case,
 //! through libtest-mimic) and [`run_all`] (one [`Report`] from any async test).
 
 use std::any::Any;
@@ -17,55 +17,10 @@ use crate::case::{Case, Entry, Env, Failure, Report, Status, Verdict};
 use crate::certificate::{certify, StoreInfo};
 use crate::fixtures::START;
 use crate::harness::Harness;
+use crate::registry::cases;
 
 /// The longest one case may run before it counts as failed (a store that hangs).
 pub const CASE_TIME_LIMIT: Duration = Duration::from_secs(180);
-
-/// Every case of the suite, group by group: the single registry both runners use.
-pub fn cases<H: Harness>() -> Vec<Case<H>> {
-    let groups: [fn() -> Vec<Case<H>>; 18] = [
-        crate::g01_exclusive_claim::cases::<H>,
-        crate::g02_expiry::cases::<H>,
-        crate::g03_fenced_finalize::cases::<H>,
-        crate::g04_renewal_cap::cases::<H>,
-        crate::g05_retry::cases::<H>,
-        crate::g06_stalls::cases::<H>,
-        crate::g07_schedule::cases::<H>,
-        crate::g08_order::cases::<H>,
-        crate::g09_stream_fifo::cases::<H>,
-        crate::g10_scope::cases::<H>,
-        crate::g11_dedup::cases::<H>,
-        crate::g12_instances::cases::<H>,
-        crate::g13_leader::cases::<H>,
-        crate::g14_partitioned_claiming::cases::<H>,
-        crate::g15_bad_input::cases::<H>,
-        crate::g16_concurrency_limits::cases::<H>,
-        crate::g17_rate_limits::cases::<H>,
-        crate::g18_fair_shares::cases::<H>,
-    ];
-    // Cases that cut across groups (keys across queues, mixed batches, varied inputs,
-    // bounds) live in files of their own and register in their guarantee's group; a
-    // stable sort puts each beside the rest of its group.
-    let classes: [fn() -> Vec<Case<H>>; 4] = [
-        crate::across_queues::cases::<H>,
-        crate::mixed_batches::cases::<H>,
-        crate::varied_inputs::cases::<H>,
-        crate::g15_bounds::cases::<H>,
-    ];
-    let mut all: Vec<Case<H>> = groups
-        .iter()
-        .chain(&classes)
-        .flat_map(|group| group())
-        .collect();
-    all.sort_by_key(|case| case.group);
-    // The operator's inspection and control, after the guarantees.
-    let operate: [fn() -> Vec<Case<H>>; 2] = [
-        crate::op_inspection::cases::<H>,
-        crate::op_control::cases::<H>,
-    ];
-    all.extend(operate.iter().flat_map(|group| group()));
-    all
-}
 
 /// Runs one case against a fresh store from `harness`: opens the store on a new
 /// [`ManualClock`], skips the case if it needs a capability the store does not declare,

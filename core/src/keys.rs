@@ -131,6 +131,11 @@ validated_string!(
     /// The name of a leader lease (G13), such as `"maintenance"`.
     LeaderName, "leader", MAX_NAME_BYTES, name_char
 );
+
+/// The name of the leader lease that gates a worker's maintenance (G13) unless it is
+/// given another: what the worker runtime takes and what `tenure status` and the
+/// dashboard read.
+pub const DEFAULT_LEADER_NAME: &str = "tenure.maintenance";
 validated_string!(
     /// Items with one stream key run strictly one after another in enqueue order (G9).
     StreamKey, "stream", MAX_KEY_BYTES, key_char

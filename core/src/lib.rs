@@ -55,8 +55,6 @@ mod model;
 mod operate;
 pub mod partition;
 mod retry;
-#[cfg(feature = "runtime")]
-pub mod runtime;
 mod store;
 mod task;
 mod time;
@@ -66,7 +64,7 @@ pub use error::{BoxError, Error, ErrorKind, Result};
 pub use ext::StoreExt;
 pub use keys::{
     validate_identifier, DedupKey, FairnessKey, LeaderName, LimitKey, OwnerId, QueueName, ScopeKey,
-    StreamKey, MAX_KEY_BYTES, MAX_NAME_BYTES,
+    StreamKey, DEFAULT_LEADER_NAME, MAX_KEY_BYTES, MAX_NAME_BYTES,
 };
 pub use model::{
     Enqueued, Evicted, FailOutcome, Instance, Item, ItemId, ItemState, LeaderInfo, LeaderStatus,
@@ -79,11 +77,6 @@ pub use operate::{
 };
 pub use partition::Partitioning;
 pub use retry::RetryPolicy;
-#[cfg(feature = "runtime")]
-pub use runtime::{
-    Handler, Job, JobError, MetricsSnapshot, PollPolicy, Role, RunTask, ShutdownReport, StopReason,
-    TaskHandler, Worker, WorkerBuilder,
-};
 pub use store::{
     CancelParams, DeadFilter, ItemListParams, LeaseListParams, PauseParams, DEFAULT_DEAD_BATCH,
     DEFAULT_PAGE, MAX_DEAD_BATCH, MAX_PAGE,

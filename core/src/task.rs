@@ -8,7 +8,7 @@
 //! [`StoreExt::enqueue_task_with`](crate::StoreExt::enqueue_task_with) with
 //! [`TaskOptions`] for one enqueue; [`NewItem::task`] builds the item for a batch or a
 //! transaction (`enqueue_task_in_tx` on the SQLite and PostgreSQL stores). How a task
-//! runs is the worker's side (feature `runtime`): `RunTask` and
+//! runs is the worker's side (crate `tenure-runtime`): `RunTask` and
 //! `WorkerBuilder::task`, or `WorkerBuilder::task_with` for a handler that keeps state.
 
 use std::any::type_name;
@@ -102,13 +102,13 @@ pub trait Task: Serialize + DeserializeOwned + Send + Sync + 'static {
 
     /// The lease this task needs at least (runtime). A worker claims all its queues in
     /// one claim, for one lease length: the longest of its own
-    /// [`lease_duration`](crate::WorkerBuilder::lease_duration) and the `LEASE` of the
+    /// `WorkerBuilder::lease_duration` and the `LEASE` of the
     /// tasks it runs. Default `None`: the worker's.
     const LEASE: Option<Duration> = None;
 
     /// The delay policy of this task's retryable failures (runtime), for a failure its
     /// handler returns without a delay of its own. Default `None`: the worker's
-    /// [`retry`](crate::WorkerBuilder::retry) policy, which also times the retries of
+    /// `WorkerBuilder::retry` policy, which also times the retries of
     /// a panic or a handler timeout.
     fn retry_policy() -> Option<RetryPolicy> {
         None

@@ -7,7 +7,7 @@ use std::time::Duration;
 use axum::http::request::Parts;
 use base64::Engine as _;
 use subtle::ConstantTimeEq;
-use tenure_core::runtime::DEFAULT_LEADER_NAME;
+use tenure_core::DEFAULT_LEADER_NAME;
 use tenure_core::{SharedClock, SystemClock};
 
 use crate::access::{Access, Authorizer};

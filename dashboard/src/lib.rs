@@ -104,20 +104,19 @@
 #![deny(missing_docs)]
 
 mod access;
-mod assets;
 mod cache;
 mod config;
-mod handlers;
+mod ctx;
 mod hosts;
 mod notice;
-mod pages;
+mod routes;
 mod security;
 mod serve;
 mod text;
+mod view;
 
 use std::sync::Arc;
 
-use axum::routing::{get, post};
 use axum::Router;
 use tenure_core::Store;
 
@@ -147,28 +146,7 @@ pub fn router(store: Arc<dyn Store>, config: DashboardConfig) -> Router {
         notices: notice::Notices::default(),
         throttle: security::Throttle::default(),
     });
-    let guarded = Router::new()
-        .route("/", get(handlers::overview))
-        .route("/queues/{queue}", get(handlers::queue))
-        .route("/queues/{queue}/dead", get(handlers::dead_preview))
-        .route("/queues/{queue}/pause", post(handlers::pause))
-        .route("/queues/{queue}/resume", post(handlers::resume))
-        .route(
-            "/queues/{queue}/dead/requeue",
-            post(handlers::requeue_filter),
-        )
-        .route(
-            "/queues/{queue}/dead/discard",
-            post(handlers::discard_filter),
-        )
-        .route("/items/cancel", post(handlers::cancel))
-        .route("/items/requeue", post(handlers::requeue_ids))
-        .route("/items/discard", post(handlers::discard_ids))
-        .route("/items/{id}", get(handlers::item))
-        .route("/leases", get(handlers::leases))
-        .route("/find", get(handlers::find))
-        .route("/assets/{name}", get(assets::serve))
-        .fallback(handlers::not_found)
+    let guarded = routes::guarded()
         .layer(axum::middleware::from_fn_with_state(
             state.clone(),
             security::read_body,
@@ -181,8 +159,7 @@ pub fn router(store: Arc<dyn Store>, config: DashboardConfig) -> Router {
             state.clone(),
             security::basic_auth,
         ));
-    Router::new()
-        .route("/healthz", get(handlers::healthz))
+    routes::open()
         .merge(guarded)
         .layer(axum::middleware::from_fn_with_state(
             state.clone(),

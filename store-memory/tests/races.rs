@@ -7,7 +7,7 @@
 // Test helpers outside `#[test]` functions unwrap too.
 #![allow(clippy::unwrap_used)]
 
-mod common;
+use tenure_test_support::memory as common;
 
 use common::*;
 use tenure_core::{

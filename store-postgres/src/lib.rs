@@ -124,7 +124,7 @@
 //! stream's row, so an enqueue to that stream waits for the commit.
 //!
 //! Under the worker runtime, a handler takes the finalize over with
-//! [`Job::take_finalize`](tenure_core::runtime::Job::take_finalize), so the runtime
+//! `tenure_runtime::Job::take_finalize`, so the runtime
 //! does not complete that attempt a second time.
 //!
 //! # Migrations
@@ -374,9 +374,10 @@
 //! | `store/instances.rs` | instances and the leader lease |
 //! | `store/inspect.rs` | inspection and control: item, counts, listings, cancel, pause, dead items |
 //! | `store/limits.rs` | queue limits (the `Limiting` impl: set, get, clear, list, defer, wait) and which claims take the limited path |
-//! | `store/limited_claim.rs` | the claim of queues with limits (G16, G17) |
-//! | `store/limits_sql.rs`, `sql/limits/` | the statements of queue limits, one file each |
-//! | `sql.rs`, `migrate.rs`, `migrations/` | the schema: every statement, and the migrations that create the tables ([`schema_version`], [`migration_script`]) |
+//! | `store/limited_claim.rs` | the claim of queues with limits or fair shares (G16, G17, G18) |
+//! | `store/fair.rs` | the fair-share tags of an enqueue (G18) |
+//! | `store/limits_sql.rs`, `sql/limits/` | the statements of queue limits and fair shares, one file each |
+//! | `sql.rs`, `sql/`, `schema.sql`, `migrate.rs`, `migrations/` | the schema: every statement (one file each in `sql/`), the current schema in one file, and the migrations that create the tables ([`schema_version`], [`migration_script`]) |
 //! | `tx.rs` | the calls inside the application's transaction (`_in_tx`) |
 //! | `rows.rs` | decoding rows into the model |
 //! | `listen.rs` | the LISTEN/NOTIFY wake-ups |

@@ -3,7 +3,7 @@
 //! and no item is lost or finalized twice.
 //!
 //! The test provisions a throwaway PostgreSQL cluster of its own (so the shared server
-//! is never restarted), with `tests/common/cluster.rs`: `initdb` into a fresh
+//! is never restarted), with `tenure_test_support::pg_cluster`: `initdb` into a fresh
 //! temporary directory, a free port on 127.0.0.1, its unix socket in that directory,
 //! trust auth and `fsync = off`. As root (PostgreSQL refuses to run as root) the
 //! server tools run as the `postgres` OS user.
@@ -30,8 +30,7 @@
 // Helpers outside #[test] fns are test code too; clippy.toml's allowance misses them.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-#[path = "common/cluster.rs"]
-mod cluster;
+use tenure_test_support::pg_cluster as cluster;
 
 use std::collections::HashMap;
 use std::process::Command;
@@ -76,7 +75,7 @@ impl Disruption {
     }
 }
 
-/// Restarts or stops and starts our own server (`tests/common/cluster.rs`).
+/// Restarts or stops and starts our own server (`tenure_test_support::pg_cluster`).
 async fn disrupt_own(server: &PgServer, how: &Disruption) {
     // pg_ctl blocks for a second or two: off the async workers' turn.
     match how {

@@ -1,5 +1,5 @@
 //! Faults of the server under a running store, on throwaway servers the tests start
-//! and kill themselves (`tests/common/cluster.rs`; skipped without the PostgreSQL
+//! and kill themselves (`tenure_test_support::pg_cluster`; skipped without the PostgreSQL
 //! server tools, failed instead under `TENURE_REQUIRE_STORES=1`):
 //!
 //! - a server stopped and started again, or killed and started again, under a running
@@ -17,16 +17,15 @@
 // Helpers outside #[test] fns are test code too; clippy.toml's allowance misses them.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-#[path = "common/cluster.rs"]
-mod cluster;
+use tenure_test_support::pg_cluster as cluster;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use cluster::PgServer;
-use tenure_core::runtime::{Job, Worker};
 use tenure_core::*;
 use tenure_postgres::{PgConfig, PgStore};
+use tenure_runtime::{Job, Worker};
 
 /// The promise under test: a running worker completes again within this long of the
 /// server accepting connections. The measured figure is printed; it is well under a

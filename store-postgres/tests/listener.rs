@@ -7,15 +7,15 @@
 //! touching any other test's connections.
 // Helpers outside #[test] fns are test code too; clippy.toml's allowance misses them.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
-mod common;
 
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
+use tenure_test_support::postgres as common;
 
 use sqlx::{Connection, PgConnection};
-use tenure_core::runtime::{Job, PollPolicy, Worker};
 use tenure_core::{NewItem, QueueName, Store, StoreExt, WakeHealth};
 use tenure_postgres::{PgConfig, PgStore};
+use tenure_runtime::{Job, PollPolicy, Worker};
 use tokio::sync::watch;
 
 /// The server URL with its database replaced by `db`.

@@ -4,14 +4,13 @@
 //! and listings read through their index.
 // Helpers outside #[test] fns are test code too; clippy.toml's allowance misses them.
 #![allow(clippy::unwrap_used)]
-mod common;
 
 use std::time::{Duration, Instant};
 
-use common::Ctx;
 use sqlx::Connection;
 use tenure_core::*;
 use tenure_postgres::PgStore;
+use tenure_test_support::postgres::{self as common, Ctx};
 
 const LEASE: Duration = Duration::from_secs(30);
 

@@ -1,9 +1,9 @@
 //! Quick end-to-end pass over every operation.
 // Helpers outside #[test] fns are test code too; clippy.toml's allowance misses them.
 #![allow(clippy::unwrap_used)]
-mod common;
 
 use std::time::Duration;
+use tenure_test_support::postgres as common;
 
 use tenure_core::*;
 

@@ -13,8 +13,7 @@
 //! without.
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
-#[path = "../tests/support/mod.rs"]
-mod support;
+use tenure_test_support::redis as support;
 
 use std::time::{Duration, Instant};
 

@@ -5,17 +5,17 @@
 // Test bodies: a failure is a failed test.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod common;
+use tenure_test_support::redis as common;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use common::support::{ask, eventually, TempCluster};
-use tenure_core::runtime::{Job, Worker};
 use tenure_core::{EnqueueParams, ErrorKind, NewItem, QueueName, Store, StoreExt, WakeHealth};
 use tenure_redis::{RedisConfig, RedisStore};
+use tenure_test_support::redis::{ask, eventually, TempCluster};
+use tenure_runtime::{Job, Worker};
 
 const NODE_TIMEOUT: Duration = Duration::from_millis(1_000);
 
@@ -177,7 +177,7 @@ async fn wait_replicas_waits_on_the_primary_of_the_prefixs_slot_alone_and_a_lost
     let own_replica = cluster.replicas_of(owner).await[0];
     let mut others = Vec::new();
     for p in cluster.ports.clone() {
-        let role = common::support::info_field(p, "replication", "role").await;
+        let role = common::info_field(p, "replication", "role").await;
         if p != own_replica && role.as_deref() == Some("slave") {
             others.push(p);
         }

@@ -11,19 +11,19 @@
 // Test bodies: a failure is a failed test.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod common;
-
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use common::support::{self, eventually, info_field, Ledger, SentinelSet, TempCluster};
-use tenure_core::runtime::{Job, Worker};
+use support::{eventually, info_field, SentinelSet, TempCluster};
 use tenure_core::{
     CompleteParams, EnqueueParams, ErrorKind, ItemId, ItemState, LeaseToken, ManualClock, NewItem,
     OwnerId, QueueName, Store, StoreExt, Timestamp, TokenOutcome, WakeHealth,
 };
 use tenure_redis::{RedisConfig, RedisStore};
+use tenure_test_support::ledger::Ledger;
+use tenure_test_support::redis as support;
+use tenure_runtime::{Job, Worker};
 
 const LEASE: Duration = Duration::from_secs(30);
 const DOWN_AFTER: Duration = Duration::from_millis(1_000);
@@ -271,7 +271,7 @@ impl Drain {
 async fn check_no_superseded_finish(
     store: &RedisStore,
     ids: &[ItemId],
-    told: &support::Told,
+    told: &tenure_test_support::ledger::Told,
     ran: &HashMap<ItemId, Vec<(LeaseToken, Instant)>>,
     fault: Instant,
 ) -> usize {

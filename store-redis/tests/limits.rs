@@ -6,7 +6,7 @@
 // Test bodies: a failure is a failed test.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod common;
+use tenure_test_support::redis as common;
 
 use std::time::Duration;
 

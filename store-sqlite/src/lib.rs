@@ -248,7 +248,7 @@
 //! process and in others), so commit promptly after the fenced call.
 //!
 //! Under the worker runtime, a handler takes the finalize over with
-//! [`Job::take_finalize`](tenure_core::runtime::Job::take_finalize), so the runtime
+//! `tenure_runtime::Job::take_finalize`, so the runtime
 //! does not complete that attempt a second time; the `outbox` example shows it.
 //!
 //! # Layout of this crate

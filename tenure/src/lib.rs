@@ -1,7 +1,8 @@
 //! Tenure: every unit of work has exactly one temporary owner at a time.
 //!
 //! This crate is the front door. It re-exports [`tenure_core`] (the model, the
-//! [`Store`] contract, errors, the clock and the worker runtime) and the stores, and
+//! [`Store`] contract, errors, the clock), the worker runtime of [`tenure_runtime`]
+//! (as [`runtime`], with [`Worker`] and its companions here too) and the stores, and
 //! opens any store from a URL with [`open`], so an application moves from SQLite in
 //! development to PostgreSQL in production by configuration alone:
 //!
@@ -34,6 +35,11 @@ pub use tenure_memory::MemoryStore;
 pub use tenure_postgres::{PgConfig, PgStore};
 #[cfg(feature = "redis")]
 pub use tenure_redis::{RedisConfig, RedisStore};
+pub use tenure_runtime as runtime;
+pub use tenure_runtime::{
+    Handler, Job, JobError, MetricsSnapshot, PollPolicy, Role, RunTask, ShutdownReport, StopReason,
+    TaskHandler, Worker, WorkerBuilder,
+};
 #[cfg(feature = "sqlite")]
 pub use tenure_sqlite::{SqliteConfig, SqliteStore};
 

@@ -12,9 +12,10 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use common::{quiet_panics, Backend, Place};
+use common::{Backend, Place};
 use tenure::runtime::{Job, JobError, PollPolicy, Worker};
 use tenure::{EnqueueParams, ItemId, ItemState, NewItem, QueueName, RetryPolicy};
+use tenure_test_support::quiet_panics;
 
 const ITEMS: usize = 10_000;
 const WORKERS: usize = 4;

@@ -20,9 +20,10 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use common::{Backend, LedgerStore, Place};
+use common::{Backend, Place};
 use tenure::runtime::{Job, PollPolicy, Worker};
 use tenure::{EnqueueParams, ItemId, ItemState, NewItem, QueueName, Store};
+use tenure_test_support::ledger::LedgerStore;
 
 const ROLE: &str = "TENURE_KILL_ROLE";
 const URL: &str = "TENURE_KILL_URL";

@@ -41,10 +41,8 @@
 //! server was gone and how long after it was back the fleet finished its next item.
 #![allow(clippy::print_stdout, clippy::print_stderr)]
 
-#[path = "../../../store-postgres/tests/common/cluster.rs"]
-mod cluster;
-#[path = "../../../store-redis/tests/support/mod.rs"]
-mod support;
+use tenure_test_support::pg_cluster as cluster;
+use tenure_test_support::redis as support;
 
 use std::path::PathBuf;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};

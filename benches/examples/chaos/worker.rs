@@ -7,12 +7,12 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use tenure_core::runtime::{Job, JobError, Worker};
 use tenure_core::{CompleteParams, LeaseToken, QueueName, TokenOutcome};
 use tenure_postgres::{PgConfig, PgStore};
 use tenure_redis::{RedisConfig, RedisStore};
+use tenure_runtime::{Job, JobError, Worker};
 
-use crate::{now_us, support, BoxError, LEASE, QUEUE};
+use crate::{now_us, BoxError, LEASE, QUEUE};
 
 /// One worker process's log: a line per handler start and per accepted finish.
 pub(crate) struct Log(Mutex<File>);
@@ -79,7 +79,7 @@ pub(crate) async fn worker_main(args: WorkerArgs) -> Result<(), BoxError> {
                 config = config.wait_replicas(args.wait_replicas, Duration::from_secs(1));
             }
             let store = retry_connect(|| RedisStore::connect(config.clone())).await;
-            let ledger = support::Ledger::new(store);
+            let ledger = tenure_test_support::ledger::Ledger::new(store);
             tokio::spawn(log_accepted(Arc::clone(&ledger.told), Arc::clone(&log)));
             let log = Arc::clone(&log);
             let work = args.work;
@@ -181,7 +181,10 @@ pub(crate) async fn ledger_and_complete(
 
 /// Logs every token a `complete` through the ledger wrapper was told `Accepted`,
 /// every 20 ms.
-pub(crate) async fn log_accepted(told: Arc<Mutex<support::Told>>, log: Arc<Log>) {
+pub(crate) async fn log_accepted(
+    told: Arc<Mutex<tenure_test_support::ledger::Told>>,
+    log: Arc<Log>,
+) {
     loop {
         tokio::time::sleep(Duration::from_millis(20)).await;
         let accepted = {

@@ -10,8 +10,7 @@ use tenure_core::{
     RenewOutcome, RenewParams, Store, TokenOutcome,
 };
 
-use crate::case::Verdict;
-use crate::case::{CaseResult, Env};
+use crate::case::{CaseResult, Env, Verdict};
 use crate::check::{
     ensure, ensure_eq, expect_finished, expect_state, expect_unchanged, get, pass, OrFail,
 };

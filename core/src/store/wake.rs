@@ -8,7 +8,7 @@ use tokio::sync::{watch, Notify};
 
 /// Whether a store's wake-ups from other processes are being delivered, as its
 /// [`WakeSignal`] reports it. The worker's claim loop reads it to choose its poll
-/// interval (see [`PollPolicy`](crate::runtime::PollPolicy)).
+/// interval (see `tenure_runtime::PollPolicy`).
 ///
 /// What each store reports:
 ///

@@ -5,8 +5,7 @@
 // Test helpers outside `#[test]` functions unwrap too.
 #![allow(clippy::unwrap_used)]
 
-#[path = "../common/mod.rs"]
-mod common;
+use tenure_test_support::memory as common;
 
 use std::time::Duration;
 

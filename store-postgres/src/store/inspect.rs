@@ -19,7 +19,6 @@ use uuid::Uuid;
 use super::{count, PgStore};
 use crate::error::map;
 use crate::rows::{self, i32_of, u32_of};
-use crate::sql::ITEM_COLS;
 use crate::STORE;
 
 /// The statements of the operator's operations, for one schema.
@@ -37,62 +36,19 @@ pub(crate) struct OpSql {
 }
 
 impl OpSql {
-    /// The statements for `s` (already validated).
+    /// The statements for `s` (already validated), each from `sql/<field>.sql`.
     pub(crate) fn new(s: &str) -> OpSql {
-        // $1 queue, $2 state, $3 due filter (0 any, 1 due, 2 not due), $4 now,
-        // $5 after seq, $6 limit.
-        let list = |cmp: &str, dir: &str| {
-            format!(
-                "SELECT {ITEM_COLS} FROM {s}.items i \
-                 WHERE i.queue = $1 AND i.state = $2 AND i.seq {cmp} $5 \
-                     AND ($3 = 0 OR ($3 = 1 AND i.run_at <= $4) OR ($3 = 2 AND i.run_at > $4)) \
-                 ORDER BY i.seq {dir} LIMIT $6"
-            )
-        };
+        let load = |file| crate::sql::load(file, s);
         OpSql {
-            item_list_asc: list(">", "ASC"),
-            item_list_desc: list("<", "DESC"),
-            // $1 queue, $2 after expiry, $3 after seq, $4 limit.
-            lease_list: format!(
-                "SELECT i.id, i.attempt, i.owner, i.lease_expires_at, i.renewals, \
-                     i.max_renewals, i.seq, i.lease FROM {s}.items i \
-                 WHERE i.queue = $1 AND i.state = 'running' \
-                     AND (i.lease_expires_at, i.seq) > ($2, $3) \
-                 ORDER BY i.lease_expires_at, i.seq LIMIT $4"
-            ),
-            // A skip scan of items_list's first column: one index probe per queue.
-            queue_list: format!(
-                "WITH RECURSIVE t(q) AS ( \
-                     (SELECT queue FROM {s}.items ORDER BY queue LIMIT 1) \
-                     UNION ALL \
-                     SELECT (SELECT queue FROM {s}.items WHERE queue > t.q ORDER BY queue LIMIT 1) \
-                     FROM t WHERE t.q IS NOT NULL \
-                 ) \
-                 SELECT q FROM t WHERE q IS NOT NULL \
-                 UNION SELECT queue FROM {s}.paused_queues ORDER BY 1"
-            ),
-            // Cancel: ready rows are deleted, and the streams whose head was deleted
-            // come back for the promote. $1 now, $2 ids.
-            cancel: format!(
-                "DELETE FROM {s}.items i WHERE i.id = ANY($2::uuid[]) AND i.state = 'ready' \
-                     AND $1::int8 IS NOT NULL \
-                 RETURNING i.id, CASE WHEN i.head THEN i.stream END"
-            ),
-            cancel_look: format!(
-                "SELECT i.id, i.state, i.attempt, i.owner FROM {s}.items i \
-                 WHERE i.id = ANY($1::uuid[])"
-            ),
-            pause: format!(
-                "INSERT INTO {s}.paused_queues (queue, paused_at) VALUES ($1, $2) \
-                 ON CONFLICT (queue) DO NOTHING"
-            ),
-            resume: format!("DELETE FROM {s}.paused_queues WHERE queue = $1"),
-            // $1 queue, $2 dead before, $3 limit.
-            dead_matching: format!(
-                "SELECT i.id FROM {s}.items i \
-                 WHERE i.queue = $1 AND i.state = 'dead' AND i.updated_at <= $2 \
-                 ORDER BY i.updated_at, i.seq LIMIT $3"
-            ),
+            item_list_asc: load(include_str!("../../sql/item_list_asc.sql")),
+            item_list_desc: load(include_str!("../../sql/item_list_desc.sql")),
+            lease_list: load(include_str!("../../sql/lease_list.sql")),
+            queue_list: load(include_str!("../../sql/queue_list.sql")),
+            cancel: load(include_str!("../../sql/cancel.sql")),
+            cancel_look: load(include_str!("../../sql/cancel_look.sql")),
+            pause: load(include_str!("../../sql/pause.sql")),
+            resume: load(include_str!("../../sql/resume.sql")),
+            dead_matching: load(include_str!("../../sql/dead_matching.sql")),
         }
     }
 }

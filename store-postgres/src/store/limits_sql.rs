@@ -1,6 +1,6 @@
-//! The statements of queue limits and fair shares (G16, G17, G18), one file each under `sql/limits/`,
-//! loaded once per store with the schema substituted for `{schema}`. Each file's
-//! header lists its parameters.
+//! The statements of queue limits and fair shares (G16, G17, G18), one file each under
+//! `sql/limits/`, loaded once per store by `sql.rs`'s loader (the schema substituted
+//! for `{schema}`). Each file's header lists its parameters.
 
 /// The statements of queue limits for one schema.
 #[derive(Debug)]
@@ -60,7 +60,8 @@ pub(crate) struct LimitsSql {
 impl LimitsSql {
     /// The statements for `schema` (a validated identifier).
     pub(crate) fn new(schema: &str) -> LimitsSql {
-        let s = |text: &str| text.replace("{schema}", schema);
+        // The same loader as `sql.rs`: comment lines dropped, one line, `{schema}` filled.
+        let s = |text: &str| crate::sql::load(text, schema);
         LimitsSql {
             gate: s(include_str!("../../sql/limits/gate.sql")),
             lock: s(include_str!("../../sql/limits/lock.sql")),

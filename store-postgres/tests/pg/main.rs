@@ -3,16 +3,14 @@
 //! the stream pins of partitioned claims.
 // Helpers outside #[test] fns are test code too; clippy.toml's allowance misses them.
 #![allow(clippy::unwrap_used)]
-#[path = "../common/mod.rs"]
-mod common;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use common::Ctx;
 use tenure_core::*;
 use tenure_postgres::{PgConfig, PgStore};
+use tenure_test_support::postgres::{self as common, Ctx};
 
 const LEASE: Duration = Duration::from_secs(30);
 
@@ -31,6 +29,7 @@ mod limits;
 mod migrations;
 mod partitioned;
 mod privileges;
+mod schema;
 mod transactional_enqueue;
 mod transactional_finalize;
 mod wakeups;

@@ -257,7 +257,7 @@ const UPGRADE_ROWS: i64 = 20_000;
 #[tokio::test]
 async fn a_live_version_8_table_upgrades_to_claim_cursors_with_claims_going_on() {
     use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-    use tenure_core::runtime::{Job, Worker};
+    use tenure_runtime::{Job, Worker};
     let Some(mut ctx) = Ctx::new().await else {
         return;
     };

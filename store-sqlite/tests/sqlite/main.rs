@@ -54,6 +54,7 @@ mod faults;
 mod g09_stream_head;
 mod g10_scope_index;
 mod limits;
+mod migrations;
 mod open;
 mod partitioned;
 mod peers;

@@ -27,24 +27,13 @@ impl Backend {
     }
 }
 
-/// `TENURE_POSTGRES_URL`, or the local default.
-pub fn pg_url() -> String {
-    std::env::var("TENURE_POSTGRES_URL")
-        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".to_owned())
-}
+pub use tenure_test_support::postgres::url as pg_url;
+use tenure_test_support::postgres::PgSchema;
+use tenure_test_support::redis::RedisPrefix;
 
-/// `TENURE_REDIS_URL`, or the local default.
-pub fn redis_url() -> String {
-    std::env::var("TENURE_REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1:6379".to_owned())
-}
-
-/// True when a missing server must fail the run (CI sets `TENURE_REQUIRE_STORES=1`).
-pub fn required() -> bool {
-    std::env::var("TENURE_REQUIRE_STORES").is_ok_and(|v| v == "1")
-}
-
-/// A place for one test's data: a temp dir for SQLite, a fresh schema for Postgres.
-/// Dropping the schema is [`Place::cleanup`]'s job.
+/// A place for one test's data: a temp dir for SQLite, a fresh schema for Postgres, a
+/// fresh key prefix for Redis. [`Place::cleanup`] drops the schema or deletes the
+/// prefix's keys; dropping the place does it too, also when a test panics.
 pub struct Place {
     pub backend: Backend,
     /// The URL every handle of this place opens (`memory://` gets one shared handle).
@@ -54,6 +43,8 @@ pub struct Place {
     pub prefix: Option<String>,
     _dir: Option<tempfile::TempDir>,
     memory: Option<DynStore>,
+    _pg: Option<PgSchema>,
+    _redis: Option<RedisPrefix>,
 }
 
 impl Place {
@@ -73,6 +64,8 @@ impl Place {
                 prefix: None,
                 _dir: None,
                 memory: Some(tenure::open("memory://").await.unwrap()),
+                _pg: None,
+                _redis: None,
             }),
             Backend::Sqlite => {
                 let (tmp, dir) = match dir {
@@ -91,57 +84,34 @@ impl Place {
                     prefix: None,
                     _dir: tmp,
                     memory: None,
+                    _pg: None,
+                    _redis: None,
                 })
             }
             Backend::Postgres => {
-                if let Err(e) = sqlx::PgConnection::connect(&pg_url()).await {
-                    if required() {
-                        panic!(
-                            "PostgreSQL at {} is required (TENURE_REQUIRE_STORES=1): {e}",
-                            pg_url()
-                        );
-                    }
-                    eprintln!(
-                        "skipped: PostgreSQL at {} is unreachable ({e}); set TENURE_POSTGRES_URL, \
-                         or TENURE_REQUIRE_STORES=1 to fail instead",
-                        pg_url()
-                    );
-                    return None;
-                }
-                let schema = format!("t_{}", uuid::Uuid::now_v7().simple());
-                let base = pg_url();
-                let sep = if base.contains('?') { '&' } else { '?' };
+                let pg = PgSchema::new().await?;
                 Some(Place {
                     backend,
-                    url: format!("{base}{sep}tenure_schema={schema}"),
-                    schema: Some(schema),
+                    url: pg.url(),
+                    schema: Some(pg.name().to_owned()),
                     prefix: None,
                     _dir: None,
                     memory: None,
+                    _pg: Some(pg),
+                    _redis: None,
                 })
             }
             Backend::Redis => {
-                let prefix = format!("t_{}", uuid::Uuid::now_v7().simple());
-                let base = redis_url();
-                let sep = if base.contains('?') { '&' } else { '?' };
-                let url = format!("{base}{sep}tenure_prefix={prefix}");
-                if let Err(e) = tenure::open(&url).await {
-                    if required() {
-                        panic!("Redis at {base} is required (TENURE_REQUIRE_STORES=1): {e}");
-                    }
-                    eprintln!(
-                        "skipped: Redis at {base} is unreachable ({e}); set TENURE_REDIS_URL, \
-                         or TENURE_REQUIRE_STORES=1 to fail instead"
-                    );
-                    return None;
-                }
+                let prefix = RedisPrefix::new("t").await?;
                 Some(Place {
                     backend,
-                    url,
+                    url: prefix.url(),
                     schema: None,
-                    prefix: Some(prefix),
+                    prefix: Some(prefix.name().to_owned()),
                     _dir: None,
                     memory: None,
+                    _pg: None,
+                    _redis: Some(prefix),
                 })
             }
         }
@@ -159,119 +129,16 @@ impl Place {
     /// Drops the Postgres schema or deletes the Redis prefix's keys, if any.
     pub async fn cleanup(&self) {
         if let Some(prefix) = &self.prefix {
-            let client = redis::Client::open(redis_url()).unwrap();
-            let mut conn = client.get_multiplexed_async_connection().await.unwrap();
-            let pattern = format!("{{{prefix}}}:*");
-            let mut cursor: u64 = 0;
-            loop {
-                let (next, keys): (u64, Vec<String>) = redis::cmd("SCAN")
-                    .arg(cursor)
-                    .arg("MATCH")
-                    .arg(&pattern)
-                    .arg("COUNT")
-                    .arg(1000)
-                    .query_async(&mut conn)
-                    .await
-                    .unwrap();
-                if !keys.is_empty() {
-                    let _: i64 = redis::cmd("UNLINK")
-                        .arg(&keys)
-                        .query_async(&mut conn)
-                        .await
-                        .unwrap();
-                }
-                if next == 0 {
-                    break;
-                }
-                cursor = next;
-            }
+            tenure_test_support::redis::delete_prefixes(
+                &tenure_test_support::redis::url(),
+                std::slice::from_ref(prefix),
+            )
+            .await
+            .unwrap();
         }
         if let Some(schema) = &self.schema {
             let mut conn = sqlx::PgConnection::connect(&pg_url()).await.unwrap();
-            sqlx::query(&format!("DROP SCHEMA IF EXISTS {schema} CASCADE"))
-                .execute(&mut conn)
-                .await
-                .unwrap();
-        }
-    }
-}
-
-/// Keeps the test output free of the panics a test causes on purpose (their message
-/// says "on purpose").
-pub fn quiet_panics() {
-    static HOOK: std::sync::Once = std::sync::Once::new();
-    HOOK.call_once(|| {
-        let default = std::panic::take_hook();
-        std::panic::set_hook(Box::new(move |info| {
-            let msg = info
-                .payload()
-                .downcast_ref::<&str>()
-                .copied()
-                .or_else(|| info.payload().downcast_ref::<String>().map(String::as_str))
-                .unwrap_or("");
-            if !msg.contains("on purpose") {
-                default(info);
-            }
-        }));
-    });
-}
-
-/// A store wrapper that appends one line `<id> <attempt>` per completion the store
-/// accepted to a file, written once the answer is in. A process killed between the
-/// commit and the write leaves a completion out, never in twice.
-#[derive(Debug)]
-pub struct LedgerStore {
-    inner: DynStore,
-    file: std::sync::Mutex<std::fs::File>,
-}
-
-impl LedgerStore {
-    pub fn new(inner: DynStore, path: &std::path::Path) -> LedgerStore {
-        let file = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(path)
-            .unwrap();
-        LedgerStore {
-            inner,
-            file: std::sync::Mutex::new(file),
-        }
-    }
-
-    /// The `(id, attempt)` lines of a ledger file; a torn last line is ignored.
-    pub fn read(path: &std::path::Path) -> Vec<(tenure::ItemId, u32)> {
-        let text = std::fs::read_to_string(path).unwrap_or_default();
-        text.lines()
-            .filter_map(|l| {
-                let (id, attempt) = l.split_once(' ')?;
-                Some((id.parse().ok()?, attempt.parse().ok()?))
-            })
-            .collect()
-    }
-}
-
-use tenure::{CompleteParams, Store, TokenOutcome};
-
-tenure::forward_store! {
-    impl Store for LedgerStore {
-        forward self => self.inner;
-
-        async fn complete(&self, p: CompleteParams) -> tenure::Result<Vec<TokenOutcome>> {
-            let tokens = p.tokens.clone();
-            let out = self.inner.complete(p).await?;
-            let mut lines = String::new();
-            for (t, o) in tokens.iter().zip(&out) {
-                if *o == TokenOutcome::Accepted {
-                    lines.push_str(&format!("{} {}\n", t.id, t.attempt));
-                }
-            }
-            use std::io::Write;
-            self.file
-                .lock()
-                .unwrap()
-                .write_all(lines.as_bytes())
-                .unwrap();
-            Ok(out)
+            tenure_test_support::postgres::drop_schema(&mut conn, schema).await;
         }
     }
 }

@@ -1,0 +1,11 @@
+-- machine::complete, fenced on (id, attempt, lease), in one round trip: the function
+-- (migrations 0006 to 0008; schema.sql shows the live one) finishes heads, then the
+-- rows behind them in stream order, then promotes the next item of each stream whose
+-- head it finished (`tenure_promote`, statements of its own).
+--
+-- $1 now (int8 micros)
+-- $2 ids (uuid[])
+-- $3 attempts (int4[])
+-- $4 keep done rows instead of deleting them (bool)
+-- $5 lease ids (int8[])
+SELECT c FROM {schema}.tenure_complete($1, $2::uuid[], $3::int4[], $5::int8[], $4) AS c
