@@ -22,6 +22,19 @@ CREATE TABLE {schema}.dedup_keys (
     CONSTRAINT dedup_keys_pkey PRIMARY KEY (queue, key)
 );
 
+CREATE TABLE {schema}.fair_queues (
+    queue text NOT NULL,
+    vtime bigint NOT NULL,
+    CONSTRAINT fair_queues_pkey PRIMARY KEY (queue)
+);
+
+CREATE TABLE {schema}.fair_tenants (
+    queue text NOT NULL,
+    tenant text NOT NULL,
+    finish bigint NOT NULL,
+    CONSTRAINT fair_tenants_pkey PRIMARY KEY (queue, tenant)
+);
+
 CREATE TABLE {schema}.instances (
     id text NOT NULL,
     started_at bigint NOT NULL,
@@ -54,6 +67,10 @@ CREATE TABLE {schema}.items (
     updated_at bigint NOT NULL,
     phash bigint,
     lease bigint NOT NULL DEFAULT 0,
+    limit_key text,
+    fairness_key text,
+    weight integer,
+    ftag bigint,
     CONSTRAINT items_pkey PRIMARY KEY (id),
     CONSTRAINT items_state_check CHECK ((state = ANY (ARRAY['ready'::text, 'running'::text, 'done'::text, 'dead'::text])))
 );
@@ -66,10 +83,43 @@ CREATE TABLE {schema}.leaders (
     CONSTRAINT leaders_pkey PRIMARY KEY (name)
 );
 
+CREATE TABLE {schema}.limit_defers (
+    queue text NOT NULL,
+    key text NOT NULL,
+    until bigint NOT NULL,
+    CONSTRAINT limit_defers_pkey PRIMARY KEY (queue, key)
+);
+
+CREATE TABLE {schema}.limit_starts (
+    queue text NOT NULL,
+    key text NOT NULL,
+    at bigint NOT NULL
+);
+
 CREATE TABLE {schema}.paused_queues (
     queue text NOT NULL,
     paused_at bigint NOT NULL,
     CONSTRAINT paused_queues_pkey PRIMARY KEY (queue)
+);
+
+CREATE TABLE {schema}.queue_limit_keys (
+    queue text NOT NULL,
+    kind text NOT NULL,
+    key text NOT NULL,
+    value bigint NOT NULL,
+    CONSTRAINT queue_limit_keys_kind_check CHECK ((kind = ANY (ARRAY['override'::text, 'weight'::text]))),
+    CONSTRAINT queue_limit_keys_pkey PRIMARY KEY (queue, kind, key)
+);
+
+CREATE TABLE {schema}.queue_limits (
+    queue text NOT NULL,
+    concurrency bigint,
+    key_concurrency bigint,
+    rate_starts bigint,
+    rate_per bigint,
+    key_rate_starts bigint,
+    key_rate_per bigint,
+    CONSTRAINT queue_limits_pkey PRIMARY KEY (queue)
 );
 
 CREATE TABLE {schema}.streams (
@@ -90,17 +140,24 @@ CREATE TABLE {schema}.tenure_migrations (
 CREATE UNIQUE INDEX claim_cursors_pkey ON {schema}.claim_cursors USING btree (queue);
 CREATE INDEX dedup_keys_expiry ON {schema}.dedup_keys USING btree (expires_at);
 CREATE UNIQUE INDEX dedup_keys_pkey ON {schema}.dedup_keys USING btree (queue, key);
+CREATE UNIQUE INDEX fair_queues_pkey ON {schema}.fair_queues USING btree (queue);
+CREATE UNIQUE INDEX fair_tenants_pkey ON {schema}.fair_tenants USING btree (queue, tenant);
 CREATE UNIQUE INDEX instances_pkey ON {schema}.instances USING btree (id);
 CREATE INDEX items_claim ON {schema}.items USING btree (queue, priority, run_at, seq) WHERE ((state = 'ready'::text) AND head);
 CREATE INDEX items_done ON {schema}.items USING btree (updated_at) WHERE (state = 'done'::text);
 CREATE INDEX items_list ON {schema}.items USING btree (queue, state, seq);
 CREATE UNIQUE INDEX items_pkey ON {schema}.items USING btree (id);
 CREATE INDEX items_running ON {schema}.items USING btree (queue, lease_expires_at) WHERE (state = 'running'::text);
+CREATE INDEX items_running_limit ON {schema}.items USING btree (queue, limit_key) WHERE (state = 'running'::text);
 CREATE INDEX items_scope_ready ON {schema}.items USING btree (scope, priority, run_at, seq) WHERE ((state = 'ready'::text) AND head AND (scope IS NOT NULL));
 CREATE UNIQUE INDEX items_scope_running ON {schema}.items USING btree (scope) WHERE ((state = 'running'::text) AND (scope IS NOT NULL));
 CREATE INDEX items_stream_waiting ON {schema}.items USING btree (stream, seq) WHERE (NOT head);
 CREATE UNIQUE INDEX leaders_pkey ON {schema}.leaders USING btree (name);
+CREATE UNIQUE INDEX limit_defers_pkey ON {schema}.limit_defers USING btree (queue, key);
+CREATE INDEX limit_starts_key ON {schema}.limit_starts USING btree (queue, key, at);
 CREATE UNIQUE INDEX paused_queues_pkey ON {schema}.paused_queues USING btree (queue);
+CREATE UNIQUE INDEX queue_limit_keys_pkey ON {schema}.queue_limit_keys USING btree (queue, kind, key);
+CREATE UNIQUE INDEX queue_limits_pkey ON {schema}.queue_limits USING btree (queue);
 CREATE INDEX streams_pinned ON {schema}.streams USING btree (pinned_to) WHERE (pinned_to IS NOT NULL);
 CREATE UNIQUE INDEX streams_pkey ON {schema}.streams USING btree (stream);
 CREATE UNIQUE INDEX tenure_migrations_pkey ON {schema}.tenure_migrations USING btree (version);

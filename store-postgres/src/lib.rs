@@ -350,8 +350,9 @@
 //!   own: `store/claim.rs` ([`Claims`](tenure_core::contract::Claims): enqueue and
 //!   claim), `store/finalize.rs` (renew, complete, fail, release), `store/recovery.rs`
 //!   (expired leases, purge), `store/instances.rs` (instances and leader),
-//!   `store/inspect.rs` (dead items, reads, listings, cancel, pause); the limits group
-//!   keeps its defaults here, in `store/mod.rs`, until this store has limits. Core's
+//!   `store/inspect.rs` (dead items, reads, listings, cancel, pause),
+//!   `store/limits.rs` (queue limits, with their claim in `store/limited_claim.rs`
+//!   and their statements in `sql/limits/`, loaded by `store/limits_sql.rs`). Core's
 //!   [`Store`](tenure_core::Store) validates
 //!   every params struct before these see it;
 //! - the schema or scripts, in files of their own;
@@ -372,6 +373,10 @@
 //! | `store/recovery.rs` | time and recovery: recovering expired leases, purge |
 //! | `store/instances.rs` | instances and the leader lease |
 //! | `store/inspect.rs` | inspection and control: item, counts, listings, cancel, pause, dead items |
+//! | `store/limits.rs` | queue limits (the `Limiting` impl: set, get, clear, list, defer, wait) and which claims take the limited path |
+//! | `store/limited_claim.rs` | the claim of queues with limits or fair shares (G16, G17, G18) |
+//! | `store/fair.rs` | the fair-share tags of an enqueue (G18) |
+//! | `store/limits_sql.rs`, `sql/limits/` | the statements of queue limits and fair shares, one file each |
 //! | `sql.rs`, `sql/`, `schema.sql`, `migrate.rs`, `migrations/` | the schema: every statement (one file each in `sql/`), the current schema in one file, and the migrations that create the tables ([`schema_version`], [`migration_script`]) |
 //! | `tx.rs` | the calls inside the application's transaction (`_in_tx`) |
 //! | `rows.rs` | decoding rows into the model |

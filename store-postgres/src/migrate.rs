@@ -36,13 +36,22 @@ pub(crate) struct Migration {
 /// The indexes of `items` that a migration's SQL creates with
 /// `CREATE INDEX IF NOT EXISTS` and that are built concurrently before that migration
 /// when the table already exists, by migration version.
-const CONCURRENT_INDEXES: &[(i32, ConcurrentIndex)] = &[(
-    4,
-    ConcurrentIndex {
-        name: "items_list",
-        on_items: "(queue, state, seq)",
-    },
-)];
+const CONCURRENT_INDEXES: &[(i32, ConcurrentIndex)] = &[
+    (
+        4,
+        ConcurrentIndex {
+            name: "items_list",
+            on_items: "(queue, state, seq)",
+        },
+    ),
+    (
+        11,
+        ConcurrentIndex {
+            name: "items_running_limit",
+            on_items: "(queue, limit_key) WHERE state = 'running'",
+        },
+    ),
+];
 
 fn concurrent_index(version: i32) -> Option<ConcurrentIndex> {
     CONCURRENT_INDEXES
@@ -116,6 +125,16 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
         version: 9,
         name: "claim cursors: a claim starts past the items claimed before it",
         sql: include_str!("../migrations/0009_claim_cursors.sql"),
+    },
+    Migration {
+        version: 10,
+        name: "queue limits: limit keys, limits, rate starts and deferrals",
+        sql: include_str!("../migrations/0010_limits.sql"),
+    },
+    Migration {
+        version: 11,
+        name: "queue limits: the running items of a queue by limit key",
+        sql: include_str!("../migrations/0011_running_limit_index.sql"),
     },
 ];
 

@@ -122,22 +122,30 @@ mod tests {
 
     use super::{body, load};
 
-    /// Every `.sql` file of `sql/`, by file name.
+    /// Every `.sql` file of `sql/` and of its folders (`sql/limits/`), by path under
+    /// `sql/`.
     fn files() -> Vec<(String, String)> {
-        let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/sql");
-        let mut files: Vec<(String, String)> = std::fs::read_dir(dir)
-            .expect("sql/ is readable")
-            .map(|e| {
+        let root = std::path::PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/sql"));
+        let mut files = Vec::new();
+        let mut dirs = vec![root.clone()];
+        while let Some(dir) = dirs.pop() {
+            for e in std::fs::read_dir(&dir).expect("sql/ is readable") {
                 let path = e.expect("a directory entry").path();
+                if path.is_dir() {
+                    dirs.push(path);
+                    continue;
+                }
                 let name = path
-                    .file_name()
+                    .strip_prefix(&root)
+                    .ok()
                     .and_then(|n| n.to_str())
                     .expect("a file name")
                     .to_owned();
-                (name, std::fs::read_to_string(&path).expect("a SQL file"))
-            })
-            .filter(|(name, _)| name.ends_with(".sql"))
-            .collect();
+                if name.ends_with(".sql") {
+                    files.push((name, std::fs::read_to_string(&path).expect("a SQL file")));
+                }
+            }
+        }
         files.sort();
         files
     }

@@ -31,7 +31,6 @@ impl PgStore {
         params: EnqueueParams,
     ) -> Result<Vec<Enqueued>> {
         params.validate(self.limits_ref())?;
-        crate::store::refuse_limit_keys(&params.items)?;
         let now = self.now();
         params.validate_schedule(self.limits_ref(), now)?;
         let mut tx = conn.begin().await.map_err(map)?;

@@ -18,7 +18,8 @@ use crate::error::{db_code, map};
 use crate::rows;
 use crate::sql::SCOPE_INDEX;
 
-use super::enqueue::{refuse_limit_keys, Notify};
+use super::enqueue::Notify;
+use super::limited_claim::Limited;
 use super::PgStore;
 
 /// How many times a claim that lost a scope race (G10) is tried again before it
@@ -71,14 +72,21 @@ pub(crate) enum ClaimRun {
 impl Claims for PgStore {
     /// `Store::enqueue`.
     async fn enqueue(&self, params: Valid<EnqueueParams>) -> Result<Vec<Enqueued>> {
-        refuse_limit_keys(&params.items)?;
         let now = self.inner.clock.now();
         params.validate_schedule(&self.inner.limits, now)?;
         let simple = params.pin_to.is_none()
             && params
                 .items
                 .iter()
-                .all(|it| it.dedup_key.is_none() && it.stream.is_none());
+                .all(|it| {
+                    it.dedup_key.is_none()
+                        && it.stream.is_none()
+                        && it.limit_key.is_none()
+                        && it.fairness_key.is_none()
+                })
+            // A fair queue's items need their tags (G18): only when the schema has no
+            // limits and no fair queue is the one-statement enqueue enough.
+            && self.trusts_no_limits();
         let out = if simple {
             // One statement; the NOTIFY follows the commit (`crate::notify`).
             let all: Vec<&NewItem> = params.items.iter().collect();
@@ -123,6 +131,9 @@ impl Claims for PgStore {
             q.dedup();
             q
         };
+        if self.claims_limited(&queues, now).await? {
+            return self.claim_with_limits(&queues, now, &params).await;
+        }
         self.advance_cursors(now, &queues).await?;
         let mut check_expired = true;
         let mut recovered: Vec<Uuid> = Vec::new();
@@ -199,6 +210,39 @@ impl Claims for PgStore {
 }
 
 impl PgStore {
+    /// A claim of queues among which one has limits, a deferral or fair shares (G16,
+    /// G17, G18;
+    /// `limited_claim.rs`): expired leases recovered first, then the limited claim,
+    /// tried again after a scope race. A partitioned claim (G14) of such queues is
+    /// not served; stream runs (G9) are not taken behind its heads, as their items
+    /// would start without passing the limits (each head is a run of one).
+    async fn claim_with_limits(
+        &self,
+        queues: &[String],
+        now: Timestamp,
+        params: &ClaimParams,
+    ) -> Result<Vec<Lease>> {
+        if params.partitioning.is_some() {
+            return Err(Error::unsupported(
+                "a partitioned claim of a queue with limits",
+                crate::STORE,
+            ));
+        }
+        self.recover(now, CLAIM_RECOVER_LIMIT, Some(queues)).await?;
+        for _ in 0..=SCOPE_RACE_RETRIES {
+            match self.claim_limited(queues, now, params).await? {
+                Limited::Claimed(items) => {
+                    self.count_claimed(items.len());
+                    return leases(items);
+                }
+                Limited::ScopeRace => {
+                    self.inner.scope_races.fetch_add(1, Ordering::Relaxed);
+                }
+            }
+        }
+        Ok(Vec::new())
+    }
+
     /// Moves the claim cursors of `queues` forward when [`CursorPace`] says it is due,
     /// in a transaction of its own. A connection that cannot be had is the claim's
     /// error too, so it is answered at once; a failed statement is only logged (the
@@ -389,7 +433,7 @@ impl PgStore {
 }
 
 /// An item row with its enqueue sequence (the last claim-order key).
-fn seq_item(row: &PgRow) -> std::result::Result<(i64, Item), sqlx::Error> {
+pub(super) fn seq_item(row: &PgRow) -> std::result::Result<(i64, Item), sqlx::Error> {
     let seq: i64 = row.try_get("seq")?;
     let item = rows::item(row).map_err(|e| sqlx::Error::Decode(Box::new(e)))?;
     Ok((seq, item))
@@ -404,6 +448,6 @@ fn leases(mut items: Vec<(i64, Item)>) -> Result<Vec<Lease>> {
         .collect()
 }
 
-fn is_scope_race(e: &sqlx::Error) -> bool {
+pub(super) fn is_scope_race(e: &sqlx::Error) -> bool {
     matches!(db_code(e), Some((code, Some(c))) if code == "23505" && c == SCOPE_INDEX)
 }

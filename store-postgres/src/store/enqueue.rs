@@ -1,7 +1,6 @@
 //! The steps of an enqueue, shared by [`Claims::enqueue`](tenure_core::contract::Claims)
 //! (in `claim.rs`) and the `_in_tx` calls: the pin check (G14), the inserts with their
-//! dedup keys (G11), and the refusal of limit and fairness keys this store does not
-//! serve yet.
+//! dedup keys (G11), their limit keys (G16, G17) and fair-share tags (G18).
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 
@@ -226,6 +225,8 @@ impl PgStore {
             .collect();
         self.insert_rows(&mut *conn, &insert, &heads, now, notify)
             .await?;
+        let ftags = self.fair_tags(&mut *conn, &insert, now).await?;
+        self.keep_limit_keys(&mut *conn, &insert, &ftags).await?;
         Ok(answers)
     }
 
@@ -294,20 +295,4 @@ impl PgStore {
         q.execute(conn).await.map_err(map)?;
         Ok(())
     }
-}
-
-/// Queue limits and fair shares (G16..G18) are not served by this store yet: an item
-/// that names a limit or fairness key is refused, never run unlimited (the `Store`
-/// contract of `enqueue`), and nothing is written.
-pub(crate) fn refuse_limit_keys(items: &[NewItem]) -> Result<()> {
-    if items
-        .iter()
-        .any(|i| i.limit_key.is_some() || i.fairness_key.is_some())
-    {
-        return Err(Error::unsupported(
-            "enqueue with a limit or fairness key",
-            crate::STORE,
-        ));
-    }
-    Ok(())
 }

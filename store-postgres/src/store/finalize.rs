@@ -66,6 +66,7 @@ impl Finalize for PgStore {
         let mut s = self.session().await?;
         let out = self.complete_on(&mut s, &params).await?;
         s.finish().await?;
+        self.slots_freed();
         Ok(out)
     }
 
@@ -74,6 +75,7 @@ impl Finalize for PgStore {
         let mut s = self.session().await?;
         let out = self.fail_on(&mut s, &params).await?;
         s.finish().await?;
+        self.slots_freed();
         Ok(out)
     }
 
@@ -82,6 +84,7 @@ impl Finalize for PgStore {
         let mut s = self.session().await?;
         let out = self.release_on(&mut s, &params).await?;
         s.finish().await?;
+        self.slots_freed();
         Ok(out)
     }
 }

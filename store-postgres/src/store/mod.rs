@@ -4,8 +4,8 @@
 //! of the contract is implemented in its own file (`claim.rs`, `finalize.rs`,
 //! `recovery.rs`, `instances.rs`, `inspect.rs`; see the crate docs, Layout of this
 //! crate); core's [`Store`] validates the params before they reach it. The limits
-//! group ([`Limiting`]) keeps its defaults: this store does not declare
-//! [`Capabilities::limits`].
+//! group ([`Limiting`](tenure_core::contract::Limiting)) is in `limits.rs`, its claim
+//! in `limited_claim.rs`.
 
 use std::fmt;
 use std::str::FromStr;
@@ -19,7 +19,7 @@ use sqlx::postgres::PgArguments;
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions, PgRow};
 use sqlx::query::Query;
 use sqlx::{PgConnection, PgPool, Postgres, Row, Transaction};
-use tenure_core::contract::{Base, Limiting};
+use tenure_core::contract::Base;
 use tenure_core::{
     Capabilities, Error, Limits, Result, SharedClock, Timestamp, WakeHealth, WakeSignal,
 };
@@ -36,10 +36,14 @@ use crate::{listen, migrate, PgConfig, STORE};
 
 mod claim;
 mod enqueue;
-pub(crate) use enqueue::{refuse_limit_keys, Notify};
+pub(crate) use enqueue::Notify;
+mod fair;
 mod finalize;
 pub(crate) mod inspect;
 mod instances;
+mod limited_claim;
+mod limits;
+mod limits_sql;
 mod recovery;
 
 #[cfg(test)]
@@ -77,6 +81,14 @@ struct Inner {
     /// When this store last moved its queues' claim cursors forward, and how many
     /// items it has claimed since (`claim::CursorPace`).
     cursor_pace: Mutex<claim::CursorPace>,
+    /// The statements of queue limits (`limits_sql.rs`).
+    limits_sql: limits_sql::LimitsSql,
+    /// When this handle last asked and heard that the schema has no limits
+    /// (`limits.rs`, Which claims take the limited path).
+    no_limits_since: Mutex<Option<std::time::Instant>>,
+    /// Whether this handle last heard that the schema has limits: its finishes then
+    /// fire its wake signal, as a slot may be free (`limits.rs`).
+    limits_seen: std::sync::atomic::AtomicBool,
 }
 
 impl Drop for Inner {
@@ -175,6 +187,9 @@ impl PgStore {
                 listener: Mutex::new(None),
                 pump,
                 cursor_pace: Mutex::new(claim::CursorPace::default()),
+                limits_sql: limits_sql::LimitsSql::new(&config.schema),
+                no_limits_since: Mutex::new(None),
+                limits_seen: std::sync::atomic::AtomicBool::new(false),
             }),
         };
         if config.migrate_on_connect {
@@ -408,8 +423,6 @@ fn count(row: &PgRow, idx: usize) -> Result<u64> {
     u64::try_from(n).map_err(|e| Error::internal(STORE, e.to_string()))
 }
 
-impl Limiting for PgStore {}
-
 impl Base for PgStore {
     fn name(&self) -> &'static str {
         STORE
@@ -418,7 +431,9 @@ impl Base for PgStore {
     fn capabilities(&self) -> Capabilities {
         let caps = Capabilities::default()
             .with_partitioned_claiming()
-            .with_stream_runs();
+            .with_stream_runs()
+            .with_limits()
+            .with_fair_shares();
         if self.inner.listening {
             caps.with_cross_process_wakeups()
         } else {

@@ -25,6 +25,7 @@ fn owner(n: usize) -> OwnerId {
 mod claim_cursors;
 mod faults;
 mod g09_stream_fifo;
+mod limits;
 mod migrations;
 mod partitioned;
 mod privileges;

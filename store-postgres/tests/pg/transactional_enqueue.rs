@@ -103,37 +103,71 @@ async fn a_failed_enqueue_leaves_the_callers_transaction_usable() {
 }
 
 #[tokio::test]
-async fn an_item_with_a_limit_or_fairness_key_is_refused_until_limits_are_served_and_nothing_is_written(
-) {
+async fn fairness_keys_enqueued_in_the_callers_transaction_are_served_by_share() {
     let Some(ctx) = Ctx::new().await else { return };
+    let (big, small) = (
+        FairnessKey::new("big").unwrap(),
+        FairnessKey::new("small").unwrap(),
+    );
+    let mut conn = sqlx::PgConnection::connect(&common::url()).await.unwrap();
+    let mut tx = conn.begin().await.unwrap();
+    ctx.store
+        .enqueue_in_tx(
+            &mut tx,
+            EnqueueParams::new(
+                (0..5)
+                    .map(|_| NewItem::new(q(), b"x".to_vec()).fairness_key(big.clone()))
+                    .collect(),
+            ),
+        )
+        .await
+        .unwrap();
+    let one = NewItem::new(q(), b"y".to_vec()).fairness_key(small);
+    let small_id = one.id;
+    ctx.store
+        .enqueue_in_tx(&mut tx, EnqueueParams::one(one))
+        .await
+        .unwrap();
+    tx.commit().await.unwrap();
+    let got = ctx
+        .store
+        .claim(ClaimParams::new(q(), owner(1), 2, LEASE))
+        .await
+        .unwrap();
     assert!(
-        !ctx.store.capabilities().limits && !ctx.store.capabilities().fair_shares,
-        "this test is for a store that does not serve G16..G18 yet"
+        got.iter().any(|l| l.item.id == small_id),
+        "the small tenant is served within the first turn"
     );
-    let limited = NewItem::new(q(), b"x".to_vec()).limit_key(LimitKey::new("customer-7").unwrap());
-    let fair = NewItem::new(q(), b"y".to_vec()).fairness_key(FairnessKey::new("tenant-1").unwrap());
-    for item in [limited, fair] {
-        let plain = NewItem::new(q(), b"beside".to_vec());
-        let err = ctx
-            .store
-            .enqueue(EnqueueParams::new(vec![plain.clone(), item.clone()]))
-            .await
-            .unwrap_err();
-        assert!(matches!(err, Error::Unsupported { .. }), "{err:?}");
-        let mut conn = sqlx::PgConnection::connect(&common::url()).await.unwrap();
-        let mut tx = conn.begin().await.unwrap();
-        let err = ctx
-            .store
-            .enqueue_in_tx(&mut tx, EnqueueParams::new(vec![plain, item]))
-            .await
-            .unwrap_err();
-        assert!(matches!(err, Error::Unsupported { .. }), "{err:?}");
-        tx.commit().await.unwrap();
-    }
-    assert_eq!(
-        ctx.store.queue_counts(&q()).await.unwrap().ready,
-        0,
-        "nothing written"
-    );
+    ctx.finish().await;
+}
+
+#[tokio::test]
+async fn a_limit_key_enqueued_in_the_callers_transaction_is_kept_for_its_claims() {
+    let Some(ctx) = Ctx::new().await else { return };
+    ctx.store
+        .limits_set(LimitsParams::new(q(), QueueLimits::new().per_key(1)))
+        .await
+        .unwrap();
+    let key = LimitKey::new("customer-7").unwrap();
+    let mut conn = sqlx::PgConnection::connect(&common::url()).await.unwrap();
+    let mut tx = conn.begin().await.unwrap();
+    ctx.store
+        .enqueue_in_tx(
+            &mut tx,
+            EnqueueParams::new(
+                (0..3)
+                    .map(|_| NewItem::new(q(), b"x".to_vec()).limit_key(key.clone()))
+                    .collect(),
+            ),
+        )
+        .await
+        .unwrap();
+    tx.commit().await.unwrap();
+    let got = ctx
+        .store
+        .claim(ClaimParams::new(q(), owner(1), 10, LEASE))
+        .await
+        .unwrap();
+    assert_eq!(got.len(), 1, "one running item of the key at a time");
     ctx.finish().await;
 }
