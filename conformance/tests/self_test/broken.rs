@@ -148,3 +148,44 @@ macro_rules! hidden_on_enqueue {
     };
 }
 pub(crate) use hidden_on_enqueue;
+
+/// The `Store` impl of a flaw that hands the memory store other limits than its caller
+/// set (its inherent `alter`) and shows the caller's, kept in its `shown` field; then the
+/// other methods the flaw writes.
+macro_rules! shows_the_limits_set {
+    ($name:ident { $($methods:tt)* }) => {
+        tenure_core::forward_store! {
+            impl Store for $name {
+                forward self => self.inner;
+
+                async fn limits_set(&self, params: LimitsParams) -> Result<Option<QueueLimits>> {
+                    params.validate(&self.limits())?;
+                    let before = lock(&self.shown)
+                        .insert(params.queue.clone(), params.limits.clone());
+                    let mut limits = params.limits;
+                    self.alter(&mut limits);
+                    self.inner
+                        .limits_set(LimitsParams::new(params.queue, limits))
+                        .await?;
+                    Ok(before)
+                }
+
+                async fn limits_get(&self, queue: &QueueName) -> Result<Option<QueueLimits>> {
+                    let shown = lock(&self.shown).get(queue).cloned();
+                    match shown {
+                        Some(limits) => Ok(Some(limits)),
+                        None => self.inner.limits_get(queue).await,
+                    }
+                }
+
+                async fn limits_clear(&self, queue: &QueueName) -> Result<bool> {
+                    lock(&self.shown).remove(queue);
+                    self.inner.limits_clear(queue).await
+                }
+
+                $($methods)*
+            }
+        }
+    };
+}
+pub(crate) use shows_the_limits_set;

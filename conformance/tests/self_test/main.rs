@@ -13,11 +13,11 @@ use tenure_conformance::{Restore, Snapshot, Unreachable};
 use tenure_core::NewItem;
 use tenure_core::{
     async_trait, Capabilities, ClaimParams, CompleteParams, DeregisterParams, DiscardParams,
-    EnqueueParams, Enqueued, Error, EvictParams, Evicted, FailOutcome, FailParams, HeartbeatParams,
-    Instance, Item, ItemId, ItemState, LeaderInfo, LeaderName, LeaderParams, LeaderStatus, Lease,
-    LeaseToken, Limits, ManualClock, PurgeParams, Purged, QueueCounts, QueueName, RecoverParams,
-    Recovered, ReleaseParams, RenewOutcome, RenewParams, RequeueParams, Result, Retry, Schedule,
-    ScopeKey, Store, StreamKey, TokenOutcome, WakeSignal, MAX_ATTEMPTS_LIMIT,
+    EnqueueParams, Enqueued, Error, EvictParams, Evicted, FailOutcome, FailParams, Item, ItemId,
+    ItemState, LeaderInfo, LeaderName, LeaderParams, LeaderStatus, Lease, LeaseToken, ManualClock,
+    PurgeParams, Purged, QueueCounts, QueueName, RecoverParams, Recovered, ReleaseParams,
+    RenewOutcome, RenewParams, RequeueParams, Result, Retry, Schedule, ScopeKey, Store, StreamKey,
+    TokenOutcome, MAX_ATTEMPTS_LIMIT,
 };
 use tenure_core::{
     CancelOutcome, CancelParams, Clock, Cursor, DeadFilter, DedupKey, ItemListParams, ItemPage,
@@ -29,11 +29,9 @@ use tenure_core::{
 use tenure_memory::{MemorySnapshot, MemoryStore};
 
 mod broken;
-mod flawed;
 mod harness;
 
 use broken::*;
-use flawed::*;
 use harness::*;
 
 mod g01;
@@ -56,5 +54,6 @@ mod g17;
 mod g18;
 mod memory_store;
 mod op_control;
+mod op_control_streams;
 mod op_inspection;
 mod registry;

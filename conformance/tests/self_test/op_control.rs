@@ -63,31 +63,11 @@ async fn a_filtered_requeue_granting_one_attempt_fails_op_control_alone() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_filtered_discard_leaving_the_stream_blocked_fails_op_control_alone() {
-    must_fail_only(
-        FlawedHarness(Flaw::FilteredDiscardLeavesTheStreamBlocked),
-        "op_control",
-        "a_dead_head_discarded_or_requeued_by_filter_lets_its_stream_move_on",
-    )
-    .await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_strict_dead_filter_age_fails_op_control_alone() {
     must_fail_only(
         broken::<DeadFilterAgeIsStrict>(),
         "op_control",
         "a_dead_filter_takes_an_item_dead_for_exactly_older_than",
-    )
-    .await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_cancel_leaving_a_hole_in_its_stream_fails_op_control_alone() {
-    must_fail_only(
-        FlawedHarness(Flaw::CancelLeavesAHoleInItsStream),
-        "op_control",
-        "cancelling_an_item_behind_its_stream_head_leaves_the_rest_of_the_stream_in_order",
     )
     .await;
 }
