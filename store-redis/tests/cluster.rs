@@ -14,8 +14,8 @@ use std::time::Duration;
 
 use tenure_core::{EnqueueParams, ErrorKind, NewItem, QueueName, Store, StoreExt, WakeHealth};
 use tenure_redis::{RedisConfig, RedisStore};
-use tenure_test_support::redis::{ask, eventually, TempCluster};
 use tenure_runtime::{Job, Worker};
+use tenure_test_support::redis::{ask, eventually, TempCluster};
 
 const NODE_TIMEOUT: Duration = Duration::from_millis(1_000);
 

@@ -21,9 +21,9 @@ use tenure_core::{
     OwnerId, QueueName, Store, StoreExt, Timestamp, TokenOutcome, WakeHealth,
 };
 use tenure_redis::{RedisConfig, RedisStore};
+use tenure_runtime::{Job, Worker};
 use tenure_test_support::ledger::Ledger;
 use tenure_test_support::redis as support;
-use tenure_runtime::{Job, Worker};
 
 const LEASE: Duration = Duration::from_secs(30);
 const DOWN_AFTER: Duration = Duration::from_millis(1_000);
