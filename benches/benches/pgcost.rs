@@ -286,10 +286,7 @@ async fn run() {
         raw_cell(cell, &store, &mut admin, batch).await;
     }
     store.close().await;
-    let sql = format!("DROP SCHEMA {schema} CASCADE");
-    sqlx::Executor::execute(&mut admin, sql.as_str())
-        .await
-        .expect("drop schema");
+    tenure_test_support::postgres::drop_schema(&mut admin, &schema).await;
 }
 
 fn main() {

@@ -98,10 +98,7 @@ impl Bench {
     }
 
     async fn drop_schema(&mut self) {
-        let sql = format!("DROP SCHEMA {} CASCADE", self.schema);
-        sqlx::Executor::execute(&mut self.admin, sql.as_str())
-            .await
-            .expect("drop schema");
+        tenure_test_support::postgres::drop_schema(&mut self.admin, &self.schema).await;
     }
 
     async fn store(&self, workers: usize) -> PgStore {

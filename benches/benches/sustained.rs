@@ -341,10 +341,7 @@ async fn postgres(rows: &mut Vec<(String, Summary)>) {
     report(rows, "postgres raw", s);
     producer.close().await;
 
-    let sql = format!("DROP SCHEMA {schema} CASCADE");
-    sqlx::Executor::execute(&mut admin, sql.as_str())
-        .await
-        .expect("drop schema");
+    tenure_test_support::postgres::drop_schema(&mut admin, &schema).await;
 }
 
 fn main() {

@@ -160,8 +160,5 @@ async fn main() {
     println!("median ratio (beside / alone): {:.2}", b / a);
     store.close().await;
     let mut admin: sqlx::PgConnection = sqlx::Connection::connect(&url).await.expect("admin");
-    sqlx::raw_sql(&format!("DROP SCHEMA {schema} CASCADE"))
-        .execute(&mut admin)
-        .await
-        .expect("drop schema");
+    tenure_test_support::postgres::drop_schema(&mut admin, &schema).await;
 }

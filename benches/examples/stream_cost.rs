@@ -300,9 +300,7 @@ async fn run() {
         }
     }
     store.close().await;
-    sqlx::Executor::execute(&mut admin, format!("DROP SCHEMA {schema} CASCADE").as_str())
-        .await
-        .expect("stream_cost");
+    tenure_test_support::postgres::drop_schema(&mut admin, &schema).await;
 }
 
 fn main() {

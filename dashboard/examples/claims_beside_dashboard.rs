@@ -158,8 +158,6 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     drop(app);
     drop(store);
     let mut admin = PgConnection::connect(&pg).await?;
-    sqlx::query(&format!("DROP SCHEMA IF EXISTS {schema} CASCADE"))
-        .execute(&mut admin)
-        .await?;
+    tenure_test_support::postgres::drop_schema(&mut admin, &schema).await;
     Ok(())
 }

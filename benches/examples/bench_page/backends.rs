@@ -254,7 +254,8 @@ impl Backend for Postgres {
     async fn close(&mut self, store: PgStore) -> Res<()> {
         let schema = store.schema().to_owned();
         store.close().await;
-        self.exec(&format!("DROP SCHEMA {schema} CASCADE")).await
+        tenure_test_support::postgres::drop_schema(&mut self.admin, &schema).await;
+        Ok(())
     }
 
     async fn raw(&mut self, n: usize, batch: usize, workers: usize) -> Res<Duration> {
