@@ -2,10 +2,10 @@
 //!
 //! | module | feature | holds |
 //! |---|---|---|
-//! | [`postgres`] | `postgres` | the server's URL, a fresh schema per test ([`postgres::PgSchema`], dropped on drop), a store on it ([`postgres::Ctx`]) |
-//! | [`redis`] | `redis` | the server's URL, a fresh key prefix per test ([`redis::RedisPrefix`], its keys deleted on drop), throwaway `redis-server`s: one, a primary with a replica and three sentinels, a Redis Cluster |
-//! | [`memory`] | `memory` | a fresh memory store on a manual clock, a runner for its calls (they never wait), short constructors of names |
-//! | [`sqlite`] | `sqlite` | a fresh database file in a temporary directory, removed on drop |
+//! | `postgres` | `postgres` | the server's URL, a fresh schema per test (`postgres::PgSchema`, dropped on drop), a store on it (`postgres::Ctx`) |
+//! | `redis` | `redis` | the server's URL, a fresh key prefix per test (`redis::RedisPrefix`, its keys deleted on drop), throwaway `redis-server`s: one, a primary with a replica and three sentinels, a Redis Cluster |
+//! | `memory` | `memory` | a fresh memory store on a manual clock, a runner for its calls (they never wait), short constructors of names |
+//! | `sqlite` | `sqlite` | a fresh database file in a temporary directory, removed on drop |
 //! | [`pg_cluster`] | | throwaway PostgreSQL servers (`initdb`, a streaming standby, promotion), standard library only |
 //! | [`ledger`] | | store wrappers that record what every `complete` was told |
 //! | [`every`] | one per store | [`every::Place`], a fresh store of any kind named by a URL, and [`on_every_store!`], one test per store and case |
@@ -23,6 +23,8 @@
 //! [dev-dependencies]
 //! tenure-test-support = { workspace = true, features = ["postgres"] }
 //! ```
+//!
+//! The store modules exist with their features, so the table names them without links.
 //!
 //! Helpers here are test code: they panic with a message when something they set up
 //! fails.
