@@ -12,3 +12,19 @@ pub mod postgres;
 pub mod redis;
 #[cfg(feature = "sqlite")]
 pub mod sqlite;
+
+/// What a harness answers when its server (`what` at `url`, set with `var`) does not:
+/// a failure under `TENURE_REQUIRE_STORES=1`, otherwise success after saying why the
+/// suite was skipped.
+#[cfg(any(feature = "postgres", feature = "redis"))]
+pub(crate) fn server_missing(what: &str, url: &str, var: &str, e: &str) -> std::process::ExitCode {
+    if crate::required() {
+        eprintln!("{what} at {url} is required (TENURE_REQUIRE_STORES=1): {e}");
+        return std::process::ExitCode::FAILURE;
+    }
+    eprintln!(
+        "skipped: {what} at {url} is unreachable ({e}); set {var}, or \
+         TENURE_REQUIRE_STORES=1 to fail instead"
+    );
+    std::process::ExitCode::SUCCESS
+}

@@ -191,19 +191,7 @@ static KEEP_DONE: AtomicBool = AtomicBool::new(false);
 pub fn run(keep_done: bool) -> ExitCode {
     KEEP_DONE.store(keep_done, Ordering::Relaxed);
     if let Err(e) = with_admin(async |_| ()) {
-        if std::env::var("TENURE_REQUIRE_STORES").is_ok_and(|v| v == "1") {
-            eprintln!(
-                "PostgreSQL at {} is required (TENURE_REQUIRE_STORES=1): {e}",
-                url()
-            );
-            return ExitCode::FAILURE;
-        }
-        eprintln!(
-            "skipped: PostgreSQL at {} is unreachable ({e}); set TENURE_POSTGRES_URL, or \
-             TENURE_REQUIRE_STORES=1 to fail instead",
-            url()
-        );
-        return ExitCode::SUCCESS;
+        return super::server_missing("PostgreSQL", &url(), "TENURE_POSTGRES_URL", &e);
     }
     let schemas = Arc::new(Mutex::new(Vec::new()));
     let code = tenure_conformance::main(PgHarness {
