@@ -148,7 +148,7 @@ CREATE INDEX items_done ON {schema}.items USING btree (updated_at) WHERE (state 
 CREATE INDEX items_list ON {schema}.items USING btree (queue, state, seq);
 CREATE UNIQUE INDEX items_pkey ON {schema}.items USING btree (id);
 CREATE INDEX items_running ON {schema}.items USING btree (queue, lease_expires_at) WHERE (state = 'running'::text);
-CREATE INDEX items_running_limit ON {schema}.items USING btree (queue, limit_key) WHERE (state = 'running'::text);
+CREATE INDEX items_running_limit ON {schema}.items USING btree (queue, limit_key) WHERE ((state = 'running'::text) AND (limit_key IS NOT NULL));
 CREATE INDEX items_scope_ready ON {schema}.items USING btree (scope, priority, run_at, seq) WHERE ((state = 'ready'::text) AND head AND (scope IS NOT NULL));
 CREATE UNIQUE INDEX items_scope_running ON {schema}.items USING btree (scope) WHERE ((state = 'running'::text) AND (scope IS NOT NULL));
 CREATE INDEX items_stream_waiting ON {schema}.items USING btree (stream, seq) WHERE (NOT head);

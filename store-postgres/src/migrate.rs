@@ -48,7 +48,7 @@ const CONCURRENT_INDEXES: &[(i32, ConcurrentIndex)] = &[
         11,
         ConcurrentIndex {
             name: "items_running_limit",
-            on_items: "(queue, limit_key) WHERE state = 'running'",
+            on_items: "(queue, limit_key) WHERE state = 'running' AND limit_key IS NOT NULL",
         },
     ),
 ];
