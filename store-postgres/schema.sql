@@ -340,6 +340,7 @@ BEGIN
         SELECT x.lease_expires_at INTO v_floor FROM {schema}.items x
         WHERE x.queue = q AND x.state = 'running'
             AND x.lease_expires_at >= coalesce(c.lease_floor, -9223372036854775808)
+            AND x.lease_expires_at < p_now - 1000000
         ORDER BY x.lease_expires_at LIMIT 1;
         v_floor := least(coalesce(v_floor, p_now - 1000000), p_now - 1000000);
         v_floor := greatest(v_floor, coalesce(c.lease_floor, v_floor));

@@ -136,6 +136,11 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
         name: "queue limits: the running items of a queue by limit key",
         sql: include_str!("../migrations/0011_running_limit_index.sql"),
     },
+    Migration {
+        version: 12,
+        name: "claim cursors: the lease floor found without walking finished items",
+        sql: include_str!("../migrations/0012_cursor_floor_bounded.sql"),
+    },
 ];
 
 /// The newest schema version this crate migrates to.
