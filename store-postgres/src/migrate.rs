@@ -51,6 +51,14 @@ const CONCURRENT_INDEXES: &[(i32, ConcurrentIndex)] = &[
             on_items: "(queue, limit_key) WHERE state = 'running' AND limit_key IS NOT NULL",
         },
     ),
+    (
+        13,
+        ConcurrentIndex {
+            name: "items_claim_key",
+            on_items: "(queue, limit_key, priority, run_at, seq) \
+                       WHERE state = 'ready' AND head AND (limit_key IS NOT NULL OR lq)",
+        },
+    ),
 ];
 
 fn concurrent_index(version: i32) -> Option<ConcurrentIndex> {
@@ -135,6 +143,16 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
         version: 11,
         name: "queue limits: the running items of a queue by limit key",
         sql: include_str!("../migrations/0011_running_limit_index.sql"),
+    },
+    Migration {
+        version: 12,
+        name: "queue limits: the items of limited queues are marked",
+        sql: include_str!("../migrations/0012_limited_marks.sql"),
+    },
+    Migration {
+        version: 13,
+        name: "queue limits: the ready heads of limited queues by limit key",
+        sql: include_str!("../migrations/0013_claim_key_index.sql"),
     },
 ];
 
