@@ -145,6 +145,7 @@ CREATE UNIQUE INDEX fair_queues_pkey ON {schema}.fair_queues USING btree (queue)
 CREATE UNIQUE INDEX fair_tenants_pkey ON {schema}.fair_tenants USING btree (queue, tenant);
 CREATE UNIQUE INDEX instances_pkey ON {schema}.instances USING btree (id);
 CREATE INDEX items_claim ON {schema}.items USING btree (queue, priority, run_at, seq) WHERE ((state = 'ready'::text) AND head);
+CREATE INDEX items_claim_fair ON {schema}.items USING btree (queue, priority, ftag, run_at, seq) WHERE ((state = 'ready'::text) AND head AND (ftag IS NOT NULL));
 CREATE INDEX items_claim_key ON {schema}.items USING btree (queue, limit_key, priority, run_at, seq) WHERE ((state = 'ready'::text) AND head AND ((limit_key IS NOT NULL) OR lq));
 CREATE INDEX items_done ON {schema}.items USING btree (updated_at) WHERE (state = 'done'::text);
 CREATE INDEX items_list ON {schema}.items USING btree (queue, state, seq);

@@ -59,6 +59,14 @@ const CONCURRENT_INDEXES: &[(i32, ConcurrentIndex)] = &[
                        WHERE state = 'ready' AND head AND (limit_key IS NOT NULL OR lq)",
         },
     ),
+    (
+        14,
+        ConcurrentIndex {
+            name: "items_claim_fair",
+            on_items: "(queue, priority, ftag, run_at, seq) \
+                       WHERE state = 'ready' AND head AND ftag IS NOT NULL",
+        },
+    ),
 ];
 
 fn concurrent_index(version: i32) -> Option<ConcurrentIndex> {
@@ -153,6 +161,11 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
         version: 13,
         name: "queue limits: the ready heads of limited queues by limit key",
         sql: include_str!("../migrations/0013_claim_key_index.sql"),
+    },
+    Migration {
+        version: 14,
+        name: "fair shares: the tagged ready heads in fair order",
+        sql: include_str!("../migrations/0014_claim_fair_index.sql"),
     },
 ];
 

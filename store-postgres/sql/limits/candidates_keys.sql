@@ -7,6 +7,9 @@
 -- first heads, at most its limit (an override, else the queue's default; more of
 -- them could not be admitted), the heads without a key (`lq`) one more stream, and
 -- the merge of these per-key orders is the claim order of the open keys' items.
+-- The unkeyed heads are ordered by `limit_key` first (all NULL, so the same order)
+-- so that the planner reads them from `items_claim_key` in its order, not from
+-- `items_claim` past every keyed head.
 -- $1 open queues (text[]), $2 now (micros), $3 most rows, $4 queues and $5 limit
 -- keys (text[], pairwise) of the shut keys.
 WITH RECURSIVE k(queue, key) AS (
@@ -64,7 +67,7 @@ SELECT c.id, c.queue, c.limit_key, c.ftag FROM (
                     WHERE e.scope = p.scope AND e.state = 'ready' AND e.head
                         AND e.run_at <= $2 AND e.queue = ANY($1::text[])
                         AND (e.priority, e.run_at, e.seq) < (p.priority, p.run_at, p.seq))))
-        ORDER BY p.priority, p.run_at, p.seq
+        ORDER BY p.limit_key, p.priority, p.run_at, p.seq
         LIMIT $3
         FOR UPDATE OF p SKIP LOCKED
     ) c

@@ -165,16 +165,22 @@ impl PgStore {
                 break;
             }
             let fetch = i64::try_from(want - claimed.len()).unwrap_or(i64::MAX) + SLACK;
-            let rows = self
+            let mut query = self
                 .query(candidates)
                 .bind(&open)
                 .bind(now.as_micros())
                 .bind(fetch)
                 .bind(&shut_q)
-                .bind(&shut_k)
-                .fetch_all(&mut *tx)
-                .await
-                .map_err(map)?;
+                .bind(&shut_k);
+            if fair {
+                let fair_queues: Vec<&str> = open
+                    .iter()
+                    .copied()
+                    .filter(|q| gates.get(*q).is_some_and(|g| g.fair))
+                    .collect();
+                query = query.bind(fair_queues);
+            }
+            let rows = query.fetch_all(&mut *tx).await.map_err(map)?;
             if rows.is_empty() {
                 break;
             }

@@ -321,3 +321,33 @@ async fn a_claim_past_a_saturated_key_takes_the_other_items_in_order() {
     assert_eq!(payloads(&claim(10).await.unwrap()), ["c1c"]);
     ctx.finish().await;
 }
+
+/// G18: a claim of a fair queue reads the tagged heads in fair order from
+/// `items_claim_fair`, and still serves a head without a tag (enqueued by a handle
+/// that had not seen the queue turn fair), which counts as tag 1: once it is among the
+/// queue's first heads in G8 order, it goes first.
+#[tokio::test]
+async fn an_untagged_head_of_a_fair_queue_is_served_as_the_oldest() {
+    let Some(mut ctx) = Ctx::new().await else {
+        return;
+    };
+    let tenant = |t: &str| FairnessKey::new(t).unwrap();
+    let mut items = vec![NewItem::new(q(), b"late".to_vec())];
+    items.extend((0..5).map(|_| NewItem::new(q(), b"a".to_vec()).fairness_key(tenant("a"))));
+    items.push(NewItem::new(q(), b"b".to_vec()).fairness_key(tenant("b")));
+    ctx.store.enqueue(EnqueueParams::new(items)).await.unwrap();
+    sqlx::query(&format!(
+        "UPDATE {}.items SET ftag = NULL WHERE payload = 'late'",
+        ctx.schema
+    ))
+    .execute(&mut ctx.admin)
+    .await
+    .unwrap();
+    let leases = ctx
+        .store
+        .claim(ClaimParams::new(q(), owner(1), 3, LEASE))
+        .await
+        .unwrap();
+    assert_eq!(payloads(&leases), ["late", "a", "b"]);
+    ctx.finish().await;
+}
