@@ -66,6 +66,8 @@ struct QueueGate {
     starts: i64,
     shut: bool,
     fair: bool,
+    /// It has a `queue_limits` row, so all its ready heads are in `items_claim_key`.
+    has_limits: bool,
 }
 
 impl QueueGate {
@@ -134,6 +136,7 @@ impl PgStore {
                 starts: get_i64(&row, "starts")?.unwrap_or(0),
                 shut: deferred || paused,
                 fair: row.try_get("fair").map_err(map)?,
+                has_limits: row.try_get("has_limits").map_err(map)?,
             };
             gates.insert(queue, gate);
         }
@@ -147,6 +150,9 @@ impl PgStore {
         // G18: claims of fair queues take the least start tag first, and each fair
         // queue's virtual time follows the greatest tag served.
         let fair = gates.values().any(|g| g.fair);
+        // The key walk sees every ready head only of queues with a limits row (the
+        // others' unkeyed heads are not in `items_claim_key`).
+        let keyable = gates.values().all(|g| g.has_limits);
         let mut by_key = false;
         let mut served: HashMap<String, i64> = HashMap::new();
         let mut slotted: Vec<Uuid> = Vec::new();
@@ -277,7 +283,7 @@ impl PgStore {
             if !newly_shut {
                 break;
             }
-            by_key = by_key || passed * 2 > read;
+            by_key = by_key || (keyable && passed * 2 > read);
             dedup_pairs(&mut shut_q, &mut shut_k);
         }
         if !start_q.is_empty() {
