@@ -71,6 +71,7 @@ CREATE TABLE {schema}.items (
     fairness_key text,
     weight integer,
     ftag bigint,
+    lq boolean NOT NULL DEFAULT false,
     CONSTRAINT items_pkey PRIMARY KEY (id),
     CONSTRAINT items_state_check CHECK ((state = ANY (ARRAY['ready'::text, 'running'::text, 'done'::text, 'dead'::text])))
 );
@@ -144,6 +145,8 @@ CREATE UNIQUE INDEX fair_queues_pkey ON {schema}.fair_queues USING btree (queue)
 CREATE UNIQUE INDEX fair_tenants_pkey ON {schema}.fair_tenants USING btree (queue, tenant);
 CREATE UNIQUE INDEX instances_pkey ON {schema}.instances USING btree (id);
 CREATE INDEX items_claim ON {schema}.items USING btree (queue, priority, run_at, seq) WHERE ((state = 'ready'::text) AND head);
+CREATE INDEX items_claim_fair ON {schema}.items USING btree (queue, priority, ftag, run_at, seq) WHERE ((state = 'ready'::text) AND head AND (ftag IS NOT NULL));
+CREATE INDEX items_claim_key ON {schema}.items USING btree (queue, limit_key, priority, run_at, seq) WHERE ((state = 'ready'::text) AND head AND ((limit_key IS NOT NULL) OR lq));
 CREATE INDEX items_done ON {schema}.items USING btree (updated_at) WHERE (state = 'done'::text);
 CREATE INDEX items_list ON {schema}.items USING btree (queue, state, seq);
 CREATE UNIQUE INDEX items_pkey ON {schema}.items USING btree (id);

@@ -51,6 +51,22 @@ const CONCURRENT_INDEXES: &[(i32, ConcurrentIndex)] = &[
             on_items: "(queue, limit_key) WHERE state = 'running' AND limit_key IS NOT NULL",
         },
     ),
+    (
+        14,
+        ConcurrentIndex {
+            name: "items_claim_key",
+            on_items: "(queue, limit_key, priority, run_at, seq) \
+                       WHERE state = 'ready' AND head AND (limit_key IS NOT NULL OR lq)",
+        },
+    ),
+    (
+        15,
+        ConcurrentIndex {
+            name: "items_claim_fair",
+            on_items: "(queue, priority, ftag, run_at, seq) \
+                       WHERE state = 'ready' AND head AND ftag IS NOT NULL",
+        },
+    ),
 ];
 
 fn concurrent_index(version: i32) -> Option<ConcurrentIndex> {
@@ -140,6 +156,21 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
         version: 12,
         name: "claim cursors: the lease floor found without walking finished items",
         sql: include_str!("../migrations/0012_cursor_floor_bounded.sql"),
+    },
+    Migration {
+        version: 13,
+        name: "queue limits: the items of limited queues are marked",
+        sql: include_str!("../migrations/0013_limited_marks.sql"),
+    },
+    Migration {
+        version: 14,
+        name: "queue limits: the ready heads of limited queues by limit key",
+        sql: include_str!("../migrations/0014_claim_key_index.sql"),
+    },
+    Migration {
+        version: 15,
+        name: "fair shares: the tagged ready heads in fair order",
+        sql: include_str!("../migrations/0015_claim_fair_index.sql"),
     },
 ];
 

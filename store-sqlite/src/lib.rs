@@ -145,7 +145,12 @@
 //!   the row's own fenced finalize, recovery or eviction gives it back. Rates keep the
 //!   starts of their last period in `tenure_limit_starts`, deferrals live in
 //!   `tenure_limit_defers`. A saturated key's candidates are passed over as busy scopes
-//!   are (the claim walks past them, a cost in proportion to that backlog).
+//!   are; after 64 of them the claim leaves the walk of the ready index for the key walk
+//!   (schema version 9): the heads of each open key, read from `tenure_items_ready_key
+//!   (queue, limit_key, priority, run_at, seq)` and merged in claim order, stepping
+//!   from key to key with one seek, so a saturated key's backlog costs a seek, not a
+//!   scan. That index holds only items of queues with limits (`lq`), so other queues
+//!   pay nothing. Fair queues and partitioned claims keep their walks.
 //! - G18 (fair shares, declared; schema version 8): each item's start tag (`ftag`) is
 //!   fixed at enqueue from `tenure_fair` and `tenure_fair_queues`; a fair queue's claim
 //!   walks `tenure_items_ready_fair (queue, priority, ftag, run_at, seq)`, a partial

@@ -15,7 +15,7 @@ use crate::config::SqliteConfig;
 use crate::error::{self, Phase};
 
 /// The schema version this crate creates and understands (kept in `tenure_meta`).
-pub const SCHEMA_VERSION: i64 = 8;
+pub const SCHEMA_VERSION: i64 = 9;
 
 /// One migration step, run inside the migration transaction. A step is Rust, not just
 /// SQL, so it can compute what SQL cannot (v2 back-fills the FNV-1a partition hash).
@@ -25,6 +25,7 @@ type Migration = fn(&Connection) -> rusqlite::Result<()>;
 /// them all, so a fresh schema and a migrated one are the same.
 const MIGRATIONS: &[Migration] = &[
     migrate_v1, migrate_v2, migrate_v3, migrate_v4, migrate_v5, migrate_v6, migrate_v7, migrate_v8,
+    migrate_v9,
 ];
 
 fn migrate_v1(conn: &Connection) -> rusqlite::Result<()> {
@@ -319,6 +320,30 @@ CREATE TABLE tenure_fair (
 
 fn migrate_v8(conn: &Connection) -> rusqlite::Result<()> {
     conn.execute_batch(V8)
+}
+
+/// Version 9: the ready heads of limited queues by limit key (G16), so a claim can
+/// pass over a saturated key without reading its backlog.
+///
+/// - `lq` is 1 on the items of a queue with limits: set at enqueue when the queue has
+///   a `tenure_limits` row, and on the queue's unfinished items by `limits_set` (and
+///   here, for the queues limited at upgrade). Queues without limits keep 0, so their
+///   items are not in the new index and their enqueues and claims pay nothing for it.
+/// - `tenure_items_ready_key` holds the ready heads of limited queues, keyed or not
+///   (no key sorts first), in claim order (G8) within each key: the claim's key walk
+///   (`ops/claim.rs`) steps from key to key through it and reads each open key's
+///   heads, so a saturated key's backlog is one index seek, not a scan.
+pub(crate) const V9: &str = "
+ALTER TABLE tenure_items ADD COLUMN lq INTEGER NOT NULL DEFAULT 0;
+UPDATE tenure_items SET lq = 1
+    WHERE state <> 'done' AND queue IN (SELECT queue FROM tenure_limits);
+CREATE INDEX tenure_items_ready_key
+    ON tenure_items (queue, limit_key, priority, run_at, seq)
+    WHERE state = 'ready' AND head = 1 AND lq = 1;
+";
+
+fn migrate_v9(conn: &Connection) -> rusqlite::Result<()> {
+    conn.execute_batch(V9)
 }
 
 /// [`key_hash`] of a stored row's id and stream.

@@ -2,8 +2,9 @@
 -- $1 the claimed queues (text[]), $2 now (micros).
 -- `running`: its running items (a slot is a lease); `starts`: its starts in the
 -- window of its rate; `deferred`: a deferral of the whole queue not yet over;
--- `paused`: an operator paused it; `fair`: it keeps fair shares (G18).
-SELECT q.name AS queue, l.concurrency, l.key_concurrency, l.rate_starts, l.rate_per,
+-- `paused`: an operator paused it; `fair`: it keeps fair shares (G18); `has_limits`:
+-- it has a `queue_limits` row (its unkeyed items are marked `lq`, migration 13).
+SELECT q.name AS queue, l.queue IS NOT NULL AS has_limits, l.concurrency, l.key_concurrency, l.rate_starts, l.rate_per,
     l.key_rate_starts, l.key_rate_per,
     (SELECT count(*) FROM {schema}.items r
         WHERE r.queue = q.name AND r.state = 'running') AS running,

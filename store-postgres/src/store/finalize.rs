@@ -66,7 +66,7 @@ impl Finalize for PgStore {
         let mut s = self.session().await?;
         let out = self.complete_on(&mut s, &params).await?;
         s.finish().await?;
-        self.slots_freed();
+        self.slots_freed(params.tokens.iter().map(|t| t.id.as_uuid()));
         Ok(out)
     }
 
@@ -75,7 +75,7 @@ impl Finalize for PgStore {
         let mut s = self.session().await?;
         let out = self.fail_on(&mut s, &params).await?;
         s.finish().await?;
-        self.slots_freed();
+        self.slots_freed(params.failures.iter().map(|f| f.token.id.as_uuid()));
         Ok(out)
     }
 
@@ -84,7 +84,7 @@ impl Finalize for PgStore {
         let mut s = self.session().await?;
         let out = self.release_on(&mut s, &params).await?;
         s.finish().await?;
-        self.slots_freed();
+        self.slots_freed(params.tokens.iter().map(|t| t.id.as_uuid()));
         Ok(out)
     }
 }

@@ -21,6 +21,17 @@
 //!    is passed over by the next round, so a saturated key's backlog never holds up
 //!    another key's items; the rounds end when the claim is full, nothing is left, or
 //!    after [`MAX_ROUNDS`].
+//!
+//!    The first round walks `items_claim` in claim order, which is the cheapest read
+//!    while few of the heads it meets belong to saturated keys. Passing a key over in
+//!    that walk still reads its rows: a saturated key with 100,000 ready heads in
+//!    front of the others would cost every claim 100,000 rows. So a round that
+//!    follows one which passed over more than half of what it read takes the key
+//!    walk (`candidates_keys.sql`): a loose index scan of `items_claim_key` steps
+//!    from key to key with one seek each, skipping the shut keys, and reads each open
+//!    key's first heads (at most its limit) and the unkeyed heads of the queue
+//!    (marked `lq`), merged in claim order. Its cost is a seek per key with ready
+//!    heads, whatever the shut keys hold. Fair queues keep the walk in fair order.
 //! 5. The starts of the rates it consumed are recorded (`record_starts.sql`) in the
 //!    same transaction, and the claim commits.
 
@@ -55,6 +66,8 @@ struct QueueGate {
     starts: i64,
     shut: bool,
     fair: bool,
+    /// It has a `queue_limits` row, so all its ready heads are in `items_claim_key`.
+    has_limits: bool,
 }
 
 impl QueueGate {
@@ -123,6 +136,7 @@ impl PgStore {
                 starts: get_i64(&row, "starts")?.unwrap_or(0),
                 shut: deferred || paused,
                 fair: row.try_get("fair").map_err(map)?,
+                has_limits: row.try_get("has_limits").map_err(map)?,
             };
             gates.insert(queue, gate);
         }
@@ -135,13 +149,19 @@ impl PgStore {
         let mut claimed: Vec<(i64, Item)> = Vec::new();
         // G18: claims of fair queues take the least start tag first, and each fair
         // queue's virtual time follows the greatest tag served.
-        let candidates = if gates.values().any(|g| g.fair) {
-            &sql.candidates_fair
-        } else {
-            &sql.candidates
-        };
+        let fair = gates.values().any(|g| g.fair);
+        // The key walk sees every ready head only of queues with a limits row (the
+        // others' unkeyed heads are not in `items_claim_key`).
+        let keyable = gates.values().all(|g| g.has_limits);
+        let mut by_key = false;
         let mut served: HashMap<String, i64> = HashMap::new();
+        let mut slotted: Vec<Uuid> = Vec::new();
         for _ in 0..MAX_ROUNDS {
+            let candidates = match (fair, by_key) {
+                (true, _) => &sql.candidates_fair,
+                (false, true) => &sql.candidates_keys,
+                (false, false) => &sql.candidates,
+            };
             let open: Vec<&str> = queues
                 .iter()
                 .filter(|q| gates.get(*q).is_some_and(QueueGate::open))
@@ -151,16 +171,22 @@ impl PgStore {
                 break;
             }
             let fetch = i64::try_from(want - claimed.len()).unwrap_or(i64::MAX) + SLACK;
-            let rows = self
+            let mut query = self
                 .query(candidates)
                 .bind(&open)
                 .bind(now.as_micros())
                 .bind(fetch)
                 .bind(&shut_q)
-                .bind(&shut_k)
-                .fetch_all(&mut *tx)
-                .await
-                .map_err(map)?;
+                .bind(&shut_k);
+            if fair {
+                let fair_queues: Vec<&str> = open
+                    .iter()
+                    .copied()
+                    .filter(|q| gates.get(*q).is_some_and(|g| g.fair))
+                    .collect();
+                query = query.bind(fair_queues);
+            }
+            let rows = query.fetch_all(&mut *tx).await.map_err(map)?;
             if rows.is_empty() {
                 break;
             }
@@ -179,6 +205,8 @@ impl PgStore {
             }
             self.load_keys(&mut tx, &cands, &gates, &mut keys, now)
                 .await?;
+            let read = cands.len();
+            let mut passed = 0usize;
             let mut admitted: Vec<Uuid> = Vec::new();
             let mut newly_shut = false;
             for (id, queue, key) in cands {
@@ -191,14 +219,17 @@ impl PgStore {
                 if !gate.open() {
                     continue;
                 }
+                let mut slot = gate.concurrency.is_some();
                 if let Some(key) = key {
                     let Some(k) = keys.get_mut(&(queue.clone(), key.clone())) else {
                         continue;
                     };
+                    slot |= k.limit.is_some();
                     let full = k.deferred
                         || k.limit.is_some_and(|n| k.running >= n)
                         || gate.key_rate_starts.is_some_and(|n| k.starts >= n);
                     if full {
+                        passed += 1;
                         newly_shut = true;
                         shut_q.push(queue);
                         shut_k.push(key);
@@ -220,6 +251,9 @@ impl PgStore {
                     gate.starts += 1;
                     start_q.push(queue);
                     start_k.push(QUEUE_KEY.to_owned());
+                }
+                if slot {
+                    slotted.push(id);
                 }
                 admitted.push(id);
             }
@@ -249,6 +283,7 @@ impl PgStore {
             if !newly_shut {
                 break;
             }
+            by_key = by_key || (keyable && passed * 2 > read);
             dedup_pairs(&mut shut_q, &mut shut_k);
         }
         if !start_q.is_empty() {
@@ -276,6 +311,7 @@ impl PgStore {
                 .map_err(map)?;
         }
         tx.commit().await.map_err(map)?;
+        self.holding(slotted.into_iter());
         Ok(Limited::Claimed(claimed))
     }
 

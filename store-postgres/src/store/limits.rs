@@ -61,6 +61,9 @@ fn split(rate: Option<Rate>) -> (Option<i64>, Option<i64>) {
     }
 }
 
+/// The most ids [`PgStore::holding`] keeps.
+const MAX_HELD: usize = 100_000;
+
 impl PgStore {
     /// Whether a claim of `queues` at `now` takes the limited path (module docs).
     pub(super) async fn claims_limited(&self, queues: &[String], now: Timestamp) -> Result<bool> {
@@ -120,13 +123,44 @@ impl PgStore {
         }
     }
 
-    /// After a finish committed: when this handle last heard that the schema has
-    /// limits, its own workers claim again at once, as the finish may have freed a
-    /// slot. Workers of other processes learn it from `limits_wait` (the next lease
-    /// expiry) or their poll.
-    pub(super) fn slots_freed(&self) {
-        if self.inner.limits_seen.load(Ordering::Relaxed) {
-            self.notify_local();
+    /// After a finish of `ids` committed: when this handle last heard that the
+    /// schema has limits, its own workers claim again at once, as the finish may have
+    /// freed a slot. When one of `ids` held a slot of a concurrency limit (this handle
+    /// claimed it under one), workers of other processes are woken too, through the
+    /// pump's NOTIFY after this commit: a worker waiting because every key was
+    /// saturated claims again at once, not at its poll interval. Finishes of items of
+    /// queues without limits send nothing. A slot freed by a finish through another
+    /// handle, or by an expiry, is found at the next lease expiry (`limits_wait`).
+    pub(super) fn slots_freed<'a>(&self, ids: impl Iterator<Item = &'a Uuid>) {
+        if !self.inner.limits_seen.load(Ordering::Relaxed) {
+            return;
+        }
+        self.notify_local();
+        let freed = match self.inner.holding_slots.lock() {
+            Ok(mut held) if !held.is_empty() => {
+                let mut freed = false;
+                for id in ids {
+                    freed |= held.remove(id);
+                }
+                freed
+            }
+            _ => false,
+        };
+        if freed {
+            self.wake_others();
+        }
+    }
+
+    /// Remembers that this handle claimed `ids` under a concurrency limit (see
+    /// [`PgStore::slots_freed`]). Leases that end otherwise than by this handle's
+    /// finish leave their id behind; past [`MAX_HELD`] ids the set starts over
+    /// (losing only wake-ups, never a slot).
+    pub(super) fn holding(&self, ids: impl Iterator<Item = Uuid>) {
+        if let Ok(mut held) = self.inner.holding_slots.lock() {
+            if held.len() >= MAX_HELD {
+                held.clear();
+            }
+            held.extend(ids);
         }
     }
 
@@ -157,6 +191,22 @@ impl PgStore {
         inserted: &[&NewItem],
         ftags: &[Option<i64>],
     ) -> Result<()> {
+        // Unkeyed items of limited queues join `items_claim_key` (migration 13). The
+        // enqueue asked whether the schema has limits (`fair_tags`) just before.
+        if !self.trusts_no_limits() {
+            let unkeyed: Vec<Uuid> = inserted
+                .iter()
+                .filter(|it| it.limit_key.is_none())
+                .map(|it| *it.id.as_uuid())
+                .collect();
+            if !unkeyed.is_empty() {
+                self.query(&self.inner.limits_sql.mark)
+                    .bind(&unkeyed)
+                    .execute(&mut *conn)
+                    .await
+                    .map_err(map)?;
+            }
+        }
         let keyed: Vec<(&&NewItem, Option<i64>)> = inserted
             .iter()
             .zip(ftags.iter().copied())
@@ -281,8 +331,16 @@ impl Limiting for PgStore {
                 .await
                 .map_err(map)?;
         }
+        self.query(&sql.mark_queue)
+            .bind(q)
+            .execute(&mut *tx)
+            .await
+            .map_err(map)?;
         tx.commit().await.map_err(map)?;
         self.limits_changed().await;
+        // Again once every handle has seen the limits: an enqueue that trusted the
+        // schema to have none, or did not see them yet, marked nothing.
+        self.execute(self.query(&sql.mark_queue).bind(q)).await?;
         // Raised limits may free slots: a waiting worker claims again.
         self.notify_local();
         self.wake_others();

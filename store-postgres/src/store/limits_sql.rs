@@ -17,6 +17,12 @@ pub(crate) struct LimitsSql {
     pub(crate) candidates: String,
     /// The claimable items of the open queues, in fair order (`candidates_fair.sql`).
     pub(crate) candidates_fair: String,
+    /// The claimable items of the open queues, read key by key (`candidates_keys.sql`).
+    pub(crate) candidates_keys: String,
+    /// Marks an enqueue's unkeyed items of limited queues (`mark.sql`).
+    pub(crate) mark: String,
+    /// Marks a limited queue's unkeyed items (`mark_queue.sql`).
+    pub(crate) mark_queue: String,
     /// Makes queues fair (`fair_make.sql`).
     pub(crate) fair_make: String,
     /// Tags the unfinished items of a queue made fair (`fair_backfill.sql`).
@@ -69,6 +75,9 @@ impl LimitsSql {
             key_state: s(include_str!("../../sql/limits/key_state.sql")),
             candidates: s(include_str!("../../sql/limits/candidates.sql")),
             candidates_fair: s(include_str!("../../sql/limits/candidates_fair.sql")),
+            candidates_keys: s(include_str!("../../sql/limits/candidates_keys.sql")),
+            mark: s(include_str!("../../sql/limits/mark.sql")),
+            mark_queue: s(include_str!("../../sql/limits/mark_queue.sql")),
             fair_make: s(include_str!("../../sql/limits/fair_make.sql")),
             fair_backfill: s(include_str!("../../sql/limits/fair_backfill.sql")),
             fair_lock: s(include_str!("../../sql/limits/fair_lock.sql")),

@@ -89,6 +89,9 @@ struct Inner {
     /// Whether this handle last heard that the schema has limits: its finishes then
     /// fire its wake signal, as a slot may be free (`limits.rs`).
     limits_seen: std::sync::atomic::AtomicBool,
+    /// The items this handle claimed under a concurrency limit and has not finished:
+    /// their finish frees a slot, so it wakes other processes' workers (`limits.rs`).
+    holding_slots: Mutex<std::collections::HashSet<uuid::Uuid>>,
 }
 
 impl Drop for Inner {
@@ -190,6 +193,7 @@ impl PgStore {
                 limits_sql: limits_sql::LimitsSql::new(&config.schema),
                 no_limits_since: Mutex::new(None),
                 limits_seen: std::sync::atomic::AtomicBool::new(false),
+                holding_slots: Mutex::new(std::collections::HashSet::new()),
             }),
         };
         if config.migrate_on_connect {

@@ -113,12 +113,12 @@ async fn one_key_with_a_limit_of_two_hammered_from_eight_pools_never_runs_three(
     ctx.finish().await;
 }
 
-/// What migrations 10 and 11 add goes, leaving a version-9 schema.
+/// What migrations 10 to 13 add goes, leaving a version-9 schema.
 fn undo_limits(s: &str) -> String {
     format!(
-        "DROP INDEX {s}.items_running_limit; \
+        "DROP INDEX {s}.items_running_limit; DROP INDEX {s}.items_claim_key; \
          ALTER TABLE {s}.items DROP COLUMN limit_key, DROP COLUMN fairness_key, \
-             DROP COLUMN weight, DROP COLUMN ftag; \
+             DROP COLUMN weight, DROP COLUMN ftag, DROP COLUMN lq; \
          DROP TABLE {s}.queue_limits, {s}.queue_limit_keys, {s}.limit_starts, \
              {s}.limit_defers, {s}.fair_queues, {s}.fair_tenants; \
          DELETE FROM {s}.tenure_migrations WHERE version >= 10"
@@ -272,5 +272,82 @@ async fn a_limit_set_through_one_handle_binds_the_next_claim_of_another_that_saw
         "the held-back items wait for the running lease's expiry"
     );
     peer.close().await;
+    ctx.finish().await;
+}
+
+/// The payloads of `leases`, in claim order.
+fn payloads(leases: &[Lease]) -> Vec<String> {
+    leases
+        .iter()
+        .map(|l| String::from_utf8(l.item.payload.clone()).unwrap())
+        .collect()
+}
+
+/// G16 with G8: a claim whose first round met only a saturated key's items reads the
+/// next round key by key (`candidates_keys.sql`), and takes exactly what the walk of
+/// `items_claim` would: the open keys' items and the unkeyed ones in claim order,
+/// each key up to its limit. The items were enqueued before the queue had limits, so
+/// the unkeyed one is seen only if `limits_set` marked it (`lq`).
+#[tokio::test]
+async fn a_claim_past_a_saturated_key_takes_the_other_items_in_order() {
+    let Some(ctx) = Ctx::new().await else { return };
+    let store = &ctx.store;
+    let key = |k: &str| LimitKey::new(k).unwrap();
+    let mut items: Vec<NewItem> = (0..150)
+        .map(|_| NewItem::new(q(), b"hot".to_vec()).limit_key(key("hot")))
+        .collect();
+    items.push(NewItem::new(q(), b"c1".to_vec()).limit_key(key("cold1")));
+    items.push(NewItem::new(q(), b"u1".to_vec()));
+    items.push(NewItem::new(q(), b"c1b".to_vec()).limit_key(key("cold1")));
+    items.push(NewItem::new(q(), b"c1c".to_vec()).limit_key(key("cold1")));
+    items.push(NewItem::new(q(), b"c2".to_vec()).limit_key(key("cold2")));
+    store.enqueue(EnqueueParams::new(items)).await.unwrap();
+    store
+        .limits_set(LimitsParams::new(q(), QueueLimits::new().per_key(2)))
+        .await
+        .unwrap();
+    let claim = |n: u32| store.claim(ClaimParams::new(q(), owner(1), n, LEASE));
+    let hot = claim(2).await.unwrap();
+    assert_eq!(payloads(&hot), ["hot", "hot"]);
+    let rest = claim(10).await.unwrap();
+    assert_eq!(payloads(&rest), ["c1", "u1", "c1b", "c2"]);
+    assert!(
+        claim(10).await.unwrap().is_empty(),
+        "every key is at its limit"
+    );
+    store.complete_one(hot[0].token).await.unwrap();
+    assert_eq!(payloads(&claim(10).await.unwrap()), ["hot"]);
+    store.complete_one(rest[0].token).await.unwrap();
+    assert_eq!(payloads(&claim(10).await.unwrap()), ["c1c"]);
+    ctx.finish().await;
+}
+
+/// G18: a claim of a fair queue reads the tagged heads in fair order from
+/// `items_claim_fair`, and still serves a head without a tag (enqueued by a handle
+/// that had not seen the queue turn fair), which counts as tag 1: once it is among the
+/// queue's first heads in G8 order, it goes first.
+#[tokio::test]
+async fn an_untagged_head_of_a_fair_queue_is_served_as_the_oldest() {
+    let Some(mut ctx) = Ctx::new().await else {
+        return;
+    };
+    let tenant = |t: &str| FairnessKey::new(t).unwrap();
+    let mut items = vec![NewItem::new(q(), b"late".to_vec())];
+    items.extend((0..5).map(|_| NewItem::new(q(), b"a".to_vec()).fairness_key(tenant("a"))));
+    items.push(NewItem::new(q(), b"b".to_vec()).fairness_key(tenant("b")));
+    ctx.store.enqueue(EnqueueParams::new(items)).await.unwrap();
+    sqlx::query(&format!(
+        "UPDATE {}.items SET ftag = NULL WHERE payload = 'late'",
+        ctx.schema
+    ))
+    .execute(&mut ctx.admin)
+    .await
+    .unwrap();
+    let leases = ctx
+        .store
+        .claim(ClaimParams::new(q(), owner(1), 3, LEASE))
+        .await
+        .unwrap();
+    assert_eq!(payloads(&leases), ["late", "a", "b"]);
     ctx.finish().await;
 }

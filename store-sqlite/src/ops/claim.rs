@@ -18,8 +18,9 @@ use super::limits::{is_fair, limit_key_of, served, Admit, FairTags, Gate};
 use super::recovery::recover_where;
 use super::{
     blob_id, claim_chunk, claim_many_sql, is_paused, read_item, read_ready, Cx, OpResult,
-    SQL_CLAIM_ONE, SQL_LEVEL_SCAN, SQL_LEVEL_SCAN_FAIR, SQL_LEVEL_SCAN_PARTITIONED, SQL_NEXT_LEVEL,
-    SQL_PIN, SQL_RANK, SQL_RUN_BEHIND, SQL_SCOPE_RUNNING, SQL_STREAM_BUSY,
+    SQL_CLAIM_ONE, SQL_KEY_SCAN, SQL_LEVEL_SCAN, SQL_LEVEL_SCAN_FAIR, SQL_LEVEL_SCAN_LIMITED,
+    SQL_LEVEL_SCAN_PARTITIONED, SQL_NEXT_KEY, SQL_NEXT_LEVEL, SQL_PIN, SQL_RANK, SQL_RUN_BEHIND,
+    SQL_SCOPE_RUNNING, SQL_STREAM_BUSY, SQL_UNKEYED_SCAN,
 };
 
 /// [`Store::enqueue`](tenure_core::Store::enqueue); mirrors [`machine::enqueue`].
@@ -35,9 +36,9 @@ pub(crate) fn enqueue(cx: &Cx<'_>, params: &EnqueueParams) -> OpResult<Vec<Enque
         "INSERT INTO tenure_items (id, queue, payload, stream, scope, dedup_key, priority,
              run_at, state, head, attempt, owner, lease_expires_at, renewals, stalls,
              max_attempts, max_stalls, max_renewals, last_error, created_at, updated_at, phash,
-             limit_key, ftag)
+             limit_key, ftag, lq)
          VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, 'ready', ?9, 0, NULL, NULL, 0, 0,
-             ?10, ?11, ?12, NULL, ?13, ?13, ?14, ?15, ?16)",
+             ?10, ?11, ?12, NULL, ?13, ?13, ?14, ?15, ?16, ?17)",
     )?;
     let mut record_key = conn.prepare_cached(
         "INSERT INTO tenure_dedup (queue, key, item_id, recorded_at, expires_at)
@@ -78,6 +79,7 @@ pub(crate) fn enqueue(cx: &Cx<'_>, params: &EnqueueParams) -> OpResult<Vec<Enque
         }
         let item = machine::enqueue(new, now);
         let ftag = fair.tag(cx, &new.queue, new.fairness_key.as_ref(), new.weight)?;
+        let lq = fair.lq(cx, &new.queue)?;
         let head = match &item.stream {
             None => true,
             Some(s) => !stream_busy.exists([s.as_str()])?,
@@ -99,6 +101,7 @@ pub(crate) fn enqueue(cx: &Cx<'_>, params: &EnqueueParams) -> OpResult<Vec<Enque
             key_hash(item.stream.as_ref(), item.id),
             new.limit_key.as_ref().map(tenure_core::LimitKey::as_str),
             ftag,
+            lq,
         ]);
         match inserted {
             Ok(_) => {}
@@ -136,6 +139,8 @@ struct Candidate {
     item: Item,
     /// Its start tag plus one in a fair queue (G18), else 0.
     ftag: i64,
+    /// Its limit key, when the scan that found it read it (`Some(None)`: no key).
+    limit_key: Option<Option<String>>,
 }
 
 impl Candidate {
@@ -175,10 +180,152 @@ impl<'a> Share<'a> {
     }
 }
 
+/// How many candidates of saturated keys a claim passes over in one limited queue
+/// before it leaves the walk of the ready index for the key walk ([`KeyWalk`]).
+const KEY_WALK_AFTER: usize = 64;
+
+/// How many heads of one limit key the key walk reads at a time.
+const KEY_CHUNK: usize = 8;
+
+/// The due heads of one limit key (or of the heads without one) of a limited queue,
+/// in claim order, read a chunk at a time from `tenure_items_ready_key`.
+struct KeyStream {
+    key: Option<String>,
+    buf: VecDeque<Candidate>,
+    after: (i64, i64, i64),
+    exhausted: bool,
+}
+
+impl KeyStream {
+    fn new(key: Option<String>) -> Self {
+        KeyStream {
+            key,
+            buf: VecDeque::new(),
+            after: (i64::MIN, i64::MIN, i64::MIN),
+            exhausted: false,
+        }
+    }
+
+    fn fill(&mut self, conn: &Connection, queue: &QueueName, now: Timestamp) -> OpResult<()> {
+        if !self.buf.is_empty() || self.exhausted {
+            return Ok(());
+        }
+        let chunk = i64::try_from(KEY_CHUNK).unwrap_or(1);
+        let (p, r, q) = self.after;
+        let mut stmt;
+        let mut rows = match &self.key {
+            Some(key) => {
+                stmt = conn.prepare_cached(SQL_KEY_SCAN)?;
+                stmt.query(params![
+                    queue.as_str(),
+                    key,
+                    now.as_micros(),
+                    p,
+                    r,
+                    q,
+                    chunk
+                ])?
+            }
+            None => {
+                stmt = conn.prepare_cached(SQL_UNKEYED_SCAN)?;
+                stmt.query(params![queue.as_str(), now.as_micros(), p, r, q, chunk])?
+            }
+        };
+        let mut got = 0;
+        while let Some(row) = rows.next()? {
+            let (seq, item) = read_ready(row, queue)?;
+            self.after = (i64::from(item.priority), item.run_at.as_micros(), seq);
+            self.buf.push_back(Candidate {
+                seq,
+                item,
+                ftag: 0,
+                limit_key: Some(row.get(15)?),
+            });
+            got += 1;
+        }
+        if got < KEY_CHUNK {
+            self.exhausted = true;
+        }
+        Ok(())
+    }
+}
+
+/// The key walk of a limited queue (G16): a merge, in claim order, of the due heads of
+/// each limit key that is not saturated, each read from `tenure_items_ready_key`.
+///
+/// The walk of the ready index reads a queue's heads in claim order and passes over
+/// the ones of saturated keys: cheap while those are few, but a saturated key holding
+/// 100,000 ready heads in front of the others costs every claim 100,000 rows. Once a
+/// claim has passed over [`KEY_WALK_AFTER`] of them, it switches to this walk: it
+/// steps from key to key with one index seek each (a loose index scan over
+/// `(queue, limit_key)`, skipping the keys found saturated), reads the first heads of
+/// each open key, and merges them by `(priority, run_at, seq)`. The merge of the
+/// per-key orders is the queue's claim order restricted to open keys, so the claim
+/// takes exactly what the walk would have taken (G8), at a cost of one seek per key
+/// with ready heads, whatever the saturated keys hold. A key that fills up during the
+/// claim leaves the merge ([`QueueCursor::shut_key`]). Heads without a key are one
+/// more stream of the merge: every item of a limited queue is in the index (`lq`).
+struct KeyWalk {
+    streams: Vec<KeyStream>,
+    /// The keys were not enumerated yet.
+    pending: bool,
+}
+
+impl KeyWalk {
+    fn enumerate(
+        &mut self,
+        conn: &Connection,
+        queue: &QueueName,
+        shut: &HashSet<String>,
+    ) -> OpResult<()> {
+        let mut next = conn.prepare_cached(SQL_NEXT_KEY)?;
+        self.streams.push(KeyStream::new(None));
+        let mut after = String::new();
+        while let Some(key) = next
+            .query_row(params![queue.as_str(), after], |r| r.get::<_, String>(0))
+            .optional()?
+        {
+            if !shut.contains(&key) {
+                self.streams.push(KeyStream::new(Some(key.clone())));
+            }
+            after = key;
+        }
+        self.pending = false;
+        Ok(())
+    }
+
+    /// The next head in claim order among the open keys, passing over `taken` ones.
+    fn next(
+        &mut self,
+        conn: &Connection,
+        queue: &QueueName,
+        now: Timestamp,
+        taken: &HashSet<i64>,
+    ) -> OpResult<Option<Candidate>> {
+        loop {
+            for s in self.streams.iter_mut() {
+                s.fill(conn, queue, now)?;
+            }
+            self.streams.retain(|s| !s.buf.is_empty());
+            let best = self
+                .streams
+                .iter_mut()
+                .min_by_key(|s| s.buf.front().map(Candidate::order));
+            let Some(cand) = best.and_then(|s| s.buf.pop_front()) else {
+                return Ok(None);
+            };
+            if !taken.contains(&cand.seq) {
+                return Ok(Some(cand));
+            }
+        }
+    }
+}
+
 /// Walks one queue's due heads in claim order (G8), a priority level at a time, so
 /// items scheduled for later never have to be stepped over: within a level the ready
 /// index is ordered by `run_at`, and the scan of a level stops at `now`. With a
-/// [`Share`] it walks the same index and keeps only the owner's share.
+/// [`Share`] it walks the same index and keeps only the owner's share. A limited queue
+/// may leave this walk for the [`KeyWalk`].
 struct QueueCursor<'q> {
     queue: &'q QueueName,
     share: Option<&'q Share<'q>>,
@@ -190,6 +337,17 @@ struct QueueCursor<'q> {
     /// The queue keeps fair shares: walk its level in start-tag order (G18).
     fair: bool,
     after_tag: i64,
+    /// The queue has limits: its scans read each head's limit key (G16).
+    limited: bool,
+    /// The queue has a limits row, and so all its items in `tenure_items_ready_key`:
+    /// it may take the key walk (not with fair shares or a share, which keep theirs).
+    keyable: bool,
+    /// The keys found saturated in this claim, and how many heads were passed over.
+    shut: HashSet<String>,
+    passed: usize,
+    /// What this claim took from the queue so far.
+    taken: HashSet<i64>,
+    keys: Option<KeyWalk>,
 }
 
 impl<'q> QueueCursor<'q> {
@@ -204,10 +362,48 @@ impl<'q> QueueCursor<'q> {
             done: false,
             fair: false,
             after_tag: i64::MIN,
+            limited: false,
+            keyable: false,
+            shut: HashSet::new(),
+            passed: 0,
+            taken: HashSet::new(),
+            keys: None,
+        }
+    }
+
+    /// The gate found `key` saturated: its heads are passed over from now on, and
+    /// after [`KEY_WALK_AFTER`] passed heads the cursor takes the key walk.
+    fn shut_key(&mut self, key: &str) {
+        self.shut.insert(key.to_owned());
+        self.passed += 1;
+        match &mut self.keys {
+            Some(walk) => walk
+                .streams
+                .retain(|s| s.key.as_deref().is_none_or(|k| k != key)),
+            None if self.keyable && self.passed >= KEY_WALK_AFTER => {
+                self.buf.clear();
+                self.keys = Some(KeyWalk {
+                    streams: Vec::new(),
+                    pending: true,
+                });
+            }
+            None => {}
         }
     }
 
     fn refill(&mut self, conn: &Connection, now: Timestamp, want: usize) -> OpResult<()> {
+        if let Some(walk) = &mut self.keys {
+            if self.buf.is_empty() && !self.done {
+                if walk.pending {
+                    walk.enumerate(conn, self.queue, &self.shut)?;
+                }
+                match walk.next(conn, self.queue, now, &self.taken)? {
+                    Some(cand) => self.buf.push_back(cand),
+                    None => self.done = true,
+                }
+            }
+            return Ok(());
+        }
         while self.buf.is_empty() && !self.done {
             if self.level_exhausted {
                 let mut next = conn.prepare_cached(SQL_NEXT_LEVEL)?;
@@ -246,7 +442,12 @@ impl<'q> QueueCursor<'q> {
                     ])?
                 }
                 None => {
-                    stmt = conn.prepare_cached(SQL_LEVEL_SCAN)?;
+                    let sql = if self.limited {
+                        SQL_LEVEL_SCAN_LIMITED
+                    } else {
+                        SQL_LEVEL_SCAN
+                    };
+                    stmt = conn.prepare_cached(sql)?;
                     stmt.query(params![
                         self.queue.as_str(),
                         level,
@@ -275,10 +476,19 @@ impl<'q> QueueCursor<'q> {
             let mut got = 0usize;
             while let Some(row) = rows.next()? {
                 let (seq, item) = read_ready(row, self.queue)?;
-                let ftag = if fair { row.get::<_, i64>(15)? } else { 0 };
+                let (ftag, limit_key) = match (fair, self.limited && self.share.is_none()) {
+                    (true, _) => (row.get::<_, i64>(15)?, Some(row.get(16)?)),
+                    (false, true) => (0, Some(row.get(15)?)),
+                    (false, false) => (0, None),
+                };
                 self.after = (item.run_at.as_micros(), seq);
                 self.after_tag = ftag;
-                self.buf.push_back(Candidate { seq, item, ftag });
+                self.buf.push_back(Candidate {
+                    seq,
+                    item,
+                    ftag,
+                    limit_key,
+                });
                 got += 1;
             }
             if got < want.max(1) {
@@ -321,7 +531,12 @@ fn extend_run(
             }
             busy.insert(scope.as_str().to_owned());
         }
-        picked.push(Candidate { seq, item, ftag: 0 });
+        picked.push(Candidate {
+            seq,
+            item,
+            ftag: 0,
+            limit_key: None,
+        });
     }
     Ok(())
 }
@@ -360,9 +575,7 @@ pub(crate) fn claim(cx: &Cx<'_>, params: &ClaimParams) -> OpResult<Vec<Lease>> {
         .iter()
         .map(|q| QueueCursor::new(q, share.as_ref()))
         .collect();
-    for c in cursors.iter_mut() {
-        c.fair = is_fair(cx, c.queue.as_str())?;
-    }
+
     let mut scope_running = conn.prepare_cached(SQL_SCOPE_RUNNING)?;
     // Scopes known busy: running before this claim, or taken earlier in this batch (G10).
     let mut busy: HashSet<String> = HashSet::new();
@@ -370,8 +583,12 @@ pub(crate) fn claim(cx: &Cx<'_>, params: &ClaimParams) -> OpResult<Vec<Lease>> {
     let run = usize::try_from(params.stream_run).unwrap_or(1);
     // The limits of each queue that has any (G16, G17), read in this transaction.
     let mut gates: Vec<Option<Gate>> = Vec::with_capacity(queues.len());
-    for q in &queues {
-        gates.push(Gate::load(cx, q)?);
+    for (q, c) in queues.iter().zip(cursors.iter_mut()) {
+        let gate = Gate::load(cx, q)?;
+        c.fair = is_fair(cx, q.as_str())?;
+        c.limited = gate.is_some();
+        c.keyable = gate.as_ref().is_some_and(Gate::configured) && !c.fair && c.share.is_none();
+        gates.push(gate);
     }
     while picked.len() < limit {
         let want = limit - picked.len();
@@ -398,13 +615,21 @@ pub(crate) fn claim(cx: &Cx<'_>, params: &ClaimParams) -> OpResult<Vec<Lease>> {
         let gated = match gates.get_mut(at).and_then(Option::as_mut) {
             None => None,
             Some(gate) => {
-                let key = limit_key_of(cx, cand.seq)?;
+                let key = match &cand.limit_key {
+                    Some(key) => key.clone(),
+                    None => limit_key_of(cx, cand.seq)?,
+                };
                 match gate.admit(cx, key.as_deref())? {
                     Admit::Open => {
                         gate.taken(cx, key.as_deref())?;
                         Some(())
                     }
-                    Admit::KeyShut => continue,
+                    Admit::KeyShut => {
+                        if let (Some(c), Some(key)) = (cursors.get_mut(at), key.as_deref()) {
+                            c.shut_key(key);
+                        }
+                        continue;
+                    }
                     Admit::QueueShut => {
                         if let Some(c) = cursors.get_mut(at) {
                             c.buf.clear();
@@ -425,6 +650,11 @@ pub(crate) fn claim(cx: &Cx<'_>, params: &ClaimParams) -> OpResult<Vec<Lease>> {
             .clone()
             .filter(|_| run > 1 && gated.is_none());
         let head_seq = cand.seq;
+        if gated.is_some() {
+            if let Some(c) = cursors.get_mut(at) {
+                c.taken.insert(head_seq);
+            }
+        }
         picked.push(cand);
         if let Some(stream) = head {
             let room = run.min(limit - picked.len() + 1) - 1;

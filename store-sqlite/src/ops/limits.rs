@@ -48,6 +48,7 @@ pub(crate) struct Gate {
     queue_running: u64,
     queue_starts: u64,
     keys: HashMap<String, KeyCount>,
+    configured: bool,
 }
 
 fn rate_of(starts: Option<i64>, per: Option<i64>) -> Option<Rate> {
@@ -143,6 +144,7 @@ impl Gate {
         if config.is_none() && deferred.is_empty() {
             return Ok(None);
         }
+        let configured = config.is_some();
         let config = config.unwrap_or_default();
         let queue_running = if config.concurrency.is_some() {
             let n: i64 = cx
@@ -168,7 +170,14 @@ impl Gate {
             queue_running,
             queue_starts,
             keys: HashMap::new(),
+            configured,
         }))
+    }
+
+    /// Whether the queue has a limits row (not only a deferral): then all its items
+    /// are in `tenure_items_ready_key` (schema version 9).
+    pub(crate) fn configured(&self) -> bool {
+        self.configured
     }
 
     fn key(&mut self, cx: &Cx<'_>, key: &str) -> OpResult<&mut KeyCount> {
@@ -307,6 +316,15 @@ pub(crate) fn limits_set(
     cx.conn
         .prepare_cached("DELETE FROM tenure_limit_keys WHERE queue = ?1")?
         .execute([q])?;
+    // The queue's waiting items join `tenure_items_ready_key` (schema version 9), so
+    // the claim's key walk sees all of them. Once: later enqueues set `lq` themselves.
+    if before.is_none() {
+        cx.conn
+            .prepare_cached(
+                "UPDATE tenure_items SET lq = 1 WHERE queue = ?1 AND lq = 0 AND state <> 'done'",
+            )?
+            .execute([q])?;
+    }
     let mut insert = cx.conn.prepare_cached(
         "INSERT INTO tenure_limit_keys (queue, kind, key, value) VALUES (?1, ?2, ?3, ?4)",
     )?;
@@ -436,14 +454,32 @@ pub(crate) fn limits_wait(cx: &Cx<'_>, queues: &[QueueName]) -> OpResult<Option<
 /// finish tag on by `TAG_UNIT / w` (G18).
 const TAG_UNIT: i64 = 1 << 24;
 
-/// Fair shares of the queues one enqueue call writes to (G18).
+/// Fair shares of the queues one enqueue call writes to (G18), and whether they have
+/// limits (G16).
 #[derive(Default)]
 pub(crate) struct FairTags {
     /// Per queue, its virtual time once it is fair.
     vtime: HashMap<String, Option<i64>>,
+    /// Per queue, whether it has limits (its items go in `tenure_items_ready_key`).
+    limited: HashMap<String, bool>,
 }
 
 impl FairTags {
+    /// The `lq` of a new item of `queue`: 1 when the queue has limits (schema version
+    /// 9), read once per queue and enqueue call.
+    pub(crate) fn lq(&mut self, cx: &Cx<'_>, queue: &QueueName) -> OpResult<i64> {
+        let q = queue.as_str();
+        if let Some(l) = self.limited.get(q) {
+            return Ok(i64::from(*l));
+        }
+        let l = cx
+            .conn
+            .prepare_cached("SELECT 1 FROM tenure_limits WHERE queue = ?1")?
+            .exists([q])?;
+        self.limited.insert(q.to_owned(), l);
+        Ok(i64::from(l))
+    }
+
     /// The `ftag` of a new item: 0 in a queue that never saw a fairness key, else its
     /// start tag plus one, moving its tenant's finish tag on. The first item with a
     /// fairness key makes its queue fair, tagging its unfinished items 1.

@@ -112,7 +112,7 @@ const ITEM_COLS_LEAN: &str = "seq, id, queue, x'' AS payload, stream, scope, ded
 pub(crate) const SQL_LEVEL_SCAN_FAIR: &str = concat!(
     "SELECT ",
     ready_cols!(),
-    ", ftag FROM tenure_items INDEXED BY tenure_items_ready_fair
+    ", ftag, limit_key FROM tenure_items INDEXED BY tenure_items_ready_fair
      WHERE queue = ?1 AND state = 'ready' AND head = 1 AND ftag > 0 AND priority = ?2
        AND run_at <= ?3 AND (ftag, run_at, seq) > (?4, ?5, ?6)
      ORDER BY ftag, run_at, seq LIMIT ?7"
@@ -131,6 +131,43 @@ const SQL_LEVEL_SCAN: &str = concat!(
      WHERE queue = ?1 AND state = 'ready' AND head = 1 AND priority = ?2
        AND run_at <= ?3 AND (run_at, seq) > (?4, ?5)
      ORDER BY run_at, seq LIMIT ?6"
+);
+
+/// [`SQL_LEVEL_SCAN`] for a queue with limits: the same walk, with each head's limit
+/// key (column 15) for the gate. The unlimited claim keeps [`SQL_LEVEL_SCAN`].
+const SQL_LEVEL_SCAN_LIMITED: &str = concat!(
+    "SELECT ",
+    ready_cols!(),
+    ", limit_key FROM tenure_items INDEXED BY tenure_items_ready
+     WHERE queue = ?1 AND state = 'ready' AND head = 1 AND priority = ?2
+       AND run_at <= ?3 AND (run_at, seq) > (?4, ?5)
+     ORDER BY run_at, seq LIMIT ?6"
+);
+
+/// The next limit key after `?2` with a ready head in limited queue `?1` (G16): one
+/// seek in `tenure_items_ready_key`, however many items the key before it holds.
+const SQL_NEXT_KEY: &str = "SELECT limit_key FROM tenure_items INDEXED BY tenure_items_ready_key
+     WHERE queue = ?1 AND state = 'ready' AND head = 1 AND lq = 1 AND limit_key > ?2
+     ORDER BY limit_key LIMIT 1";
+
+/// Due heads of one limit key `?2` of a limited queue after a key, in claim order (G8).
+const SQL_KEY_SCAN: &str = concat!(
+    "SELECT ",
+    ready_cols!(),
+    ", limit_key FROM tenure_items INDEXED BY tenure_items_ready_key
+     WHERE queue = ?1 AND state = 'ready' AND head = 1 AND lq = 1 AND limit_key = ?2
+       AND run_at <= ?3 AND (priority, run_at, seq) > (?4, ?5, ?6)
+     ORDER BY priority, run_at, seq LIMIT ?7"
+);
+
+/// As [`SQL_KEY_SCAN`] for the heads without a limit key.
+const SQL_UNKEYED_SCAN: &str = concat!(
+    "SELECT ",
+    ready_cols!(),
+    ", limit_key FROM tenure_items INDEXED BY tenure_items_ready_key
+     WHERE queue = ?1 AND state = 'ready' AND head = 1 AND lq = 1 AND limit_key IS NULL
+       AND run_at <= ?2 AND (priority, run_at, seq) > (?3, ?4, ?5)
+     ORDER BY priority, run_at, seq LIMIT ?6"
 );
 
 /// As [`SQL_LEVEL_SCAN`], keeping only the owner's share (G14): heads whose stream is

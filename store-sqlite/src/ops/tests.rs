@@ -18,6 +18,10 @@ fn claim_path_statements_read_their_partial_indexes_without_sorting() {
         (SQL_LEVEL_SCAN, "tenure_items_ready"),
         (SQL_LEVEL_SCAN_PARTITIONED, "tenure_items_ready"),
         (SQL_LEVEL_SCAN_FAIR, "tenure_items_ready_fair"),
+        (SQL_LEVEL_SCAN_LIMITED, "tenure_items_ready"),
+        (SQL_NEXT_KEY, "tenure_items_ready_key"),
+        (SQL_KEY_SCAN, "tenure_items_ready_key"),
+        (SQL_UNKEYED_SCAN, "tenure_items_ready_key"),
         (SQL_UNPIN_INSTANCE, "tenure_stream_pins_instance"),
         (SQL_SCOPE_RUNNING, "tenure_items_running_scope"),
         (SQL_EXPIRED, "tenure_items_expiry"),
@@ -36,6 +40,16 @@ fn claim_path_statements_read_their_partial_indexes_without_sorting() {
     ] {
         let p = plan(&conn, sql);
         assert!(p.contains("queue=? AND priority=?"), "{p}");
+    }
+    // The key walk seeks on (queue, limit_key): a saturated key's heads are skipped
+    // by one seek, never read.
+    for (sql, seek) in [
+        (SQL_NEXT_KEY, "queue=? AND limit_key>?"),
+        (SQL_KEY_SCAN, "queue=? AND limit_key=?"),
+        (SQL_UNKEYED_SCAN, "queue=? AND limit_key=?"),
+    ] {
+        let p = plan(&conn, sql);
+        assert!(p.contains(seek), "{sql}: {p}");
     }
     // The partitioned scan probes a candidate's pin by the pins' primary key.
     let p = plan(&conn, SQL_LEVEL_SCAN_PARTITIONED);

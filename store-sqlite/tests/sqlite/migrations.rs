@@ -1,4 +1,4 @@
-//! Migrations of files made by older versions of the store (schema versions 2 to 7):
+//! Migrations of files made by older versions of the store (schema versions 2 to 8):
 //! each keeps its rows and leases, and gains what its version adds. Version 1's
 //! migration (the `phash` back-fill) is with the partitioned cases.
 
@@ -50,7 +50,8 @@ async fn a_version_2_file_gets_the_state_check_without_an_in_list_and_keeps_its_
         .unwrap();
         conn.execute_batch(&format!(
             "PRAGMA schema_version = {}; PRAGMA writable_schema = OFF;
-                 DROP INDEX tenure_items_ready_fair;
+                 DROP INDEX tenure_items_ready_key; ALTER TABLE tenure_items DROP COLUMN lq;
+             DROP INDEX tenure_items_ready_fair;
                  ALTER TABLE tenure_items DROP COLUMN ftag;
                  DROP TABLE tenure_fair_queues;
                  DROP TABLE tenure_fair;
@@ -121,7 +122,8 @@ async fn a_version_3_file_gains_listing_and_pause_and_keeps_its_items() {
         conn.execute_batch(
             "DROP INDEX tenure_items_list;
                  DROP TABLE tenure_queues;
-                 DROP INDEX tenure_items_ready_fair;
+                 DROP INDEX tenure_items_ready_key; ALTER TABLE tenure_items DROP COLUMN lq;
+             DROP INDEX tenure_items_ready_fair;
                  ALTER TABLE tenure_items DROP COLUMN ftag;
                  DROP TABLE tenure_fair_queues;
                  DROP TABLE tenure_fair;
@@ -210,7 +212,8 @@ async fn a_version_4_file_lists_its_running_items_from_the_expiry_index() {
         conn.execute_batch(
             "DROP INDEX tenure_items_list;
                  CREATE INDEX tenure_items_list ON tenure_items (queue, state, seq);
-                 DROP INDEX tenure_items_ready_fair;
+                 DROP INDEX tenure_items_ready_key; ALTER TABLE tenure_items DROP COLUMN lq;
+             DROP INDEX tenure_items_ready_fair;
                  ALTER TABLE tenure_items DROP COLUMN ftag;
                  DROP TABLE tenure_fair_queues;
                  DROP TABLE tenure_fair;
@@ -299,7 +302,8 @@ async fn a_version_5_file_keeps_its_leases_and_fences_new_claims_on_their_lease_
     {
         let conn = rusqlite::Connection::open(&path).unwrap();
         conn.execute_batch(
-            "DROP INDEX tenure_items_ready_fair;
+            "DROP INDEX tenure_items_ready_key; ALTER TABLE tenure_items DROP COLUMN lq;
+             DROP INDEX tenure_items_ready_fair;
                  ALTER TABLE tenure_items DROP COLUMN ftag;
                  DROP TABLE tenure_fair_queues;
                  DROP TABLE tenure_fair;
@@ -356,7 +360,8 @@ async fn a_version_6_file_counts_its_running_items_under_new_limits() {
         let conn = rusqlite::Connection::open(&path).unwrap();
         conn.execute_batch(&format!(
             "{}UPDATE tenure_meta SET value = 6 WHERE key = 'schema_version';",
-            "DROP INDEX tenure_items_ready_fair;
+            "DROP INDEX tenure_items_ready_key; ALTER TABLE tenure_items DROP COLUMN lq;
+             DROP INDEX tenure_items_ready_fair;
              ALTER TABLE tenure_items DROP COLUMN ftag;
              DROP TABLE tenure_fair_queues;
              DROP TABLE tenure_fair;
@@ -427,7 +432,8 @@ async fn a_version_7_file_keeps_its_waiting_items_when_a_queue_turns_fair() {
     {
         let conn = rusqlite::Connection::open(&path).unwrap();
         conn.execute_batch(
-            "DROP INDEX tenure_items_ready_fair;
+            "DROP INDEX tenure_items_ready_key; ALTER TABLE tenure_items DROP COLUMN lq;
+             DROP INDEX tenure_items_ready_fair;
              ALTER TABLE tenure_items DROP COLUMN ftag;
              DROP TABLE tenure_fair_queues;
              DROP TABLE tenure_fair;
@@ -449,4 +455,51 @@ async fn a_version_7_file_keeps_its_waiting_items_when_a_queue_turns_fair() {
     assert_eq!(got.len(), 3, "every waiting item is claimable");
     assert_eq!(&got[..2], &[old[0].id, old[1].id][..]);
     assert_eq!(got[2], new.id);
+}
+
+/// A version-8 file (no `tenure_items_ready_key`) gains the key walk (G16): the
+/// upgrade marks the waiting items of its limited queues, so an unkeyed item behind a
+/// saturated key's backlog is still found by a claim that takes the key walk.
+#[tokio::test]
+async fn a_version_8_file_marks_the_items_of_its_limited_queues() {
+    let dir = TempDir::new().unwrap();
+    let path = db(&dir);
+    let c = clock();
+    let key = tenure_core::LimitKey::new("hot").unwrap();
+    {
+        let store = open(&path, &c).await;
+        store
+            .limits_set(tenure_core::LimitsParams::new(
+                q(),
+                tenure_core::QueueLimits::new().per_key(1),
+            ))
+            .await
+            .unwrap();
+        let mut items: Vec<NewItem> = (0..100)
+            .map(|_| NewItem::new(q(), b"hot".to_vec()).limit_key(key.clone()))
+            .collect();
+        items.push(NewItem::new(q(), b"plain".to_vec()));
+        store.enqueue(EnqueueParams::new(items)).await.unwrap();
+        store.close().await.unwrap();
+    }
+    {
+        let conn = rusqlite::Connection::open(&path).unwrap();
+        conn.execute_batch(
+            "DROP INDEX tenure_items_ready_key; ALTER TABLE tenure_items DROP COLUMN lq;
+             UPDATE tenure_meta SET value = 8 WHERE key = 'schema_version';",
+        )
+        .unwrap();
+    }
+    let store = open(&path, &c).await;
+    let first = store
+        .claim(ClaimParams::new(q(), me(1), 1, LEASE))
+        .await
+        .unwrap();
+    assert_eq!(first.len(), 1);
+    let next = store
+        .claim(ClaimParams::new(q(), me(1), 10, LEASE))
+        .await
+        .unwrap();
+    let got: Vec<&[u8]> = next.iter().map(|l| &l.item.payload[..]).collect();
+    assert_eq!(got, [&b"plain"[..]]);
 }
