@@ -32,6 +32,7 @@ pub(crate) fn cases<H: Harness>() -> Vec<Case<H>> {
         a_queue_wide_limit_caps_running_items_across_keys,
         lowering_a_limit_preempts_nothing_and_stops_new_claims,
         bad_limits_name_their_field_and_write_nothing,
+        a_lease_list_names_the_limit_key_each_lease_holds_a_slot_of,
     ]
 }
 
@@ -508,5 +509,60 @@ async fn bad_limits_name_their_field_and_write_nothing<H: Harness>(env: Env<'_, 
         "the refused enqueue wrote nothing",
     )
     .await?;
+    pass()
+}
+
+async fn a_lease_list_names_the_limit_key_each_lease_holds_a_slot_of<H: Harness>(
+    env: Env<'_, H>,
+) -> CaseResult {
+    let q = queue("g16-leases")?;
+    // Any non-control text is a key: spaces, markup and non-ASCII round-trip as they are.
+    let (a, b) = (limit_key("tenant a")?, limit_key("<b> & \"é\"")?);
+    set_limits(env.store(), &q, QueueLimits::new().per_key(2)).await?;
+    let a_ids = enqueue(
+        env.store(),
+        (0..3).map(|_| item(&q).limit_key(a.clone())).collect(),
+    )
+    .await?;
+    let b_ids = enqueue(env.store(), vec![item(&q).limit_key(b.clone())]).await?;
+    let free = enqueue(env.store(), vec![item(&q)]).await?;
+    let leases = claim(env.store(), &q, &owner("w1")?, 10).await?;
+    ensure_eq(
+        leases.len(),
+        4,
+        "items claimed: two of a, limited to 2, one of b, one without a key",
+    )?;
+    let page = env
+        .store()
+        .lease_list(tenure_core::LeaseListParams::new(q.clone()))
+        .await
+        .or_fail("lease_list")?;
+    let mut told: Vec<(ItemId, Option<LimitKey>)> = page
+        .leases
+        .iter()
+        .map(|l| (l.token.id, l.limit_key.clone()))
+        .collect();
+    told.sort();
+    let mut want: Vec<(ItemId, Option<LimitKey>)> = leases
+        .iter()
+        .map(|l| {
+            let id = l.token.id;
+            let key = if a_ids.contains(&id) {
+                Some(a.clone())
+            } else if b_ids.contains(&id) {
+                Some(b.clone())
+            } else {
+                None
+            };
+            (id, key)
+        })
+        .collect();
+    want.sort();
+    ensure(
+        want.iter().any(|(id, _)| free.contains(id)),
+        "the unkeyed item among the leases",
+        &want,
+    )?;
+    ensure_eq(told, want, "the leases listed, each with its limit key")?;
     pass()
 }

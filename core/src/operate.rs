@@ -10,7 +10,7 @@ use std::fmt;
 use std::str::FromStr;
 
 use crate::error::{Error, Result};
-use crate::keys::{OwnerId, QueueName};
+use crate::keys::{LimitKey, OwnerId, QueueName};
 use crate::model::{Item, ItemState, LeaseToken};
 use crate::time::Timestamp;
 
@@ -196,6 +196,9 @@ pub struct LeaseInfo {
     pub renewals: u32,
     /// Renewals allowed in one attempt (G4).
     pub max_renewals: u32,
+    /// The limit key the item counts under (G16, G17), `None` when it names none: the
+    /// key whose slot this lease holds.
+    pub limit_key: Option<LimitKey>,
 }
 
 impl LeaseInfo {
@@ -215,7 +218,14 @@ impl LeaseInfo {
             expires_at,
             renewals,
             max_renewals,
+            limit_key: None,
         }
+    }
+
+    /// The same lease, naming the limit key its item counts under (G16).
+    pub fn with_limit_key(mut self, key: Option<LimitKey>) -> Self {
+        self.limit_key = key;
+        self
     }
 
     /// The lease of a running item, or `None` when the item is not running with an
@@ -229,6 +239,7 @@ impl LeaseInfo {
                 expires_at,
                 renewals: item.renewals,
                 max_renewals: item.max_renewals,
+                limit_key: None,
             }),
             _ => None,
         }

@@ -14,6 +14,7 @@
 //! | `/` | every queue's ready / scheduled / running / dead counts, paused flag and oldest ready age; the instances and their last heartbeat; the leader and its term | `/?format=json` |
 //! | `/queues/{queue}?state=&order=&after=&last=` | a queue's items in one state, oldest or newest first, paged by cursor (`last=1`: the last page), with the start of each payload and last error ([`DashboardConfig::list_payloads`]); 404 for a queue `Store::queue_list` does not name | `?format=json` |
 //! | `/items/{id}?payload=show` | one item: attempt of max, stalls, renewals, owner, lease expiry, run_at, keys, last error; the payload preview only when asked for | `?format=json` |
+//! | `/queues/{queue}/limits` | a queue's limits (G16..G18): its settings, its running items against the queue-wide limit, the limit keys with running items (those at their limit first) and the leases under each; read-only, and a shorter *Limits* section on the queue page (in its JSON as `limits`) | `?format=json` |
 //! | `/leases?queue=&after=` | live leases, soonest expiry first; expired leases nobody recovered yet are marked | `?format=json` |
 //! | `/find?id=` | find an item by id (the box on every page) | `?format=json` |
 //! | `/queues/{queue}/dead?action=&older_than=&limit=` | what a requeue or discard by filter would take, counted before it runs | `?format=json` |

@@ -57,8 +57,9 @@ async fn limits_wait(shared: &Shared) -> Option<Duration> {
     }
     match shared.store.limits_wait(&shared.settings.queues).await {
         Ok(wait) => {
-            if wait.is_some() {
+            if let Some(w) = wait {
                 add(&shared.metrics.limit_waits, 1);
+                crate::limit_waits::observe(shared, w).await;
             }
             wait
         }

@@ -34,6 +34,9 @@ pub(crate) const FINALIZE_BATCH: &str = "tenure_finalize_batch_size";
 pub(crate) const IN_FLIGHT: &str = "tenure_in_flight";
 pub(crate) const QUEUE_DEPTH: &str = "tenure_queue_depth";
 pub(crate) const OLDEST_READY: &str = "tenure_queue_oldest_ready_age_seconds";
+pub(crate) const LIMIT_SATURATED: &str = "tenure_limit_saturated_total";
+pub(crate) const LIMIT_RATE_WAITS: &str = "tenure_limit_rate_waits_total";
+pub(crate) const LIMIT_RATE_WAIT_SECONDS: &str = "tenure_limit_rate_wait_seconds";
 
 /// Describes every metric the runtime records (help text and unit) to the recorder
 /// installed now, for exporters that show them (Prometheus `# HELP`). Optional: the
@@ -90,6 +93,21 @@ pub fn describe_metrics() {
         Unit::Count,
         "Items by state, sampled by the maintenance leader."
     );
+    describe_counter!(
+        LIMIT_SATURATED,
+        Unit::Count,
+        "Empty polls that found the queue's due items all waiting for a slot (a limit key or the queue at its concurrency limit)."
+    );
+    describe_counter!(
+        LIMIT_RATE_WAITS,
+        Unit::Count,
+        "Empty polls that found the queue's next start held back by a rate or a deferral."
+    );
+    describe_histogram!(
+        LIMIT_RATE_WAIT_SECONDS,
+        Unit::Seconds,
+        "How long the queue's next start was held back by a rate or a deferral, at each rate wait."
+    );
 }
 
 /// The handles of one queue.
@@ -108,6 +126,9 @@ pub(crate) struct QueueHandles {
     pub(crate) in_flight: Gauge,
     depth: [Gauge; 4],
     oldest_ready: Gauge,
+    pub(crate) limit_saturated: Counter,
+    pub(crate) limit_rate_waits: Counter,
+    pub(crate) limit_rate_wait: Histogram,
 }
 
 impl QueueHandles {
@@ -127,6 +148,9 @@ impl QueueHandles {
             pickup: histogram!(PICKUP_SECONDS, "queue" => q.clone()),
             handler: histogram!(HANDLER_SECONDS, "queue" => q.clone()),
             in_flight: gauge!(IN_FLIGHT, "queue" => q.clone()),
+            limit_saturated: counter!(LIMIT_SATURATED, "queue" => q.clone()),
+            limit_rate_waits: counter!(LIMIT_RATE_WAITS, "queue" => q.clone()),
+            limit_rate_wait: histogram!(LIMIT_RATE_WAIT_SECONDS, "queue" => q.clone()),
             oldest_ready: gauge!(OLDEST_READY, "queue" => q),
             depth,
         }

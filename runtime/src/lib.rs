@@ -194,6 +194,18 @@
 //! | `tenure_in_flight` | gauge | `queue` | handlers running now |
 //! | `tenure_queue_depth` | gauge | `queue`, `state` | items by state (`ready`, `scheduled`, `running`, `dead`), sampled by the maintenance leader every maintenance interval |
 //! | `tenure_queue_oldest_ready_age_seconds` | gauge | `queue` | how long the longest-waiting ready, due item has been claimable (0 when there is none), sampled with the depth |
+//! | `tenure_limit_saturated_total` | counter | `queue` | empty polls that found the queue's due items all waiting for a slot: every limit key they name, or the queue, at its concurrency limit (G16); see below |
+//! | `tenure_limit_rate_waits_total` | counter | `queue` | empty polls that found the queue's next start held back by a rate or a deferral (G17) |
+//! | `tenure_limit_rate_wait_seconds` | histogram | `queue` | at each rate wait, how long the queue's next start was held back, as the store answered |
+//!
+//! The three `tenure_limit_*` series are counted after an empty poll whose
+//! [`Store::limits_wait`](tenure_core::Store::limits_wait) answered a time, once per
+//! served queue held back: a queue whose answer is its soonest lease's expiry waits for
+//! a slot (saturated), any other answer is a rate's or a deferral's next start. Alert on
+//! `tenure_limit_saturated_total` rising while `tenure_queue_depth{state="ready"}` stays
+//! up (a key or the queue needs a higher limit or more capacity behind it), and on
+//! `tenure_limit_rate_waits_total` rising with a backlog (the rate, not the workers,
+//! sets the pace).
 //!
 //! Timers run on tokio's clock, so tests drive them with paused time; lease expiry is
 //! the store's [`Clock`](tenure_core::Clock).
@@ -231,6 +243,8 @@ mod builder;
 mod worker;
 // Loops, each owning one job: the claim loop.
 mod claim;
+// What held a queue back after an empty poll (its limits' metrics).
+mod limit_waits;
 // A claim's leases recorded and queued, and the runners.
 mod dispatch;
 // One attempt, handler to outcome.

@@ -52,6 +52,16 @@ pub struct MetricsSnapshot {
     /// polled again at that time ([`Store::limits_wait`](tenure_core::Store::limits_wait)).
     /// Growing while queues have work means they wait on their limits.
     pub limit_waits: u64,
+    /// Of the queues such a poll found held back, those whose due items all waited
+    /// for a slot: every limit key they name, or the queue, at its concurrency limit
+    /// (G16). Counted once per queue per empty poll.
+    pub limit_saturated: u64,
+    /// Of the queues such a poll found held back, those whose next start waited for a
+    /// rate or a deferral (G17). Counted once per queue per empty poll.
+    pub limit_rate_waits: u64,
+    /// The waits of `limit_rate_waits` added up: how long each such queue's next start
+    /// was held back, as the store answered at that poll.
+    pub limit_rate_wait: std::time::Duration,
     /// Handlers running now.
     pub in_flight: u64,
 }
@@ -74,6 +84,9 @@ pub(crate) struct Metrics {
     pub(crate) store_errors: AtomicU64,
     pub(crate) handler_finalized: AtomicU64,
     pub(crate) limit_waits: AtomicU64,
+    pub(crate) limit_saturated: AtomicU64,
+    pub(crate) limit_rate_waits: AtomicU64,
+    pub(crate) limit_rate_wait_micros: AtomicU64,
     pub(crate) in_flight: AtomicU64,
 }
 
@@ -101,6 +114,9 @@ impl Metrics {
             store_errors: get(&self.store_errors),
             handler_finalized: get(&self.handler_finalized),
             limit_waits: get(&self.limit_waits),
+            limit_saturated: get(&self.limit_saturated),
+            limit_rate_waits: get(&self.limit_rate_waits),
+            limit_rate_wait: std::time::Duration::from_micros(get(&self.limit_rate_wait_micros)),
             in_flight: get(&self.in_flight),
         }
     }

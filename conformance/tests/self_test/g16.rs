@@ -438,3 +438,33 @@ tenure_core::forward_store! {
         }
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn leases_listed_without_their_limit_key_fail_the_lease_list_case_alone() {
+    must_fail_only(
+        broken::<ListsLeasesWithoutTheirLimitKey>(),
+        "g16_concurrency_limits",
+        "a_lease_list_names_the_limit_key_each_lease_holds_a_slot_of",
+    )
+    .await;
+}
+
+flaw! {
+    /// Lists leases without the limit key whose slot each holds, so an operator cannot
+    /// tell which key is saturated by what (G16).
+    ListsLeasesWithoutTheirLimitKey
+}
+
+tenure_core::forward_store! {
+    impl Store for ListsLeasesWithoutTheirLimitKey {
+        forward self => self.inner;
+
+        async fn lease_list(&self, params: LeaseListParams) -> Result<LeasePage> {
+            let mut page = self.inner.lease_list(params).await?;
+            for l in &mut page.leases {
+                l.limit_key = None;
+            }
+            Ok(page)
+        }
+    }
+}

@@ -95,6 +95,10 @@ pub trait Inspect: Base {
     /// # Contract
     /// - Paged by cursor exactly as [`Store::item_list`] is, under the same rule on
     ///   claims.
+    /// - Each lease names the limit key its item was enqueued with
+    ///   ([`LeaseInfo::limit_key`](crate::LeaseInfo::limit_key)), so an operator sees
+    ///   which key's slot it holds (G16; `g16_concurrency_limits`,
+    ///   `a_lease_list_names_the_limit_key_each_lease_holds_a_slot_of`).
     async fn lease_list(&self, params: Valid<LeaseListParams>) -> Result<LeasePage>;
 
     /// The queues this store knows, by name: every queue with an unfinished, dead or

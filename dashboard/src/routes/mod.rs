@@ -12,6 +12,7 @@ mod dead;
 mod health;
 mod items;
 mod leases;
+mod limits;
 mod overview;
 mod queues;
 
@@ -24,6 +25,7 @@ pub(crate) fn guarded() -> Router<AppState> {
         .merge(dead::router())
         .merge(items::router())
         .merge(leases::router())
+        .merge(limits::router())
         .merge(assets::router())
         .fallback(crate::ctx::not_found)
 }

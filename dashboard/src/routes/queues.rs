@@ -112,6 +112,10 @@ async fn queue(
         Err(e) => return ctx.store_error(&state, &e),
     };
     let counts = snap.counts(&queue);
+    let limits = match super::limits::read_section(&state, &queue).await {
+        Ok(u) => u,
+        Err(e) => return ctx.store_error(&state, &e),
+    };
     ctx.html_or_json(
         || {
             ctx.view(&state).queue(
@@ -122,6 +126,7 @@ async fn queue(
                 &page,
                 after.as_deref(),
                 last,
+                limits.as_ref(),
             )
         },
         || {
@@ -137,6 +142,7 @@ async fn queue(
                     previews.then(|| crate::text::preview(&i.payload, LIST_PREVIEW_BYTES)),
                 )).collect::<Vec<_>>(),
                 "next": page.next.as_ref().map(Cursor::as_str),
+                "limits": limits.as_ref().map(super::limits::section_json),
             })
         },
     )
@@ -241,6 +247,7 @@ impl View<'_> {
         page: &ItemPage,
         after: Option<&str>,
         last: bool,
+        limits: Option<&super::limits::Usage>,
     ) -> Markup {
         let now = page.as_of;
         let here = self.queue_link(queue);
@@ -352,6 +359,7 @@ impl View<'_> {
                     button type="submit" { "Count first" }
                 }
             }
+            @if let Some(u) = limits { (self.limits_section(u)) }
         };
         self.page(&format!("Queue {queue}"), true, body)
     }

@@ -30,5 +30,6 @@ mod guards;
 mod health;
 mod items;
 mod leases;
+mod limits;
 mod overview;
 mod queues;

@@ -12,6 +12,7 @@ mod exported;
 mod finalize;
 mod handler_finalized;
 mod instances;
+mod limit_metrics;
 mod limits;
 mod lost_answer;
 mod outcomes;

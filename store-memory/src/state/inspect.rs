@@ -150,7 +150,8 @@ impl State {
             .filter(|c| after.is_none_or(|k| (c.at, c.seq) > k))
             .filter_map(|c| {
                 let e = self.items.get(c.slot)?;
-                LeaseInfo::from_item(&e.item).map(|l| ((c.at, c.seq), l))
+                LeaseInfo::from_item(&e.item)
+                    .map(|l| ((c.at, c.seq), l.with_limit_key(e.limit_key().cloned())))
             })
             .take(limit + 1)
             .collect();

@@ -8,6 +8,7 @@
 use sqlx::Row;
 use tenure_core::async_trait;
 use tenure_core::contract::{Inspect, Valid};
+use tenure_core::LimitKey;
 use tenure_core::{
     CancelOutcome, CancelParams, Cursor, DeadFilter, DiscardParams, Error, Item, ItemId,
     ItemListParams, ItemPage, ItemState, LeaseInfo, LeaseListParams, LeasePage, LeaseToken,
@@ -158,6 +159,11 @@ impl Inspect for PgStore {
                 u32_of("renewals", row.try_get(4).map_err(map)?)?,
                 u32_of("max_renewals", row.try_get(5).map_err(map)?)?,
             ));
+            // The limit key whose slot the lease holds (G16).
+            let limit_key: Option<String> = row.try_get(8).map_err(map)?;
+            if let Some(l) = leases.last_mut() {
+                l.limit_key = limit_key.map(LimitKey::new).transpose().map_err(internal)?;
+            }
         }
         let next = match (more, last) {
             (true, Some((at, seq))) => Some(Cursor::new(format!("p.{at}.{seq}"))?),

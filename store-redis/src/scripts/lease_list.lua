@@ -1,7 +1,7 @@
 -- Store::lease_list. ARGV: queue, limit, after expiry ('' from the start), after id.
 -- Walks the queue's running set (by lease expiry, then id) from the cursor. Answers
 -- {more (0/1), then per lease: id, attempt, owner, expiry, renewals, max renewals,
--- lease id}.
+-- lease id, limit key ('' when none: G16)}.
 local q, limit = ARGV[1], tonumber(ARGV[2])
 local at, after_id = ARGV[3], ARGV[4]
 local lo = '-inf'
@@ -20,7 +20,7 @@ while true do
         out[1] = 1
         return out
       end
-      local v = redis.call('HMGET', k_item(id), 's', 'n', 'l')
+      local v = redis.call('HMGET', k_item(id), 's', 'n', 'l', 'lk')
       if v[1] and v[3] then
         n = n + 1
         out[#out + 1] = id
@@ -30,6 +30,7 @@ while true do
         out[#out + 1] = word(v[1], 3)
         out[#out + 1] = word(v[2], 6)
         out[#out + 1] = lease_of(v[1]) or NO_LEASE
+        out[#out + 1] = v[4] or ''
       end
     end
   end

@@ -11,6 +11,7 @@
 use redis::{FromRedisValue, Value};
 use tenure_core::async_trait;
 use tenure_core::contract::{Inspect, Valid};
+use tenure_core::LimitKey;
 use tenure_core::{
     CancelOutcome, CancelParams, Cursor, DeadFilter, DiscardParams, Error, Item, ItemId,
     ItemListParams, ItemPage, LeaseInfo, LeaseListParams, LeasePage, LeaseToken, ListOrder,
@@ -108,8 +109,8 @@ impl Inspect for RedisStore {
         };
         let more = i64::from_redis_value(more).map_err(|_| bad_reply("lease_list flag"))? == 1;
         let mut leases = Vec::new();
-        for l in rest.chunks(7) {
-            let [id, a, o, le, rn, mr, lid] = l else {
+        for l in rest.chunks(8) {
+            let [id, a, o, le, rn, mr, lid, lk] = l else {
                 return Err(bad_reply("lease_list answered the wrong shape"));
             };
             let num = |v: &Value| -> Result<i64> {
@@ -126,6 +127,14 @@ impl Inspect for RedisStore {
                 u32_of(num(rn)?)?,
                 u32_of(num(mr)?)?,
             ));
+            // The limit key whose slot the lease holds (G16; '' for none).
+            let limit_key = match text(lk)? {
+                k if k.is_empty() => None,
+                k => Some(LimitKey::new(k).map_err(|_| bad_reply("corrupt limit key"))?),
+            };
+            if let Some(l) = leases.last_mut() {
+                l.limit_key = limit_key;
+            }
         }
         let next = match (more, leases.last()) {
             (true, Some(l)) => Some(Cursor::new(format!(

@@ -10,6 +10,7 @@
 
 use rusqlite::{params, OptionalExtension};
 use tenure_core::machine;
+use tenure_core::LimitKey;
 use tenure_core::{
     CancelOutcome, Cursor, DeadFilter, DiscardParams, Error, Item, ItemId, ItemListParams,
     ItemPage, ItemState, LeaseInfo, LeaseListParams, LeasePage, ListOrder, ListState, OwnerId,
@@ -111,7 +112,8 @@ pub(crate) fn lease_list(cx: &Cx<'_>, params: &LeaseListParams) -> OpResult<Leas
         None => (i64::MIN, i64::MIN),
     };
     let mut stmt = cx.conn.prepare_cached(
-        "SELECT id, attempt, owner, lease_expires_at, renewals, max_renewals, seq, lease
+        "SELECT id, attempt, owner, lease_expires_at, renewals, max_renewals, seq, lease,
+                limit_key
          FROM tenure_items INDEXED BY tenure_items_expiry
          WHERE queue = ?1 AND state = 'running' AND (lease_expires_at, seq) > (?2, ?3)
          ORDER BY lease_expires_at, seq LIMIT ?4",
@@ -144,6 +146,11 @@ pub(crate) fn lease_list(cx: &Cx<'_>, params: &LeaseListParams) -> OpResult<Leas
             to_u32(row.get(4)?, "renewals")?,
             to_u32(row.get(5)?, "max_renewals")?,
         ));
+        // The limit key whose slot the lease holds (G16).
+        let limit_key = key(row.get(8)?, LimitKey::new)?;
+        if let Some(l) = leases.last_mut() {
+            l.limit_key = limit_key;
+        }
     }
     let next = match (more, last) {
         (true, Some((at, seq))) => Some(Cursor::new(format!("s.{at}.{seq}"))?),
