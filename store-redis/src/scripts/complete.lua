@@ -29,10 +29,10 @@ for i = 3, #ARGV, 3 do
     end
   end
   local current = a == ARGV[i + 1] and (lid or NO_LEASE) == ARGV[i + 2]
-  local sc, st
+  local sc, st, lk
   if current and mark ~= '-' then
-    local v = redis.call('HMGET', key, 'q', 'sc', 'st')
-    q, sc, st = v[1], v[2] or nil, v[3] or nil
+    local v = redis.call('HMGET', key, 'q', 'sc', 'st', 'lk')
+    q, sc, st, lk = v[1], v[2] or nil, v[3] or nil, v[4] or nil
   end
   if not current then
     out[#out + 1] = 0
@@ -53,6 +53,7 @@ for i = 3, #ARGV, 3 do
       run[#run + 1] = id
     end
     if sc then scope_freed(sc) end
+    if lk then key_left(q, lk, id) end
     if st then
       now = now or tonumber(ARGV[1])
       stream_leave({id = id, st = st}, now)
