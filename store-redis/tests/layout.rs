@@ -80,7 +80,7 @@ async fn a_store_written_before_layout_2_lists_every_item_after_its_upgrade() {
         .query_async(&mut conn)
         .await
         .unwrap();
-    assert_eq!(layout, "5");
+    assert_eq!(layout, "6");
     // Cancel and claim keep the rebuilt indexes in step.
     store.cancel_one(ids[1]).await.unwrap();
     let page = store
@@ -164,7 +164,7 @@ async fn a_queue_paused_in_layout_2_stays_paused_and_counts_its_index_after_the_
         .query_async(&mut conn)
         .await
         .unwrap();
-    assert_eq!(layout, "5");
+    assert_eq!(layout, "6");
     let left: Vec<Option<String>> = redis::cmd("HMGET")
         .arg(&count)
         .arg("due")
@@ -328,7 +328,7 @@ async fn items_written_in_layout_3_keep_their_scope_stream_and_owner_in_layout_4
         .query_async(&mut conn)
         .await
         .unwrap();
-    assert_eq!(layout, "5");
+    assert_eq!(layout, "6");
     let sets: Vec<String> = redis::cmd("KEYS")
         .arg(format!("{root}:o:*"))
         .query_async(&mut conn)
@@ -433,7 +433,7 @@ async fn a_lease_granted_in_layout_4_finishes_and_new_claims_are_fenced_on_their
         .query_async(&mut conn)
         .await
         .unwrap();
-    assert_eq!(layout, "5");
+    assert_eq!(layout, "6");
     forget(&store).await;
 }
 
@@ -524,7 +524,7 @@ async fn dead_items_written_in_layout_4_are_taken_earliest_death_first_after_the
         .query_async(&mut conn)
         .await
         .unwrap();
-    assert_eq!(layout, "5");
+    assert_eq!(layout, "6");
     let old: bool = redis::cmd("EXISTS")
         .arg(format!("{root}:x:layout"))
         .query_async(&mut conn)
