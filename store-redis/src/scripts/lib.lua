@@ -573,15 +573,19 @@ local function release_owner(owner, now)
   end
   table.sort(hs, function(x, y) return x.sq < y.sq end)
   local released = 0
+  local left = {}
   for _, h0 in ipairs(hs) do
     local h = load(h0.id)
     if h and h.s == 'running' and h.o == owner then
       unlink_running(h)
       stall(h, now)
       released = released + 1
+      left[h.q] = true
       if h.st then put_back_after(h.st, h.sq, now) end
     end
   end
+  -- Slots of limited queues came back: workers of other processes claim (G16).
+  slots_freed(left)
   return released
 end
 
@@ -673,6 +677,12 @@ end
 local function ensure_layout()
   local was = redis.call('GET', K_LAYOUT)
   if was == LAYOUT then return end
+  -- A store that has never held an item has nothing to upgrade (and no SCAN of the
+  -- server's keys is run for it).
+  if not was and redis.call('EXISTS', K_QUEUES) == 0 then
+    redis.call('SET', K_LAYOUT, LAYOUT)
+    return
+  end
   key_sets()
   if was == '5' then
     redis.call('SET', K_LAYOUT, LAYOUT)
