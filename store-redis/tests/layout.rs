@@ -631,7 +631,11 @@ async fn keyed_items_written_in_layout_5_keep_their_key_limit_in_layout_6() {
         .await
         .unwrap();
     let ids: Vec<ItemId> = got.iter().map(|l| l.token.id).collect();
-    assert_eq!(ids, [of_a[1], of_b], "one more of a (its limit is 2), and b");
+    assert_eq!(
+        ids,
+        [of_a[1], of_b],
+        "one more of a (its limit is 2), and b"
+    );
     let layout: String = redis::cmd("GET")
         .arg(format!("{root}:layout"))
         .query_async(&mut conn)
