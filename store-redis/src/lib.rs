@@ -137,19 +137,33 @@
 //! different prefixes never interact: a scope, a stream or a dedup key of one family
 //! does not reach another.
 //!
-//! The layout has a version (`{<prefix>}:layout`, 5 in this version, `lib.lua`
+//! The layout has a version (`{<prefix>}:layout`, 6 in this version, `lib.lua`
 //! describes each): the first operator call on a store written by an earlier layout
-//! upgrades it in one call, and claims and finalizes need no upgrade (an item's state
+//! upgrades it in one call, and so does the first claim of a queue with limits, limit
+//! keys or fair shares (layout 6 keeps each limit key's candidates in a set of its own
+//! and each key's running items beside them; from 5 they are built from the claim and
+//! running sets). Other claims and finalizes need no upgrade (an item's state
 //! word as layout 3 wrote it, without mark and queue, is read as one that may have
 //! keys). Stop every process of an earlier version before starting this one on the
 //! same prefix: an earlier version neither reads nor keeps the fields of layouts 3
 //! and 4 (a queue's due bound and pause flag beside it; ready items counted by their
 //! index; the mark), and evicts only the leases in the owner sets layout 4 no longer
 //! keeps.
-//! Limits (G16, G17) added keys and one item field without changing any existing
-//! one, so the layout stays 5 and existing data needs no upgrade: an item without a
-//! limit key is counted by its queue's limits only. An earlier version's claim does
-//! not read limits, so it must be stopped before limits are set on a prefix.
+//! An earlier version's claim does not read limits and keeps no key sets, so it must
+//! be stopped before this one runs on a prefix.
+//!
+//! **Limits and fair shares (G16, G17, G18).** A due candidate with a limit key and no
+//! scope waits in its key's sorted set (`kr`); the queue's candidates hold only the
+//! first item of each key that is not parked. A claim that finds a key at a bound
+//! parks it (`pk`, with the time a rate window or deferral may open it) and passes on;
+//! a lease of the key leaving `running` (finish, expiry, eviction), a change of the
+//! queue's limits or that time puts the key's first item back. So a claim reads about
+//! one entry per item it takes and per key it parks, never a saturated key's backlog.
+//! A key's running items are a set (`kl`) that the claim adds to and the step ending
+//! the lease removes from, so a refused stale finish frees nothing. In a queue where an
+//! item named a tenant, the item's start tag (fixed at enqueue from the tenant's finish
+//! tag, `ft`, and the queue's virtual time, `fv`) leads its candidate entry, so the
+//! candidates are in fair order and the claim takes the first as usual.
 //!
 //! The shard channel `{<prefix>}:wake` carries the wake-up hint: every enqueue that
 //! inserts publishes on it once (`SPUBLISH`), and [`RedisConfig::listen`] (on by

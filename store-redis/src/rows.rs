@@ -341,16 +341,21 @@ mod tests {
                 .collect()
         };
         // `s` is checked; `pl` and `n` follow the token in both shapes; the keys, read
-        // only for a marked item, follow the queue in the array of the long one, in the
-        // order claimed_items decodes them.
+        // only for a marked item (with the limit key, which is not answered), follow
+        // the queue in the array of the long one, in the order claimed_items decodes
+        // them. The general path's walk reads them all in one call (`fields`).
         assert_eq!(names("redis.call('HMGET', key, 's'"), ["s", "pl", "n"]);
         assert_eq!(
             names("redis.call('HMGET', key, 'st'"),
-            ["st", "sc", "dk", "e"]
+            ["st", "sc", "dk", "e", "lk"]
         );
         for (text, count) in [
+            (
+                "redis.call('HMGET', k_item(id), 's', 'pl', 'n', 'st', 'sc', 'dk', 'e', 'lk')",
+                1,
+            ),
             ("redis.call('HMGET', key, 's', 'pl', 'n')", 2),
-            ("redis.call('HMGET', key, 'st', 'sc', 'dk', 'e')", 2),
+            ("redis.call('HMGET', key, 'st', 'sc', 'dk', 'e', 'lk')", 2),
             (
                 "out[n + 1], out[n + 2], out[n + 3], out[n + 4] = id, a, v[2], v[3]",
                 2,

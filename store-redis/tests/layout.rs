@@ -8,6 +8,9 @@
 //! finalize, an eviction finds the owner's leases without its set, and the first
 //! operator call deletes the sets. Key layout 5 (dead items sorted by when they
 //! died) on a store written in layout 4: a filtered requeue takes the earliest death.
+//! Key layout 6 (limit keys' candidates in sets of their own, their running items
+//! beside them) on a store written in layout 5: the first claim upgrades it, keyed
+//! items keep their key's limit, and an old lease's finish gives its slot back.
 
 // Test bodies: a failure is a failed test.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -18,8 +21,8 @@ use std::time::Duration;
 
 use tenure_core::{
     ClaimParams, CompleteParams, DeregisterParams, ItemId, ItemListParams, LeaseId, LeaseToken,
-    ListState, ManualClock, NewItem, OwnerId, PauseParams, QueueName, ScopeKey, Store, StoreExt,
-    StreamKey, Timestamp, TokenOutcome,
+    LimitKey, LimitsParams, ListState, ManualClock, NewItem, OwnerId, PauseParams, QueueLimits,
+    QueueName, ScopeKey, Store, StoreExt, StreamKey, Timestamp, TokenOutcome,
 };
 use tenure_redis::RedisStore;
 
@@ -80,7 +83,7 @@ async fn a_store_written_before_layout_2_lists_every_item_after_its_upgrade() {
         .query_async(&mut conn)
         .await
         .unwrap();
-    assert_eq!(layout, "5");
+    assert_eq!(layout, "6");
     // Cancel and claim keep the rebuilt indexes in step.
     store.cancel_one(ids[1]).await.unwrap();
     let page = store
@@ -164,7 +167,7 @@ async fn a_queue_paused_in_layout_2_stays_paused_and_counts_its_index_after_the_
         .query_async(&mut conn)
         .await
         .unwrap();
-    assert_eq!(layout, "5");
+    assert_eq!(layout, "6");
     let left: Vec<Option<String>> = redis::cmd("HMGET")
         .arg(&count)
         .arg("due")
@@ -328,7 +331,7 @@ async fn items_written_in_layout_3_keep_their_scope_stream_and_owner_in_layout_4
         .query_async(&mut conn)
         .await
         .unwrap();
-    assert_eq!(layout, "5");
+    assert_eq!(layout, "6");
     let sets: Vec<String> = redis::cmd("KEYS")
         .arg(format!("{root}:o:*"))
         .query_async(&mut conn)
@@ -433,7 +436,7 @@ async fn a_lease_granted_in_layout_4_finishes_and_new_claims_are_fenced_on_their
         .query_async(&mut conn)
         .await
         .unwrap();
-    assert_eq!(layout, "5");
+    assert_eq!(layout, "6");
     forget(&store).await;
 }
 
@@ -524,7 +527,7 @@ async fn dead_items_written_in_layout_4_are_taken_earliest_death_first_after_the
         .query_async(&mut conn)
         .await
         .unwrap();
-    assert_eq!(layout, "5");
+    assert_eq!(layout, "6");
     let old: bool = redis::cmd("EXISTS")
         .arg(format!("{root}:x:layout"))
         .query_async(&mut conn)
@@ -532,5 +535,131 @@ async fn dead_items_written_in_layout_4_are_taken_earliest_death_first_after_the
         .unwrap();
     assert!(!old, "layout 4's dead set is gone");
     assert_eq!(store.queue_counts(&q).await.unwrap().dead, 2);
+    forget(&store).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn keyed_items_written_in_layout_5_keep_their_key_limit_in_layout_6() {
+    let clock = ManualClock::new(Timestamp::from_micros(1_700_000_000_000_000));
+    let Some((store, prefix)) = common::on_fresh_prefix("l", &clock).await else {
+        return;
+    };
+    let q = QueueName::new("layout").unwrap();
+    store
+        .limits_set(LimitsParams::new(q.clone(), QueueLimits::new().per_key(2)))
+        .await
+        .unwrap();
+    let (a, b) = (LimitKey::new("a").unwrap(), LimitKey::new("b").unwrap());
+    let mut of_a = Vec::new();
+    for i in 0..4u8 {
+        let item = NewItem::new(q.clone(), vec![i]).limit_key(a.clone());
+        of_a.push(store.enqueue_one(item).await.unwrap().id);
+    }
+    let of_b = store
+        .enqueue_one(NewItem::new(q.clone(), b"b".to_vec()).limit_key(b.clone()))
+        .await
+        .unwrap()
+        .id;
+    let lease = Duration::from_secs(30);
+    let w = OwnerId::new("w").unwrap();
+    let held = store
+        .claim_one(q.clone(), w.clone(), lease)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(held.token.id, of_a[0]);
+    // Back to layout 5: every keyed candidate in `ready`, no key sets, and the running
+    // item in no key's running set, its `s` unmarked (a limit key set no mark).
+    let client = redis::Client::open(common::url()).unwrap();
+    let mut conn = client.get_multiplexed_async_connection().await.unwrap();
+    let root = format!("{{{prefix}}}");
+    for key in ["a", "b"] {
+        let members: Vec<(String, f64)> = redis::cmd("ZRANGE")
+            .arg(format!("{root}:kr:layout\0{key}"))
+            .arg(0)
+            .arg(-1)
+            .arg("WITHSCORES")
+            .query_async(&mut conn)
+            .await
+            .unwrap();
+        for (m, score) in members {
+            let _: () = redis::cmd("ZADD")
+                .arg(format!("{root}:r:layout"))
+                .arg(score)
+                .arg(m)
+                .query_async(&mut conn)
+                .await
+                .unwrap();
+        }
+    }
+    let _: () = redis::cmd("DEL")
+        .arg(format!("{root}:kr:layout\0a"))
+        .arg(format!("{root}:kr:layout\0b"))
+        .arg(format!("{root}:kq:layout"))
+        .arg(format!("{root}:kl:layout\0a"))
+        .arg(format!("{root}:pk:layout"))
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    let key = format!("{root}:i:{}", held.token.id);
+    let s: String = redis::cmd("HGET")
+        .arg(&key)
+        .arg("s")
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    let mut words: Vec<&str> = s.split(' ').collect();
+    assert_eq!(words[4], "+", "a limit key marks the item: {s:?}");
+    words[4] = "-";
+    let _: () = redis::cmd("HSET")
+        .arg(&key)
+        .arg("s")
+        .arg(words.join(" "))
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    let _: () = redis::cmd("SET")
+        .arg(format!("{root}:layout"))
+        .arg("5")
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    // The claim upgrades first: key a has the old lease running, so one more of it
+    // starts, beside b's item.
+    let got = store
+        .claim(ClaimParams::new(q.clone(), w.clone(), 10, lease))
+        .await
+        .unwrap();
+    let ids: Vec<ItemId> = got.iter().map(|l| l.token.id).collect();
+    assert_eq!(
+        ids,
+        [of_a[1], of_b],
+        "one more of a (its limit is 2), and b"
+    );
+    let layout: String = redis::cmd("GET")
+        .arg(format!("{root}:layout"))
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    assert_eq!(layout, "6");
+    assert!(store
+        .claim(ClaimParams::new(q.clone(), w.clone(), 10, lease))
+        .await
+        .unwrap()
+        .is_empty());
+    // The old lease's finish gives its slot back (it is in its key's running set now).
+    assert_eq!(
+        store
+            .complete(CompleteParams::new(vec![held.token]))
+            .await
+            .unwrap(),
+        [TokenOutcome::Accepted]
+    );
+    let next = store
+        .claim(ClaimParams::new(q.clone(), w, 10, lease))
+        .await
+        .unwrap();
+    assert_eq!(next.len(), 1);
+    assert_eq!(next[0].token.id, of_a[2]);
     forget(&store).await;
 }

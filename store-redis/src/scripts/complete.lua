@@ -12,6 +12,8 @@ local out = {}
 local q1, run1
 local leaving
 local item = P .. ':i:'
+-- Per queue, whether it has parked limit keys (read once per call).
+local parked = {}
 for i = 3, #ARGV, 3 do
   local id = ARGV[i]
   local key = item .. id
@@ -29,10 +31,10 @@ for i = 3, #ARGV, 3 do
     end
   end
   local current = a == ARGV[i + 1] and (lid or NO_LEASE) == ARGV[i + 2]
-  local sc, st
+  local sc, st, lk
   if current and mark ~= '-' then
-    local v = redis.call('HMGET', key, 'q', 'sc', 'st')
-    q, sc, st = v[1], v[2] or nil, v[3] or nil
+    local v = redis.call('HMGET', key, 'q', 'sc', 'st', 'lk')
+    q, sc, st, lk = v[1], v[2] or nil, v[3] or nil, v[4] or nil
   end
   if not current then
     out[#out + 1] = 0
@@ -53,6 +55,17 @@ for i = 3, #ARGV, 3 do
       run[#run + 1] = id
     end
     if sc then scope_freed(sc) end
+    if lk then
+      -- G16: out of its key's running set; a parked key comes back (lib.lua's
+      -- key_left), looked for only in a queue that has parked keys.
+      redis.call('SREM', k_krun(q, lk), id)
+      local any = parked[q]
+      if any == nil then
+        any = redis.call('EXISTS', k_park(q)) == 1
+        parked[q] = any
+      end
+      if any then unpark(q, lk) end
+    end
     if st then
       now = now or tonumber(ARGV[1])
       stream_leave({id = id, st = st}, now)

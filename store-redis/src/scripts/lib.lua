@@ -75,6 +75,22 @@ local function k_lweight(q) return P .. ':lw:' .. q end        -- hash: fairness
 local function k_defer(q) return P .. ':df:' .. q end          -- hash: limit key ('' the queue) -> no start before (µs)
 local function k_starts(q, key) return P .. ':rs:' .. q .. '\0' .. key end -- zset: starts of the last period ('' the queue), by time
 local function k_ratekeys(q) return P .. ':rk:' .. q end       -- set: the keys with a `rs` zset
+-- Limit keys' candidates (layout 6). A due candidate with a limit key and no scope
+-- waits in its key's own set `kr`; `ready` holds only the first of each key that is
+-- not parked, so a claim never reads a saturated key's backlog. A key is parked (out
+-- of `ready`, in `pk`) when a claim finds it at a bound, and comes back when one of
+-- its leases leaves `running`, when the queue's limits change, or at the time in `pk`
+-- (a rate window's or a deferral's end). A key's running items are the set `kl`,
+-- kept with the lease: a claim adds the item, the step that takes it out of the
+-- running set removes it, so a slot is still a lease.
+local function k_kready(q, key) return P .. ':kr:' .. q .. '\0' .. key end -- zset: a key's due candidates (claim order)
+local function k_kqueue(q) return P .. ':kq:' .. q end         -- set: the keys of q with due candidates
+local function k_krun(q, key) return P .. ':kl:' .. q .. '\0' .. key end  -- set: a key's running items
+local function k_park(q) return P .. ':pk:' .. q end           -- zset: parked keys by when time may open them
+-- Fair shares (G18): `v` the queue's virtual time; present once an item named a
+-- tenant. `ft` the tenants' finish tags ('' the unnamed tenant).
+local function k_fair(q) return P .. ':fv:' .. q end           -- hash: `v`, the virtual time
+local function k_ftags(q) return P .. ':ft:' .. q end          -- zset: tenant -> finish tag
 
 -- The limits of queue q as limits_get answers them, or nil when it has none:
 -- {c, kc, rs, rp, krs, krp ('' when unset), {override key, n, ...}, {weight key, w, ...}}.
@@ -91,10 +107,27 @@ end
 -- The member of an item in a claim-order zset (`ready`, a scope's waiting set). The
 -- score is the priority; equal scores sort by member, so the member encodes run_at
 -- and the enqueue sequence as fixed-width hex, then the id (G8).
-local function order_member(ra, sq, id)
+-- In a queue with fair shares (G18) an item has a start tag `ft`, and its member is
+-- 'v', the tag, run_at and sequence, then the id: ordered by tag first, after the
+-- untagged items of the queue (those enqueued before its first tenant, tag 0).
+local function order_member(ra, sq, id, ft)
+  if ft then return string.format('v%016x%016x%016x', ft, ra, sq) .. id end
   return string.format('%016x%016x', ra, sq) .. id
 end
-local function member_id(m) return string.sub(m, 33) end
+local function member_id(m)
+  if string.byte(m, 1) == 118 then return string.sub(m, 50) end
+  return string.sub(m, 33)
+end
+-- The start tag of a member, or nil.
+local function member_tag(m)
+  if string.byte(m, 1) == 118 then return tonumber(string.sub(m, 2, 17), 16) end
+  return nil
+end
+-- A member without its tag: how claims of several queues compare their candidates.
+local function member_order(m)
+  if string.byte(m, 1) == 118 then return string.sub(m, 18) end
+  return m
+end
 
 -- The member of a dead item in its queue's dead set, scored by when it died: the
 -- enqueue sequence as fixed-width hex, then the id, so equal times sort in enqueue
@@ -129,13 +162,14 @@ end
 --               <max_renewals> <created_at> <seq> <hash_hi> <hash_lo>": what few
 --               transitions change; the first seven in the order a claim answers them
 --   l           "<owner> <lease_expires_at>", only while running
---   lk          the limit key (G16, G17; absent when none): read only by claims of
---               a queue with limits, so it takes no part in the mark
+--   lk          the limit key (G16, G17; absent when none); it sets the mark (layout
+--               6), so a finalize reads it and leaves the key's running set
+--   ft          the start tag (G18; absent in a queue no tenant was named in)
 
--- The mark of h's `s` field (above): '+' when it has a stream, scope, dedup key or
--- last error.
+-- The mark of h's `s` field (above): '+' when it has a stream, scope, dedup key, last
+-- error or limit key.
 local function mark_of(h)
-  if h.st or h.sc or h.dk or h.e then return '+' end
+  if h.st or h.sc or h.dk or h.e or h.lk then return '+' end
   return '-'
 end
 
@@ -176,6 +210,7 @@ local function load(id)
     '^(%-?%d+) (%-?%d+) (%d+) (%d+) (%d+) (%d+) (%-?%d+) (%d+) (%d+) (%d+)$')
   h.pr, h.ra, h.sl, h.ma, h.ms = tonumber(pr), tonumber(ra), tonumber(sl), tonumber(ma), tonumber(ms)
   h.mr, h.ca, h.sq, h.hh, h.hl = tonumber(mr), tonumber(ca), tonumber(sq), hh, hl
+  if h.ft then h.ft = tonumber(h.ft) end
   if h.l then
     local o, le = string.match(h.l, '^(%S+) (%-?%d+)$')
     h.o, h.le = o, tonumber(le)
@@ -200,9 +235,25 @@ end
 -- Places a due candidate: in `ready`, or in its scope's waiting set, and in `ready`
 -- when it is the first of that set and the scope is free (G10).
 local function place_due(h)
-  local m = order_member(h.ra, h.sq, h.id)
+  local m = order_member(h.ra, h.sq, h.id, h.ft)
   local score = N(h.pr)
   if not h.sc then
+    if h.lk then
+      -- A limit key's candidate: in its key's set, and in `ready` when it is the
+      -- first of a key that is not parked (G16).
+      local kk = k_kready(h.q, h.lk)
+      local first = redis.call('ZRANGE', kk, 0, 0, 'WITHSCORES')
+      redis.call('ZADD', kk, score, m)
+      if #first == 0 then redis.call('SADD', k_kqueue(h.q), h.lk) end
+      if redis.call('ZSCORE', k_park(h.q), h.lk) then return end
+      if #first == 0 then
+        redis.call('ZADD', k_ready(h.q), score, m)
+      elseif order_lt(h.pr, m, tonumber(first[2]), first[1]) then
+        redis.call('ZREM', k_ready(h.q), first[1])
+        redis.call('ZADD', k_ready(h.q), score, m)
+      end
+      return
+    end
     redis.call('ZADD', k_ready(h.q), score, m)
     return
   end
@@ -284,11 +335,32 @@ local function scope_freed(sc)
   end
 end
 
--- Takes a running item out of the running indexes and frees its scope; called while
--- the item is still `running`, just before the transition that ends it.
+-- Puts parked limit key `key` of queue `q` back: its first candidate into `ready`.
+local function unpark(q, key)
+  if redis.call('ZREM', k_park(q), key) == 0 then return end
+  local first = redis.call('ZRANGE', k_kready(q, key), 0, 0, 'WITHSCORES')
+  if first[1] then redis.call('ZADD', k_ready(q), first[2], first[1]) end
+end
+
+-- Puts every parked key of queue `q` back (its limits changed).
+local function unpark_all(q)
+  for _, key in ipairs(redis.call('ZRANGE', k_park(q), 0, -1)) do unpark(q, key) end
+end
+
+-- Item `id` of limit key `key` left the running set of queue `q`: out of the key's
+-- running set, and the key, if parked, back in `ready` (a slot may be free, G16).
+local function key_left(q, key, id)
+  redis.call('SREM', k_krun(q, key), id)
+  unpark(q, key)
+end
+
+-- Takes a running item out of the running indexes and frees its scope and its limit
+-- key's slot; called while the item is still `running`, just before the transition
+-- that ends it.
 local function unlink_running(h)
   redis.call('ZREM', k_run(h.q), h.id)
   if h.sc then scope_freed(h.sc) end
+  if h.lk then key_left(h.q, h.lk, h.id) end
 end
 
 -- After finishes that left the running sets of `queues` (a table keyed by queue): when
@@ -501,15 +573,19 @@ local function release_owner(owner, now)
   end
   table.sort(hs, function(x, y) return x.sq < y.sq end)
   local released = 0
+  local left = {}
   for _, h0 in ipairs(hs) do
     local h = load(h0.id)
     if h and h.s == 'running' and h.o == owner then
       unlink_running(h)
       stall(h, now)
       released = released + 1
+      left[h.q] = true
       if h.st then put_back_after(h.st, h.sq, now) end
     end
   end
+  -- Slots of limited queues came back: workers of other processes claim (G16).
+  slots_freed(left)
   return released
 end
 
@@ -546,7 +622,34 @@ end
 -- Every later write keeps the layout in step. Stores of two layouts do not share a
 -- prefix: an earlier version keeps neither `d` nor `p`, reads owner sets that layout
 -- 4 does not keep, and drops the lease of layout 5 when it renews.
-local LAYOUT = '5'
+--   6: a due candidate with a limit key and no scope waits in its key's set `kr`,
+--      and `ready` holds the first of each key that is not parked; a key's running
+--      items are its set `kl`; a limit key sets an item's mark (lib.lua's item
+--      layout). From 5 (see key_sets) the keyed candidates in `ready` move to their
+--      keys' sets and the running items with a key join its running set, marked.
+local LAYOUT = '6'
+
+-- Layout 6's key sets from layout 5's `ready` and running sets.
+local function key_sets()
+  for _, q in ipairs(redis.call('SMEMBERS', K_QUEUES)) do
+    for _, id in ipairs(redis.call('ZRANGE', k_run(q), 0, -1)) do
+      local v = redis.call('HMGET', k_item(id), 's', 'lk')
+      if v[1] and v[2] then
+        redis.call('SADD', k_krun(q, v[2]), id)
+        local marked, n = string.gsub(v[1], '^(%a+ %d+ %d+ %-?%d+ )%- ', '%1+ ')
+        if n > 0 then redis.call('HSET', k_item(id), 's', marked) end
+      end
+    end
+    for _, m in ipairs(redis.call('ZRANGE', k_ready(q), 0, -1)) do
+      local h = load(member_id(m))
+      if h and h.lk and not h.sc
+        and not redis.call('ZSCORE', k_kready(q, h.lk), m) then
+        redis.call('ZREM', k_ready(q), m)
+        place_due(h)
+      end
+    end
+  end
+end
 
 -- Deletes the owner sets of layout 3 and before.
 local function drop_owner_sets()
@@ -574,6 +677,17 @@ end
 local function ensure_layout()
   local was = redis.call('GET', K_LAYOUT)
   if was == LAYOUT then return end
+  -- A store that has never held an item has nothing to upgrade (and no SCAN of the
+  -- server's keys is run for it).
+  if not was and redis.call('EXISTS', K_QUEUES) == 0 then
+    redis.call('SET', K_LAYOUT, LAYOUT)
+    return
+  end
+  key_sets()
+  if was == '5' then
+    redis.call('SET', K_LAYOUT, LAYOUT)
+    return
+  end
   sort_dead_sets()
   if was == '4' then
     redis.call('SET', K_LAYOUT, LAYOUT)
@@ -613,9 +727,23 @@ end
 -- next waiting item into `ready` when this one was first and the scope is free.
 local function unplace(h)
   if redis.call('ZREM', k_sched(h.q), h.id) == 1 then return end
-  local m = order_member(h.ra, h.sq, h.id)
-  redis.call('ZREM', k_ready(h.q), m)
-  if not h.sc then return end
+  local m = order_member(h.ra, h.sq, h.id, h.ft)
+  local was_first = redis.call('ZREM', k_ready(h.q), m) == 1
+  if not h.sc then
+    if h.lk then
+      -- Out of its key's set; the key's next candidate takes its place in `ready`.
+      local kk = k_kready(h.q, h.lk)
+      redis.call('ZREM', kk, m)
+      local nxt = redis.call('ZRANGE', kk, 0, 0, 'WITHSCORES')
+      if not nxt[1] then
+        redis.call('SREM', k_kqueue(h.q), h.lk)
+        redis.call('ZREM', k_park(h.q), h.lk)
+      elseif was_first then
+        redis.call('ZADD', k_ready(h.q), nxt[2], nxt[1])
+      end
+    end
+    return
+  end
   local wk = k_scope_wait(h.sc, h.q)
   local first = redis.call('ZRANGE', wk, 0, 0)
   redis.call('ZREM', wk, m)

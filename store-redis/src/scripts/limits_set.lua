@@ -2,6 +2,7 @@
 -- µs), the count of overrides, their (key, n) pairs, the count of weights, their
 -- (key, w) pairs. Replaces the queue's limits; answers what it had (limits_of), or
 -- nil. Its rate history stays: the starts of the last period still count.
+ensure_layout()
 local q = ARGV[1]
 local before = limits_of(q)
 redis.call('DEL', k_lim(q), k_lover(q), k_lweight(q))
@@ -22,5 +23,7 @@ n = tonumber(ARGV[at])
 if n > 0 then redis.call('HSET', k_lweight(q), unpack(ARGV, at + 1, at + 2 * n)) end
 redis.call('SADD', K_LIMQ, q)
 -- Raised limits may free slots: waiting workers claim again.
+-- Parked keys may open under the new limits (G16).
+unpark_all(q)
 redis.call('SPUBLISH', K_WAKE, '1')
 return before

@@ -21,14 +21,6 @@ use super::{id_arg, lease_arg, micros, RedisStore};
 impl Claims for RedisStore {
     /// `Store::enqueue`.
     async fn enqueue(&self, params: Valid<EnqueueParams>) -> Result<Vec<Enqueued>> {
-        // Fair shares (G18) are not served here yet: an item that names a fairness key
-        // is refused, not run unfair. Limit keys are (G16, G17).
-        if params.items.iter().any(|i| i.fairness_key.is_some()) {
-            return Err(Error::unsupported(
-                "enqueue with a fairness key",
-                crate::error::STORE,
-            ));
-        }
         let now = self.inner.clock.now();
         params.validate_schedule(&self.inner.limits, now)?;
         let mut inv = self.call(&SCRIPTS.enqueue);
@@ -51,6 +43,9 @@ impl Claims for RedisStore {
             inv.arg(hash >> 32).arg(hash & 0xffff_ffff);
             // G16, G17: the limit key ('' for none).
             inv.arg(it.limit_key.as_ref().map_or("", |k| k.as_str()));
+            // G18: the fairness key ('' for none) and the declared weight.
+            inv.arg(it.fairness_key.as_ref().map_or("", |k| k.as_str()))
+                .arg(it.weight);
         }
         // G14: the instance a pinned enqueue pins new streams to, after the items.
         inv.arg(params.pin_to.as_ref().map_or("", |o| o.as_str()));

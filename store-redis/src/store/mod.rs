@@ -403,7 +403,8 @@ impl Base for RedisStore {
         let caps = Capabilities::default()
             .with_partitioned_claiming()
             .with_stream_runs()
-            .with_limits();
+            .with_limits()
+            .with_fair_shares();
         if self.inner.listening {
             caps.with_cross_process_wakeups()
         } else {
