@@ -136,6 +136,11 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
         name: "queue limits: the running items of a queue by limit key",
         sql: include_str!("../migrations/0011_running_limit_index.sql"),
     },
+    Migration {
+        version: 13,
+        name: "progress: what a holder reports with its renewals",
+        sql: include_str!("../migrations/0013_progress.sql"),
+    },
 ];
 
 /// The newest schema version this crate migrates to.

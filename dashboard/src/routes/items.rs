@@ -286,6 +286,9 @@ fn cancel_text(o: &CancelOutcome) -> String {
         CancelOutcome::Running { attempt, owner } => format!(
             "not cancelled: running (attempt {attempt}, owner {owner}); cancel does not stop a running item"
         ),
+        CancelOutcome::Stopped { attempt, owner } => format!(
+            "stopped: lease of attempt {attempt} (owner {owner}) revoked; now dead"
+        ),
         CancelOutcome::Dead => "not cancelled: dead (discard it instead)".to_owned(),
         CancelOutcome::Done => "not cancelled: already finished".to_owned(),
         CancelOutcome::NotFound => "not found".to_owned(),
@@ -297,6 +300,7 @@ fn cancel_name(o: &CancelOutcome) -> &'static str {
     match o {
         CancelOutcome::Cancelled => "cancelled",
         CancelOutcome::Running { .. } => "running",
+        CancelOutcome::Stopped { .. } => "stopped",
         CancelOutcome::Dead => "dead",
         CancelOutcome::Done => "done",
         CancelOutcome::NotFound => "not_found",

@@ -131,6 +131,9 @@ end
 --   l           "<owner> <lease_expires_at>", only while running
 --   lk          the limit key (G16, G17; absent when none): read only by claims of
 --               a queue with limits, so it takes no part in the mark
+--   pg          the last progress a holder reported with an accepted renewal, as
+--               Progress::encode writes it (absent when none): written by renew,
+--               read only by item reads, so it takes no part in the mark
 
 -- The mark of h's `s` field (above): '+' when it has a stream, scope, dedup key or
 -- last error.

@@ -1,4 +1,4 @@
-//! Migrations of files made by older versions of the store (schema versions 2 to 7):
+//! Migrations of files made by older versions of the store (schema versions 2 to 8):
 //! each keeps its rows and leases, and gains what its version adds. Version 1's
 //! migration (the `phash` back-fill) is with the partitioned cases.
 
@@ -449,4 +449,76 @@ async fn a_version_7_file_keeps_its_waiting_items_when_a_queue_turns_fair() {
     assert_eq!(got.len(), 3, "every waiting item is claimable");
     assert_eq!(&got[..2], &[old[0].id, old[1].id][..]);
     assert_eq!(got[2], new.id);
+}
+
+/// A version-8 file (no progress column) gains progress: its running item's lease is
+/// kept, its holder's progress is stored with the next renewal and read back, and the
+/// file records version 9.
+#[tokio::test]
+async fn a_version_8_file_keeps_its_leases_and_stores_progress_reported_with_renewals() {
+    let dir = TempDir::new().unwrap();
+    let path = db(&dir);
+    let c = clock();
+    let lease = {
+        let store = open(&path, &c).await;
+        store
+            .enqueue(EnqueueParams::new(vec![NewItem::new(q(), b"a".to_vec())]))
+            .await
+            .unwrap();
+        let lease = store
+            .claim(ClaimParams::new(q(), me(1), 1, LEASE))
+            .await
+            .unwrap()
+            .remove(0);
+        store.close().await.unwrap();
+        lease
+    };
+    {
+        let conn = rusqlite::Connection::open(&path).unwrap();
+        conn.execute_batch(
+            "ALTER TABLE tenure_items DROP COLUMN progress;
+             UPDATE tenure_meta SET value = 8 WHERE key = 'schema_version';",
+        )
+        .unwrap();
+    }
+    let store = open(&path, &c).await;
+    assert_eq!(
+        store
+            .item_get(lease.token.id)
+            .await
+            .unwrap()
+            .unwrap()
+            .progress,
+        None
+    );
+    let progress = tenure_core::Progress::new(0.5, "half").unwrap();
+    let renewed = store
+        .renew(
+            tenure_core::RenewParams::new(vec![lease.token], LEASE)
+                .with_progress(vec![Some(progress.clone())]),
+        )
+        .await
+        .unwrap();
+    assert!(matches!(
+        renewed[..],
+        [tenure_core::RenewOutcome::Renewed { .. }]
+    ));
+    assert_eq!(
+        store
+            .item_get(lease.token.id)
+            .await
+            .unwrap()
+            .unwrap()
+            .progress,
+        Some(progress.for_attempt(1))
+    );
+    let conn = rusqlite::Connection::open(&path).unwrap();
+    let version: i64 = conn
+        .query_row(
+            "SELECT value FROM tenure_meta WHERE key = 'schema_version'",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert_eq!(version, SCHEMA_VERSION);
 }
