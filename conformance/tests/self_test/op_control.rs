@@ -375,7 +375,9 @@ tenure_core::forward_store! {
                         }
                     }
                 }
-                out.extend(self.inner.item_cancel(CancelParams::new(vec![id])).await?);
+                let mut one = CancelParams::new(vec![id]);
+                one.stop_running.clone_from(&params.stop_running);
+                out.extend(self.inner.item_cancel(one).await?);
             }
             Ok(out)
         }
@@ -620,7 +622,9 @@ tenure_core::forward_store! {
                     out.push(CancelOutcome::NotFound);
                     continue;
                 }
-                out.extend(self.inner.item_cancel(CancelParams::new(vec![id])).await?);
+                let mut one = CancelParams::new(vec![id]);
+                one.stop_running.clone_from(&params.stop_running);
+                out.extend(self.inner.item_cancel(one).await?);
             }
             Ok(out)
         }
