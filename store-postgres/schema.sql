@@ -71,6 +71,7 @@ CREATE TABLE {schema}.items (
     fairness_key text,
     weight integer,
     ftag bigint,
+    progress text,
     CONSTRAINT items_pkey PRIMARY KEY (id),
     CONSTRAINT items_state_check CHECK ((state = ANY (ARRAY['ready'::text, 'running'::text, 'done'::text, 'dead'::text])))
 );
