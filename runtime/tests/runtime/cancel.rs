@@ -12,10 +12,13 @@ use tokio::time::Instant;
 
 use crate::support::{enqueue, item, memory, queue, until, Probe};
 
+/// What the handler saw when told to stop: `is_cancelled()`, the reason, and when.
+type Seen = (bool, Option<StopReason>, Instant);
+
 #[tokio::test(start_paused = true)]
 async fn a_running_item_cancelled_by_an_operator_cancels_its_handler_at_the_next_renewal() {
     let store = Probe::new(memory());
-    let seen: Arc<Mutex<Option<(bool, Option<StopReason>, Instant)>>> = Arc::default();
+    let seen: Arc<Mutex<Option<Seen>>> = Arc::default();
     let s = seen.clone();
     let worker = Worker::builder(store.clone())
         .queue(queue())
