@@ -72,6 +72,7 @@ CREATE TABLE {schema}.items (
     weight integer,
     ftag bigint,
     lq boolean NOT NULL DEFAULT false,
+    progress text,
     CONSTRAINT items_pkey PRIMARY KEY (id),
     CONSTRAINT items_state_check CHECK ((state = ANY (ARRAY['ready'::text, 'running'::text, 'done'::text, 'dead'::text])))
 );

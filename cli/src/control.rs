@@ -20,10 +20,13 @@ use crate::output::{print_json, Table, Target};
 #[command(after_help = "Examples:\n  \
     tenure cancel sqlite://work.db 01936f0e-8a4b-7c1d-9e2f-3a4b5c6d7e8f\n  \
     tenure items sqlite://work.db emails --state scheduled --json | jq -r '.items[].id' \
-    | xargs tenure cancel sqlite://work.db\n\n\
+    | xargs tenure cancel sqlite://work.db\n  \
+    tenure cancel sqlite://work.db --running --by alice 01936f0e-8a4b-7c1d-9e2f-3a4b5c6d7e8f\n\n\
     A ready or scheduled item is deleted; its dedup key stays, so enqueueing it again \
-    is a duplicate. A running item is not cancelled (exit 5): let it finish, or wait \
-    for it to fail or its lease to expire. Dead items are discarded, not cancelled.")]
+    is a duplicate. A running item is not cancelled (exit 5) unless --running is given: \
+    then its lease is revoked (its handler is told at its next renewal, and its finish \
+    is refused) and it goes dead with the error `cancelled by <by>`; requeue or discard \
+    it as any dead item. Dead items are discarded, not cancelled.")]
 pub(crate) struct CancelArgs {
     #[command(flatten)]
     pub(crate) target: Target,
@@ -31,6 +34,20 @@ pub(crate) struct CancelArgs {
     /// The items to cancel.
     #[arg(required = true, value_name = "ID")]
     pub(crate) ids: Vec<String>,
+
+    /// Also stop running items: revoke their lease and make them dead.
+    #[arg(long)]
+    pub(crate) running: bool,
+
+    /// Who cancels, recorded on stopped items (default: $USER, else `tenure-cli`).
+    #[arg(long, value_name = "NAME", requires = "running")]
+    pub(crate) by: Option<String>,
+}
+
+/// The operator a `--running` cancel names: `--by`, else `$USER`, else `tenure-cli`.
+fn operator(by: Option<String>) -> String {
+    by.or_else(|| std::env::var("USER").ok().filter(|u| !u.is_empty()))
+        .unwrap_or_else(|| "tenure-cli".to_owned())
 }
 
 /// The options of `tenure pause` and `tenure resume`.
@@ -102,9 +119,14 @@ pub(crate) struct DiscardArgs {
 pub(crate) async fn cancel(args: CancelArgs) -> Result<(), CliError> {
     let ids = parse_ids(&args.ids)?;
     let store = crate::connect::open(&args.target.url, false).await?;
+    let by = args.running.then(|| operator(args.by));
     let mut outcomes = Vec::with_capacity(ids.len());
     for chunk in ids.chunks(store.limits().max_batch.max(1)) {
-        outcomes.extend(store.item_cancel(CancelParams::new(chunk.to_vec())).await?);
+        let mut params = CancelParams::new(chunk.to_vec());
+        if let Some(by) = &by {
+            params = params.stop_running(by.clone());
+        }
+        outcomes.extend(store.item_cancel(params).await?);
     }
     let mut code = exit::OK;
     let mut rows = Vec::with_capacity(ids.len());
@@ -113,15 +135,26 @@ pub(crate) async fn cancel(args: CancelArgs) -> Result<(), CliError> {
             CancelOutcome::Cancelled => ("cancelled", "cancelled".to_owned(), exit::OK),
             CancelOutcome::Running { attempt, owner } => (
                 "running",
-                format!("not cancelled: running (attempt {attempt}, owner {owner}); cancel does not stop a running item"),
+                format!(
+                    "not cancelled: running (attempt {attempt}, owner {owner}); --running stops it"
+                ),
                 exit::CONFLICT,
+            ),
+            CancelOutcome::Stopped { attempt, owner } => (
+                "stopped",
+                format!("stopped: lease of attempt {attempt} (owner {owner}) revoked; now dead"),
+                exit::OK,
             ),
             CancelOutcome::Dead => (
                 "dead",
                 "not cancelled: dead; use `tenure discard --id`".to_owned(),
                 exit::CONFLICT,
             ),
-            CancelOutcome::Done => ("done", "not cancelled: already finished".to_owned(), exit::CONFLICT),
+            CancelOutcome::Done => (
+                "done",
+                "not cancelled: already finished".to_owned(),
+                exit::CONFLICT,
+            ),
             CancelOutcome::NotFound => ("not_found", "not found".to_owned(), exit::NOT_FOUND),
             #[allow(unreachable_patterns)]
             _ => ("unknown", "not cancelled".to_owned(), exit::FAILED),
@@ -131,7 +164,9 @@ pub(crate) async fn cancel(args: CancelArgs) -> Result<(), CliError> {
             code = status;
         }
         let mut doc = json!({ "id": id.to_string(), "outcome": name });
-        if let CancelOutcome::Running { attempt, owner } = outcome {
+        if let CancelOutcome::Running { attempt, owner }
+        | CancelOutcome::Stopped { attempt, owner } = outcome
+        {
             doc["attempt"] = json!(attempt);
             doc["owner"] = json!(owner.as_str());
         }
@@ -142,8 +177,10 @@ pub(crate) async fn cancel(args: CancelArgs) -> Result<(), CliError> {
         .filter(|o| matches!(o, CancelOutcome::Cancelled))
         .count();
     if args.target.json {
+        let stopped = outcomes.iter().filter(|o| o.is_stopped()).count();
         print_json(&json!({
             "cancelled": cancelled,
+            "stopped": stopped,
             "results": rows.iter().map(|(_, _, d)| d.clone()).collect::<Vec<Value>>(),
         }));
     } else {

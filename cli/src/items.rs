@@ -94,6 +94,7 @@ pub(crate) async fn items(args: ItemsArgs) -> Result<(), CliError> {
         "RUN AT",
         "OWNER",
         "LEASE ENDS",
+        "PROGRESS",
         "STREAM",
         "LAST ERROR",
     ]);
@@ -105,6 +106,7 @@ pub(crate) async fn items(args: ItemsArgs) -> Result<(), CliError> {
             i.owner.as_ref().map_or("-".to_owned(), ToString::to_string),
             i.lease_expires_at
                 .map_or("-".to_owned(), |t| relative(t, now)),
+            current_progress(i).map_or("-".to_owned(), |p| clip(&p.to_string(), 40)),
             i.stream
                 .as_ref()
                 .map_or("-".to_owned(), |s| clip(s.as_str(), 24)),
@@ -188,6 +190,14 @@ pub(crate) async fn leases(args: LeasesArgs) -> Result<(), CliError> {
     Ok(())
 }
 
+/// The progress of the item's running attempt, if that attempt reported any (an
+/// earlier attempt's progress is not this one's).
+fn current_progress(i: &Item) -> Option<&tenure::Progress> {
+    i.progress
+        .as_ref()
+        .filter(|p| i.state == tenure::ItemState::Running && p.attempt() == i.attempt)
+}
+
 /// One item for scripts: everything an operator reads, the payload as its size.
 fn item_json(i: &Item, listed_as: ListState) -> Value {
     json!({
@@ -209,6 +219,13 @@ fn item_json(i: &Item, listed_as: ListState) -> Value {
         "scope": i.scope.as_ref().map(|s| s.as_str()),
         "dedup_key": i.dedup_key.as_ref().map(|k| k.as_str()),
         "last_error": i.last_error,
+        "cancelled_by": tenure::machine::cancelled_by(i),
+        "progress": i.progress.as_ref().map(|p| json!({
+            "fraction": p.fraction(),
+            "message": p.message(),
+            "attempt": p.attempt(),
+            "current": current_progress(i).is_some(),
+        })),
         "payload_bytes": i.payload.len(),
     })
 }

@@ -134,7 +134,7 @@ pub trait StoreExt: Store {
                 .await?,
             self.name(),
         )? {
-            CancelOutcome::Cancelled => Ok(()),
+            CancelOutcome::Cancelled | CancelOutcome::Stopped { .. } => Ok(()),
             CancelOutcome::Running { attempt, owner } => Err(Error::conflict(
                 "item",
                 format!(

@@ -72,11 +72,13 @@ pub use model::{
     TokenOutcome, DEFAULT_DEDUP_WINDOW, DEFAULT_MAX_ATTEMPTS, DEFAULT_MAX_RENEWALS,
     DEFAULT_MAX_STALLS, MAX_ATTEMPTS_LIMIT, MAX_WEIGHT,
 };
+pub use model::{Progress, MAX_PROGRESS_MESSAGE_BYTES};
 pub use operate::{
     CancelOutcome, Cursor, ItemPage, LeaseInfo, LeasePage, ListOrder, ListState, MAX_CURSOR_BYTES,
 };
 pub use partition::Partitioning;
 pub use retry::RetryPolicy;
+pub use store::MAX_CANCEL_BY_BYTES;
 pub use store::{
     CancelParams, DeadFilter, ItemListParams, LeaseListParams, PauseParams, DEFAULT_DEAD_BATCH,
     DEFAULT_PAGE, MAX_DEAD_BATCH, MAX_PAGE,

@@ -41,13 +41,45 @@ use std::time::Duration;
 
 use crate::keys::OwnerId;
 use crate::model::{
-    FailOutcome, Item, ItemState, LeaseId, LeaseToken, NewItem, RenewOutcome, TokenOutcome,
+    FailOutcome, Item, ItemState, LeaseId, LeaseToken, NewItem, Progress, RenewOutcome,
+    TokenOutcome,
 };
 use crate::store::{Failure, Retry};
 use crate::time::Timestamp;
 
 /// The `last_error` prefix of an item that went dead by stalling (G6).
 pub const STALLED_ERROR_PREFIX: &str = "stalled";
+
+/// The `last_error` prefix of a running item an operator cancelled
+/// ([`CancelParams::stop_running`](crate::CancelParams::stop_running)).
+pub const CANCELLED_ERROR_PREFIX: &str = "cancelled by ";
+
+/// The `last_error` of a running item `by` cancelled: `cancelled by <by>`.
+pub fn cancelled_error(by: &str) -> String {
+    format!("{CANCELLED_ERROR_PREFIX}{by}")
+}
+
+/// Who cancelled a dead item while it ran, read from its `last_error`; `None` for an
+/// item that is not dead or died otherwise.
+pub fn cancelled_by(item: &Item) -> Option<&str> {
+    if item.state != ItemState::Dead {
+        return None;
+    }
+    item.last_error
+        .as_deref()?
+        .strip_prefix(CANCELLED_ERROR_PREFIX)
+}
+
+/// The permanent failure that stops the item's current running attempt on behalf of
+/// `by` ([`Store::item_cancel`](crate::Store::item_cancel) with
+/// [`CancelParams::stop_running`](crate::CancelParams::stop_running)): a store applies
+/// it as it applies [`Store::fail`](crate::Store::fail), fenced on the token, so the
+/// item goes `dead` with [`cancelled_error`], its lease revoked. `None` when the item
+/// is not running.
+pub fn cancel_running(item: &Item, by: &str) -> Option<Failure> {
+    (item.state == ItemState::Running)
+        .then(|| Failure::permanent(item.token(), cancelled_error(by)))
+}
 
 /// The item a [`NewItem`] becomes when enqueued at `now`: `ready`, `attempt = 0`.
 pub fn enqueue(new: &NewItem, now: Timestamp) -> Item {
@@ -73,6 +105,7 @@ pub fn enqueue(new: &NewItem, now: Timestamp) -> Item {
         last_error: None,
         created_at: now,
         updated_at: now,
+        progress: None,
     }
 }
 
@@ -141,6 +174,17 @@ pub fn renew(
         expires_at,
         renewals: item.renewals,
     }
+}
+
+/// Keeps `progress` on the item as reported by the token's attempt, after a renewal
+/// of that token was accepted ([`RenewParams::progress`](crate::RenewParams::progress)).
+/// Returns false, changing nothing, when the token is not the current lease (G3).
+pub fn report(item: &mut Item, token: &LeaseToken, progress: &Progress) -> bool {
+    if !is_current(item, token) {
+        return false;
+    }
+    item.progress = Some(progress.clone().for_attempt(token.attempt));
+    true
 }
 
 /// Finishes the current attempt successfully (G3).

@@ -282,6 +282,18 @@ pub enum CancelOutcome {
         /// Who holds it.
         owner: OwnerId,
     },
+    /// The item was running and is stopped (only with
+    /// [`CancelParams::stop_running`](crate::CancelParams::stop_running)): the lease of
+    /// this attempt is revoked, so its holder's next renew and every finish with its
+    /// token answer lease lost, and the item is `dead`, its `last_error` naming who
+    /// cancelled it ([`machine::cancelled_error`](crate::machine::cancelled_error)) and
+    /// its `updated_at` when.
+    Stopped {
+        /// The attempt whose lease was revoked.
+        attempt: u32,
+        /// Who held it.
+        owner: OwnerId,
+    },
     /// The item is dead and was left alone; discard it with
     /// [`Store::dead_discard`](crate::Store::dead_discard).
     Dead,
@@ -295,5 +307,10 @@ impl CancelOutcome {
     /// True for [`CancelOutcome::Cancelled`].
     pub fn is_cancelled(&self) -> bool {
         matches!(self, CancelOutcome::Cancelled)
+    }
+
+    /// True for [`CancelOutcome::Stopped`].
+    pub fn is_stopped(&self) -> bool {
+        matches!(self, CancelOutcome::Stopped { .. })
     }
 }

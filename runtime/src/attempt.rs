@@ -31,6 +31,7 @@ use std::fmt;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Mutex, MutexGuard};
 
+use tenure_core::Progress;
 use tokio_util::sync::CancellationToken;
 
 /// Why a running attempt was told to stop ([`Job::stop_reason`](crate::Job::stop_reason); [`Job::cancelled`](crate::Job::cancelled) resolves).
@@ -87,6 +88,9 @@ struct ControlState {
     /// Where the attempt is in its life (see [`Phase`]), kept under the same lock as
     /// the stop reason, so a stop and the handler's end cannot miss each other.
     phase: Phase,
+    /// Progress the handler reported that no renewal has carried yet
+    /// ([`Job::report_progress`](crate::Job::report_progress)); the latest wins.
+    progress: Option<Progress>,
 }
 
 /// An attempt's life in the worker, from its claim to its handler's end.
@@ -113,6 +117,7 @@ impl Control {
                 stop: None,
                 token: Some(cancel),
                 phase: Phase::default(),
+                progress: None,
             }),
             taken: AtomicBool::new(false),
         }
@@ -238,6 +243,23 @@ impl Control {
             .get_mut()
             .unwrap_or_else(|poisoned| poisoned.into_inner()) = ControlState::default();
         *self.taken.get_mut() = false;
+    }
+
+    /// Keeps `progress` for the attempt's next renewal, replacing any not yet sent.
+    pub(crate) fn report(&self, progress: Progress) {
+        self.state().progress = Some(progress);
+    }
+
+    /// The progress to send with the next renewal, if the handler reported any since
+    /// the last one.
+    pub(crate) fn take_progress(&self) -> Option<Progress> {
+        self.state().progress.take()
+    }
+
+    /// Puts back progress a renewal that failed did not carry, unless the handler
+    /// reported newer progress meanwhile.
+    pub(crate) fn restore_progress(&self, progress: Progress) {
+        self.state().progress.get_or_insert(progress);
     }
 
     /// The handler takes the finalize over ([`Job::take_finalize`](crate::Job::take_finalize)).

@@ -9,7 +9,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use tokio_util::sync::CancellationToken;
 
-use tenure_core::{Item, Lease, LeaseToken, Result};
+use tenure_core::{Item, Lease, LeaseToken, Progress, Result};
 
 use crate::attempt::{Control, StopReason};
 
@@ -166,6 +166,28 @@ impl Job {
     /// Why the attempt was told to stop, once it has been.
     pub fn stop_reason(&self) -> Option<StopReason> {
         self.control.stop_reason()
+    }
+
+    /// Reports how far the attempt has come: `fraction` in `0.0..=1.0` and a short
+    /// `message` (at most [`MAX_PROGRESS_MESSAGE_BYTES`](tenure_core::MAX_PROGRESS_MESSAGE_BYTES)
+    /// bytes, no control characters).
+    ///
+    /// # Behavior
+    ///
+    /// - Costs no store call: the progress travels with the attempt's next renewal,
+    ///   which the runtime sends anyway. Reports made between two renewals replace
+    ///   each other; the latest is sent. A handler that never reports sends nothing
+    ///   new with its renewals.
+    /// - The store keeps it only when that renewal is accepted, fenced on the lease:
+    ///   progress of an attempt whose lease was lost is never stored.
+    ///   [`Item::progress`](tenure_core::Item::progress) reads it back, naming the
+    ///   attempt; `tenure items` and the dashboard show it.
+    /// - A fraction outside `0..=1` (or not finite) or a bad message is
+    ///   [`Error::InvalidInput`](tenure_core::Error) naming `progress` or
+    ///   `progress_message`, and nothing is reported.
+    pub fn report_progress(&self, fraction: f64, message: impl Into<String>) -> Result<()> {
+        self.control.report(Progress::new(fraction, message)?);
+        Ok(())
     }
 }
 

@@ -10,7 +10,7 @@ use std::sync::Arc;
 use tokio::time::{sleep_until, timeout, Instant};
 use tokio_util::sync::CancellationToken;
 
-use tenure_core::{LeaseToken, RenewOutcome, RenewParams};
+use tenure_core::{LeaseToken, Progress, RenewOutcome, RenewParams};
 
 use crate::attempt::StopReason;
 use crate::inflight::Entry;
@@ -70,11 +70,23 @@ pub(crate) async fn renew_loop(shared: Arc<Shared>, stop: CancellationToken) {
         if tokens.is_empty() {
             continue;
         }
+        // Progress the handlers reported since their last renewal rides along; none
+        // reported, none sent.
+        let progress: Vec<Option<Progress>> = {
+            let map = shared.inflight.lock();
+            tokens
+                .iter()
+                .map(|t| map.entries.get(t).and_then(|e| e.control.take_progress()))
+                .collect()
+        };
+        let reported = progress.iter().any(Option::is_some);
         let sent = Instant::now();
         let count = tokens.len();
-        let call = shared
-            .store
-            .renew(RenewParams::new(tokens.clone(), s.lease));
+        let mut params = RenewParams::new(tokens.clone(), s.lease);
+        if reported {
+            params = params.with_progress(progress.clone());
+        }
+        let call = shared.store.renew(params);
         let failed = match timeout(s.renew_timeout, call).await {
             Ok(Ok(outcomes)) if outcomes.len() == count => {
                 apply(&shared, &tokens, outcomes, sent);
@@ -100,6 +112,14 @@ pub(crate) async fn renew_loop(shared: Arc<Shared>, stop: CancellationToken) {
         };
         if failed {
             add(&shared.metrics.store_errors, 1);
+            if reported {
+                let map = shared.inflight.lock();
+                for (t, p) in tokens.iter().zip(progress) {
+                    if let (Some(e), Some(p)) = (map.entries.get(t), p) {
+                        e.control.restore_progress(p);
+                    }
+                }
+            }
             // Retried `renew_timeout` after this call was sent; the self-stop, on its
             // own timer, still fires half a lease after the last successful renewal.
             let retry = sent + s.renew_timeout;

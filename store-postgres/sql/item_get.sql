@@ -1,4 +1,4 @@
--- One item by id.
+-- One item by id, with its progress (migration 16; claims leave it out).
 --
 -- $1 id (uuid)
-SELECT {item_cols} FROM {schema}.items i WHERE i.id = $1
+SELECT {item_cols}, i.progress FROM {schema}.items i WHERE i.id = $1

@@ -7,7 +7,7 @@
 -- $4 now (int8 micros)
 -- $5 the cursor's seq, exclusive (int8)
 -- $6 the most rows (int8)
-SELECT {item_cols} FROM {schema}.items i
+SELECT {item_cols}, i.progress FROM {schema}.items i
 WHERE i.queue = $1 AND i.state = $2 AND i.seq > $5
     AND ($3 = 0 OR ($3 = 1 AND i.run_at <= $4) OR ($3 = 2 AND i.run_at > $4))
 ORDER BY i.seq ASC LIMIT $6

@@ -172,6 +172,11 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
         name: "fair shares: the tagged ready heads in fair order",
         sql: include_str!("../migrations/0015_claim_fair_index.sql"),
     },
+    Migration {
+        version: 16,
+        name: "progress: what a holder reports with its renewals",
+        sql: include_str!("../migrations/0016_progress.sql"),
+    },
 ];
 
 /// The newest schema version this crate migrates to.

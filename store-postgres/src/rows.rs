@@ -4,8 +4,8 @@
 use sqlx::postgres::PgRow;
 use sqlx::Row;
 use tenure_core::{
-    DedupKey, Error, Item, ItemId, ItemState, LeaseId, OwnerId, QueueName, Result, ScopeKey,
-    StreamKey, Timestamp,
+    DedupKey, Error, Item, ItemId, ItemState, LeaseId, OwnerId, Progress, QueueName, Result,
+    ScopeKey, StreamKey, Timestamp,
 };
 use uuid::Uuid;
 
@@ -27,6 +27,19 @@ pub(crate) fn i32_of(what: &'static str, v: u32) -> Result<i32> {
 fn opt<T>(row: &PgRow, col: &str, make: impl FnOnce(String) -> Result<T>) -> Result<Option<T>> {
     let v: Option<String> = row.try_get(col).map_err(map)?;
     v.map(make).transpose().map_err(|e| corrupt(col, e))
+}
+
+/// The `progress` column where a statement reads it (item reads and listings); the
+/// claim's statements leave it out, as a new attempt has reported none.
+fn progress(row: &PgRow) -> Result<Option<Progress>> {
+    match row.try_get::<Option<String>, _>("progress") {
+        Ok(text) => text
+            .map(|t| Progress::decode(&t))
+            .transpose()
+            .map_err(|e| corrupt("progress", e)),
+        Err(sqlx::Error::ColumnNotFound(_)) => Ok(None),
+        Err(e) => Err(map(e)),
+    }
 }
 
 /// An item from a row holding the columns of [`crate::sql::ITEM_COLS`].
@@ -61,5 +74,6 @@ pub(crate) fn item(row: &PgRow) -> Result<Item> {
         created_at: Timestamp::from_micros(get_i64("created_at")?),
         updated_at: Timestamp::from_micros(get_i64("updated_at")?),
         lease: LeaseId::from_i64(get_i64("lease")?),
+        progress: progress(row)?,
     })
 }

@@ -86,6 +86,8 @@ statements! {
     claim_locked_partitioned,
     recover,
     renew,
+    /// `renew` keeping reported progress (migration 16).
+    renew_progress,
     complete,
     /// Of a complete's tokens, those still current (running at that attempt) though
     /// not completed: refused as out of stream order (G9).

@@ -3,8 +3,8 @@
 
 use redis::Value;
 use tenure_core::{
-    DedupKey, Item, ItemId, ItemState, LeaseId, OwnerId, QueueName, Result, ScopeKey, StreamKey,
-    Timestamp,
+    DedupKey, Item, ItemId, ItemState, LeaseId, OwnerId, Progress, QueueName, Result, ScopeKey,
+    StreamKey, Timestamp,
 };
 use uuid::Uuid;
 
@@ -157,15 +157,22 @@ fn texts([q, pl, st, sc, dk, e]: [Option<Vec<u8>>; 6]) -> Result<Texts> {
 
 /// Decodes the item hash of `id` in `HGETALL` form (`lib.lua` describes its fields).
 pub(crate) fn item(id: ItemId, flat: Flat) -> Result<Item> {
-    const NAMES: [&str; 9] = ["q", "pl", "st", "sc", "dk", "e", "s", "n", "l"];
-    let mut fields: [Option<Vec<u8>>; 9] = Default::default();
+    const NAMES: [&str; 10] = ["q", "pl", "st", "sc", "dk", "e", "s", "n", "l", "pg"];
+    let mut fields: [Option<Vec<u8>>; 10] = Default::default();
     let mut it = flat.into_iter();
     while let (Some(k), Some(v)) = (it.next(), it.next()) {
         if let Some(i) = NAMES.iter().position(|f| f.as_bytes() == k.as_slice()) {
             fields[i] = Some(v);
         }
     }
-    let [q, pl, st, sc, dk, e, s, n, l] = fields;
+    let [q, pl, st, sc, dk, e, s, n, l, pg] = fields;
+    let progress = match pg {
+        None => None,
+        Some(pg) => Some(
+            Progress::decode(&text(pg, "pg")?)
+                .map_err(|e| bad_reply(format!("item field pg: {e}")))?,
+        ),
+    };
     let t = texts([q, pl, st, sc, dk, e])?;
     let n = numbers(&need(n, "n")?)?;
     let s = need(s, "s")?;
@@ -216,6 +223,7 @@ pub(crate) fn item(id: ItemId, flat: Flat) -> Result<Item> {
         created_at: n.created_at,
         updated_at,
         lease,
+        progress,
     })
 }
 
@@ -315,6 +323,8 @@ pub(crate) fn claimed_items(answer: Vec<Value>, queues: &[QueueName]) -> Result<
             created_at: n.created_at,
             updated_at: n.created_at,
             lease: LeaseId::NONE,
+            // Not read on the claim path: a new attempt has reported none.
+            progress: None,
         });
     }
     Ok(out)

@@ -156,6 +156,11 @@
 //!   walks `tenure_items_ready_fair (queue, priority, ftag, run_at, seq)`, a partial
 //!   index holding only tagged rows, so other queues pay nothing. A partitioned claim
 //!   (G14) of a fair queue walks the ordinary ready index, in G8 order.
+//! - Progress (schema version 10): `progress` holds the last progress a holder reported
+//!   with an accepted renewal ([`Progress::encode`](tenure_core::Progress::encode)),
+//!   written by the renewal's own fenced lookup in its transaction, only when a
+//!   renewal reports some. A cancel that stops a running item fails it permanently in
+//!   the cancel's write transaction, through the same path as `fail`.
 //! - Time is stored as INTEGER microseconds from the store's [`Clock`](tenure_core::Clock);
 //!   SQLite's own time functions are never used.
 //!

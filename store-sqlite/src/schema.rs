@@ -15,7 +15,7 @@ use crate::config::SqliteConfig;
 use crate::error::{self, Phase};
 
 /// The schema version this crate creates and understands (kept in `tenure_meta`).
-pub const SCHEMA_VERSION: i64 = 9;
+pub const SCHEMA_VERSION: i64 = 10;
 
 /// One migration step, run inside the migration transaction. A step is Rust, not just
 /// SQL, so it can compute what SQL cannot (v2 back-fills the FNV-1a partition hash).
@@ -24,8 +24,16 @@ type Migration = fn(&Connection) -> rusqlite::Result<()>;
 /// Migrations, in order: `MIGRATIONS[i]` takes version `i` to `i + 1`. A new file runs
 /// them all, so a fresh schema and a migrated one are the same.
 const MIGRATIONS: &[Migration] = &[
-    migrate_v1, migrate_v2, migrate_v3, migrate_v4, migrate_v5, migrate_v6, migrate_v7, migrate_v8,
+    migrate_v1,
+    migrate_v2,
+    migrate_v3,
+    migrate_v4,
+    migrate_v5,
+    migrate_v6,
+    migrate_v7,
+    migrate_v8,
     migrate_v9,
+    migrate_v10,
 ];
 
 fn migrate_v1(conn: &Connection) -> rusqlite::Result<()> {
@@ -344,6 +352,18 @@ CREATE INDEX tenure_items_ready_key
 
 fn migrate_v9(conn: &Connection) -> rusqlite::Result<()> {
     conn.execute_batch(V9)
+}
+
+/// Version 10: `progress`, the last progress a holder reported with an accepted
+/// renewal, as [`Progress::encode`](tenure_core::Progress::encode) writes it (its
+/// attempt, its fraction in ten-thousandths, its message). Written only by a renewal
+/// that reports progress, so a renewal without it writes what it wrote before.
+pub(crate) const V10: &str = "
+ALTER TABLE tenure_items ADD COLUMN progress TEXT;
+";
+
+fn migrate_v10(conn: &Connection) -> rusqlite::Result<()> {
+    conn.execute_batch(V10)
 }
 
 /// [`key_hash`] of a stored row's id and stream.

@@ -278,6 +278,55 @@ pub(super) async fn cancel_case(f: &Fixture) {
         stdout(&out)
     );
 
+    // Progress the holder reported shows in `tenure items`, the table and the JSON.
+    let progress = tenure::Progress::new(0.4, "rows 40 of 100").unwrap();
+    store
+        .renew(
+            tenure::RenewParams::new(vec![lease.token], LEASE).with_progress(vec![Some(progress)]),
+        )
+        .await
+        .unwrap();
+    let doc = json(&["items", &f.url, "emails", "--state", "running"]);
+    assert_eq!(doc["items"][0]["progress"]["fraction"], 0.4);
+    assert_eq!(doc["items"][0]["progress"]["message"], "rows 40 of 100");
+    assert_eq!(doc["items"][0]["progress"]["current"], true);
+    let text = human(&["items", &f.url, "emails", "--state", "running"]);
+    assert!(text.contains("40% rows 40 of 100"), "{text}");
+
+    // With --running, the running item is stopped: dead, naming who cancelled it, and
+    // its holder's finish is refused.
+    let doc = json(&[
+        "cancel",
+        &f.url,
+        &now.to_string(),
+        "--running",
+        "--by",
+        "alice",
+    ]);
+    assert_eq!(doc["stopped"], 1);
+    assert_eq!(doc["results"][0]["outcome"], "stopped");
+    assert_eq!(doc["results"][0]["owner"], "worker-a");
+    let stopped = store.item_get(now).await.unwrap().unwrap();
+    assert_eq!(stopped.state, ItemState::Dead);
+    assert_eq!(tenure::machine::cancelled_by(&stopped), Some("alice"));
+    assert_eq!(
+        store
+            .complete(tenure::CompleteParams::new(vec![lease.token]))
+            .await
+            .unwrap(),
+        vec![tenure::TokenOutcome::LeaseLost],
+        "the stopped lease's complete is refused"
+    );
+    let doc = json(&["items", &f.url, "emails", "--state", "dead"]);
+    assert_eq!(doc["items"][0]["cancelled_by"], "alice");
+    let out = tenure(&["cancel", &f.url, &now.to_string(), "--by", "bob"]);
+    assert_eq!(
+        out.status.code(),
+        Some(2),
+        "--by needs --running: {}",
+        stderr(&out)
+    );
+
     let out = tenure(&["cancel", &f.url, &ItemId::new().to_string()]);
     assert_eq!(out.status.code(), Some(4), "{}", stderr(&out));
 }

@@ -115,7 +115,7 @@ tenure_test_support::on_every_store! {
         status_of_a_free_leader_lease_does_not_raise_its_term => status_free_leader_case;
         items_pages_by_state_with_a_cursor_and_shows_the_last_error => items_case;
         leases_show_owner_attempt_expiry_and_renewals => leases_case;
-        cancel_deletes_scheduled_items_and_refuses_a_running_one_with_status_5 => cancel_case;
+        cancel_deletes_scheduled_items_refuses_a_running_one_with_status_5_and_stops_it_with_running => cancel_case;
         pause_stops_claims_until_resume => pause_case;
         requeue_and_discard_by_queue_change_only_dead_items_and_discard_asks_for_yes => dead_case;
         migrate_applies_and_its_printed_sql_makes_a_schema_the_store_accepts => migrate_case;

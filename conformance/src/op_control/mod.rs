@@ -1,16 +1,20 @@
-//! Control: operators cancel ready and scheduled items (never a running one), pause and
-//! resume queues (held leases run on), and requeue or discard dead items by filter in
-//! bounded batches.
+//! Control: operators cancel ready and scheduled items (a running one only when asked
+//! to stop it), pause and resume queues (held leases run on), and requeue or discard
+//! dead items by filter in bounded batches.
 //!
 //! - `cancel`: cancelling items, alone, behind a stream's head and racing claims;
 //! - `pause`: pausing and resuming queues;
 //! - `dead_filter`: requeueing and discarding dead items by filter;
-//! - `bad_input`: cancel and filter input that is refused, writing nothing.
+//! - `bad_input`: cancel and filter input that is refused, writing nothing;
+//! - `stop`: stopping running items, their revoked leases refused;
+//! - `progress`: progress reported with renewals, fenced on the lease.
 
 mod bad_input;
 mod cancel;
 mod dead_filter;
 mod pause;
+mod progress;
+mod stop;
 
 use crate::case::{register, Case};
 use crate::harness::Harness;
@@ -40,6 +44,12 @@ use pause::{
     a_paused_queue_is_not_claimed_while_held_leases_run_on,
     a_paused_queues_expired_lease_is_recovered_and_its_failure_accepted_as_usual,
 };
+use progress::progress_is_kept_from_the_holder_and_refused_from_a_superseded_lease;
+use stop::{
+    a_stop_naming_no_valid_operator_is_refused_and_writes_nothing,
+    a_stopped_lease_is_refused_on_every_renew_and_finish,
+    cancelling_a_running_item_stops_it_dead_naming_who_and_when,
+};
 
 pub(crate) const GROUP: &str = "op_control";
 
@@ -63,5 +73,9 @@ pub(crate) fn cases<H: Harness>() -> Vec<Case<H>> {
         a_paused_queues_expired_lease_is_recovered_and_its_failure_accepted_as_usual,
         a_bounded_dead_filter_takes_items_that_died_together_in_enqueue_order,
         bad_filter_ages_granted_attempts_and_cancel_batches_are_refused_naming_the_field,
+        cancelling_a_running_item_stops_it_dead_naming_who_and_when,
+        a_stopped_lease_is_refused_on_every_renew_and_finish,
+        a_stop_naming_no_valid_operator_is_refused_and_writes_nothing,
+        progress_is_kept_from_the_holder_and_refused_from_a_superseded_lease,
     ]
 }

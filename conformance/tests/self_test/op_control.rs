@@ -122,6 +122,180 @@ async fn a_filter_ignoring_age_fails_op_control() {
     .await;
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ignoring_stop_running_fails_op_control() {
+    must_fail(
+        broken::<IgnoresStopRunning>(),
+        "op_control",
+        "cancelling_a_running_item_stops_it_dead_naming_who_and_when",
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn renewing_a_stopped_lease_fails_op_control_alone() {
+    must_fail_only(
+        broken::<RenewsAStoppedLease>(),
+        "op_control",
+        "a_stopped_lease_is_refused_on_every_renew_and_finish",
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stopping_for_any_operator_name_fails_op_control_alone() {
+    must_fail_only(
+        broken::<StopsForAnyOperatorName>(),
+        "op_control",
+        "a_stop_naming_no_valid_operator_is_refused_and_writes_nothing",
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dropping_reported_progress_fails_op_control_alone() {
+    must_fail_only(
+        broken::<DropsProgress>(),
+        "op_control",
+        "progress_is_kept_from_the_holder_and_refused_from_a_superseded_lease",
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn keeping_a_superseded_leases_progress_fails_op_control_alone() {
+    must_fail_only(
+        broken::<KeepsProgressOfAnyLease>(),
+        "op_control",
+        "progress_is_kept_from_the_holder_and_refused_from_a_superseded_lease",
+    )
+    .await;
+}
+
+flaw! {
+    /// Renews leases but drops the progress reported with them.
+    DropsProgress
+}
+
+tenure_core::forward_store! {
+    impl Store for DropsProgress {
+        forward self => self.inner;
+
+        async fn renew(&self, mut params: RenewParams) -> Result<Vec<RenewOutcome>> {
+            params.validate(&self.limits())?;
+            params.progress.clear();
+            self.inner.renew(params).await
+        }
+    }
+}
+
+flaw! {
+    /// Keeps the progress of every token reported, current or not (an unfenced write).
+    KeepsProgressOfAnyLease { kept: Arc<Mutex<HashMap<ItemId, tenure_core::Progress>>> }
+}
+
+tenure_core::forward_store! {
+    impl Store for KeepsProgressOfAnyLease {
+        forward self => self.inner;
+
+        async fn renew(&self, params: RenewParams) -> Result<Vec<RenewOutcome>> {
+            params.validate(&self.limits())?;
+            {
+                let mut kept = self.kept.lock().expect("lock");
+                for (i, t) in params.tokens.iter().enumerate() {
+                    if let Some(p) = params.progress_at(i) {
+                        kept.insert(t.id, p.clone().for_attempt(t.attempt));
+                    }
+                }
+            }
+            self.inner.renew(params).await
+        }
+
+        async fn item_get(&self, id: ItemId) -> Result<Option<Item>> {
+            let mut item = self.inner.item_get(id).await?;
+            if let Some(i) = &mut item {
+                if let Some(p) = self.kept.lock().expect("lock").get(&id) {
+                    i.progress = Some(p.clone());
+                }
+            }
+            Ok(item)
+        }
+    }
+}
+
+flaw! {
+    /// Leaves running items running whatever `stop_running` asks.
+    IgnoresStopRunning
+}
+
+tenure_core::forward_store! {
+    impl Store for IgnoresStopRunning {
+        forward self => self.inner;
+
+        async fn item_cancel(&self, mut params: CancelParams) -> Result<Vec<CancelOutcome>> {
+            params.stop_running = None;
+            self.inner.item_cancel(params).await
+        }
+    }
+}
+
+flaw! {
+    /// Stops running items but keeps renewing their revoked leases, so the holder never
+    /// learns of the stop.
+    RenewsAStoppedLease { stopped: Arc<Mutex<HashSet<ItemId>>> }
+}
+
+tenure_core::forward_store! {
+    impl Store for RenewsAStoppedLease {
+        forward self => self.inner;
+
+        async fn item_cancel(&self, params: CancelParams) -> Result<Vec<CancelOutcome>> {
+            let ids = params.ids.clone();
+            let out = self.inner.item_cancel(params).await?;
+            let mut stopped = self.stopped.lock().expect("lock");
+            for (id, o) in ids.iter().zip(&out) {
+                if o.is_stopped() {
+                    stopped.insert(*id);
+                }
+            }
+            Ok(out)
+        }
+
+        async fn renew(&self, params: RenewParams) -> Result<Vec<RenewOutcome>> {
+            let (tokens, lease_for) = (params.tokens.clone(), params.lease_for);
+            let mut out = self.inner.renew(params).await?;
+            let stopped = self.stopped.lock().expect("lock");
+            for (t, o) in tokens.iter().zip(out.iter_mut()) {
+                if stopped.contains(&t.id) && *o == RenewOutcome::LeaseLost {
+                    *o = RenewOutcome::Renewed {
+                        expires_at: self.clock.now() + lease_for,
+                        renewals: 1,
+                    };
+                }
+            }
+            Ok(out)
+        }
+    }
+}
+
+flaw! {
+    /// Stops running items for any operator name, putting a placeholder in for a bad one.
+    StopsForAnyOperatorName
+}
+
+tenure_core::forward_store! {
+    impl Store for StopsForAnyOperatorName {
+        forward self => self.inner;
+
+        async fn item_cancel(&self, mut params: CancelParams) -> Result<Vec<CancelOutcome>> {
+            if params.validate(&self.limits()).is_err() {
+                params.stop_running = Some("operator".to_owned());
+            }
+            self.inner.item_cancel(params).await
+        }
+    }
+}
+
 flaw! {
     /// Cancels a running item too, by failing and discarding it.
     CancelsRunningItems
@@ -201,7 +375,9 @@ tenure_core::forward_store! {
                         }
                     }
                 }
-                out.extend(self.inner.item_cancel(CancelParams::new(vec![id])).await?);
+                let mut one = CancelParams::new(vec![id]);
+                one.stop_running.clone_from(&params.stop_running);
+                out.extend(self.inner.item_cancel(one).await?);
             }
             Ok(out)
         }
@@ -446,7 +622,9 @@ tenure_core::forward_store! {
                     out.push(CancelOutcome::NotFound);
                     continue;
                 }
-                out.extend(self.inner.item_cancel(CancelParams::new(vec![id])).await?);
+                let mut one = CancelParams::new(vec![id]);
+                one.stop_running.clone_from(&params.stop_running);
+                out.extend(self.inner.item_cancel(one).await?);
             }
             Ok(out)
         }

@@ -31,6 +31,13 @@ pub trait Finalize: Base {
     ///   `lease_expires_at = now + lease_for` and `renewals + 1`.
     /// - A lease that has expired but was neither recovered nor re-claimed is still the
     ///   current attempt and may be renewed.
+    /// - Progress reported with a token ([`RenewParams::progress_at`]) is kept on the
+    ///   item as [`machine::report`](crate::machine::report) keeps it (its attempt set
+    ///   to the token's) when the renewal answers `Renewed`, in the same step as the
+    ///   renewal; a token that answers `LeaseLost` (or `LimitReached`) stores none, so a superseded holder never overwrites the
+    ///   current one's progress (conformance group `op_control`,
+    ///   `progress_is_kept_from_the_holder_and_refused_from_a_superseded_lease`).
+    ///   A renewal that reports nothing leaves the kept progress alone.
     async fn renew(&self, params: Valid<RenewParams>) -> Result<Vec<RenewOutcome>>;
 
     /// Finishes attempts successfully, answering per token, in order.

@@ -11,8 +11,6 @@ use crate::store::{
     CancelParams, DiscardParams, ItemListParams, LeaseListParams, PauseParams, RequeueParams,
 };
 
-// The docs name it.
-#[cfg(doc)]
 use crate::Store;
 
 /// The operator's view and controls: dead items, reads, listings, cancel, pause and
@@ -107,8 +105,8 @@ pub trait Inspect: Base {
     /// `queue_list_names_a_queue_whose_only_items_are_scheduled_running_or_kept_done`).
     async fn queue_list(&self) -> Result<Vec<QueueName>>;
 
-    /// Cancels ready and scheduled items, answering per id, in order (conformance
-    /// group `op_control`).
+    /// Cancels ready and scheduled items, and running ones when asked to, answering per
+    /// id, in order (conformance group `op_control`).
     ///
     /// # Contract
     /// - A `ready` item (due or not) is deleted: [`Store::item_get`] answers `None`, it
@@ -122,6 +120,33 @@ pub trait Inspect: Base {
     ///   leased, and an item a concurrent claim leased answers `Running` naming the
     ///   claim's owner and attempt (`op_control`,
     ///   `a_cancel_racing_claims_never_leaves_an_item_both_cancelled_and_leased`).
+    /// - With [`CancelParams::stop_running`] set to `by`, a `running` item is stopped
+    ///   instead, answering [`CancelOutcome::Stopped`] with the attempt and owner it
+    ///   stopped: exactly as if its holder had failed it permanently
+    ///   ([`machine::cancel_running`](crate::machine::cancel_running), applied as
+    ///   [`Store::fail`] applies a failure, fenced on the item's current token), it goes
+    ///   `dead` with `last_error` `cancelled by <by>`
+    ///   ([`machine::cancelled_by`](crate::machine::cancelled_by) reads it back),
+    ///   `updated_at = now`, owner and expiry cleared, `attempt` kept. Ready and
+    ///   scheduled items in the same call are cancelled as above (`op_control`,
+    ///   `cancelling_a_running_item_stops_it_dead_naming_who_and_when`).
+    /// - The stopped attempt's lease is revoked: its holder's next [`Store::renew`]
+    ///   answers lease lost (which cancels the handler in the runtime), and every
+    ///   complete, fail and release with its token, alone or in a batch, answers lease
+    ///   lost and changes nothing (G3; `op_control`,
+    ///   `a_stopped_lease_is_refused_on_every_renew_and_finish`).
+    /// - The stopped item is `dead` because that is the state an operator already
+    ///   reads, lists ([`ListState::Dead`](crate::ListState::Dead)) and acts on: it is
+    ///   never claimed again until requeued ([`Store::dead_requeue`], which keeps its
+    ///   attempt so the revoked token stays refused) or discarded; as any dead stream
+    ///   head, it holds its stream (G9) until then, and its scope and limit slots are
+    ///   free at once, as after any failure.
+    /// - Decided atomically per item against its holder: a running item that its
+    ///   holder finishes, fails or releases at the same time either is stopped (and the
+    ///   holder's finish answers lease lost) or was finished first (and the cancel
+    ///   answers as it would for the item's new state). A store without an atomic
+    ///   read-and-fail may read the token, apply the failure, and read again when the
+    ///   failure answers lease lost.
     async fn item_cancel(&self, params: Valid<CancelParams>) -> Result<Vec<CancelOutcome>>;
 
     /// Pauses a queue: from when this returns, no claim takes the queue's items until
@@ -141,4 +166,78 @@ pub trait Inspect: Base {
     /// Resumes a paused queue: its items are claimable again. Answers true when it was
     /// paused (conformance group `op_control`).
     async fn queue_resume(&self, params: Valid<PauseParams>) -> Result<bool>;
+}
+
+/// Times [`stop_running`] reads an item again after its holder moved it on first.
+const STOP_TRIES: usize = 8;
+
+/// Stops one running item on behalf of `by` through `store`'s own fenced reads and
+/// [`Store::fail`], for a store whose [`Inspect::item_cancel`] cannot read a running
+/// item and fail it in one atomic step (the PostgreSQL and Redis stores use it).
+///
+/// It reads the item and fails its current token permanently
+/// ([`machine::cancel_running`](crate::machine::cancel_running)). When the fail
+/// answers lease lost, the holder finished, failed or released the attempt first (or
+/// a claim took the item again), and it reads the item again: a ready item is
+/// cancelled as a ready item, a running one (a new attempt) is stopped, a dead or
+/// done one answers so. Each step is fenced, so the answer always says what happened
+/// to the item; an item that keeps changing under it after a few tries is
+/// [`Error::Conflict`](crate::Error::Conflict).
+pub async fn stop_running<S: Store + ?Sized>(
+    store: &S,
+    id: ItemId,
+    by: &str,
+) -> Result<CancelOutcome> {
+    use crate::error::Error;
+    use crate::model::{FailOutcome, ItemState};
+    for _ in 0..STOP_TRIES {
+        let Some(item) = store.item_get(id).await? else {
+            return Ok(CancelOutcome::NotFound);
+        };
+        match item.state {
+            ItemState::Running => {
+                let owner = item.owner.clone().ok_or_else(|| {
+                    Error::internal(store.name(), format!("running item {id} has no owner"))
+                })?;
+                let Some(failure) = crate::machine::cancel_running(&item, by) else {
+                    continue;
+                };
+                let answer = store.fail(crate::store::FailParams::one(failure)).await?;
+                match answer.as_slice() {
+                    [FailOutcome::Dead] => {
+                        return Ok(CancelOutcome::Stopped {
+                            attempt: item.attempt,
+                            owner,
+                        })
+                    }
+                    [FailOutcome::LeaseLost] => continue,
+                    other => {
+                        return Err(Error::internal(
+                            store.name(),
+                            format!("stopping running item {id} answered {other:?}"),
+                        ))
+                    }
+                }
+            }
+            ItemState::Ready => {
+                let answer = store.item_cancel(CancelParams::new(vec![id])).await?;
+                match answer.as_slice() {
+                    [CancelOutcome::Running { .. }] => continue,
+                    [one] => return Ok(one.clone()),
+                    other => {
+                        return Err(Error::internal(
+                            store.name(),
+                            format!("cancelling item {id} answered {other:?}"),
+                        ))
+                    }
+                }
+            }
+            ItemState::Dead => return Ok(CancelOutcome::Dead),
+            ItemState::Done => return Ok(CancelOutcome::Done),
+        }
+    }
+    Err(Error::conflict(
+        "item",
+        format!("{id} kept changing state under the cancel; try again"),
+    ))
 }

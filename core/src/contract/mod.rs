@@ -71,7 +71,7 @@ use crate::store::{Capabilities, Limits, WakeSignal};
 
 pub use claims::Claims;
 pub use finalize::Finalize;
-pub use inspect::Inspect;
+pub use inspect::{stop_running, Inspect};
 pub use instances::Instances;
 pub use limiting::Limiting;
 pub use recovery::Recovery;

@@ -6,6 +6,7 @@
 
 mod answer;
 mod ids;
+mod progress;
 
 use std::fmt;
 use std::str::FromStr;
@@ -20,6 +21,7 @@ pub use answer::{
     Recovered, RenewOutcome, TokenOutcome,
 };
 pub use ids::{ItemId, LeaseId, LeaseToken};
+pub use progress::{Progress, MAX_PROGRESS_MESSAGE_BYTES};
 
 /// Default most attempts an item gets before a retryable failure makes it dead (G5).
 pub const DEFAULT_MAX_ATTEMPTS: u32 = 20;
@@ -129,6 +131,12 @@ pub struct Item {
     pub created_at: Timestamp,
     /// When its state last changed.
     pub updated_at: Timestamp,
+    /// The last progress a holder reported with an accepted renewal, with the attempt
+    /// that reported it (kept until the next report; compare its attempt with
+    /// `attempt` to tell the current attempt's progress from an earlier one's). Read
+    /// by [`Store::item_get`](crate::Store::item_get) and listings; the item of a
+    /// claim's [`Lease`] may leave it out (`None`), as the new attempt reported none.
+    pub progress: Option<Progress>,
 }
 
 impl Item {

@@ -45,6 +45,7 @@ pub use limits::{
     MAX_RATE_PERIOD, MAX_RATE_STARTS, MIN_RATE_PERIOD,
 };
 
+pub use operate::MAX_CANCEL_BY_BYTES;
 pub use operate::{
     CancelParams, DeadFilter, ItemListParams, LeaseListParams, PauseParams, DEFAULT_DEAD_BATCH,
     DEFAULT_PAGE, MAX_DEAD_BATCH, MAX_PAGE,

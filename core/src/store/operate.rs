@@ -134,16 +134,46 @@ impl LeaseListParams {
 pub struct CancelParams {
     /// The items to cancel, answered in this order.
     pub ids: Vec<ItemId>,
+    /// Also stop running items, on behalf of this operator (1..=[`MAX_CANCEL_BY_BYTES`]
+    /// bytes, no control characters): their lease is revoked and they go `dead` with
+    /// `last_error` [`machine::cancelled_error`](crate::machine::cancelled_error)
+    /// (see [`Store::item_cancel`](super::Store::item_cancel)). `None` (the default)
+    /// leaves running items alone.
+    pub stop_running: Option<String>,
 }
+
+/// Longest operator name a cancel of running items may carry, in bytes.
+pub const MAX_CANCEL_BY_BYTES: usize = 128;
 
 impl CancelParams {
     /// Cancel these items (only those ready or scheduled are cancelled).
     pub fn new(ids: Vec<ItemId>) -> Self {
-        CancelParams { ids }
+        CancelParams {
+            ids,
+            stop_running: None,
+        }
     }
 
-    /// Checks the batch bounds: 1..=`max_batch` ids, none twice (G15).
+    /// Stops running items too, on behalf of `by` (who the item's `last_error` names).
+    pub fn stop_running(mut self, by: impl Into<String>) -> Self {
+        self.stop_running = Some(by.into());
+        self
+    }
+
+    /// Checks the batch bounds: 1..=`max_batch` ids, none twice, and the operator's
+    /// name when running items are stopped (G15).
     pub fn validate(&self, limits: &Limits) -> Result<()> {
+        if let Some(by) = &self.stop_running {
+            if by.is_empty() || by.len() > MAX_CANCEL_BY_BYTES {
+                return Err(Error::invalid(
+                    "by",
+                    format!("must be 1..={MAX_CANCEL_BY_BYTES} bytes"),
+                ));
+            }
+            if by.chars().any(char::is_control) {
+                return Err(Error::invalid("by", "must not hold control characters"));
+            }
+        }
         let max = u32::try_from(limits.max_batch).unwrap_or(u32::MAX);
         let n = u32::try_from(self.ids.len()).unwrap_or(u32::MAX);
         check_page("ids", n, max)?;

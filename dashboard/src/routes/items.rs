@@ -18,6 +18,9 @@ use crate::text::{iso, preview, relative};
 use crate::view::{expiry, items, View};
 use crate::AppState;
 
+/// Who a running item stopped from the dashboard names as its canceller.
+const STOPPED_BY: &str = "dashboard";
+
 /// The routes of this family.
 pub(super) fn router() -> Router<AppState> {
     Router::new()
@@ -121,7 +124,14 @@ async fn cancel(
         Ok(ids) => ids,
         Err(r) => return r,
     };
+    // `running=yes` stops running items too (their lease is revoked; they go dead).
+    let stop = fields.iter().any(|(k, v)| k == "running" && v == "yes");
     if !confirmed(&fields) {
+        if stop && !ctx.json {
+            let back = back_to(&state, &fields, "/");
+            return axum::response::Html(ctx.view(&state).confirm_stop(&ids, &back).into_string())
+                .into_response();
+        }
         return ask_first(
             &ctx,
             &state,
@@ -130,10 +140,11 @@ async fn cancel(
             &back_to(&state, &fields, "/"),
         );
     }
-    let res = state
-        .store
-        .item_cancel(CancelParams::new(ids.clone()))
-        .await;
+    let mut params = CancelParams::new(ids.clone());
+    if stop {
+        params = params.stop_running(STOPPED_BY);
+    }
+    let res = state.store.item_cancel(params).await;
     state.cache.invalidate().await;
     let outcomes = match res {
         Ok(o) => o,
@@ -144,7 +155,10 @@ async fn cancel(
     };
     let rows: Vec<(String, tenure_core::CancelOutcome)> =
         ids.iter().map(ToString::to_string).zip(outcomes).collect();
-    let n = rows.iter().filter(|(_, o)| o.is_cancelled()).count() as u64;
+    let n = rows
+        .iter()
+        .filter(|(_, o)| o.is_cancelled() || o.is_stopped())
+        .count() as u64;
     let subject = rows
         .iter()
         .map(|(id, _)| id.as_str())
@@ -170,7 +184,9 @@ async fn cancel(
         "cancelled": n,
         "results": rows.iter().map(|(id, o)| {
             let mut d = json!({ "id": id, "outcome": cancel_name(o) });
-            if let tenure_core::CancelOutcome::Running { attempt, owner } = o {
+            if let tenure_core::CancelOutcome::Running { attempt, owner }
+            | tenure_core::CancelOutcome::Stopped { attempt, owner } = o
+            {
                 d["attempt"] = json!(attempt);
                 d["owner"] = json!(owner.as_str());
             }
@@ -224,6 +240,26 @@ impl View<'_> {
                     }
                 }
             }
+            @if state == "running" {
+                @if let Some(p) = item.progress.as_ref().filter(|p| p.attempt() == item.attempt) {
+                    h2 { "Progress" }
+                    p #progress {
+                        progress value=(p.fraction()) max="1" { (p.percent()) "%" }
+                        " " (p.to_string())
+                    }
+                }
+                @if self.can(Action::Cancel) {
+                    form method="post" action=(self.link("/items/cancel")) {
+                        input type="hidden" name="id" value=(item.id);
+                        input type="hidden" name="running" value="yes";
+                        input type="hidden" name="back" value=(back);
+                        button.danger type="submit" { "Stop this running item…" }
+                    }
+                }
+            }
+            @if let Some(by) = tenure_core::machine::cancelled_by(item) {
+                p.meta #cancelled { "Cancelled while running by " strong { (by) } " " (relative(item.updated_at, now)) "." }
+            }
             @if state == "dead" {
                 p.actions {
                     @if self.can(Action::Requeue) {
@@ -244,6 +280,30 @@ impl View<'_> {
             }
         };
         self.page(&format!("Item {}", item.id), true, body)
+    }
+
+    /// Asks before stopping running items (`running=yes` carried on).
+    fn confirm_stop(&self, ids: &[ItemId], back: &str) -> Markup {
+        let title = "Stop running items?";
+        let body = html! {
+            h1 { (title) }
+            p.message #confirm-text {
+                "Their lease is revoked: the worker is told at its next renewal, nothing it \
+                 finishes afterwards is written, and the items go dead (requeue runs them \
+                 again). Ready and scheduled items are cancelled. "
+                (crate::view::capital(&items(ids.len() as u64))) ":"
+            }
+            ul #confirm-ids { @for id in ids { li { code { (id) } } } }
+            form #confirm method="post" action=(self.link("/items/cancel")) {
+                @for id in ids { input type="hidden" name="id" value=(id); }
+                input type="hidden" name="back" value=(back);
+                input type="hidden" name="running" value="yes";
+                input type="hidden" name="confirm" value="yes";
+                button.danger type="submit" { "Stop " (items(ids.len() as u64)) } " "
+                a href=(back) { "Keep them running" }
+            }
+        };
+        self.page(title, false, body)
     }
 }
 
@@ -271,6 +331,12 @@ pub(super) fn item_json(item: &Item, payload: Option<(String, bool)>) -> Value {
         "created_at": iso(item.created_at),
         "updated_at": iso(item.updated_at),
         "payload_bytes": item.payload.len(),
+        "cancelled_by": tenure_core::machine::cancelled_by(item),
+        "progress": item.progress.as_ref().map(|p| json!({
+            "fraction": p.fraction(),
+            "message": p.message(),
+            "attempt": p.attempt(),
+        })),
     });
     if let Some((text, cut)) = payload {
         v["payload_preview"] = json!(text);
@@ -286,6 +352,9 @@ fn cancel_text(o: &CancelOutcome) -> String {
         CancelOutcome::Running { attempt, owner } => format!(
             "not cancelled: running (attempt {attempt}, owner {owner}); cancel does not stop a running item"
         ),
+        CancelOutcome::Stopped { attempt, owner } => format!(
+            "stopped: lease of attempt {attempt} (owner {owner}) revoked; now dead"
+        ),
         CancelOutcome::Dead => "not cancelled: dead (discard it instead)".to_owned(),
         CancelOutcome::Done => "not cancelled: already finished".to_owned(),
         CancelOutcome::NotFound => "not found".to_owned(),
@@ -297,6 +366,7 @@ fn cancel_name(o: &CancelOutcome) -> &'static str {
     match o {
         CancelOutcome::Cancelled => "cancelled",
         CancelOutcome::Running { .. } => "running",
+        CancelOutcome::Stopped { .. } => "stopped",
         CancelOutcome::Dead => "dead",
         CancelOutcome::Done => "done",
         CancelOutcome::NotFound => "not_found",

@@ -7,7 +7,89 @@ on_every_store! {
         cancel_answers_an_outcome_per_id => cancel_case;
         the_item_page_hides_the_payload_unless_asked_and_escapes_it => item_case;
         find_by_id_redirects_to_the_item_or_answers_404_or_400 => find_case;
+        a_running_item_shows_its_progress_and_is_stopped_after_a_confirmation => stop_case;
     }
+}
+
+async fn stop_case(store: &DynStore) {
+    let id = ready(store, "emails", 1).await[0];
+    let lease = store
+        .claim_one(q("emails"), me(), LEASE)
+        .await
+        .unwrap()
+        .unwrap();
+    let progress = tenure::Progress::new(0.3, "rows 30 of 100").unwrap();
+    store
+        .renew(
+            tenure::RenewParams::new(vec![lease.token], LEASE).with_progress(vec![Some(progress)]),
+        )
+        .await
+        .unwrap();
+    let app = app(store);
+    let page = get(&app, &format!("/items/{id}")).await;
+    assert!(
+        page.body
+            .contains(r#"<progress value="0.3" max="1">30%</progress> 30% rows 30 of 100"#),
+        "{}",
+        page.body
+    );
+    assert!(
+        page.body.contains("Stop this running item"),
+        "{}",
+        page.body
+    );
+    let v = get(&app, &format!("/items/{id}?format=json")).await.json();
+    assert_eq!(v["progress"]["fraction"], 0.3);
+    assert_eq!(v["progress"]["message"], "rows 30 of 100");
+
+    // Unconfirmed: a page asking first, nothing changed.
+    let back = format!("%2Fitems%2F{id}");
+    let ask = post(
+        &app,
+        "/items/cancel",
+        &format!("id={id}&running=yes&back={back}"),
+    )
+    .await;
+    assert_eq!(ask.status, StatusCode::OK);
+    assert!(ask.body.contains("Stop running items?"), "{}", ask.body);
+    assert!(ask.body.contains(r#"name="running" value="yes""#));
+    assert_eq!(
+        store.item_get(id).await.unwrap().unwrap().state,
+        tenure::ItemState::Running
+    );
+
+    // Confirmed: redirected to a GET showing the outcome; the item is dead and its
+    // holder's finish is refused.
+    let done = post(
+        &app,
+        "/items/cancel",
+        &format!("id={id}&running=yes&back={back}&confirm=yes"),
+    )
+    .await;
+    assert_eq!(done.status, StatusCode::SEE_OTHER);
+    let r = follow(&app, &done).await;
+    let text = notice(&r);
+    assert!(
+        text.contains("stopped: lease of attempt 1 (owner worker-a) revoked"),
+        "{text}"
+    );
+    let item = store.item_get(id).await.unwrap().unwrap();
+    assert_eq!(item.state, tenure::ItemState::Dead);
+    assert_eq!(tenure::machine::cancelled_by(&item), Some("dashboard"));
+    assert_eq!(
+        store
+            .complete(tenure::CompleteParams::new(vec![lease.token]))
+            .await
+            .unwrap(),
+        vec![tenure::TokenOutcome::LeaseLost]
+    );
+    let page = get(&app, &format!("/items/{id}")).await;
+    assert!(
+        page.body
+            .contains("Cancelled while running by <strong>dashboard</strong>"),
+        "{}",
+        page.body
+    );
 }
 
 async fn cancel_case(store: &DynStore) {

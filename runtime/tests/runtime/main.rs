@@ -7,6 +7,7 @@
 mod support;
 
 mod builder;
+mod cancel;
 mod drain;
 mod exported;
 mod finalize;
@@ -20,6 +21,7 @@ mod partitions;
 mod periodic;
 mod pipeline;
 mod poll;
+mod progress;
 mod renewal;
 mod self_stop;
 mod shutdown;

@@ -4,7 +4,9 @@
 use std::time::Duration;
 
 use tenure_core::machine;
-use tenure_core::{FailOutcome, Failure, LeaseToken, RenewOutcome, Timestamp, TokenOutcome};
+use tenure_core::{
+    FailOutcome, Failure, LeaseToken, Progress, RenewOutcome, Timestamp, TokenOutcome,
+};
 
 use super::running::Claimed;
 use super::{unlink_current, Entry, State};
@@ -14,17 +16,22 @@ impl State {
     pub(crate) fn renew(
         &mut self,
         tokens: &[LeaseToken],
+        progress: &[Option<Progress>],
         lease_for: Duration,
         now: Timestamp,
     ) -> Vec<RenewOutcome> {
         let mut out = Vec::with_capacity(tokens.len());
-        for t in tokens {
+        for (i, t) in tokens.iter().enumerate() {
             let Some(e) = self.items.find_mut(t.id) else {
                 out.push(RenewOutcome::LeaseLost);
                 continue;
             };
             let answer = machine::renew(&mut e.item, t, now, lease_for);
             if let RenewOutcome::Renewed { expires_at, .. } = answer {
+                if let Some(Some(p)) = progress.get(i) {
+                    // Kept with the renewal it came with, from the current lease only.
+                    machine::report(&mut e.item, t, p);
+                }
                 // The record of the old expiry goes stale.
                 let c = Claimed {
                     at: expires_at,

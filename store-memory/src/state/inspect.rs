@@ -9,8 +9,8 @@
 
 use tenure_core::machine;
 use tenure_core::{
-    CancelOutcome, Cursor, DeadFilter, Error, Item, ItemId, ItemPage, ItemState, LeaseInfo,
-    LeasePage, ListOrder, ListState, QueueCounts, QueueName, Result, Timestamp,
+    CancelOutcome, Cursor, DeadFilter, Error, FailOutcome, Item, ItemId, ItemPage, ItemState,
+    LeaseInfo, LeasePage, ListOrder, ListState, QueueCounts, QueueName, Result, Timestamp,
 };
 
 use super::{Entry, Indexes, State};
@@ -184,6 +184,7 @@ impl State {
     pub(crate) fn item_cancel(
         &mut self,
         ids: &[ItemId],
+        stop_running: Option<&str>,
         now: Timestamp,
     ) -> Result<Vec<CancelOutcome>> {
         let mut out = Vec::with_capacity(ids.len());
@@ -198,10 +199,22 @@ impl State {
                     let owner = e.item.owner.clone().ok_or_else(|| {
                         Error::internal("memory", format!("running item {id} has no owner"))
                     })?;
-                    out.push(CancelOutcome::Running {
-                        attempt: e.item.attempt,
-                        owner,
-                    });
+                    let attempt = e.item.attempt;
+                    let stop = stop_running.and_then(|by| machine::cancel_running(&e.item, by));
+                    let Some(failure) = stop else {
+                        out.push(CancelOutcome::Running { attempt, owner });
+                        continue;
+                    };
+                    // Under the one lock: the failure is applied to the token just read.
+                    match self.fail(&[failure], now).as_slice() {
+                        [FailOutcome::Dead] => out.push(CancelOutcome::Stopped { attempt, owner }),
+                        other => {
+                            return Err(Error::internal(
+                                "memory",
+                                format!("stopping running item {id} answered {other:?}"),
+                            ))
+                        }
+                    }
                     continue;
                 }
                 ItemState::Dead => {

@@ -224,6 +224,7 @@ impl Slab {
                 last_error: it.last_error.clone(),
                 created_at: it.created_at,
                 updated_at: it.updated_at,
+                progress: it.progress.clone(),
             },
         });
         true

@@ -14,7 +14,7 @@ use crate::MemoryStore;
 #[async_trait]
 impl Finalize for MemoryStore {
     async fn renew(&self, params: Valid<RenewParams>) -> Result<Vec<RenewOutcome>> {
-        self.with_state(|s, now| s.renew(&params.tokens, params.lease_for, now))
+        self.with_state(|s, now| s.renew(&params.tokens, &params.progress, params.lease_for, now))
     }
 
     async fn complete(&self, params: Valid<CompleteParams>) -> Result<Vec<TokenOutcome>> {

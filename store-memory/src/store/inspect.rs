@@ -66,7 +66,7 @@ impl Inspect for MemoryStore {
     }
 
     async fn item_cancel(&self, params: Valid<CancelParams>) -> Result<Vec<CancelOutcome>> {
-        self.with_state(|s, now| s.item_cancel(&params.ids, now))?
+        self.with_state(|s, now| s.item_cancel(&params.ids, params.stop_running.as_deref(), now))?
     }
 
     async fn queue_pause(&self, params: Valid<PauseParams>) -> Result<bool> {

@@ -24,16 +24,36 @@ impl Finalize for PgStore {
         let now = self.inner.clock.now();
         let expires = now + params.lease_for;
         let (ids, attempts, leases) = token_arrays(params.tokens.iter());
-        let rows = self
-            .fetch_all(
-                self.query(&self.inner.sql.renew)
-                    .bind(now.as_micros())
-                    .bind(&ids)
-                    .bind(&attempts)
-                    .bind(expires.as_micros())
-                    .bind(&leases),
-            )
-            .await?;
+        // Progress rides on the renewal's own statement; without any, the statement
+        // is the one a renewal always ran.
+        let progress: Option<Vec<Option<String>>> =
+            params.progress.iter().any(Option::is_some).then(|| {
+                params
+                    .tokens
+                    .iter()
+                    .enumerate()
+                    .map(|(i, t)| {
+                        params
+                            .progress_at(i)
+                            .map(|p| p.clone().for_attempt(t.attempt).encode())
+                    })
+                    .collect()
+            });
+        let statement = match progress {
+            Some(_) => &self.inner.sql.renew_progress,
+            None => &self.inner.sql.renew,
+        };
+        let mut query = self
+            .query(statement)
+            .bind(now.as_micros())
+            .bind(&ids)
+            .bind(&attempts)
+            .bind(expires.as_micros())
+            .bind(&leases);
+        if let Some(progress) = &progress {
+            query = query.bind(progress);
+        }
+        let rows = self.fetch_all(query).await?;
         let mut by_id: HashMap<Uuid, RenewOutcome> = HashMap::with_capacity(rows.len());
         for r in rows {
             let id: Uuid = r.try_get(0).map_err(map)?;

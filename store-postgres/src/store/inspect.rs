@@ -221,7 +221,7 @@ impl Inspect for PgStore {
                 seen.insert(id, outcome);
             }
         }
-        Ok(ids
+        let mut out: Vec<CancelOutcome> = ids
             .iter()
             .map(|id| {
                 if gone.contains(id) {
@@ -230,7 +230,16 @@ impl Inspect for PgStore {
                     seen.remove(id).unwrap_or(CancelOutcome::NotFound)
                 }
             })
-            .collect())
+            .collect();
+        if let Some(by) = &params.stop_running {
+            // Each running item is failed on the token read, fenced as any fail is.
+            for (id, o) in params.ids.iter().zip(out.iter_mut()) {
+                if matches!(o, CancelOutcome::Running { .. }) {
+                    *o = tenure_core::contract::stop_running(self, *id, by).await?;
+                }
+            }
+        }
+        Ok(out)
     }
 
     /// `Store::queue_pause`.

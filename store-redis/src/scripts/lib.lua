@@ -165,6 +165,9 @@ end
 --   lk          the limit key (G16, G17; absent when none); it sets the mark (layout
 --               6), so a finalize reads it and leaves the key's running set
 --   ft          the start tag (G18; absent in a queue no tenant was named in)
+--   pg          the last progress a holder reported with an accepted renewal, as
+--               Progress::encode writes it (absent when none): written by renew,
+--               read only by item reads, so it takes no part in the mark
 
 -- The mark of h's `s` field (above): '+' when it has a stream, scope, dedup key, last
 -- error or limit key.

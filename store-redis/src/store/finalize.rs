@@ -33,7 +33,20 @@ impl Finalize for RedisStore {
     async fn renew(&self, params: Valid<RenewParams>) -> Result<Vec<RenewOutcome>> {
         let mut inv = self.call(&SCRIPTS.renew);
         inv.arg(self.now()).arg(duration_micros(params.lease_for));
-        Self::tokens(&mut inv, &params.tokens);
+        if params.progress.iter().any(Option::is_some) {
+            // Progress rides on the renewal's own call (stride 4).
+            inv.arg(4);
+            for (i, t) in params.tokens.iter().enumerate() {
+                Self::tokens(&mut inv, std::slice::from_ref(t));
+                let progress = params.progress_at(i);
+                inv.arg(
+                    progress.map_or(String::new(), |p| p.clone().for_attempt(t.attempt).encode()),
+                );
+            }
+        } else {
+            inv.arg(3);
+            Self::tokens(&mut inv, &params.tokens);
+        }
         let answers: Vec<Vec<i64>> = self.write(&inv).await?;
         answers
             .into_iter()

@@ -168,7 +168,7 @@ impl Inspect for RedisStore {
         if answer.len() != params.ids.len() {
             return Err(bad_reply("cancel answered the wrong number of outcomes"));
         }
-        answer
+        let mut out = answer
             .into_iter()
             .map(|a| match a.as_slice() {
                 [s] if s == "cancelled" => Ok(CancelOutcome::Cancelled),
@@ -184,7 +184,16 @@ impl Inspect for RedisStore {
                 }),
                 _ => Err(bad_reply("cancel answered an unknown outcome")),
             })
-            .collect()
+            .collect::<Result<Vec<_>>>()?;
+        if let Some(by) = &params.stop_running {
+            // Each running item is failed on the token read, fenced as any fail is.
+            for (id, o) in params.ids.iter().zip(out.iter_mut()) {
+                if matches!(o, CancelOutcome::Running { .. }) {
+                    *o = tenure_core::contract::stop_running(self, *id, by).await?;
+                }
+            }
+        }
+        Ok(out)
     }
 
     async fn queue_pause(&self, params: Valid<PauseParams>) -> Result<bool> {

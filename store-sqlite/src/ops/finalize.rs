@@ -30,7 +30,7 @@ pub(crate) fn renew(cx: &Cx<'_>, params: &RenewParams) -> OpResult<Vec<RenewOutc
          WHERE seq = ?1",
     )?;
     let mut out = Vec::with_capacity(params.tokens.len());
-    for t in &params.tokens {
+    for (i, t) in params.tokens.iter().enumerate() {
         let row: Option<(i64, i64, i64)> = find
             .query_row(
                 params![&t.id.as_bytes()[..], t.attempt, t.lease.to_i64()],
@@ -44,6 +44,12 @@ pub(crate) fn renew(cx: &Cx<'_>, params: &RenewParams) -> OpResult<Vec<RenewOutc
             },
             Some((seq, renewals, _)) => {
                 extend.execute(params![seq, expires, renewals + 1, now])?;
+                if let Some(p) = params.progress_at(i) {
+                    // Fenced by the lookup above, in the renewal's transaction.
+                    let mut report = conn
+                        .prepare_cached("UPDATE tenure_items SET progress = ?2 WHERE seq = ?1")?;
+                    report.execute(params![seq, p.clone().for_attempt(t.attempt).encode()])?;
+                }
                 RenewOutcome::Renewed {
                     expires_at: Timestamp::from_micros(expires),
                     renewals: to_u32(renewals + 1, "renewals")?,

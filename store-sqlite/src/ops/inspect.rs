@@ -12,9 +12,9 @@ use rusqlite::{params, OptionalExtension};
 use tenure_core::machine;
 use tenure_core::LimitKey;
 use tenure_core::{
-    CancelOutcome, Cursor, DeadFilter, DiscardParams, Error, Item, ItemId, ItemListParams,
-    ItemPage, ItemState, LeaseInfo, LeaseListParams, LeasePage, ListOrder, ListState, OwnerId,
-    PauseParams, QueueCounts, QueueName, RequeueParams, Timestamp,
+    CancelOutcome, Cursor, DeadFilter, DiscardParams, Error, FailOutcome, FailParams, Item, ItemId,
+    ItemListParams, ItemPage, ItemState, LeaseInfo, LeaseListParams, LeasePage, ListOrder,
+    ListState, OwnerId, PauseParams, QueueCounts, QueueName, RequeueParams, Timestamp,
 };
 
 use super::{
@@ -178,9 +178,16 @@ pub(crate) fn queue_list(cx: &Cx<'_>) -> OpResult<Vec<QueueName>> {
     Ok(out)
 }
 
-/// [`Store::item_cancel`](tenure_core::Store::item_cancel): deletes ready rows only,
+/// [`Store::item_cancel`](tenure_core::Store::item_cancel): deletes ready rows,
 /// promoting the next item of a cancelled stream head (G9); dedup rows stay (G11).
-pub(crate) fn item_cancel(cx: &Cx<'_>, ids: &[ItemId]) -> OpResult<Vec<CancelOutcome>> {
+/// With `stop_running`, a running row is failed permanently on its current token
+/// through [`fail`](super::fail), in the same write transaction, so no finish can come
+/// between the read and the write.
+pub(crate) fn item_cancel(
+    cx: &Cx<'_>,
+    ids: &[ItemId],
+    stop_running: Option<&str>,
+) -> OpResult<Vec<CancelOutcome>> {
     let mut delete = cx.conn.prepare_cached(
         "DELETE FROM tenure_items WHERE id = ?1 AND state = 'ready' RETURNING stream, head",
     )?;
@@ -207,11 +214,15 @@ pub(crate) fn item_cancel(cx: &Cx<'_>, ids: &[ItemId]) -> OpResult<Vec<CancelOut
         out.push(match row {
             None => CancelOutcome::NotFound,
             Some((state, attempt, owner)) => match state.parse::<ItemState>().map_err(corrupt)? {
-                ItemState::Running => CancelOutcome::Running {
-                    attempt: to_u32(attempt, "attempt")?,
-                    owner: key(owner, OwnerId::new)?
-                        .ok_or_else(|| corrupt(format!("running item {id} has no owner")))?,
-                },
+                ItemState::Running => {
+                    let attempt = to_u32(attempt, "attempt")?;
+                    let owner = key(owner, OwnerId::new)?
+                        .ok_or_else(|| corrupt(format!("running item {id} has no owner")))?;
+                    match stop_running {
+                        None => CancelOutcome::Running { attempt, owner },
+                        Some(by) => stop(cx, *id, by, attempt, owner)?,
+                    }
+                }
                 ItemState::Dead => CancelOutcome::Dead,
                 ItemState::Done => CancelOutcome::Done,
                 ItemState::Ready => return Err(corrupt("a ready row survived its delete")),
@@ -219,6 +230,26 @@ pub(crate) fn item_cancel(cx: &Cx<'_>, ids: &[ItemId]) -> OpResult<Vec<CancelOut
         });
     }
     Ok(out)
+}
+
+/// Stops the running item `id` on behalf of `by`: the permanent failure of its current
+/// token ([`machine::cancel_running`]), applied as [`fail`](super::fail) applies one.
+fn stop(
+    cx: &Cx<'_>,
+    id: ItemId,
+    by: &str,
+    attempt: u32,
+    owner: OwnerId,
+) -> OpResult<CancelOutcome> {
+    let failure = load_lean_by_id(cx.conn, id)?
+        .and_then(|(_, item)| machine::cancel_running(&item, by))
+        .ok_or_else(|| corrupt(format!("running item {id} vanished in its transaction")))?;
+    match super::fail(cx, &FailParams::one(failure))?.as_slice() {
+        [FailOutcome::Dead] => Ok(CancelOutcome::Stopped { attempt, owner }),
+        other => Err(corrupt(format!(
+            "stopping running item {id} answered {other:?}"
+        ))),
+    }
 }
 
 /// [`Store::queue_pause`](tenure_core::Store::queue_pause) and

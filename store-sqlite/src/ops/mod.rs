@@ -16,8 +16,8 @@
 
 use rusqlite::{params, Connection, Row};
 use tenure_core::{
-    DedupKey, Error, Item, ItemId, ItemState, LeaseId, OwnerId, QueueName, ScopeKey, StreamKey,
-    Timestamp,
+    DedupKey, Error, Item, ItemId, ItemState, LeaseId, OwnerId, Progress, QueueName, ScopeKey,
+    StreamKey, Timestamp,
 };
 
 use crate::error::STORE;
@@ -80,7 +80,7 @@ macro_rules! item_cols {
     () => {
         "seq, id, queue, payload, stream, scope, dedup_key, priority, run_at, state, attempt, \
          owner, lease_expires_at, renewals, stalls, max_attempts, max_stalls, max_renewals, \
-         last_error, created_at, updated_at, lease"
+         last_error, created_at, updated_at, lease, progress"
     };
 }
 
@@ -100,7 +100,8 @@ macro_rules! ready_cols {
 /// As [`ITEM_COLS`] without the payload, for operations that never return it.
 const ITEM_COLS_LEAN: &str = "seq, id, queue, x'' AS payload, stream, scope, dedup_key, \
      priority, run_at, state, attempt, owner, lease_expires_at, renewals, stalls, \
-     max_attempts, max_stalls, max_renewals, last_error, created_at, updated_at, lease";
+     max_attempts, max_stalls, max_renewals, last_error, created_at, updated_at, lease, \
+     progress";
 
 // The statements on the claim path, each pinned to its partial index with INDEXED BY
 // (an `ANALYZE` taken at an unlucky moment cannot move them to a scan; the test at the
@@ -382,6 +383,11 @@ fn read_item(row: &Row<'_>) -> OpResult<(i64, Item)> {
         created_at: Timestamp::from_micros(row.get(19)?),
         updated_at: Timestamp::from_micros(row.get(20)?),
         lease: LeaseId::from_i64(row.get(21)?),
+        progress: row
+            .get::<_, Option<String>>(22)?
+            .map(|p| Progress::decode(&p))
+            .transpose()
+            .map_err(corrupt)?,
     };
     Ok((seq, item))
 }
@@ -416,6 +422,8 @@ fn read_ready(row: &Row<'_>, queue: &QueueName) -> OpResult<(i64, Item)> {
         created_at,
         updated_at: created_at,
         lease: LeaseId::NONE,
+        // Not read on the claim path: a new attempt has reported none.
+        progress: None,
     };
     Ok((seq, item))
 }

@@ -69,7 +69,7 @@ impl Inspect for SqliteStore {
     ) -> Result<Vec<tenure_core::CancelOutcome>> {
         self.inner
             .writer
-            .call(move |cx| ops::item_cancel(cx, &params.ids))
+            .call(move |cx| ops::item_cancel(cx, &params.ids, params.stop_running.as_deref()))
             .await
     }
 

@@ -1,4 +1,4 @@
-//! Migrations of files made by older versions of the store (schema versions 2 to 8):
+//! Migrations of files made by older versions of the store (schema versions 2 to 9):
 //! each keeps its rows and leases, and gains what its version adds. Version 1's
 //! migration (the `phash` back-fill) is with the partitioned cases.
 
@@ -50,7 +50,7 @@ async fn a_version_2_file_gets_the_state_check_without_an_in_list_and_keeps_its_
         .unwrap();
         conn.execute_batch(&format!(
             "PRAGMA schema_version = {}; PRAGMA writable_schema = OFF;
-                 DROP INDEX tenure_items_ready_key; ALTER TABLE tenure_items DROP COLUMN lq;
+                 ALTER TABLE tenure_items DROP COLUMN progress; DROP INDEX tenure_items_ready_key; ALTER TABLE tenure_items DROP COLUMN lq;
              DROP INDEX tenure_items_ready_fair;
                  ALTER TABLE tenure_items DROP COLUMN ftag;
                  DROP TABLE tenure_fair_queues;
@@ -122,7 +122,7 @@ async fn a_version_3_file_gains_listing_and_pause_and_keeps_its_items() {
         conn.execute_batch(
             "DROP INDEX tenure_items_list;
                  DROP TABLE tenure_queues;
-                 DROP INDEX tenure_items_ready_key; ALTER TABLE tenure_items DROP COLUMN lq;
+                 ALTER TABLE tenure_items DROP COLUMN progress; DROP INDEX tenure_items_ready_key; ALTER TABLE tenure_items DROP COLUMN lq;
              DROP INDEX tenure_items_ready_fair;
                  ALTER TABLE tenure_items DROP COLUMN ftag;
                  DROP TABLE tenure_fair_queues;
@@ -212,7 +212,7 @@ async fn a_version_4_file_lists_its_running_items_from_the_expiry_index() {
         conn.execute_batch(
             "DROP INDEX tenure_items_list;
                  CREATE INDEX tenure_items_list ON tenure_items (queue, state, seq);
-                 DROP INDEX tenure_items_ready_key; ALTER TABLE tenure_items DROP COLUMN lq;
+                 ALTER TABLE tenure_items DROP COLUMN progress; DROP INDEX tenure_items_ready_key; ALTER TABLE tenure_items DROP COLUMN lq;
              DROP INDEX tenure_items_ready_fair;
                  ALTER TABLE tenure_items DROP COLUMN ftag;
                  DROP TABLE tenure_fair_queues;
@@ -302,7 +302,7 @@ async fn a_version_5_file_keeps_its_leases_and_fences_new_claims_on_their_lease_
     {
         let conn = rusqlite::Connection::open(&path).unwrap();
         conn.execute_batch(
-            "DROP INDEX tenure_items_ready_key; ALTER TABLE tenure_items DROP COLUMN lq;
+            "ALTER TABLE tenure_items DROP COLUMN progress; DROP INDEX tenure_items_ready_key; ALTER TABLE tenure_items DROP COLUMN lq;
              DROP INDEX tenure_items_ready_fair;
                  ALTER TABLE tenure_items DROP COLUMN ftag;
                  DROP TABLE tenure_fair_queues;
@@ -360,7 +360,7 @@ async fn a_version_6_file_counts_its_running_items_under_new_limits() {
         let conn = rusqlite::Connection::open(&path).unwrap();
         conn.execute_batch(&format!(
             "{}UPDATE tenure_meta SET value = 6 WHERE key = 'schema_version';",
-            "DROP INDEX tenure_items_ready_key; ALTER TABLE tenure_items DROP COLUMN lq;
+            "ALTER TABLE tenure_items DROP COLUMN progress; DROP INDEX tenure_items_ready_key; ALTER TABLE tenure_items DROP COLUMN lq;
              DROP INDEX tenure_items_ready_fair;
              ALTER TABLE tenure_items DROP COLUMN ftag;
              DROP TABLE tenure_fair_queues;
@@ -432,7 +432,7 @@ async fn a_version_7_file_keeps_its_waiting_items_when_a_queue_turns_fair() {
     {
         let conn = rusqlite::Connection::open(&path).unwrap();
         conn.execute_batch(
-            "DROP INDEX tenure_items_ready_key; ALTER TABLE tenure_items DROP COLUMN lq;
+            "ALTER TABLE tenure_items DROP COLUMN progress; DROP INDEX tenure_items_ready_key; ALTER TABLE tenure_items DROP COLUMN lq;
              DROP INDEX tenure_items_ready_fair;
              ALTER TABLE tenure_items DROP COLUMN ftag;
              DROP TABLE tenure_fair_queues;
@@ -485,7 +485,7 @@ async fn a_version_8_file_marks_the_items_of_its_limited_queues() {
     {
         let conn = rusqlite::Connection::open(&path).unwrap();
         conn.execute_batch(
-            "DROP INDEX tenure_items_ready_key; ALTER TABLE tenure_items DROP COLUMN lq;
+            "ALTER TABLE tenure_items DROP COLUMN progress; DROP INDEX tenure_items_ready_key; ALTER TABLE tenure_items DROP COLUMN lq;
              UPDATE tenure_meta SET value = 8 WHERE key = 'schema_version';",
         )
         .unwrap();
@@ -502,4 +502,76 @@ async fn a_version_8_file_marks_the_items_of_its_limited_queues() {
         .unwrap();
     let got: Vec<&[u8]> = next.iter().map(|l| &l.item.payload[..]).collect();
     assert_eq!(got, [&b"plain"[..]]);
+}
+
+/// A version-9 file (no progress column) gains progress: its running item's lease is
+/// kept, its holder's progress is stored with the next renewal and read back, and the
+/// file records version 10.
+#[tokio::test]
+async fn a_version_9_file_keeps_its_leases_and_stores_progress_reported_with_renewals() {
+    let dir = TempDir::new().unwrap();
+    let path = db(&dir);
+    let c = clock();
+    let lease = {
+        let store = open(&path, &c).await;
+        store
+            .enqueue(EnqueueParams::new(vec![NewItem::new(q(), b"a".to_vec())]))
+            .await
+            .unwrap();
+        let lease = store
+            .claim(ClaimParams::new(q(), me(1), 1, LEASE))
+            .await
+            .unwrap()
+            .remove(0);
+        store.close().await.unwrap();
+        lease
+    };
+    {
+        let conn = rusqlite::Connection::open(&path).unwrap();
+        conn.execute_batch(
+            "ALTER TABLE tenure_items DROP COLUMN progress;
+             UPDATE tenure_meta SET value = 9 WHERE key = 'schema_version';",
+        )
+        .unwrap();
+    }
+    let store = open(&path, &c).await;
+    assert_eq!(
+        store
+            .item_get(lease.token.id)
+            .await
+            .unwrap()
+            .unwrap()
+            .progress,
+        None
+    );
+    let progress = tenure_core::Progress::new(0.5, "half").unwrap();
+    let renewed = store
+        .renew(
+            tenure_core::RenewParams::new(vec![lease.token], LEASE)
+                .with_progress(vec![Some(progress.clone())]),
+        )
+        .await
+        .unwrap();
+    assert!(matches!(
+        renewed[..],
+        [tenure_core::RenewOutcome::Renewed { .. }]
+    ));
+    assert_eq!(
+        store
+            .item_get(lease.token.id)
+            .await
+            .unwrap()
+            .unwrap()
+            .progress,
+        Some(progress.for_attempt(1))
+    );
+    let conn = rusqlite::Connection::open(&path).unwrap();
+    let version: i64 = conn
+        .query_row(
+            "SELECT value FROM tenure_meta WHERE key = 'schema_version'",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert_eq!(version, SCHEMA_VERSION);
 }

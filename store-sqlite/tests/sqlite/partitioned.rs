@@ -327,7 +327,7 @@ async fn a_version_1_file_is_migrated_with_the_hash_of_every_existing_item() {
                  DROP TABLE tenure_queues;
                  ALTER TABLE tenure_items DROP COLUMN phash;
                  DROP TABLE tenure_stream_pins;
-                 DROP INDEX tenure_items_ready_key; ALTER TABLE tenure_items DROP COLUMN lq;
+                 ALTER TABLE tenure_items DROP COLUMN progress; DROP INDEX tenure_items_ready_key; ALTER TABLE tenure_items DROP COLUMN lq;
                  DROP INDEX tenure_items_ready_fair;
                  ALTER TABLE tenure_items DROP COLUMN ftag;
                  DROP TABLE tenure_fair_queues;
@@ -343,7 +343,7 @@ async fn a_version_1_file_is_migrated_with_the_hash_of_every_existing_item() {
         )
         .unwrap();
     }
-    assert_eq!(SCHEMA_VERSION, 9);
+    assert_eq!(SCHEMA_VERSION, 10);
     let store = open(&path, &c).await;
     let rows = hashes(&path);
     assert_eq!(rows.len(), 20, "the finished item was kept too");

@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use crate::error::{Error, Result};
-use crate::model::LeaseToken;
+use crate::model::{LeaseToken, Progress};
 
 use super::Limits;
 
@@ -16,17 +16,48 @@ pub struct RenewParams {
     pub tokens: Vec<LeaseToken>,
     /// The new lease length, counted from the store's `now`.
     pub lease_for: Duration,
+    /// The progress each holder reports with its renewal, by position in `tokens`:
+    /// empty (the default, nothing reported) or one entry per token, `None` for a
+    /// token that reports nothing. Kept on an item only when its renewal is accepted.
+    pub progress: Vec<Option<Progress>>,
 }
 
 impl RenewParams {
     /// Renew `tokens` for `lease_for` from now.
     pub fn new(tokens: Vec<LeaseToken>, lease_for: Duration) -> Self {
-        RenewParams { tokens, lease_for }
+        RenewParams {
+            tokens,
+            lease_for,
+            progress: Vec::new(),
+        }
     }
 
-    /// Checks the batch bounds and the lease duration (G15).
+    /// Reports `progress` with the renewals, one entry per token (`None` for a token
+    /// that reports nothing).
+    pub fn with_progress(mut self, progress: Vec<Option<Progress>>) -> Self {
+        self.progress = progress;
+        self
+    }
+
+    /// The progress reported for the token at `index`, if any.
+    pub fn progress_at(&self, index: usize) -> Option<&Progress> {
+        self.progress.get(index).and_then(Option::as_ref)
+    }
+
+    /// Checks the batch bounds and the lease duration, and that `progress` is empty
+    /// or has one entry per token (G15).
     pub fn validate(&self, limits: &Limits) -> Result<()> {
         limits.check_tokens(&self.tokens)?;
+        if !self.progress.is_empty() && self.progress.len() != self.tokens.len() {
+            return Err(Error::invalid(
+                "progress",
+                format!(
+                    "{} entries for {} tokens; give one per token or none",
+                    self.progress.len(),
+                    self.tokens.len()
+                ),
+            ));
+        }
         limits.check_lease("lease_for", self.lease_for)
     }
 }
