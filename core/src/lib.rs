@@ -78,6 +78,10 @@ pub use operate::{
 pub use partition::Partitioning;
 pub use retry::RetryPolicy;
 pub use store::{
+    history_minute, HistoryAddParams, HistoryCounts, HistoryEntry, HistoryParams, HistoryPoint,
+    HISTORY_KEEP, MAX_HISTORY_ENTRIES, MAX_HISTORY_SPAN,
+};
+pub use store::{
     CancelParams, DeadFilter, ItemListParams, LeaseListParams, PauseParams, DEFAULT_DEAD_BATCH,
     DEFAULT_PAGE, MAX_DEAD_BATCH, MAX_PAGE,
 };

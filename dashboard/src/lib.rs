@@ -16,6 +16,8 @@
 //! | `/items/{id}?payload=show` | one item: attempt of max, stalls, renewals, owner, lease expiry, run_at, keys, last error; the payload preview only when asked for | `?format=json` |
 //! | `/leases?queue=&after=` | live leases, soonest expiry first; expired leases nobody recovered yet are marked | `?format=json` |
 //! | `/find?id=` | find an item by id (the box on every page) | `?format=json` |
+//! | `/history?span=hour\|day` | work over time: finished, failed (retrying) and dead attempts per minute (last hour) or per 15 minutes (last day), summed over every queue as an SVG chart, and each queue's totals; the overview embeds the last hour's chart | `?format=json` |
+//! | `/queues/{queue}/history?span=hour\|day` | one queue's work over time; the queue page embeds the last hour's chart | `?format=json` |
 //! | `/queues/{queue}/dead?action=&older_than=&limit=` | what a requeue or discard by filter would take, counted before it runs | `?format=json` |
 //! | `/healthz` | `200 up` when the store answers, `503 down` when it does not (nothing else: no file, host or error) | text |
 //!
@@ -105,6 +107,7 @@
 
 mod access;
 mod cache;
+mod chart;
 mod config;
 mod ctx;
 mod hosts;

@@ -136,6 +136,11 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
         name: "queue limits: the running items of a queue by limit key",
         sql: include_str!("../migrations/0011_running_limit_index.sql"),
     },
+    Migration {
+        version: 14,
+        name: "work history: finished, failed and dead per queue and minute",
+        sql: include_str!("../migrations/0014_history.sql"),
+    },
 ];
 
 /// The newest schema version this crate migrates to.

@@ -15,7 +15,7 @@ use crate::config::SqliteConfig;
 use crate::error::{self, Phase};
 
 /// The schema version this crate creates and understands (kept in `tenure_meta`).
-pub const SCHEMA_VERSION: i64 = 8;
+pub const SCHEMA_VERSION: i64 = 9;
 
 /// One migration step, run inside the migration transaction. A step is Rust, not just
 /// SQL, so it can compute what SQL cannot (v2 back-fills the FNV-1a partition hash).
@@ -25,6 +25,7 @@ type Migration = fn(&Connection) -> rusqlite::Result<()>;
 /// them all, so a fresh schema and a migrated one are the same.
 const MIGRATIONS: &[Migration] = &[
     migrate_v1, migrate_v2, migrate_v3, migrate_v4, migrate_v5, migrate_v6, migrate_v7, migrate_v8,
+    migrate_v9,
 ];
 
 fn migrate_v1(conn: &Connection) -> rusqlite::Result<()> {
@@ -319,6 +320,24 @@ CREATE TABLE tenure_fair (
 
 fn migrate_v8(conn: &Connection) -> rusqlite::Result<()> {
     conn.execute_batch(V8)
+}
+
+/// Version 9: the work history, per queue and minute (the `History` group): sums the
+/// workers add every few seconds, read by the dashboard.
+pub(crate) const V9: &str = "
+CREATE TABLE tenure_history (
+    queue    TEXT    NOT NULL,
+    minute   INTEGER NOT NULL,
+    finished INTEGER NOT NULL,
+    failed   INTEGER NOT NULL,
+    dead     INTEGER NOT NULL,
+    PRIMARY KEY (queue, minute)
+) WITHOUT ROWID;
+CREATE INDEX tenure_history_minute ON tenure_history (minute);
+";
+
+fn migrate_v9(conn: &Connection) -> rusqlite::Result<()> {
+    conn.execute_batch(V9)
 }
 
 /// [`key_hash`] of a stored row's id and stream.

@@ -10,6 +10,7 @@ use crate::AppState;
 mod assets;
 mod dead;
 mod health;
+pub(crate) mod history;
 mod items;
 mod leases;
 mod overview;
@@ -24,6 +25,7 @@ pub(crate) fn guarded() -> Router<AppState> {
         .merge(dead::router())
         .merge(items::router())
         .merge(leases::router())
+        .merge(history::router())
         .merge(assets::router())
         .fallback(crate::ctx::not_found)
 }

@@ -16,6 +16,7 @@ use tenure_core::{
 
 use super::items::item_json;
 use crate::access::Action;
+use crate::chart::{Series, Span};
 use crate::ctx::{audit, back_to, done, known_queue, snapshot, Ctx};
 use crate::notice::Notice;
 use crate::text::{clip, iso, preview, query_value, relative, segment};
@@ -112,6 +113,11 @@ async fn queue(
         Err(e) => return ctx.store_error(&state, &e),
     };
     let counts = snap.counts(&queue);
+    let history =
+        match super::history::series_of(&state, std::slice::from_ref(&queue), Span::Hour).await {
+            Ok((s, _)) => s,
+            Err(e) => return ctx.store_error(&state, &e),
+        };
     ctx.html_or_json(
         || {
             ctx.view(&state).queue(
@@ -122,6 +128,7 @@ async fn queue(
                 &page,
                 after.as_deref(),
                 last,
+                &history,
             )
         },
         || {
@@ -137,6 +144,7 @@ async fn queue(
                     previews.then(|| crate::text::preview(&i.payload, LIST_PREVIEW_BYTES)),
                 )).collect::<Vec<_>>(),
                 "next": page.next.as_ref().map(Cursor::as_str),
+                "history": history.json(),
             })
         },
     )
@@ -241,6 +249,7 @@ impl View<'_> {
         page: &ItemPage,
         after: Option<&str>,
         last: bool,
+        history: &Series,
     ) -> Markup {
         let now = page.as_of;
         let here = self.queue_link(queue);
@@ -339,6 +348,7 @@ impl View<'_> {
                     }
                 }
             }
+            (self.history_section(Some(queue), history))
             p.meta { "Listed as of " (iso(page.as_of)) "; every viewer shares one read of this page for a few seconds (longer when it is slow to read), and an action here reads it again." }
             @if state == ListState::Dead && (self.can(Action::Requeue) || self.can(Action::Discard)) {
                 h2 { "By filter" }

@@ -28,6 +28,7 @@ fn app(store: &DynStore) -> Router {
 mod dead;
 mod guards;
 mod health;
+mod history;
 mod items;
 mod leases;
 mod overview;

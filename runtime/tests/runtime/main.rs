@@ -11,6 +11,7 @@ mod drain;
 mod exported;
 mod finalize;
 mod handler_finalized;
+mod history;
 mod instances;
 mod limits;
 mod lost_answer;
