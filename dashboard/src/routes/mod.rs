@@ -15,6 +15,7 @@ mod items;
 mod leases;
 mod overview;
 mod queues;
+mod search;
 
 /// Every page, action and asset, behind the guards the caller layers on; a path
 /// no route answers is a 404 page.
@@ -26,6 +27,7 @@ pub(crate) fn guarded() -> Router<AppState> {
         .merge(items::router())
         .merge(leases::router())
         .merge(history::router())
+        .merge(search::router())
         .merge(assets::router())
         .fallback(crate::ctx::not_found)
 }

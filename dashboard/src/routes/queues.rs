@@ -319,6 +319,11 @@ impl View<'_> {
                     }
                 }
             }
+            form.filter #search method="get" action=(format!("{here}/search")) {
+                input type="hidden" name="state" value=(state.as_str());
+                label { "Search " (state.as_str()) " items " input type="search" name="q" maxlength="200" size="24" placeholder="text in payload or last error"; }
+                button type="submit" { "Search" }
+            }
             @if last { p.meta #last-page { "The last page: the " (if order == ListOrder::NewestFirst { "oldest" } else { "newest" }) " " (page.items.len()) " items." } }
             @else if after.is_some() { p.meta { "A later page." } }
             @if page.items.is_empty() {

@@ -33,3 +33,4 @@ mod items;
 mod leases;
 mod overview;
 mod queues;
+mod search;
