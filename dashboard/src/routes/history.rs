@@ -67,6 +67,8 @@ pub(crate) async fn series_of(
     Ok((Series::new(span, now, &all), each))
 }
 
+// A refusal is the response itself, returned at once by the handler.
+#[allow(clippy::result_large_err)]
 fn span_of(ctx: &Ctx, state: &AppState, q: &SpanQuery) -> Result<Span, Response> {
     Span::parse(q.span.as_deref())
         .map_err(|e| ctx.fail(state, StatusCode::BAD_REQUEST, "invalid_input", &e))
