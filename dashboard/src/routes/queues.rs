@@ -39,6 +39,8 @@ struct QueueQuery {
     /// `1`: the last page (the newest items in oldest-first order, or the oldest in
     /// newest-first order).
     last: Option<String>,
+    /// `all`: every item of the page shown selected.
+    select: Option<String>,
 }
 
 async fn queue(
@@ -71,6 +73,7 @@ async fn queue(
         }
     };
     let last = q.last.as_deref() == Some("1");
+    let select_all = q.select.as_deref() == Some("all");
     // The last page is the first page of the other order, turned round: the contract's
     // two orders are exact mirrors of each other.
     let read_order = match (last, order) {
@@ -129,6 +132,7 @@ async fn queue(
                 after.as_deref(),
                 last,
                 &history,
+                select_all,
             )
         },
         || {
@@ -250,6 +254,7 @@ impl View<'_> {
         after: Option<&str>,
         last: bool,
         history: &Series,
+        select_all: bool,
     ) -> Markup {
         let now = page.as_of;
         let here = self.queue_link(queue);
@@ -273,7 +278,7 @@ impl View<'_> {
                 tbody {
                     @for item in &page.items {
                         tr data-id=(item.id) {
-                            @if selectable { td { input type="checkbox" name="id" value=(item.id) aria-label=(format!("select {}", item.id)); } }
+                            @if selectable { td { input type="checkbox" name="id" value=(item.id) checked[select_all] aria-label=(format!("select {}", item.id)); } }
                             td { a.id href=(self.item_link(item.id)) { (item.id) } }
                             td.num { (item.attempt) " / " (item.max_attempts) }
                             td title=(iso(item.run_at)) { (relative(item.run_at, now)) }
@@ -333,6 +338,9 @@ impl View<'_> {
                     input type="hidden" name="back" value=(back);
                     (rows)
                     p.actions {
+                        @let page_link = format!("{here}?state={}&order={order_name}{}{}", state.as_str(), after.map(|a| format!("&after={}", query_value(a))).unwrap_or_default(), if last { "&last=1" } else { "" });
+                        @if select_all { a #select-none href=(page_link) { "Select none" } " " }
+                        @else { a #select-all href=(format!("{page_link}&select=all")) { "Select all " (page.items.len()) " on this page" } " " }
                         @if state == ListState::Dead {
                             @if self.can(Action::Requeue) { button type="submit" formaction=(self.link("/items/requeue")) { "Requeue selected" } }
                             @if self.can(Action::Discard) { button.danger type="submit" formaction=(self.link("/items/discard")) { "Discard selected…" } }

@@ -8,6 +8,7 @@ on_every_store! {
     Fixture in [memory, sqlite, postgres, redis] {
         search_finds_items_by_error_or_payload_and_goes_on_where_it_stopped => search_case;
         hostile_search_text_is_escaped_and_bad_bounds_are_refused => hostile_case;
+        select_all_checks_every_item_of_the_page_and_the_bulk_cancel_takes_them => select_all_case;
     }
 }
 
@@ -127,4 +128,23 @@ fn urlencode(s: &str) -> String {
             _ => format!("%{b:02X}"),
         })
         .collect()
+}
+
+async fn select_all_case(store: &DynStore) {
+    let ids = ready(store, "bulk", 3).await;
+    let app = app(store);
+    let page = get(&app, "/queues/bulk?state=ready").await;
+    assert!(page.body.contains("id=\"select-all\""), "{}", page.body);
+    assert!(!page.body.contains("checked"));
+    let page = get(&app, "/queues/bulk?state=ready&select=all").await;
+    assert_eq!(page.body.matches("checked").count(), 3, "{}", page.body);
+    assert!(page.body.contains("id=\"select-none\""));
+    // The form posts every id; the cancel asks first, then runs once.
+    let form: String = ids.iter().map(|id| format!("id={id}&")).collect::<String>()
+        + "confirm=yes&back=/queues/bulk";
+    let r = post(&app, "/items/cancel", &form).await;
+    assert_eq!(r.status, StatusCode::SEE_OTHER);
+    for id in ids {
+        assert!(store.item_get(id).await.unwrap().is_none());
+    }
 }
