@@ -146,7 +146,7 @@ impl View<'_> {
                 h2 { "Work over time" }
                 nav.tabs {
                     @for s in [Span::Hour, Span::Day] {
-                        a href=(format!("{base}?span={}", s.as_str())) class=[(s == series.span).then_some("on")] {
+                        a class=[(s == series.span).then_some("on")] href=(format!("{base}?span={}", s.as_str())) {
                             "last " (s.as_str())
                         }
                     }
