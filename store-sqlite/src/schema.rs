@@ -325,7 +325,7 @@ fn migrate_v8(conn: &Connection) -> rusqlite::Result<()> {
 /// Version 9: the work history, per queue and minute (the `History` group): sums the
 /// workers add every few seconds, read by the dashboard.
 pub(crate) const V9: &str = "
-CREATE TABLE tenure_history (
+CREATE TABLE IF NOT EXISTS tenure_history (
     queue    TEXT    NOT NULL,
     minute   INTEGER NOT NULL,
     finished INTEGER NOT NULL,
@@ -333,7 +333,7 @@ CREATE TABLE tenure_history (
     dead     INTEGER NOT NULL,
     PRIMARY KEY (queue, minute)
 ) WITHOUT ROWID;
-CREATE INDEX tenure_history_minute ON tenure_history (minute);
+CREATE INDEX IF NOT EXISTS tenure_history_minute ON tenure_history (minute);
 ";
 
 fn migrate_v9(conn: &Connection) -> rusqlite::Result<()> {
