@@ -35,6 +35,15 @@ CREATE TABLE {schema}.fair_tenants (
     CONSTRAINT fair_tenants_pkey PRIMARY KEY (queue, tenant)
 );
 
+CREATE TABLE {schema}.history (
+    queue text NOT NULL,
+    minute bigint NOT NULL,
+    finished bigint NOT NULL,
+    failed bigint NOT NULL,
+    dead bigint NOT NULL,
+    CONSTRAINT history_pkey PRIMARY KEY (queue, minute)
+);
+
 CREATE TABLE {schema}.instances (
     id text NOT NULL,
     started_at bigint NOT NULL,
@@ -144,6 +153,8 @@ CREATE INDEX dedup_keys_expiry ON {schema}.dedup_keys USING btree (expires_at);
 CREATE UNIQUE INDEX dedup_keys_pkey ON {schema}.dedup_keys USING btree (queue, key);
 CREATE UNIQUE INDEX fair_queues_pkey ON {schema}.fair_queues USING btree (queue);
 CREATE UNIQUE INDEX fair_tenants_pkey ON {schema}.fair_tenants USING btree (queue, tenant);
+CREATE INDEX history_minute ON {schema}.history USING btree (minute);
+CREATE UNIQUE INDEX history_pkey ON {schema}.history USING btree (queue, minute);
 CREATE UNIQUE INDEX instances_pkey ON {schema}.instances USING btree (id);
 CREATE INDEX items_claim ON {schema}.items USING btree (queue, priority, run_at, seq) WHERE ((state = 'ready'::text) AND head);
 CREATE INDEX items_claim_fair ON {schema}.items USING btree (queue, priority, ftag, run_at, seq) WHERE ((state = 'ready'::text) AND head AND (ftag IS NOT NULL));

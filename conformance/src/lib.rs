@@ -113,6 +113,7 @@ mod g16_concurrency_limits;
 mod g17_rate_limits;
 mod g18_fair_shares;
 mod op_control;
+mod op_history;
 mod op_inspection;
 
 pub use case::{

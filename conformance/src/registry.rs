@@ -7,7 +7,7 @@ use crate::harness::Harness;
 
 /// Every case of the suite, group by group: the single registry both runners use.
 pub fn cases<H: Harness>() -> Vec<Case<H>> {
-    let groups: [fn() -> Vec<Case<H>>; 20] = [
+    let groups: [fn() -> Vec<Case<H>>; 21] = [
         crate::g01_exclusive_claim::cases::<H>,
         crate::g02_expiry::cases::<H>,
         crate::g03_fenced_finalize::cases::<H>,
@@ -29,6 +29,7 @@ pub fn cases<H: Harness>() -> Vec<Case<H>> {
         // The operator's inspection and control, after the guarantees.
         crate::op_inspection::cases::<H>,
         crate::op_control::cases::<H>,
+        crate::op_history::cases::<H>,
     ];
     groups.iter().flat_map(|group| group()).collect()
 }

@@ -80,6 +80,10 @@ pub use partition::Partitioning;
 pub use retry::RetryPolicy;
 pub use store::MAX_CANCEL_BY_BYTES;
 pub use store::{
+    history_minute, HistoryAddParams, HistoryCounts, HistoryEntry, HistoryParams, HistoryPoint,
+    HISTORY_KEEP, MAX_HISTORY_ENTRIES, MAX_HISTORY_SPAN,
+};
+pub use store::{
     CancelParams, DeadFilter, ItemListParams, LeaseListParams, PauseParams, DEFAULT_DEAD_BATCH,
     DEFAULT_PAGE, MAX_DEAD_BATCH, MAX_PAGE,
 };

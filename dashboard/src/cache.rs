@@ -10,6 +10,7 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
+use tenure_core::HistoryPoint;
 use tenure_core::{
     Instance, ItemPage, LeaderName, LeasePage, OwnerId, QueueCounts, QueueName, Store, Timestamp,
 };
@@ -76,6 +77,8 @@ pub(crate) struct CountsCache {
     snapshot: Pages<Arc<Snapshot>>,
     items: Pages<ItemPage>,
     leases: Pages<LeasePage>,
+    /// Queues' history over a span, by queue, span and first minute.
+    history: Pages<Vec<HistoryPoint>>,
 }
 
 impl CountsCache {
@@ -85,6 +88,7 @@ impl CountsCache {
             snapshot: Mutex::default(),
             items: Mutex::default(),
             leases: Mutex::default(),
+            history: Mutex::default(),
         }
     }
 
@@ -106,6 +110,16 @@ impl CountsCache {
         read: impl Future<Output = tenure_core::Result<LeasePage>>,
     ) -> tenure_core::Result<LeasePage> {
         shared(&self.leases, self.ttl, key, read).await
+    }
+
+    /// A queue's history over the span `key` names, as `read` answers it, shared like
+    /// [`CountsCache::item_page`]. An action does not clear it: it changes no history.
+    pub(crate) async fn history(
+        &self,
+        key: String,
+        read: impl Future<Output = tenure_core::Result<Vec<HistoryPoint>>>,
+    ) -> tenure_core::Result<Vec<HistoryPoint>> {
+        shared(&self.history, self.ttl, key, read).await
     }
 
     /// The cached snapshot, or a fresh one when it is older than the TTL. Requests that

@@ -12,11 +12,14 @@
 //! | path | page | JSON twin |
 //! |---|---|---|
 //! | `/` | every queue's ready / scheduled / running / dead counts, paused flag and oldest ready age; the instances and their last heartbeat; the leader and its term | `/?format=json` |
-//! | `/queues/{queue}?state=&order=&after=&last=` | a queue's items in one state, oldest or newest first, paged by cursor (`last=1`: the last page), with the start of each payload and last error ([`DashboardConfig::list_payloads`]); 404 for a queue `Store::queue_list` does not name | `?format=json` |
+//! | `/queues/{queue}?state=&order=&after=&last=&select=` | a queue's items in one state, oldest or newest first, paged by cursor (`last=1`: the last page; `select=all`: every item of the page selected for the bulk cancel, requeue or discard), with the start of each payload and last error ([`DashboardConfig::list_payloads`]); 404 for a queue `Store::queue_list` does not name | `?format=json` |
 //! | `/items/{id}?payload=show` | one item: attempt of max, stalls, renewals, owner, lease expiry, run_at, keys, last error; the payload preview only when asked for | `?format=json` |
 //! | `/queues/{queue}/limits` | a queue's limits (G16..G18): its settings, its running items against the queue-wide limit, the limit keys with running items (those at their limit first) and the leases under each; read-only, and a shorter *Limits* section on the queue page (in its JSON as `limits`) | `?format=json` |
 //! | `/leases?queue=&after=` | live leases, soonest expiry first; expired leases nobody recovered yet are marked | `?format=json` |
 //! | `/find?id=` | find an item by id (the box on every page) | `?format=json` |
+//! | `/queues/{queue}/search?q=&state=&limit=&after=` | the items of one state whose last error (and payload, where listings show payloads) holds `q`, ignoring case; at most `limit` matches (50, up to 500), 10,000 items read and 2 s, and the page says which bound stopped it, with a link that goes on from there | `?format=json` |
+//! | `/history?span=hour\|day` | work over time: finished, failed (retrying) and dead attempts per minute (last hour) or per 15 minutes (last day), summed over every queue as an SVG chart, and each queue's totals; the overview embeds the last hour's chart | `?format=json` |
+//! | `/queues/{queue}/history?span=hour\|day` | one queue's work over time; the queue page embeds the last hour's chart | `?format=json` |
 //! | `/queues/{queue}/dead?action=&older_than=&limit=` | what a requeue or discard by filter would take, counted before it runs | `?format=json` |
 //! | `/healthz` | `200 up` when the store answers, `503 down` when it does not (nothing else: no file, host or error) | text |
 //!
@@ -106,6 +109,7 @@
 
 mod access;
 mod cache;
+mod chart;
 mod config;
 mod ctx;
 mod hosts;

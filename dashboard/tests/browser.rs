@@ -20,7 +20,7 @@ use std::time::{Duration, Instant};
 use common::*;
 use fantoccini::{Client, ClientBuilder, Locator};
 use serde_json::json;
-use tenure::{DynStore, HeartbeatParams, MemoryStore, NewItem, StoreExt};
+use tenure::{DynStore, HeartbeatParams, MemoryStore, NewItem, Store as _, StoreExt};
 use tenure_dashboard::{router, DashboardConfig};
 
 const CHROMIUM: &str = "/usr/bin/chromium";
@@ -198,6 +198,19 @@ async fn an_operator_pauses_a_queue_and_requeues_a_dead_item_in_chromium() {
     ready(&store, "thumbnails", 2).await;
     ready(&store, "..", 1).await;
     ready(&store, ".", 1).await;
+    // Work over time, as workers report it: the overview charts it.
+    let minute = tenure::history_minute(tenure::Clock::now(&tenure::SystemClock));
+    store
+        .history_add(tenure::HistoryAddParams::new(vec![
+            tenure::HistoryEntry::new(q("emails"), minute, tenure::HistoryCounts::new(7, 2, 1)),
+            tenure::HistoryEntry::new(
+                q("thumbnails"),
+                minute - Duration::from_secs(600),
+                tenure::HistoryCounts::new(4, 0, 0),
+            ),
+        ]))
+        .await
+        .unwrap();
     ready(&store, &"q".repeat(128), 1).await;
     store
         .instance_heartbeat(HeartbeatParams::new(me()))
@@ -487,6 +500,25 @@ async fn an_operator_pauses_a_queue_and_requeues_a_dead_item_in_chromium() {
                 "{label} {page}: the page is no wider than the screen: {v}"
             );
             assert_eq!(v["off"], json!([]), "{label} {page}: off-screen: {v}");
+            if page == "overview" {
+                // The chart is drawn, with its data, within the screen.
+                let chart = c
+                    .execute(
+                        "const svg = document.querySelector('figure.chart svg');
+                         const r = svg.getBoundingClientRect();
+                         return { bars: svg.querySelectorAll('rect').length, left: r.left, right: r.right, height: r.height };",
+                        vec![],
+                    )
+                    .await
+                    .unwrap();
+                assert!(chart["bars"].as_u64().unwrap() >= 4, "{label}: {chart}");
+                assert!(chart["height"].as_f64().unwrap() > 20.0, "{label}: {chart}");
+                assert!(chart["left"].as_f64().unwrap() >= 0.0, "{label}: {chart}");
+                assert!(
+                    chart["right"].as_f64().unwrap() <= vw + 0.5,
+                    "{label}: {chart}"
+                );
+            }
             shot(&c, &format!("12-{label}-{page}")).await;
         }
     }

@@ -18,6 +18,7 @@ use tracing::Instrument;
 
 use tenure_core::{CompleteParams, FailOutcome, FailParams, ItemState, LeaseToken, TokenOutcome};
 
+use crate::history::Kind;
 use crate::metrics::add;
 use crate::outbox::{Outcome, FLUSHES_IN_FLIGHT};
 use crate::panic::CatchPanic;
@@ -184,6 +185,7 @@ async fn flush(shared: &Shared, batch: Vec<Outcome>) -> Vec<Outcome> {
                         }
                     }
                 }
+                shared.history_tally(&accepted, Kind::Finished);
                 shared.tally(&accepted, |q| &q.completed);
                 shared
                     .inflight
@@ -213,6 +215,7 @@ async fn flush(shared: &Shared, batch: Vec<Outcome>) -> Vec<Outcome> {
         match caught(shared, "fail", call).await {
             Ok(answers) if answers.len() == count => {
                 let mut accepted = Vec::new();
+                let mut dead = Vec::new();
                 for (f, a) in failures.iter().zip(answers) {
                     let t = &f.token;
                     match a {
@@ -225,6 +228,7 @@ async fn flush(shared: &Shared, batch: Vec<Outcome>) -> Vec<Outcome> {
                             add(&shared.metrics.failed, 1);
                             add(&shared.metrics.dead, 1);
                             accepted.push(*t);
+                            dead.push(*t);
                             tracing::warn!(event = "fail", item = %t.id, attempt = t.attempt, error = %f.error, "failed; dead");
                         }
                         FailOutcome::LeaseLost if shared.inflight.was_unanswered(t) => {
@@ -239,6 +243,8 @@ async fn flush(shared: &Shared, batch: Vec<Outcome>) -> Vec<Outcome> {
                         }
                     }
                 }
+                shared.history_tally(&dead, Kind::Dead);
+                shared.history_tally(accepted.iter().filter(|t| !dead.contains(t)), Kind::Failed);
                 shared.tally(&accepted, |q| &q.failed);
                 shared
                     .inflight
@@ -298,12 +304,16 @@ async fn settle(shared: &Shared, t: &LeaseToken, what: Finalize) {
                     Finalize::Complete => {
                         add(&shared.metrics.completed, 1);
                         shared.queue_of(t).completed.increment(1);
+                        shared.history_tally([t], Kind::Finished);
                     }
                     Finalize::Fail => {
                         add(&shared.metrics.failed, 1);
                         shared.queue_of(t).failed.increment(1);
                         if item.state == ItemState::Dead {
                             add(&shared.metrics.dead, 1);
+                            shared.history_tally([t], Kind::Dead);
+                        } else {
+                            shared.history_tally([t], Kind::Failed);
                         }
                     }
                 }

@@ -257,6 +257,8 @@ mod finalize;
 mod instance;
 // The leader's periodic pass.
 mod periodic_pass;
+// Counting finishes into the work history and flushing it to the store.
+mod history_flush;
 // Giving leases back.
 mod release;
 // State: what every loop shares, with one field per loop's own state.
@@ -283,6 +285,7 @@ mod periodic;
 mod poll;
 // Handler, Job, JobError.
 mod handler;
+mod history;
 // One attempt's life: its control, phase and stop reason.
 mod attempt;
 // The counters.
@@ -294,6 +297,7 @@ pub use attempt::StopReason;
 pub use builder::{WorkerBuilder, DEFAULT_CONCURRENCY, DEFAULT_LEASE};
 pub use export::describe_metrics;
 pub use handler::{Handler, Job, JobError};
+pub use history::HISTORY_FLUSH;
 pub use metrics::MetricsSnapshot;
 pub use periodic::{Missed, Periodic, Recurrence, MAX_PERIODIC_NAME_BYTES, PERIODIC_KEY_PREFIX};
 pub use poll::{PollPolicy, DEFAULT_RELAXED_POLL, FAILED_CLAIM_RETRY_CAP};

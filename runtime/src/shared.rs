@@ -57,6 +57,8 @@ pub(crate) struct Shared {
     pub(crate) outbox: Outbox,
     /// The heartbeat switch and the maintenance role.
     pub(crate) standing: Standing,
+    /// Finishes counted for the store's work history, not yet flushed.
+    pub(crate) history: crate::history::Tallies,
 }
 
 impl Shared {
@@ -70,10 +72,13 @@ impl Shared {
         max_runners: usize,
         role: watch::Sender<Role>,
     ) -> Self {
+        let export = Exported::new(&settings.queues);
+        let history = crate::history::Tallies::new(export.queues().map(|(q, _)| q));
         Shared {
             store,
             handler,
-            export: Exported::new(&settings.queues),
+            export,
+            history,
             metrics: Metrics::default(),
             span,
             stop_claiming: CancellationToken::new(),

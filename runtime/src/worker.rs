@@ -20,7 +20,7 @@ use crate::release::{release, FLUSH_WAIT};
 use crate::settings::Settings;
 use crate::shared::Shared;
 use crate::standing::Role;
-use crate::{claim, finalize, instance, renew};
+use crate::{claim, finalize, history_flush, instance, renew};
 
 /// How long shutdown waits for cancelled handlers to return before it drops them, and
 /// again for dropped ones to end, before it releases their leases.
@@ -60,6 +60,7 @@ pub struct Worker {
     finalize: Option<JoinHandle<()>>,
     heartbeat: Option<JoinHandle<()>>,
     maintenance: Option<JoinHandle<()>>,
+    history: Option<JoinHandle<()>>,
     stop_background: CancellationToken,
     drain_finalizer: CancellationToken,
     role: watch::Receiver<Role>,
@@ -132,6 +133,10 @@ impl Worker {
             drain_finalizer.clone(),
         )));
         let claim = spawn(Box::pin(claim::claim_loop(Arc::clone(&shared))));
+        let history = spawn(Box::pin(history_flush::history_loop(
+            Arc::clone(&shared),
+            stop_background.clone(),
+        )));
         tracing::info!(parent: &span, queues = ?shared.settings.queues, concurrency = shared.settings.concurrency, lease = ?shared.settings.lease, "worker started");
         Worker {
             shared,
@@ -140,6 +145,7 @@ impl Worker {
             finalize,
             heartbeat,
             maintenance,
+            history,
             stop_background,
             drain_finalizer,
             role,
@@ -260,15 +266,22 @@ impl Worker {
             let (released, unanswered) = release(&shared, &to_release).await;
             abandoned += unanswered;
             self.stop_background.cancel();
-            for task in [self.renew.take(), self.heartbeat.take(), self.maintenance.take()]
-                .into_iter()
-                .flatten()
+            for task in [
+                self.renew.take(),
+                self.heartbeat.take(),
+                self.maintenance.take(),
+                self.history.take(),
+            ]
+            .into_iter()
+            .flatten()
             {
                 let mut task = task;
                 if tokio::time::timeout(FLUSH_WAIT, &mut task).await.is_err() {
                     task.abort();
                 }
             }
+            // The counts of the last finishes, added to the store's history.
+            history_flush::flush(&shared).await;
             let deregistered = abandoned == 0 && deregister(&shared).await;
             let report = ShutdownReport {
                 drained,
@@ -316,6 +329,7 @@ impl Drop for Worker {
             self.finalize.take(),
             self.heartbeat.take(),
             self.maintenance.take(),
+            self.history.take(),
         ]
         .into_iter()
         .flatten()

@@ -2,6 +2,7 @@
 //! type; what configures it is the [`Clock`] it reads, the [`Limits`] it enforces and
 //! whether it keeps finished items ([`MemoryStore::keep_done`]).
 
+use std::collections::BTreeMap;
 use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Mutex};
 
@@ -49,6 +50,7 @@ impl MemoryStore {
                 available: AtomicBool::new(true),
                 wake: WakeSignal::new(),
                 state: Mutex::new(State::default()),
+                history: Mutex::new(BTreeMap::new()),
             }),
         }
     }

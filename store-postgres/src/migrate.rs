@@ -177,6 +177,11 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
         name: "progress: what a holder reports with its renewals",
         sql: include_str!("../migrations/0016_progress.sql"),
     },
+    Migration {
+        version: 17,
+        name: "work history: finished, failed and dead per queue and minute",
+        sql: include_str!("../migrations/0017_history.sql"),
+    },
 ];
 
 /// The newest schema version this crate migrates to.

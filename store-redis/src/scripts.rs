@@ -21,7 +21,7 @@ const LIB: &str = include_str!("scripts/lib.lua");
 
 /// The operations, by the name their function is registered under (after the
 /// library's tag), with their Lua bodies.
-const OPS: [(&str, &str); 31] = [
+const OPS: [(&str, &str); 33] = [
     ("enqueue", include_str!("scripts/enqueue.lua")),
     ("claim", include_str!("scripts/claim.lua")),
     ("renew", include_str!("scripts/renew.lua")),
@@ -53,6 +53,8 @@ const OPS: [(&str, &str); 31] = [
     ("limits_list", include_str!("scripts/limits_list.lua")),
     ("limits_defer", include_str!("scripts/limits_defer.lua")),
     ("limits_wait", include_str!("scripts/limits_wait.lua")),
+    ("history_add", include_str!("scripts/history_add.lua")),
+    ("history", include_str!("scripts/history.lua")),
 ];
 
 /// Stands for the library's tag in the text that is hashed.
@@ -93,6 +95,8 @@ pub(crate) struct Scripts {
     pub(crate) limits_list: String,
     pub(crate) limits_defer: String,
     pub(crate) limits_wait: String,
+    pub(crate) history_add: String,
+    pub(crate) history: String,
 }
 
 /// The library of `lib` and `ops`: `lib` at the top, then each operation's body as
@@ -154,6 +158,8 @@ pub(crate) static SCRIPTS: LazyLock<Scripts> = LazyLock::new(|| {
         limits_list: next(),
         limits_defer: next(),
         limits_wait: next(),
+        history_add: next(),
+        history: next(),
         library,
     }
 });

@@ -15,7 +15,7 @@ use crate::config::SqliteConfig;
 use crate::error::{self, Phase};
 
 /// The schema version this crate creates and understands (kept in `tenure_meta`).
-pub const SCHEMA_VERSION: i64 = 10;
+pub const SCHEMA_VERSION: i64 = 11;
 
 /// One migration step, run inside the migration transaction. A step is Rust, not just
 /// SQL, so it can compute what SQL cannot (v2 back-fills the FNV-1a partition hash).
@@ -34,6 +34,7 @@ const MIGRATIONS: &[Migration] = &[
     migrate_v8,
     migrate_v9,
     migrate_v10,
+    migrate_v11,
 ];
 
 fn migrate_v1(conn: &Connection) -> rusqlite::Result<()> {
@@ -364,6 +365,24 @@ ALTER TABLE tenure_items ADD COLUMN progress TEXT;
 
 fn migrate_v10(conn: &Connection) -> rusqlite::Result<()> {
     conn.execute_batch(V10)
+}
+
+/// Version 11: the work history, per queue and minute (the `History` group): sums the
+/// workers add every few seconds, read by the dashboard.
+pub(crate) const V11: &str = "
+CREATE TABLE IF NOT EXISTS tenure_history (
+    queue    TEXT    NOT NULL,
+    minute   INTEGER NOT NULL,
+    finished INTEGER NOT NULL,
+    failed   INTEGER NOT NULL,
+    dead     INTEGER NOT NULL,
+    PRIMARY KEY (queue, minute)
+) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS tenure_history_minute ON tenure_history (minute);
+";
+
+fn migrate_v11(conn: &Connection) -> rusqlite::Result<()> {
+    conn.execute_batch(V11)
 }
 
 /// [`key_hash`] of a stored row's id and stream.

@@ -55,5 +55,6 @@ mod g18;
 mod memory_store;
 mod op_control;
 mod op_control_streams;
+mod op_history;
 mod op_inspection;
 mod registry;

@@ -3,7 +3,7 @@
 use super::*;
 use crate::g14::ClaimsAllWithoutThePartitionCapability;
 
-const GROUPS: [&str; 20] = [
+const GROUPS: [&str; 21] = [
     "g01_exclusive_claim",
     "g02_expiry",
     "g03_fenced_finalize",
@@ -24,6 +24,7 @@ const GROUPS: [&str; 20] = [
     "g18_fair_shares",
     "op_inspection",
     "op_control",
+    "op_history",
 ];
 
 #[test]

@@ -12,6 +12,7 @@
 //! | [`Inspect`] | `dead_requeue`, `dead_discard`, `item_get`, `queue_counts`, `item_list`, `lease_list`, `queue_list`, `item_cancel`, `queue_pause`, `queue_resume` |
 //! | [`Instances`] | `instance_heartbeat`, `instance_list`, `instance_evict_stale`, `instance_deregister`, `leader_acquire`, `leader_resign`, `leader_get` |
 //! | [`Limiting`] | `limits_set`, `limits_get`, `limits_clear`, `limits_list`, `limits_defer`, `limits_wait` (defaults for stores without limits) |
+//! | [`History`] | `history_add`, `history` |
 //!
 //! **Validated once.** [`Store`] checks every params struct against the store's
 //! [`Base::limits`] before the store sees it (G15; group `g15_bad_input`), and hands it
@@ -58,6 +59,7 @@
 
 mod claims;
 mod finalize;
+mod history;
 mod inspect;
 mod instances;
 mod limiting;
@@ -71,6 +73,7 @@ use crate::store::{Capabilities, Limits, WakeSignal};
 
 pub use claims::Claims;
 pub use finalize::Finalize;
+pub use history::History;
 pub use inspect::{stop_running, Inspect};
 pub use instances::Instances;
 pub use limiting::Limiting;

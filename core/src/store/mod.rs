@@ -20,6 +20,7 @@
 
 mod capabilities;
 mod forward;
+mod history;
 mod limits;
 mod operate;
 mod params;
@@ -40,6 +41,11 @@ pub use params::{
 pub use params::{DEFAULT_MAX_CLAIM_QUEUES, DEFAULT_SCHEDULE_WINDOW};
 pub use wake::{WakeHealth, WakeSignal};
 
+pub use history::{
+    history_minute, HistoryAddParams, HistoryCounts, HistoryEntry, HistoryParams, HistoryPoint,
+    HISTORY_KEEP, MAX_HISTORY_ENTRIES, MAX_HISTORY_SPAN,
+};
+
 pub use limits::{
     DeferParams, LimitsParams, QueueLimits, Rate, MAX_CONCURRENCY, MAX_DEFER, MAX_LIMIT_ENTRIES,
     MAX_RATE_PERIOD, MAX_RATE_STARTS, MIN_RATE_PERIOD,
@@ -51,6 +57,7 @@ pub use operate::{
     DEFAULT_PAGE, MAX_DEAD_BATCH, MAX_PAGE,
 };
 
+use crate::contract::History;
 use crate::contract::{Base, Claims, Finalize, Inspect, Instances, Limiting, Recovery, Valid};
 use crate::error::{Error, Result};
 use crate::keys::{LeaderName, QueueName};
@@ -341,6 +348,23 @@ pub trait Store: Send + Sync + fmt::Debug + 'static {
         let _ = queues;
         Ok(None)
     }
+
+    // History: work over time.
+
+    /// Adds per-queue, per-minute sums of finished, failed and dead attempts to the
+    /// store's history (conformance group `op_history`). Workers call it in aggregate,
+    /// every few seconds.
+    ///
+    /// Validates `params` against [`Store::limits`] first (G15), then hands them to
+    /// [`History::history_add`], whose `# Contract` a store keeps.
+    async fn history_add(&self, params: HistoryAddParams) -> Result<()>;
+
+    /// One queue's history, minute by minute, over at most [`MAX_HISTORY_SPAN`]
+    /// (conformance group `op_history`).
+    ///
+    /// Validates `params` against [`Store::limits`] first (G15), then hands them to
+    /// [`History::history`], whose `# Contract` a store keeps.
+    async fn history(&self, params: HistoryParams) -> Result<Vec<HistoryPoint>>;
 }
 
 /// Every store: validates each params struct against the store's [`Base::limits`]
@@ -351,7 +375,7 @@ pub trait Store: Send + Sync + fmt::Debug + 'static {
 #[async_trait]
 impl<T> Store for T
 where
-    T: Base + Claims + Finalize + Recovery + Inspect + Instances + Limiting,
+    T: Base + Claims + Finalize + Recovery + Inspect + Instances + Limiting + History,
 {
     fn name(&self) -> &'static str {
         Base::name(self)
@@ -518,6 +542,16 @@ where
     async fn limits_wait(&self, queues: &[QueueName]) -> Result<Option<std::time::Duration>> {
         Limiting::limits_wait(self, queues).await
     }
+
+    async fn history_add(&self, params: HistoryAddParams) -> Result<()> {
+        let params = Valid::check(params, |p| p.validate(&Base::limits(self)))?;
+        History::history_add(self, params).await
+    }
+
+    async fn history(&self, params: HistoryParams) -> Result<Vec<HistoryPoint>> {
+        let params = Valid::check(params, |p| p.validate(&Base::limits(self)))?;
+        History::history(self, params).await
+    }
 }
 
 /// Every method of [`Store`], in contract order, for
@@ -565,6 +599,8 @@ macro_rules! __store_methods {
             [async limits_list() -> $crate::Result<::std::vec::Vec<($crate::QueueName, $crate::QueueLimits)>>]
             [async limits_defer(params: $crate::DeferParams) -> $crate::Result<()>]
             [async limits_wait(queues: &[$crate::QueueName]) -> $crate::Result<::core::option::Option<::std::time::Duration>>]
+            [async history_add(params: $crate::HistoryAddParams) -> $crate::Result<()>]
+            [async history(params: $crate::HistoryParams) -> $crate::Result<::std::vec::Vec<$crate::HistoryPoint>>]
         ] }
     };
 }

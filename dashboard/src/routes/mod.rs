@@ -10,11 +10,13 @@ use crate::AppState;
 mod assets;
 mod dead;
 mod health;
+pub(crate) mod history;
 mod items;
 mod leases;
 mod limits;
 mod overview;
 mod queues;
+mod search;
 
 /// Every page, action and asset, behind the guards the caller layers on; a path
 /// no route answers is a 404 page.
@@ -26,6 +28,8 @@ pub(crate) fn guarded() -> Router<AppState> {
         .merge(items::router())
         .merge(leases::router())
         .merge(limits::router())
+        .merge(history::router())
+        .merge(search::router())
         .merge(assets::router())
         .fallback(crate::ctx::not_found)
 }

@@ -7,10 +7,11 @@ use axum::routing::get;
 use axum::Router;
 use maud::{html, Markup};
 use serde_json::json;
-use tenure_core::{ListState, QueueCounts};
+use tenure_core::{ListState, QueueCounts, QueueName};
 
 use super::queues::queue_json;
 use crate::cache::{LeaderView, Snapshot};
+use crate::chart::{Series, Span};
 use crate::ctx::{snapshot, Ctx};
 use crate::text::{iso, relative, span};
 use crate::view::{paused_badge, View};
@@ -27,8 +28,13 @@ async fn overview(State(state): State<AppState>, ctx: Ctx) -> Response {
         Err(e) => return ctx.store_error(&state, &e),
     };
     let store = state.store.name();
+    let names: Vec<QueueName> = snap.queues.iter().map(|(q, _)| q.clone()).collect();
+    let history = match super::history::series_of(&state, &names, Span::Hour).await {
+        Ok((all, _)) => all,
+        Err(e) => return ctx.store_error(&state, &e),
+    };
     ctx.html_or_json(
-        || ctx.view(&state).overview(&snap, store),
+        || ctx.view(&state).overview(&snap, store, &history),
         || {
             let leader = match &snap.leader {
                 LeaderView::Held {
@@ -56,13 +62,14 @@ async fn overview(State(state): State<AppState>, ctx: Ctx) -> Response {
                     "last_seen": iso(i.last_seen),
                 })).collect::<Vec<_>>(),
                 "leader": leader,
+                "history": history.json(),
             })
         },
     )
 }
 
 impl View<'_> {
-    fn overview(&self, snap: &Snapshot, store: &str) -> Markup {
+    fn overview(&self, snap: &Snapshot, store: &str, history: &Series) -> Markup {
         let now = snap.as_of;
         let back = self.link("/");
         let body = html! {
@@ -96,6 +103,7 @@ impl View<'_> {
                     }
                 } }
             }
+            @if !snap.queues.is_empty() { (self.history_section(None, history)) }
             h2 { "Instances" }
             @if snap.instances.is_empty() {
                 p.empty { "No instances: no worker is registered." }

@@ -16,6 +16,7 @@ use tenure_core::{
 
 use super::items::item_json;
 use crate::access::Action;
+use crate::chart::{Series, Span};
 use crate::ctx::{audit, back_to, done, known_queue, snapshot, Ctx};
 use crate::notice::Notice;
 use crate::text::{clip, iso, preview, query_value, relative, segment};
@@ -38,6 +39,8 @@ struct QueueQuery {
     /// `1`: the last page (the newest items in oldest-first order, or the oldest in
     /// newest-first order).
     last: Option<String>,
+    /// `all`: every item of the page shown selected.
+    select: Option<String>,
 }
 
 async fn queue(
@@ -70,6 +73,7 @@ async fn queue(
         }
     };
     let last = q.last.as_deref() == Some("1");
+    let select_all = q.select.as_deref() == Some("all");
     // The last page is the first page of the other order, turned round: the contract's
     // two orders are exact mirrors of each other.
     let read_order = match (last, order) {
@@ -116,6 +120,11 @@ async fn queue(
         Ok(u) => u,
         Err(e) => return ctx.store_error(&state, &e),
     };
+    let history =
+        match super::history::series_of(&state, std::slice::from_ref(&queue), Span::Hour).await {
+            Ok((s, _)) => s,
+            Err(e) => return ctx.store_error(&state, &e),
+        };
     ctx.html_or_json(
         || {
             ctx.view(&state).queue(
@@ -127,6 +136,8 @@ async fn queue(
                 after.as_deref(),
                 last,
                 limits.as_ref(),
+                &history,
+                select_all,
             )
         },
         || {
@@ -143,6 +154,7 @@ async fn queue(
                 )).collect::<Vec<_>>(),
                 "next": page.next.as_ref().map(Cursor::as_str),
                 "limits": limits.as_ref().map(super::limits::section_json),
+                "history": history.json(),
             })
         },
     )
@@ -248,6 +260,8 @@ impl View<'_> {
         after: Option<&str>,
         last: bool,
         limits: Option<&super::limits::Usage>,
+        history: &Series,
+        select_all: bool,
     ) -> Markup {
         let now = page.as_of;
         let here = self.queue_link(queue);
@@ -271,7 +285,7 @@ impl View<'_> {
                 tbody {
                     @for item in &page.items {
                         tr data-id=(item.id) {
-                            @if selectable { td { input type="checkbox" name="id" value=(item.id) aria-label=(format!("select {}", item.id)); } }
+                            @if selectable { td { input type="checkbox" name="id" value=(item.id) checked[select_all] aria-label=(format!("select {}", item.id)); } }
                             td { a.id href=(self.item_link(item.id)) { (item.id) } }
                             td.num { (item.attempt) " / " (item.max_attempts) }
                             td title=(iso(item.run_at)) { (relative(item.run_at, now)) }
@@ -317,6 +331,11 @@ impl View<'_> {
                     }
                 }
             }
+            form.filter #search method="get" action=(format!("{here}/search")) {
+                input type="hidden" name="state" value=(state.as_str());
+                label { "Search " (state.as_str()) " items " input type="search" name="q" maxlength="200" size="24" placeholder="text in payload or last error"; }
+                button type="submit" { "Search" }
+            }
             @if last { p.meta #last-page { "The last page: the " (if order == ListOrder::NewestFirst { "oldest" } else { "newest" }) " " (page.items.len()) " items." } }
             @else if after.is_some() { p.meta { "A later page." } }
             @if page.items.is_empty() {
@@ -326,6 +345,9 @@ impl View<'_> {
                     input type="hidden" name="back" value=(back);
                     (rows)
                     p.actions {
+                        @let page_link = format!("{here}?state={}&order={order_name}{}{}", state.as_str(), after.map(|a| format!("&after={}", query_value(a))).unwrap_or_default(), if last { "&last=1" } else { "" });
+                        @if select_all { a #select-none href=(page_link) { "Select none" } " " }
+                        @else { a #select-all href=(format!("{page_link}&select=all")) { "Select all " (page.items.len()) " on this page" } " " }
                         @if state == ListState::Dead {
                             @if self.can(Action::Requeue) { button type="submit" formaction=(self.link("/items/requeue")) { "Requeue selected" } }
                             @if self.can(Action::Discard) { button.danger type="submit" formaction=(self.link("/items/discard")) { "Discard selected…" } }
@@ -346,6 +368,7 @@ impl View<'_> {
                     }
                 }
             }
+            (self.history_section(Some(queue), history))
             p.meta { "Listed as of " (iso(page.as_of)) "; every viewer shares one read of this page for a few seconds (longer when it is slow to read), and an action here reads it again." }
             @if state == ListState::Dead && (self.can(Action::Requeue) || self.can(Action::Discard)) {
                 h2 { "By filter" }

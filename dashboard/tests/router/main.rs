@@ -28,8 +28,10 @@ fn app(store: &DynStore) -> Router {
 mod dead;
 mod guards;
 mod health;
+mod history;
 mod items;
 mod leases;
 mod limits;
 mod overview;
 mod queues;
+mod search;

@@ -12,6 +12,7 @@ mod drain;
 mod exported;
 mod finalize;
 mod handler_finalized;
+mod history;
 mod instances;
 mod limit_metrics;
 mod limits;

@@ -7,6 +7,7 @@
 
 mod claim;
 mod finalize;
+mod history;
 mod inspect;
 mod instances;
 mod limits;
@@ -56,6 +57,8 @@ pub(crate) struct Inner {
     pub(crate) available: AtomicBool,
     pub(crate) wake: WakeSignal,
     pub(crate) state: Mutex<State>,
+    /// The work history by queue and minute ([`History`](tenure_core::contract::History)).
+    pub(crate) history: Mutex<history::HistoryMap>,
 }
 
 impl MemoryStore {

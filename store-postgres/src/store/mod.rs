@@ -39,6 +39,7 @@ mod enqueue;
 pub(crate) use enqueue::Notify;
 mod fair;
 mod finalize;
+mod history;
 pub(crate) mod inspect;
 mod instances;
 mod limited_claim;

@@ -32,6 +32,7 @@ use crate::{listen, RedisConfig, STORE};
 mod admin;
 mod claim;
 mod finalize;
+mod history;
 mod inspect;
 mod instances;
 mod limits;

@@ -24,6 +24,7 @@ use crate::error::STORE;
 
 mod claim;
 mod finalize;
+mod history;
 mod inspect;
 mod instances;
 mod limits;
@@ -33,6 +34,7 @@ mod tests;
 
 pub(crate) use claim::{claim, enqueue};
 pub(crate) use finalize::{complete, fail, release, renew};
+pub(crate) use history::{history, history_add};
 pub(crate) use inspect::{
     dead_discard, dead_requeue, is_paused, item_cancel, item_get, item_list, lease_list,
     queue_counts, queue_list, set_paused,

@@ -9,6 +9,7 @@
 
 mod claim;
 mod finalize;
+mod history;
 mod inspect;
 mod instances;
 mod limits;

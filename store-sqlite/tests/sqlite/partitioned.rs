@@ -339,11 +339,12 @@ async fn a_version_1_file_is_migrated_with_the_hash_of_every_existing_item() {
                  DROP TABLE tenure_limit_starts;
                  DROP TABLE tenure_limit_defers;
                  ALTER TABLE tenure_items DROP COLUMN lease;
+                 DROP TABLE tenure_history;
                  UPDATE tenure_meta SET value = 1 WHERE key = 'schema_version';",
         )
         .unwrap();
     }
-    assert_eq!(SCHEMA_VERSION, 10);
+    assert_eq!(SCHEMA_VERSION, 11);
     let store = open(&path, &c).await;
     let rows = hashes(&path);
     assert_eq!(rows.len(), 20, "the finished item was kept too");
