@@ -292,7 +292,7 @@
 //! | `ops/mod.rs` | what every operation shares: the call context, the statements of the hot paths (pinned to their indexes, with the test of their plans in `ops/tests.rs`), and reading and writing item rows |
 //! | `ops/claim.rs`, `ops/finalize.rs`, `ops/recovery.rs`, `ops/instances.rs`, `ops/inspect.rs` | every operation as SQL on one connection, by the same groups |
 //! | `store/limits.rs`, `ops/limits.rs` | queue limits (G16, G17): the `limits_*` bodies, and the gate a claim passes each candidate through |
-//! | `schema.rs` | the schema: its version, [`schema_script`], the migrations, and opening a connection onto it |
+//! | `schema/` | the schema: its version, [`schema_script`], and opening a connection onto it (`mod.rs`); each migration and its SQL (`versions.rs`) |
 //! | `tx.rs` | the calls inside the application's transaction (`_in_tx`) |
 //! | `writer.rs` | the writer thread each open store feeds |
 #![deny(missing_docs)]
