@@ -1,4 +1,4 @@
-//! Enqueue and claim (the contract's first group) as SQL: [`enqueue`], and [`claim`]
+//! Claim as SQL ([`enqueue`](super::enqueue) is beside it): [`claim`]
 //! with its walk of the ready index one priority level at a time, the owner's share
 //! of a partitioned claim (G14) and the stream runs (G9).
 
@@ -6,145 +6,33 @@ use std::collections::{HashSet, VecDeque};
 
 use rusqlite::{params, Connection, OptionalExtension};
 use tenure_core::machine;
-use tenure_core::partition::key_hash;
 use tenure_core::{
-    ClaimParams, DedupKey, EnqueueParams, Enqueued, Error, Item, Lease, LeaseId, OwnerId,
-    QueueName, Recovered, ScopeKey, StreamKey, Timestamp,
+    ClaimParams, Error, Item, Lease, LeaseId, OwnerId, QueueName, Recovered, Timestamp,
 };
 
 use crate::error::STORE;
 
-use super::limits::{is_fair, limit_key_of, served, Admit, FairTags, Gate};
+use super::key_walk::{KeyWalk, KEY_WALK_AFTER};
+use super::limits::{is_fair, limit_key_of, served, Admit, Gate};
 use super::recovery::recover_where;
 use super::{
-    blob_id, claim_chunk, claim_many_sql, is_paused, read_item, read_ready, Cx, OpResult,
-    SQL_CLAIM_ONE, SQL_KEY_SCAN, SQL_LEVEL_SCAN, SQL_LEVEL_SCAN_FAIR, SQL_LEVEL_SCAN_LIMITED,
-    SQL_LEVEL_SCAN_PARTITIONED, SQL_NEXT_KEY, SQL_NEXT_LEVEL, SQL_PIN, SQL_RANK, SQL_RUN_BEHIND,
-    SQL_SCOPE_RUNNING, SQL_STREAM_BUSY, SQL_UNKEYED_SCAN,
+    claim_chunk, claim_many_sql, is_paused, read_item, read_ready, Cx, OpResult, SQL_CLAIM_ONE,
+    SQL_LEVEL_SCAN, SQL_LEVEL_SCAN_FAIR, SQL_LEVEL_SCAN_LIMITED, SQL_LEVEL_SCAN_PARTITIONED,
+    SQL_NEXT_LEVEL, SQL_PIN, SQL_RANK, SQL_RUN_BEHIND, SQL_SCOPE_RUNNING,
 };
 
-/// [`Store::enqueue`](tenure_core::Store::enqueue); mirrors [`machine::enqueue`].
-/// The caller validated the params.
-pub(crate) fn enqueue(cx: &Cx<'_>, params: &EnqueueParams) -> OpResult<Vec<Enqueued>> {
-    let conn = cx.conn;
-    let now = cx.now;
-    let mut find_dup = conn.prepare_cached(
-        "SELECT item_id FROM tenure_dedup WHERE queue = ?1 AND key = ?2 AND expires_at > ?3",
-    )?;
-    let mut stream_busy = conn.prepare_cached(SQL_STREAM_BUSY)?;
-    let mut insert = conn.prepare_cached(
-        "INSERT INTO tenure_items (id, queue, payload, stream, scope, dedup_key, priority,
-             run_at, state, head, attempt, owner, lease_expires_at, renewals, stalls,
-             max_attempts, max_stalls, max_renewals, last_error, created_at, updated_at, phash,
-             limit_key, ftag, lq)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, 'ready', ?9, 0, NULL, NULL, 0, 0,
-             ?10, ?11, ?12, NULL, ?13, ?13, ?14, ?15, ?16, ?17)",
-    )?;
-    let mut record_key = conn.prepare_cached(
-        "INSERT INTO tenure_dedup (queue, key, item_id, recorded_at, expires_at)
-         VALUES (?1, ?2, ?3, ?4, ?5)
-         ON CONFLICT (queue, key) DO UPDATE SET item_id = excluded.item_id,
-             recorded_at = excluded.recorded_at, expires_at = excluded.expires_at",
-    )?;
-    // G14: pinning at enqueue needs a registered instance; checked before any write.
-    let mut pin = match &params.pin_to {
-        Some(who) => {
-            let registered: i64 = conn
-                .prepare_cached(SQL_RANK)?
-                .query_row([who.as_str()], |r| r.get(2))?;
-            if registered == 0 {
-                return Err(Error::not_found("instance", who.to_string()).into());
-            }
-            Some((conn.prepare_cached(SQL_PIN)?, who.as_str()))
-        }
-        None => None,
-    };
-    let mut out = Vec::with_capacity(params.items.len());
-    let mut fair = FairTags::default();
-    for new in &params.items {
-        if let Some(dk) = &new.dedup_key {
-            let existing: Option<Vec<u8>> = find_dup
-                .query_row(
-                    params![new.queue.as_str(), dk.as_str(), now.as_micros()],
-                    |r| r.get(0),
-                )
-                .optional()?;
-            if let Some(bytes) = existing {
-                out.push(Enqueued {
-                    id: blob_id(&bytes)?,
-                    duplicate: true,
-                });
-                continue;
-            }
-        }
-        let item = machine::enqueue(new, now);
-        let ftag = fair.tag(cx, &new.queue, new.fairness_key.as_ref(), new.weight)?;
-        let lq = fair.lq(cx, &new.queue)?;
-        let head = match &item.stream {
-            None => true,
-            Some(s) => !stream_busy.exists([s.as_str()])?,
-        };
-        let inserted = insert.execute(params![
-            &item.id.as_bytes()[..],
-            item.queue.as_str(),
-            item.payload,
-            item.stream.as_ref().map(StreamKey::as_str),
-            item.scope.as_ref().map(ScopeKey::as_str),
-            item.dedup_key.as_ref().map(DedupKey::as_str),
-            item.priority,
-            item.run_at.as_micros(),
-            head,
-            item.max_attempts,
-            item.max_stalls,
-            item.max_renewals,
-            now.as_micros(),
-            key_hash(item.stream.as_ref(), item.id),
-            new.limit_key.as_ref().map(tenure_core::LimitKey::as_str),
-            ftag,
-            lq,
-        ]);
-        match inserted {
-            Ok(_) => {}
-            Err(e) if crate::error::code(&e) == Some(rusqlite::ErrorCode::ConstraintViolation) => {
-                return Err(
-                    Error::conflict("item", format!("item {} already exists", item.id)).into(),
-                )
-            }
-            Err(e) => return Err(e.into()),
-        }
-        if let (Some((pin, who)), Some(stream)) = (pin.as_mut(), &item.stream) {
-            // First write wins: a stream pinned already keeps its pin.
-            pin.execute([stream.as_str(), *who])?;
-        }
-        if let Some(dk) = &new.dedup_key {
-            record_key.execute(params![
-                new.queue.as_str(),
-                dk.as_str(),
-                &item.id.as_bytes()[..],
-                now.as_micros(),
-                (now + new.dedup_window).as_micros(),
-            ])?;
-        }
-        out.push(Enqueued {
-            id: item.id,
-            duplicate: false,
-        });
-    }
-    Ok(out)
-}
-
 /// A claimable head found in the ready index.
-struct Candidate {
-    seq: i64,
-    item: Item,
+pub(super) struct Candidate {
+    pub(super) seq: i64,
+    pub(super) item: Item,
     /// Its start tag plus one in a fair queue (G18), else 0.
-    ftag: i64,
+    pub(super) ftag: i64,
     /// Its limit key, when the scan that found it read it (`Some(None)`: no key).
-    limit_key: Option<Option<String>>,
+    pub(super) limit_key: Option<Option<String>>,
 }
 
 impl Candidate {
-    fn order(&self) -> (i16, Timestamp, i64) {
+    pub(super) fn order(&self) -> (i16, Timestamp, i64) {
         (self.item.priority, self.item.run_at, self.seq)
     }
 }
@@ -177,147 +65,6 @@ impl<'a> Share<'a> {
             live,
             rank,
         })
-    }
-}
-
-/// How many candidates of saturated keys a claim passes over in one limited queue
-/// before it leaves the walk of the ready index for the key walk ([`KeyWalk`]).
-const KEY_WALK_AFTER: usize = 64;
-
-/// How many heads of one limit key the key walk reads at a time.
-const KEY_CHUNK: usize = 8;
-
-/// The due heads of one limit key (or of the heads without one) of a limited queue,
-/// in claim order, read a chunk at a time from `tenure_items_ready_key`.
-struct KeyStream {
-    key: Option<String>,
-    buf: VecDeque<Candidate>,
-    after: (i64, i64, i64),
-    exhausted: bool,
-}
-
-impl KeyStream {
-    fn new(key: Option<String>) -> Self {
-        KeyStream {
-            key,
-            buf: VecDeque::new(),
-            after: (i64::MIN, i64::MIN, i64::MIN),
-            exhausted: false,
-        }
-    }
-
-    fn fill(&mut self, conn: &Connection, queue: &QueueName, now: Timestamp) -> OpResult<()> {
-        if !self.buf.is_empty() || self.exhausted {
-            return Ok(());
-        }
-        let chunk = i64::try_from(KEY_CHUNK).unwrap_or(1);
-        let (p, r, q) = self.after;
-        let mut stmt;
-        let mut rows = match &self.key {
-            Some(key) => {
-                stmt = conn.prepare_cached(SQL_KEY_SCAN)?;
-                stmt.query(params![
-                    queue.as_str(),
-                    key,
-                    now.as_micros(),
-                    p,
-                    r,
-                    q,
-                    chunk
-                ])?
-            }
-            None => {
-                stmt = conn.prepare_cached(SQL_UNKEYED_SCAN)?;
-                stmt.query(params![queue.as_str(), now.as_micros(), p, r, q, chunk])?
-            }
-        };
-        let mut got = 0;
-        while let Some(row) = rows.next()? {
-            let (seq, item) = read_ready(row, queue)?;
-            self.after = (i64::from(item.priority), item.run_at.as_micros(), seq);
-            self.buf.push_back(Candidate {
-                seq,
-                item,
-                ftag: 0,
-                limit_key: Some(row.get(15)?),
-            });
-            got += 1;
-        }
-        if got < KEY_CHUNK {
-            self.exhausted = true;
-        }
-        Ok(())
-    }
-}
-
-/// The key walk of a limited queue (G16): a merge, in claim order, of the due heads of
-/// each limit key that is not saturated, each read from `tenure_items_ready_key`.
-///
-/// The walk of the ready index reads a queue's heads in claim order and passes over
-/// the ones of saturated keys: cheap while those are few, but a saturated key holding
-/// 100,000 ready heads in front of the others costs every claim 100,000 rows. Once a
-/// claim has passed over [`KEY_WALK_AFTER`] of them, it switches to this walk: it
-/// steps from key to key with one index seek each (a loose index scan over
-/// `(queue, limit_key)`, skipping the keys found saturated), reads the first heads of
-/// each open key, and merges them by `(priority, run_at, seq)`. The merge of the
-/// per-key orders is the queue's claim order restricted to open keys, so the claim
-/// takes exactly what the walk would have taken (G8), at a cost of one seek per key
-/// with ready heads, whatever the saturated keys hold. A key that fills up during the
-/// claim leaves the merge ([`QueueCursor::shut_key`]). Heads without a key are one
-/// more stream of the merge: every item of a limited queue is in the index (`lq`).
-struct KeyWalk {
-    streams: Vec<KeyStream>,
-    /// The keys were not enumerated yet.
-    pending: bool,
-}
-
-impl KeyWalk {
-    fn enumerate(
-        &mut self,
-        conn: &Connection,
-        queue: &QueueName,
-        shut: &HashSet<String>,
-    ) -> OpResult<()> {
-        let mut next = conn.prepare_cached(SQL_NEXT_KEY)?;
-        self.streams.push(KeyStream::new(None));
-        let mut after = String::new();
-        while let Some(key) = next
-            .query_row(params![queue.as_str(), after], |r| r.get::<_, String>(0))
-            .optional()?
-        {
-            if !shut.contains(&key) {
-                self.streams.push(KeyStream::new(Some(key.clone())));
-            }
-            after = key;
-        }
-        self.pending = false;
-        Ok(())
-    }
-
-    /// The next head in claim order among the open keys, passing over `taken` ones.
-    fn next(
-        &mut self,
-        conn: &Connection,
-        queue: &QueueName,
-        now: Timestamp,
-        taken: &HashSet<i64>,
-    ) -> OpResult<Option<Candidate>> {
-        loop {
-            for s in self.streams.iter_mut() {
-                s.fill(conn, queue, now)?;
-            }
-            self.streams.retain(|s| !s.buf.is_empty());
-            let best = self
-                .streams
-                .iter_mut()
-                .min_by_key(|s| s.buf.front().map(Candidate::order));
-            let Some(cand) = best.and_then(|s| s.buf.pop_front()) else {
-                return Ok(None);
-            };
-            if !taken.contains(&cand.seq) {
-                return Ok(Some(cand));
-            }
-        }
     }
 }
 

@@ -23,16 +23,19 @@ use tenure_core::{
 use crate::error::STORE;
 
 mod claim;
+mod enqueue;
 mod finalize;
 mod history;
 mod inspect;
 mod instances;
+mod key_walk;
 mod limits;
 mod recovery;
 #[cfg(test)]
 mod tests;
 
-pub(crate) use claim::{claim, enqueue};
+pub(crate) use claim::claim;
+pub(crate) use enqueue::enqueue;
 pub(crate) use finalize::{complete, fail, release, renew};
 pub(crate) use history::{history, history_add};
 pub(crate) use inspect::{

@@ -15,8 +15,8 @@ use crate::error::{self, Phase};
 
 mod versions;
 
-pub use versions::SCHEMA_VERSION;
 pub(crate) use versions::MIGRATIONS;
+pub use versions::SCHEMA_VERSION;
 
 /// The SQL that creates this crate's schema (version [`SCHEMA_VERSION`]) and records
 /// its version, for an application that applies schema changes with its own tool.

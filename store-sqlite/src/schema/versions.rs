@@ -387,4 +387,3 @@ fn row_hash(id: &[u8], stream: Option<String>) -> std::result::Result<i64, Strin
         .map_err(|e| e.to_string())?;
     Ok(key_hash(stream.as_ref(), id))
 }
-
